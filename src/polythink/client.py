@@ -1,0 +1,289 @@
+"""The Client: an async context manager that owns one HTTP client and the onion.
+
+``Client(sources=[...])`` validates its sources when it is built (unknown provider or
+effort, missing key, a source effort its model cannot satisfy: ``ValueError`` or
+:class:`~polythink.errors.ThinkingUnsupportedError` right there). Entering the context
+creates one ``httpx.AsyncClient`` (one connection pool, one SSL context) and composes the
+layers once: per call the outer layers, then failover across one stack per source, each
+ending in that source's transport. A call then goes straight through prebuilt objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from contextlib import aclosing
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from polythink.config import Source, sources_from_env, sources_from_toml
+from polythink.middleware.base import Chain, Middleware, compose
+from polythink.middleware.failover import Failover
+from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.providers import get_provider
+from polythink.transports import transport_class
+from polythink.types import (
+    CacheMode,
+    Effort,
+    Message,
+    Request,
+    Response,
+    StreamEvent,
+    Tool,
+    coerce_messages,
+    coerce_tools,
+)
+
+__all__ = ["Client"]
+
+_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+
+
+class Client:
+    """A chat client over an ordered list of sources.
+
+    Args:
+        sources: where calls may go, tried in order (see :class:`~polythink.Source`).
+        cache: response cache: ``None``/``False`` (off), ``True`` (the user cache
+            directory), a path, or a cache object.
+        http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
+            keeps ownership (it is not closed with the client).
+
+    Raises:
+        ValueError: for an empty source list, a bad source, a missing API key, or a
+            provider whose transport is not available.
+        ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
+            by its model (for example ``none`` on a model that always reasons).
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        *,
+        cache: bool | str | Path | Any | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        sources = tuple(sources)
+        if not sources:
+            raise ValueError("Client needs at least one Source")
+        for i, source in enumerate(sources):
+            if not isinstance(source, Source):
+                raise ValueError(f"sources[{i}] is {type(source).__name__}, expected Source")
+        self.sources = sources
+        self.cache = cache
+        self._given_http = http_client
+        self._http: httpx.AsyncClient | None = None
+        self._chain: Chain | None = None
+        self._keys: list[str | None] = []
+        self._transport_classes: list[Any] = []
+        self._reasoning: list[ReasoningMiddleware] = []
+        for i, source in enumerate(sources):
+            profile = get_provider(source.provider)
+            key = source.resolve_api_key()
+            if key is None and profile.key_required and source.base_url is None:
+                raise ValueError(
+                    f"sources[{i}] ({source.provider}/{source.model}) has no API key: pass "
+                    f"api_key= or set {' or '.join(profile.api_key_env)}"
+                )
+            self._keys.append(key)
+            self._transport_classes.append(transport_class(profile.wire))
+            self._reasoning.append(ReasoningMiddleware(source, i, profile))
+
+    @classmethod
+    def from_env(cls, scope: str, **kwargs: Any) -> Client:
+        """Build a client from ``{SCOPE}__{PROVIDER}__{N}__{FIELD}`` environment variables.
+
+        See :func:`polythink.config.sources_from_env`; ``kwargs`` go to the constructor.
+        """
+        return cls(sources_from_env(scope), **kwargs)
+
+    @classmethod
+    def from_toml(cls, path: str | Path, **kwargs: Any) -> Client:
+        """Build a client from a TOML file of ``[[source]]`` tables.
+
+        See :func:`polythink.config.sources_from_toml`; ``kwargs`` go to the constructor.
+        """
+        return cls(sources_from_toml(path), **kwargs)
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def start(self) -> None:
+        """Create the HTTP client and compose the onion (``async with`` calls this)."""
+        if self._chain is not None:
+            return
+        http = self._given_http or httpx.AsyncClient(limits=_LIMITS, follow_redirects=True)
+        self._http = http
+        stacks = []
+        for i, source in enumerate(self.sources):
+            transport = self._transport_classes[i](
+                source=source,
+                index=i,
+                profile=get_provider(source.provider),
+                client=http,
+                api_key=self._keys[i],
+            )
+            stacks.append(compose(self._source_layers(i), transport))
+        self._chain = compose(self._call_layers(), Failover(stacks))
+
+    def _source_layers(self, index: int) -> list[Middleware]:
+        """Per-source layers, outermost first: rate limit, retry, reasoning."""
+        return [self._reasoning[index]]
+
+    def _call_layers(self) -> list[Middleware]:
+        """Per-call layers above failover, outermost first: telemetry, cache."""
+        return []
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this client created it."""
+        http, self._http, self._chain = self._http, None, None
+        if http is not None and self._given_http is None:
+            await http.aclose()
+
+    def _started(self) -> Chain:
+        if self._chain is None:
+            raise RuntimeError("use the client inside 'async with Client(...)' (or call start())")
+        return self._chain
+
+    def request(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        reasoning_effort: Effort | str | bool | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        stop: str | Sequence[str] | None = None,
+        cache: CacheMode = True,
+        timeout: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        stream: bool = False,
+    ) -> Request:
+        """Build and validate the :class:`Request` for a call (what ``complete`` sends).
+
+        Raises:
+            ValueError: for malformed messages or tools, an unknown effort, or a
+                non-positive ``max_tokens`` or ``timeout``.
+        """
+        if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
+            raise ValueError(f"max_tokens must be a positive int (tokens); got {max_tokens!r}")
+        if timeout is not None and (isinstance(timeout, bool) or timeout <= 0):
+            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+        return Request(
+            messages=coerce_messages(messages),
+            reasoning_effort=Effort.parse(reasoning_effort),
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop=(stop,) if isinstance(stop, str) else (tuple(stop) if stop else None),
+            tools=coerce_tools(tools),
+            tool_choice=tool_choice,
+            extra_body=extra_body,
+            stream=stream,
+            timeout=timeout,
+            cache=cache,
+        )
+
+    async def complete(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        reasoning_effort: Effort | str | bool | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        stop: str | Sequence[str] | None = None,
+        cache: CacheMode = True,
+        timeout: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> Response:
+        """Send a chat call and return the whole :class:`Response`.
+
+        Args:
+            messages: ``Message`` objects or OpenAI-style dicts.
+            reasoning_effort: this call's tier (wins over the source's); ``None`` = unset.
+            max_tokens: output ceiling in tokens (reasoning included where the provider
+                counts it there).
+            temperature, top_p, stop, tools, tool_choice: as in the OpenAI chat API.
+            cache: ``True`` use the cache, ``False`` bypass it, ``"refresh"`` call and
+                overwrite.
+            timeout: total deadline in seconds for this call.
+            extra_body: provider-specific body fields, merged last.
+
+        Raises:
+            ValueError: for malformed input (see :meth:`request`).
+            PolythinkError: the typed error of the last source tried.
+        """
+        request = self.request(
+            messages,
+            reasoning_effort=reasoning_effort,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            tools=tools,
+            tool_choice=tool_choice,
+            stop=stop,
+            cache=cache,
+            timeout=timeout,
+            extra_body=extra_body,
+        )
+        return await self._started().complete(request)
+
+    async def stream(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        reasoning_effort: Effort | str | bool | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        stop: str | Sequence[str] | None = None,
+        cache: CacheMode = True,
+        timeout: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
+
+        An async generator: ``aclose()`` (or leaving an ``async with aclosing(...)`` block)
+        ends it early and releases the connection. Same arguments as :meth:`complete`.
+
+        Raises:
+            ValueError: for malformed input.
+            PolythinkError: before the first event, the typed error of the last source
+                tried; after it, :class:`~polythink.errors.StreamInterruptedError`.
+        """
+        request = self.request(
+            messages,
+            reasoning_effort=reasoning_effort,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            tools=tools,
+            tool_choice=tool_choice,
+            stop=stop,
+            cache=cache,
+            timeout=timeout,
+            extra_body=extra_body,
+            stream=True,
+        )
+        events = self._started().stream(request)
+        async with aclosing(events) as iterator:
+            async for event in iterator:
+                yield event

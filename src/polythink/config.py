@@ -1,0 +1,325 @@
+"""Sources: which provider, model, endpoint, credentials and limits a client may use.
+
+A :class:`Source` is a frozen value validated when it is built: an unknown provider, an
+unknown effort string, an unknown fallback policy or a non-positive limit raise
+``ValueError`` there, not on the first call. The API key is never part of ``repr``.
+
+Sources may also come from the environment (:func:`sources_from_env`) or a TOML file
+(:func:`sources_from_toml`); both accept a ``[thinking] enabled / effort`` default that
+applies to sources without their own ``reasoning_effort``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polythink.providers import PROVIDERS, get_provider
+from polythink.types import Effort
+
+__all__ = ["Source", "Timeout", "sources_from_env", "sources_from_toml"]
+
+_POLICIES = ("nearest", "error", "drop")
+
+
+@dataclass(frozen=True, slots=True)
+class Timeout:
+    """Timeouts in seconds; ``None`` disables one.
+
+    Attributes:
+        connect: to establish the connection (TCP + TLS).
+        first_byte: from sending the request to the first byte of the response.
+        idle: longest silence between two chunks of a streamed response.
+        total: deadline for the whole call, retries included.
+    """
+
+    connect: float | None = 5.0
+    first_byte: float | None = 120.0
+    idle: float | None = 120.0
+    total: float | None = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "first_byte", "idle", "total"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or value <= 0):
+                raise ValueError(f"Timeout.{name} must be a positive number of seconds or None")
+
+    @classmethod
+    def coerce(cls, value: Timeout | float | None) -> Timeout:
+        """Accept a ``Timeout``, a number (the total deadline, in seconds), or ``None``.
+
+        Raises:
+            ValueError: for a non-positive number or another type.
+        """
+        if value is None:
+            return cls()
+        if isinstance(value, Timeout):
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"timeout must be seconds (a number) or a Timeout; got {value!r}")
+        return cls(total=float(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One place a client may send a call: provider, model, endpoint, credentials, limits.
+
+    Args:
+        provider: a provider id (``openai``, ``anthropic``, ``gemini``, ``openrouter`` …).
+        model: the model id as the provider names it.
+        api_key: the key; ``None`` reads the provider's standard environment variable.
+        base_url: the endpoint root; ``None`` uses the provider's default.
+        reasoning_effort: this source's default tier (``Effort``, string alias, bool or
+            ``None`` = unset); a per-call value wins.
+        effort_fallback: ``nearest`` | ``error`` | ``drop`` for tiers the model lacks.
+        rpm, tpm, max_concurrency: requests per minute, tokens per minute, calls in flight.
+        timeout: a :class:`Timeout`, or a number of seconds for the total deadline.
+        max_retries: retries after the first attempt (``None`` = the default, 2).
+        headers: extra HTTP headers for every call to this source.
+        drop_params: drop parameters the provider would reject here, with one warning,
+            instead of raising :class:`~polythink.errors.RequestRejectedError`.
+        extra_body: provider-specific body fields merged into every request (last, so they
+            win; part of the cache key).
+
+    Raises:
+        ValueError: for an unknown provider, effort or policy, or a non-positive limit.
+    """
+
+    provider: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str | None = None
+    reasoning_effort: Effort | str | bool | None = None
+    effort_fallback: str = "nearest"
+    rpm: float | None = None
+    tpm: float | None = None
+    max_concurrency: int | None = None
+    timeout: Timeout | float | None = None
+    max_retries: int | None = None
+    headers: Mapping[str, str] | None = None
+    drop_params: bool = False
+    extra_body: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        get_provider(self.provider)
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError("Source.model must be a non-empty model id")
+        object.__setattr__(self, "reasoning_effort", Effort.parse(self.reasoning_effort))
+        if self.effort_fallback not in _POLICIES:
+            raise ValueError(
+                f"Source.effort_fallback must be one of {', '.join(_POLICIES)}; "
+                f"got {self.effort_fallback!r}"
+            )
+        for name in ("rpm", "tpm", "max_concurrency"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value <= 0):
+                raise ValueError(f"Source.{name} must be positive or None; got {value!r}")
+        if self.max_retries is not None and (
+            isinstance(self.max_retries, bool) or self.max_retries < 0
+        ):
+            raise ValueError(f"Source.max_retries must be >= 0 or None; got {self.max_retries!r}")
+        object.__setattr__(self, "timeout", Timeout.coerce(self.timeout))
+        if self.base_url is not None:
+            object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+    @property
+    def effort(self) -> Effort | None:
+        """``reasoning_effort`` as a parsed :class:`Effort` (``None`` = unset)."""
+        value = self.reasoning_effort
+        return value if isinstance(value, Effort) or value is None else Effort.parse(value)
+
+    @property
+    def timeouts(self) -> Timeout:
+        """``timeout`` as a :class:`Timeout`."""
+        value = self.timeout
+        return value if isinstance(value, Timeout) else Timeout.coerce(value)
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL in use: ``base_url`` or the provider's default."""
+        return self.base_url or get_provider(self.provider).base_url
+
+    def resolve_api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """Return ``api_key``, else the first set environment variable of the provider."""
+        if self.api_key:
+            return self.api_key
+        env = os.environ if environ is None else environ
+        for name in get_provider(self.provider).api_key_env:
+            value = env.get(name)
+            if value:
+                return value
+        return None
+
+
+_ENV_KEY = re.compile(
+    r"^(?P<scope>[A-Z0-9_]+?)__(?P<provider>[A-Z0-9_\-]+)__(?P<n>\d+)__(?P<field>[A-Z_]+)$"
+)
+_FIELDS = {
+    "MODEL": "model",
+    "API_KEY": "api_key",
+    "BASE_URL": "base_url",
+    "REASONING_EFFORT": "reasoning_effort",
+    "EFFORT_FALLBACK": "effort_fallback",
+    "RPM": "rpm",
+    "TPM": "tpm",
+    "MAX_CONCURRENCY": "max_concurrency",
+    "TIMEOUT": "timeout",
+    "MAX_RETRIES": "max_retries",
+    "DROP_PARAMS": "drop_params",
+    "ENABLE_THINKING": "enable_thinking",
+}
+_INTS = {"max_concurrency", "max_retries"}
+_FLOATS = {"rpm", "tpm", "timeout"}
+
+
+def _provider_from_env(name: str) -> str:
+    wanted = name.lower().replace("_", "-")
+    for pid in PROVIDERS:
+        if pid == wanted or pid.replace("-", "_") == name.lower():
+            return pid
+    raise ValueError(f"unknown provider {name!r} in environment; known: {', '.join(PROVIDERS)}")
+
+
+def _convert(field_name: str, raw: Any, where: str) -> Any:
+    if field_name in _INTS:
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: expected an integer, got {raw!r}") from None
+    if field_name in _FLOATS:
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: expected a number, got {raw!r}") from None
+    if field_name in ("drop_params", "enable_thinking") and isinstance(raw, str):
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"{where}: expected true or false, got {raw!r}")
+        return lowered in ("true", "1", "yes")
+    return raw
+
+
+def _thinking_default(thinking: Mapping[str, Any] | None, where: str) -> Effort | None:
+    if not thinking:
+        return None
+    enabled = thinking.get("enabled")
+    effort = Effort.parse(thinking.get("effort"))
+    if enabled is False and effort not in (None, Effort.NONE):
+        raise ValueError(
+            f"{where}: [thinking] enabled = false contradicts effort = {effort.value!r}"
+        )
+    if enabled is False:
+        return Effort.NONE
+    if effort is not None:
+        return effort
+    return Effort.AUTO if enabled else None
+
+
+def _build(fields: dict[str, Any], provider: str, where: str, default: Effort | None) -> Source:
+    enable = fields.pop("enable_thinking", None)
+    effort = Effort.parse(fields.get("reasoning_effort"))
+    if enable is not None:
+        implied = Effort.AUTO if enable else Effort.NONE
+        if effort is not None and (effort is Effort.NONE) != (implied is Effort.NONE):
+            raise ValueError(
+                f"{where}: enable_thinking = {enable} contradicts reasoning_effort = "
+                f"{effort.value!r}"
+            )
+        effort = effort or implied
+    fields["reasoning_effort"] = effort if effort is not None else default
+    if "model" not in fields:
+        raise ValueError(f"{where}: a source needs a MODEL")
+    return Source(provider, **fields)
+
+
+def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> list[Source]:
+    """Read sources from variables named ``{SCOPE}__{PROVIDER}__{N}__{FIELD}``.
+
+    For example ``CHAT__OPENAI__0__MODEL=gpt-5.5`` and
+    ``CHAT__ANTHROPIC__1__REASONING_EFFORT=high``. Sources are ordered by ``N`` (then by
+    provider). ``{SCOPE}__THINKING__ENABLED`` / ``{SCOPE}__THINKING__EFFORT`` give the
+    default for sources without their own effort. Keys come from the provider's standard
+    variables (``OPENAI_API_KEY`` …) when no ``API_KEY`` field is set.
+
+    Raises:
+        ValueError: for an unknown provider or field, a malformed value, a source without
+            a model, no source at all, or a contradiction (thinking disabled but an effort
+            given for the same source).
+    """
+    env = os.environ if environ is None else environ
+    prefix = scope.upper()
+    thinking: dict[str, Any] = {}
+    grouped: dict[tuple[int, str], dict[str, Any]] = {}
+    for key, value in env.items():
+        if not key.startswith(prefix + "__"):
+            continue
+        if key == f"{prefix}__THINKING__ENABLED":
+            thinking["enabled"] = _convert("enable_thinking", value, key)
+            continue
+        if key == f"{prefix}__THINKING__EFFORT":
+            thinking["effort"] = value
+            continue
+        match = _ENV_KEY.match(key)
+        if not match or match["scope"] != prefix:
+            raise ValueError(
+                f"{key}: expected {prefix}__<PROVIDER>__<N>__<FIELD> with FIELD one of "
+                + ", ".join(_FIELDS)
+            )
+        field_name = _FIELDS.get(match["field"])
+        if field_name is None:
+            raise ValueError(
+                f"{key}: unknown field {match['field']!r}; known: {', '.join(_FIELDS)}"
+            )
+        provider = _provider_from_env(match["provider"])
+        group = grouped.setdefault((int(match["n"]), provider), {})
+        group[field_name] = _convert(field_name, value, key)
+    if not grouped:
+        raise ValueError(f"no sources found: set {prefix}__<PROVIDER>__0__MODEL")
+    default = _thinking_default(thinking, f"{prefix}__THINKING")
+    return [
+        _build(dict(fields), provider, f"{prefix}__{provider.upper()}__{n}", default)
+        for (n, provider), fields in sorted(grouped.items())
+    ]
+
+
+def sources_from_toml(path: str | Path) -> list[Source]:
+    """Read sources from a TOML file.
+
+    Shape::
+
+        [thinking]            # optional default for sources without their own effort
+        enabled = true
+        effort = "medium"
+
+        [[source]]
+        provider = "openai"
+        model = "gpt-5.5"
+        reasoning_effort = "high"
+
+    Raises:
+        ValueError: for an unknown key or provider, a malformed value, no ``[[source]]``, or
+            a contradiction between ``enabled`` and ``effort``.
+    """
+    with open(path, "rb") as handle:
+        data = tomllib.load(handle)
+    default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
+    rows = data.get("source")
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{path}: no [[source]] tables")
+    sources = []
+    allowed = set(_FIELDS.values()) | {"provider", "headers", "extra_body"}
+    for i, row in enumerate(rows):
+        where = f"{path} [[source]] #{i}"
+        unknown = set(row) - allowed
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(allowed)}")
+        fields = {k: v for k, v in row.items() if k != "provider"}
+        if "provider" not in row:
+            raise ValueError(f"{where}: a source needs a provider")
+        sources.append(_build(fields, row["provider"], where, default))
+    return sources

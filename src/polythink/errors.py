@@ -1,0 +1,178 @@
+"""The error taxonomy: one base class and the classes a caller can act on.
+
+Runtime failures of a call are one of four kinds, each carrying the provider, the source
+index, the HTTP status, the provider's own error type, the request id, the server's
+retry-after (seconds) and a redacted copy of the body:
+
+- :class:`RateLimitedError`: 429, and in-band rate-limit errors.
+- :class:`TransientError`: 5xx, 529/overloaded, connection failures, timeouts, a stream
+  cut before its first token.
+- :class:`RequestRejectedError`: 400, 404, 413, 422, and a reasoning configuration that the
+  source cannot satisfy at request time.
+- :class:`AuthError`: 401, 403.
+
+:class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
+carries what was assembled so far. Configuration mistakes raise ``ValueError`` (or
+:class:`ThinkingUnsupportedError`, which is one) when the client is built.
+
+API keys never appear in a message, repr or body of these errors: bodies pass through
+:func:`redact` at the transport boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from polythink.types import Response
+
+__all__ = [
+    "AuthError",
+    "PolythinkError",
+    "RateLimitedError",
+    "RequestRejectedError",
+    "RequestTimeoutError",
+    "StreamInterruptedError",
+    "ThinkingUnsupportedError",
+    "TransientError",
+    "redact",
+]
+
+_MAX_BODY_CHARS = 2000
+
+
+class PolythinkError(Exception):
+    """Base class of every error polythink raises on purpose.
+
+    Attributes (all optional; ``None`` when not applicable or not known):
+        provider: provider id of the source that failed (``"openai"``, ``"anthropic"``, ...).
+        source_index: position of that source in ``Client(sources=[...])``.
+        status_code: HTTP status; in-band stream errors keep the stream's 200.
+        error_type: the provider's error type or code (``"rate_limit_error"``,
+            ``"unsupported_value"``, ...).
+        request_id: the provider's request id header, for support tickets.
+        retry_after: seconds the server asked to wait (from ``retry-after-ms`` or
+            ``retry-after``).
+        should_retry: the server's ``x-should-retry`` verdict, when it sent one.
+        body: the response body, redacted and truncated to 2000 characters.
+        previous: errors of sources tried earlier in the same call (failover), oldest first.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        source_index: int | None = None,
+        status_code: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+        should_retry: bool | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.source_index = source_index
+        self.status_code = status_code
+        self.error_type = error_type
+        self.request_id = request_id
+        self.retry_after = retry_after
+        self.should_retry = should_retry
+        self.body = body[:_MAX_BODY_CHARS] if body is not None else None
+        self.previous: list[PolythinkError] = []
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        details = [
+            f"{name}={value}"
+            for name, value in (
+                ("provider", self.provider),
+                ("source", self.source_index),
+                ("status", self.status_code),
+                ("type", self.error_type),
+                ("request_id", self.request_id),
+                ("retry_after", self.retry_after),
+            )
+            if value is not None
+        ]
+        if details:
+            parts.append("(" + ", ".join(details) + ")")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+class RateLimitedError(PolythinkError):
+    """The provider refused the call for rate or quota (HTTP 429 or an in-band rate error)."""
+
+
+class TransientError(PolythinkError):
+    """A failure that may pass on retry: 5xx, 529/overloaded, connection error, timeout."""
+
+
+class RequestTimeoutError(TransientError):
+    """A timeout: connect, time to first byte, idle time between stream chunks, or deadline.
+
+    ``error_type`` says which: ``"connect_timeout"``, ``"read_timeout"``,
+    ``"idle_timeout"`` or ``"deadline"``.
+    """
+
+
+class RequestRejectedError(PolythinkError):
+    """The provider (or polythink, before sending) rejected the request as invalid.
+
+    HTTP 400, 404, 413, 422; also a request polythink refuses locally because the provider
+    would reject it (for example ``temperature`` with Anthropic thinking on).
+    """
+
+
+class AuthError(PolythinkError):
+    """The credentials were missing, wrong or not allowed (HTTP 401, 403)."""
+
+
+class ThinkingUnsupportedError(RequestRejectedError, ValueError):
+    """A reasoning configuration that this source cannot satisfy.
+
+    Raised when a requested tier is not accepted by the model under the ``error`` policy,
+    when ``none`` is asked of a model that cannot switch reasoning off (the message names
+    the cheapest tier to use instead), or when the provider's wire for the direction is
+    unknown. It is a ``ValueError`` so configuration checks at client build can raise it,
+    and a :class:`RequestRejectedError` so a per-call request fails over to the next source.
+    """
+
+
+class StreamInterruptedError(PolythinkError):
+    """A stream broke after its first token reached the caller; it is never retried.
+
+    Attributes:
+        partial: the :class:`~polythink.types.Response` assembled from what was streamed
+            before the break (``finish_reason == "error"``), or ``None``.
+    """
+
+    def __init__(self, message: str, *, partial: Response | None = None, **kwargs: object):
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.partial = partial
+
+
+_SECRET_PATTERNS = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{8,}|sk_[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}"
+    r"|(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})"
+)
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """Return ``text`` with API keys replaced by ``[REDACTED]``.
+
+    Replaces every given secret verbatim, then anything shaped like a known provider key
+    (``sk-…``, ``AIza…``, ``Bearer …``, ``xai-…``, ``gsk_…``). Secrets shorter than 4
+    characters are ignored (replacing them would mangle ordinary text).
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4 and secret in text:
+            text = text.replace(secret, "[REDACTED]")
+    return _SECRET_PATTERNS.sub("[REDACTED]", text)

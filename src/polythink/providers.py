@@ -1,0 +1,235 @@
+"""Provider profiles: which wire each provider speaks, where, with which credentials.
+
+A profile is static data. It says which transport (``wire``) serves the provider, its
+default base URL, the environment variables holding its key, how the key is sent, and the
+provider's dialect of the OpenAI Chat Completions wire where it has one (which reasoning
+request fields it takes, which response field carries reasoning text, what it needs sent
+back on the next turn). Decisions live elsewhere: reasoning in :mod:`polythink.reasoning`,
+body building and parsing in :mod:`polythink.transports`.
+
+Facts and their sources are in ``../shared/wire/WIRE.md`` §§1-6 (snapshots up to 2026-10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "PROVIDERS",
+    "ProviderProfile",
+    "ReasoningWire",
+    "get_provider",
+    "register_provider",
+]
+
+ReasoningWire = Literal[
+    "effort",  # top-level "reasoning_effort": tier (OpenAI, xAI, Groq, Mistral, MiniMax, Ollama)
+    "openrouter",  # "reasoning": {"effort", "enabled"}
+    "thinking_type",  # "thinking": {"type"} (+ "reasoning_effort"): DeepSeek, GLM, Kimi
+    "qwen",  # "enable_thinking": bool, "thinking_budget": N (DashScope)
+    "vllm",  # "chat_template_kwargs": {"enable_thinking"} + "reasoning_effort"
+    "responses",  # "reasoning": {"effort", "summary"} (OpenAI Responses)
+    "anthropic",  # "thinking": {...} (+ "output_config": {"effort"})
+    "gemini",  # "generationConfig": {"thinkingConfig": {...}}
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderProfile:
+    """How to talk to one provider.
+
+    Attributes:
+        id: the provider id used in ``Source(provider, ...)``.
+        wire: the transport that speaks for it: ``openai_chat``, ``openai_responses``,
+            ``anthropic`` or ``gemini``.
+        base_url: the default endpoint root (no trailing slash).
+        api_key_env: environment variables tried in order for the key.
+        key_required: whether a call to the default ``base_url`` needs a key.
+        auth: how the key is sent: ``bearer`` (``Authorization: Bearer``), ``x-api-key``
+            (Anthropic) or ``x-goog-api-key`` (Gemini).
+        reasoning_wire: the reasoning request dialect (see :data:`ReasoningWire`); ``None``
+            when polythink does not know how this provider expresses reasoning.
+        max_tokens_field: body field for the output ceiling (``max_completion_tokens`` on
+            OpenAI, ``max_tokens`` elsewhere on the chat wire).
+        default_max_tokens: output ceiling sent when the caller gives none and the wire
+            requires one (Anthropic), else ``None``.
+        reasoning_back: assistant-message field that sends reasoning text back on later
+            turns (``reasoning_content`` for DeepSeek/GLM/Kimi, ``reasoning`` for Ollama), or
+            ``None`` when the provider takes none (OpenAI rejects unknown message fields).
+        reasoning_back_tool_turns_only: send ``reasoning_back`` only on assistant turns with
+            tool calls (DeepSeek requires it there and ignores it elsewhere).
+        reasoning_format: the ``Message.reasoning_format`` this provider produces and accepts
+            back verbatim (``openrouter`` for ``reasoning_details``).
+        inline_think_tags: the provider may put reasoning inline in ``content`` as
+            ``<think>…</think>`` (Groq ``reasoning_format: raw``, vLLM without a parser).
+        stream_usage: send ``stream_options: {"include_usage": true}`` on streams.
+    """
+
+    id: str
+    wire: str
+    base_url: str
+    api_key_env: tuple[str, ...] = ()
+    key_required: bool = True
+    auth: Literal["bearer", "x-api-key", "x-goog-api-key"] = "bearer"
+    reasoning_wire: ReasoningWire | None = "effort"
+    max_tokens_field: str = "max_tokens"
+    default_max_tokens: int | None = None
+    reasoning_back: str | None = None
+    reasoning_back_tool_turns_only: bool = False
+    reasoning_format: str | None = None
+    inline_think_tags: bool = False
+    stream_usage: bool = True
+
+
+PROVIDERS: dict[str, ProviderProfile] = {
+    p.id: p
+    for p in (
+        ProviderProfile(
+            "openai",
+            "openai_chat",
+            "https://api.openai.com/v1",
+            ("OPENAI_API_KEY",),
+            max_tokens_field="max_completion_tokens",
+        ),
+        ProviderProfile(
+            "openai-responses",
+            "openai_responses",
+            "https://api.openai.com/v1",
+            ("OPENAI_API_KEY",),
+            reasoning_wire="responses",
+            max_tokens_field="max_output_tokens",
+            reasoning_format="openai-responses",
+        ),
+        ProviderProfile(
+            "anthropic",
+            "anthropic",
+            "https://api.anthropic.com/v1",
+            ("ANTHROPIC_API_KEY",),
+            auth="x-api-key",
+            reasoning_wire="anthropic",
+            default_max_tokens=4096,
+            reasoning_format="anthropic",
+        ),
+        ProviderProfile(
+            "gemini",
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta",
+            ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+            auth="x-goog-api-key",
+            reasoning_wire="gemini",
+            max_tokens_field="maxOutputTokens",
+            reasoning_format="gemini",
+        ),
+        ProviderProfile(
+            "openrouter",
+            "openai_chat",
+            "https://openrouter.ai/api/v1",
+            ("OPENROUTER_API_KEY",),
+            reasoning_wire="openrouter",
+            reasoning_format="openrouter",
+        ),
+        ProviderProfile(
+            "deepseek",
+            "openai_chat",
+            "https://api.deepseek.com",
+            ("DEEPSEEK_API_KEY",),
+            reasoning_wire="thinking_type",
+            reasoning_back="reasoning_content",
+            reasoning_back_tool_turns_only=True,
+        ),
+        ProviderProfile(
+            "qwen",
+            "openai_chat",
+            "https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
+            ("DASHSCOPE_API_KEY", "QWEN_API_KEY"),
+            reasoning_wire="qwen",
+            reasoning_back="reasoning_content",
+        ),
+        ProviderProfile(
+            "glm",
+            "openai_chat",
+            "https://open.bigmodel.cn/api/paas/v4",
+            ("ZHIPUAI_API_KEY", "ZAI_API_KEY", "GLM_API_KEY"),
+            reasoning_wire="thinking_type",
+            reasoning_back="reasoning_content",
+        ),
+        ProviderProfile(
+            "kimi",
+            "openai_chat",
+            "https://api.moonshot.ai/v1",
+            ("MOONSHOT_API_KEY", "KIMI_API_KEY"),
+            reasoning_wire="thinking_type",
+            reasoning_back="reasoning_content",
+        ),
+        ProviderProfile(
+            "minimax",
+            "openai_chat",
+            "https://api.minimax.io/v1",
+            ("MINIMAX_API_KEY",),
+        ),
+        ProviderProfile("xai", "openai_chat", "https://api.x.ai/v1", ("XAI_API_KEY",)),
+        ProviderProfile(
+            "groq",
+            "openai_chat",
+            "https://api.groq.com/openai/v1",
+            ("GROQ_API_KEY",),
+            inline_think_tags=True,
+        ),
+        ProviderProfile(
+            "mistral",
+            "openai_chat",
+            "https://api.mistral.ai/v1",
+            ("MISTRAL_API_KEY",),
+        ),
+        ProviderProfile(
+            "vllm",
+            "openai_chat",
+            "http://127.0.0.1:8000/v1",
+            ("VLLM_API_KEY",),
+            key_required=False,
+            reasoning_wire="vllm",
+            inline_think_tags=True,
+        ),
+        ProviderProfile(
+            "ollama",
+            "openai_chat",
+            "http://127.0.0.1:11434/v1",
+            ("OLLAMA_API_KEY",),
+            key_required=False,
+            reasoning_back="reasoning",
+        ),
+    )
+}
+"""Built-in profiles by provider id."""
+
+
+def get_provider(provider: str | ProviderProfile) -> ProviderProfile:
+    """Return the profile for a provider id (or the profile itself).
+
+    Raises:
+        ValueError: for an unknown id; the message lists the known ones.
+    """
+    if isinstance(provider, ProviderProfile):
+        return provider
+    profile = PROVIDERS.get(provider)
+    if profile is None:
+        raise ValueError(
+            f"unknown provider {provider!r}; known providers: {', '.join(PROVIDERS)}"
+            " (or register one with polythink.providers.register_provider)"
+        )
+    return profile
+
+
+def register_provider(profile: ProviderProfile) -> None:
+    """Add or replace a provider profile, e.g. an OpenAI-compatible gateway of your own.
+
+    Raises:
+        ValueError: when ``profile.wire`` is not one of polythink's transports.
+    """
+    if profile.wire not in ("openai_chat", "openai_responses", "anthropic", "gemini"):
+        raise ValueError(
+            f"unknown wire {profile.wire!r}; accepted: openai_chat, openai_responses, "
+            "anthropic, gemini"
+        )
+    PROVIDERS[profile.id] = profile

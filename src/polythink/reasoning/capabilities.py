@@ -1,0 +1,291 @@
+"""The per-model capability registry: which reasoning tiers each model accepts.
+
+Capabilities are per model, not per provider: the same provider changes its accepted tiers
+with almost every model generation. The shipped data lives in ``capabilities.toml`` next to
+this module, one entry per model with its evidence (source, date, and whether documented,
+measured or inferred). It is read once, on the first lookup, so ``import polythink`` stays
+cheap.
+
+Lookup order: the exact name, then a registered alias, then the *normalised* name
+(lower-cased; a provider prefix such as ``openai/`` or ``anthropic/`` removed; a date
+suffix such as ``-2025-08-07``, ``-20250929`` or ``@20250929`` removed; ``.`` read as
+``-``), compared with the normalised names and aliases of every entry.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from polythink.types import EFFORT_ORDER, Effort
+
+__all__ = [
+    "Capability",
+    "all_capabilities",
+    "capabilities_from_openrouter",
+    "get_capability",
+    "normalise_model_name",
+    "register_capability",
+]
+
+_THINKING_STYLES = frozenset({"manual", "adaptive", "budget", "level"})
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """What one model accepts for reasoning.
+
+    Attributes:
+        model: the model id.
+        supported_efforts: accepted tiers, cheapest first. ``none`` present means reasoning
+            can be switched off; ``(none,)`` alone means the model does not reason; ``auto``
+            means reasoning can be switched on but has no strength tiers (or is always on
+            with no control).
+        default_effort: what the model does when no reasoning field is sent (``none`` = no
+            reasoning, ``auto`` = reasons at a strength of its own); ``None`` = not known.
+        provider: the provider id whose native API documents the model.
+        thinking: native request style where a provider has several (Anthropic ``manual`` or
+            ``adaptive``; Gemini and Qwen ``budget``, Gemini 3 ``level``); ``None`` otherwise.
+        budget_min, budget_max: reasoning budget range in tokens for budget styles.
+        max_output_tokens: the model's output ceiling in tokens, where known.
+        evidence: where the facts come from and when (documented, measured or inferred).
+        aliases: other names that look this entry up.
+
+    Raises:
+        ValueError: at construction, for an empty or duplicated ``supported_efforts``, an
+            unknown tier or thinking style, or a budget range with ``min > max``.
+    """
+
+    model: str
+    supported_efforts: tuple[Effort, ...]
+    default_effort: Effort | None = None
+    provider: str | None = None
+    thinking: str | None = None
+    budget_min: int | None = None
+    budget_max: int | None = None
+    max_output_tokens: int | None = None
+    evidence: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        efforts = tuple(Effort.parse(e) for e in self.supported_efforts)
+        if not efforts or any(e is None for e in efforts):
+            raise ValueError(
+                f"capability for {self.model!r}: supported_efforts must list at least one tier "
+                f"of {', '.join(e.value for e in Effort)}; got {self.supported_efforts!r}"
+            )
+        if len(set(efforts)) != len(efforts):
+            raise ValueError(
+                f"capability for {self.model!r}: duplicate tier in {self.supported_efforts!r}"
+            )
+        ordered = tuple(e for e in (*EFFORT_ORDER, Effort.AUTO) if e in efforts)
+        object.__setattr__(self, "supported_efforts", ordered)
+        object.__setattr__(self, "default_effort", Effort.parse(self.default_effort))
+        if self.thinking is not None and self.thinking not in _THINKING_STYLES:
+            raise ValueError(
+                f"capability for {self.model!r}: unknown thinking style {self.thinking!r}; "
+                f"accepted: {', '.join(sorted(_THINKING_STYLES))}"
+            )
+        if (
+            self.budget_min is not None
+            and self.budget_max is not None
+            and self.budget_min > self.budget_max
+        ):
+            raise ValueError(
+                f"capability for {self.model!r}: budget_min {self.budget_min} > "
+                f"budget_max {self.budget_max}"
+            )
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+
+    @property
+    def reasons(self) -> bool:
+        """Whether the model can reason at all (anything besides ``none`` is accepted)."""
+        return any(e is not Effort.NONE for e in self.supported_efforts)
+
+    @property
+    def can_disable(self) -> bool:
+        """Whether reasoning can be switched off (``none`` is accepted)."""
+        return Effort.NONE in self.supported_efforts
+
+    @property
+    def strengths(self) -> tuple[Effort, ...]:
+        """The accepted strength tiers (everything but ``none`` and ``auto``), cheapest first."""
+        return tuple(e for e in self.supported_efforts if e not in (Effort.NONE, Effort.AUTO))
+
+    @property
+    def is_tiered(self) -> bool:
+        """Whether the model has strength tiers (not only an on/off switch)."""
+        return bool(self.strengths)
+
+    @property
+    def cheapest_effort(self) -> Effort | None:
+        """The cheapest tier that reasons: the first strength, else ``auto``, else ``None``."""
+        if self.strengths:
+            return self.strengths[0]
+        return Effort.AUTO if Effort.AUTO in self.supported_efforts else None
+
+    @property
+    def default_reasons(self) -> bool:
+        """Whether sending no reasoning field makes the model reason (known defaults only)."""
+        return self.default_effort is not None and self.default_effort is not Effort.NONE
+
+
+_DATE_SUFFIX = re.compile(r"([-@]\d{4}-\d{2}-\d{2}|[-@]\d{8})$")
+_lock = threading.Lock()
+_entries: dict[str, Capability] | None = None
+_index: dict[str, Capability] = {}
+
+
+def normalise_model_name(name: str) -> str:
+    """Return the lookup form of a model name.
+
+    Lower-case; the part after the last ``/`` (drops ``openai/``, ``anthropic/`` …); an
+    OpenRouter variant suffix (``:thinking``, ``:free``) and a date suffix
+    (``-2025-08-07``, ``-20250929``, ``@20250929``) removed; ``.`` replaced by ``-``.
+
+    >>> normalise_model_name("anthropic/claude-sonnet-4.5")
+    'claude-sonnet-4-5'
+    >>> normalise_model_name("gpt-5-2025-08-07")
+    'gpt-5'
+    """
+    base = name.strip().lower().rsplit("/", 1)[-1].split(":", 1)[0]
+    base = _DATE_SUFFIX.sub("", base)
+    return base.replace(".", "-")
+
+
+def _load() -> dict[str, Capability]:
+    global _entries
+    if _entries is not None:
+        return _entries
+    with _lock:
+        if _entries is None:
+            data = resources.files("polythink.reasoning").joinpath("capabilities.toml")
+            parsed = tomllib.loads(data.read_text(encoding="utf-8"))
+            loaded: dict[str, Capability] = {}
+            for row in parsed.get("model", []):
+                cap = _from_row(row)
+                loaded[cap.model] = cap
+            for cap in loaded.values():
+                _index_entry(cap)
+            _entries = loaded
+    return _entries
+
+
+def _from_row(row: Mapping[str, Any]) -> Capability:
+    return Capability(
+        model=row["name"],
+        supported_efforts=tuple(row["supported_efforts"]),
+        default_effort=row.get("default_effort"),
+        provider=row.get("provider"),
+        thinking=row.get("thinking"),
+        budget_min=row.get("budget_min"),
+        budget_max=row.get("budget_max"),
+        max_output_tokens=row.get("max_output_tokens"),
+        evidence=row.get("evidence", ""),
+        aliases=tuple(row.get("aliases", ())),
+    )
+
+
+def _index_entry(cap: Capability) -> None:
+    for name in (cap.model, *cap.aliases):
+        _index[name] = cap
+        _index[normalise_model_name(name)] = cap
+
+
+def get_capability(model: str) -> Capability | None:
+    """Look a model up in the registry; ``None`` when it is not registered.
+
+    Tries the exact name, then the normalised name (see :func:`normalise_model_name`).
+    An unregistered model is not an error: resolution injects by the provider's wire and
+    warns once.
+    """
+    entries = _load()
+    found = entries.get(model) or _index.get(model)
+    if found is not None:
+        return found
+    return _index.get(normalise_model_name(model))
+
+
+def register_capability(capability: Capability) -> Capability:
+    """Add or replace the registry entry for ``capability.model`` (and its aliases).
+
+    Returns the capability, so the call can wrap a constructor. Registration is
+    process-wide; a registered entry wins over the shipped one of the same name.
+    """
+    entries = _load()
+    with _lock:
+        previous = entries.get(capability.model)
+        if previous is not None:
+            for name in (previous.model, *previous.aliases):
+                for key in (name, normalise_model_name(name)):
+                    if _index.get(key) is previous:
+                        del _index[key]
+        entries[capability.model] = capability
+        _index_entry(capability)
+    return capability
+
+
+def all_capabilities(provider: str | None = None) -> list[Capability]:
+    """Return every registered capability, optionally only those of one provider id."""
+    entries = _load()
+    return [c for c in entries.values() if provider is None or c.provider == provider]
+
+
+def capabilities_from_openrouter(
+    document: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+) -> list[Capability]:
+    """Build capabilities from an OpenRouter ``/api/v1/models`` JSON document.
+
+    Reads each model's ``reasoning`` object (OR-DOC, retrieved 2026-10-05):
+    ``supported_efforts`` (``null`` = every gateway tier; omitted = no effort selection, on/off
+    only), ``mandatory`` (true = cannot switch off), ``default_effort`` (``"none"`` = off by
+    default). Models without a ``reasoning`` object are skipped (they do not reason, or are
+    routers). Pass the result to :func:`register_capability` to use it.
+
+    Raises:
+        ValueError: when the document is neither ``{"data": [...]}`` nor a list of models.
+    """
+    models: Iterable[Mapping[str, Any]]
+    if isinstance(document, Mapping):
+        data = document.get("data")
+        if not isinstance(data, list):
+            raise ValueError("an OpenRouter /models document has a 'data' list of models")
+        models = data
+    else:
+        models = document
+    result: list[Capability] = []
+    for model in models:
+        reasoning = model.get("reasoning")
+        if not isinstance(reasoning, Mapping) or not model.get("id"):
+            continue
+        mandatory = bool(reasoning.get("mandatory"))
+        if "supported_efforts" not in reasoning:
+            efforts: list[Effort] = [Effort.AUTO]
+        elif reasoning["supported_efforts"] is None:
+            efforts = [e for e in EFFORT_ORDER if e is not Effort.NONE]
+        else:
+            efforts = [
+                e
+                for e in (Effort.parse(v) for v in reasoning["supported_efforts"])
+                if e is not None and e is not Effort.NONE
+            ]
+            if not efforts:
+                efforts = [Effort.AUTO]
+        if not mandatory:
+            efforts.insert(0, Effort.NONE)
+        default = reasoning.get("default_effort")
+        result.append(
+            Capability(
+                model=str(model["id"]),
+                supported_efforts=tuple(efforts),
+                default_effort=Effort.parse(default) if default else None,
+                provider="openrouter",
+                evidence="documented: OpenRouter /models reasoning metadata",
+            )
+        )
+    return result

@@ -1,0 +1,101 @@
+"""Check what a model really did against the reasoning tier that was sent.
+
+:func:`observe` reads a response's reasoning signals; :func:`reconcile` compares them with
+the applied tier and returns a warning, or ``None``. Both are pure. :class:`WarningThrottle`
+is the small piece of state that keeps log lines to one per (model, tier, kind); the
+warning itself is always returned, so it reaches the response and telemetry every time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from polythink.types import Effort, ThinkingObservation
+
+__all__ = ["WarningThrottle", "observe", "reconcile"]
+
+logger = logging.getLogger("polythink.reasoning")
+
+
+def observe(reasoning_text: str | None, reasoning_tokens: int | None) -> ThinkingObservation:
+    """Decide whether reasoning happened from the response's own signals.
+
+    ``observed`` when the reasoning text is non-blank or ``reasoning_tokens > 0``;
+    ``absent`` only when the provider explicitly reported 0 reasoning tokens (and no text);
+    ``unknown`` otherwise, including negative or missing counts: not seeing reasoning is not
+    evidence that it did not happen.
+    """
+    if reasoning_text and not reasoning_text.isspace():
+        return ThinkingObservation.OBSERVED
+    if reasoning_tokens is None or reasoning_tokens < 0:
+        return ThinkingObservation.UNKNOWN
+    return ThinkingObservation.OBSERVED if reasoning_tokens > 0 else ThinkingObservation.ABSENT
+
+
+def reconcile(
+    applied: Effort | None,
+    observation: ThinkingObservation,
+    *,
+    model: str,
+) -> str | None:
+    """Compare the applied tier with the observation; return a warning or ``None``.
+
+    - unset (``applied is None``): nothing was asked, nothing to contradict.
+    - ``none`` applied but reasoning observed: warning (the switch-off did not hold).
+    - a tier that reasons applied but reasoning explicitly absent: warning.
+    - a tier that reasons applied and nothing visible: a softer warning (unknown).
+
+    ``applied`` is the tier actually sent (after nearest-mapping), so the text names a tier
+    that went on the wire.
+    """
+    if applied is None:
+        return None
+    if applied is Effort.NONE:
+        if observation is ThinkingObservation.OBSERVED:
+            return (
+                f"model {model!r} reasoned although reasoning_effort='none' was sent; the "
+                "capability registry may be out of date for this model"
+            )
+        return None
+    if observation is ThinkingObservation.ABSENT:
+        return (
+            f"model {model!r} reported 0 reasoning tokens although reasoning_effort="
+            f"{applied.value!r} was sent"
+        )
+    if observation is ThinkingObservation.UNKNOWN:
+        return (
+            f"could not confirm that model {model!r} reasoned at reasoning_effort="
+            f"{applied.value!r}: the response carried no reasoning text and no reasoning "
+            "token count"
+        )
+    return None
+
+
+class WarningThrottle:
+    """Log each distinct (model, tier, kind) warning once per process.
+
+    Thread-safe. ``seen`` is bounded (oldest keys are forgotten beyond ``limit``) so a
+    stream of distinct model names cannot grow it without end.
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._seen: dict[tuple[str, str, str], None] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def should_log(self, model: str, tier: str, kind: str) -> bool:
+        """Return ``True`` the first time a key is seen, ``False`` afterwards."""
+        key = (model, tier, kind)
+        with self._lock:
+            if key in self._seen:
+                return False
+            if len(self._seen) >= self._limit:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[key] = None
+            return True
+
+    def warn(self, message: str, *, model: str, tier: str, kind: str) -> None:
+        """Log ``message`` at WARNING level unless this key was logged before."""
+        if self.should_log(model, tier, kind):
+            logger.warning(message)

@@ -1,0 +1,381 @@
+"""Resolve a requested reasoning tier into the tier a model accepts and the body fragment.
+
+:func:`resolve` is a pure function. The order of its phases is the semantics:
+
+1. unset -> inject nothing; the applied tier is unset.
+2. the provider's reasoning wire is unknown -> :class:`ThinkingUnsupportedError`.
+3. the model is not registered -> inject by the provider's wire as asked, with a warning.
+4. ``none`` asked of a model that cannot switch reasoning off -> error naming the cheapest
+   tier it accepts (this comes before 5 so the caller learns the model cannot switch off,
+   not merely that ``none`` is missing from a list).
+5. a tier the model does not accept -> by policy: ``nearest`` (default) maps to the nearest
+   accepted tier by position, never ``none``, ties to the cheaper side; ``error`` raises
+   listing the accepted tiers; ``drop`` sends "on" without a strength (as ``auto``). ``auto``
+   passes on every model that reasons; a model that only switches on and off maps any
+   strength to ``auto`` (``nearest``/``drop``).
+
+Budget wires (Anthropic manual thinking, Gemini 2.5 ``thinkingBudget``, Qwen
+``thinking_budget``) turn a tier into tokens with :data:`TIER_BUDGET_TOKENS`, clamp to the
+model's range, keep Anthropic's ``1024 <= budget_tokens < max_tokens``, and raise the output
+ceiling by the budget so reasoning does not eat the answer, never past the model's maximum
+output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from polythink.errors import ThinkingUnsupportedError
+from polythink.providers import ProviderProfile, get_provider
+from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.types import EFFORT_ORDER, Effort, Resolution
+
+__all__ = [
+    "ANTHROPIC_MIN_BUDGET",
+    "POLICIES",
+    "TIER_BUDGET_TOKENS",
+    "EffortPolicy",
+    "budget_for",
+    "resolve",
+    "settle_tier",
+]
+
+EffortPolicy = Literal["nearest", "error", "drop"]
+POLICIES: tuple[str, ...] = ("nearest", "error", "drop")
+
+TIER_BUDGET_TOKENS: dict[Effort, int] = {
+    Effort.MINIMAL: 1024,
+    Effort.LOW: 2048,
+    Effort.MEDIUM: 8192,
+    Effort.HIGH: 16384,
+    Effort.XHIGH: 24576,
+    Effort.MAX: 32768,
+}
+"""Reasoning budget in tokens per tier for budget wires, before clamping to a model's range.
+
+``minimal`` is Anthropic's floor (1024); ``medium`` and ``xhigh`` match Google's own mapping
+for Gemini 2.5 through its OpenAI-compatible endpoint (8,192 and 24,576, GEM-DOC-openai
+2026-09-02); ``max`` is Gemini 2.5 Pro's documented ceiling (32,768, GEM-DOC-thinking).
+"""
+
+ANTHROPIC_MIN_BUDGET = 1024
+"""Anthropic's lower bound for ``thinking.budget_tokens`` (ANT-SDK ThinkingConfigEnabled)."""
+
+_UNSET: Any = object()
+
+
+def resolve(
+    effort: Effort | str | bool | None,
+    *,
+    provider: str | ProviderProfile,
+    model: str,
+    policy: str = "nearest",
+    max_tokens: int | None = None,
+    capability: Capability | None = _UNSET,
+) -> Resolution:
+    """Resolve ``effort`` for ``model`` on ``provider``'s wire.
+
+    Args:
+        effort: the requested tier (``Effort``, a string or alias, a bool, or ``None`` =
+            unset).
+        provider: provider id or profile; its ``reasoning_wire`` decides the field names.
+        model: the model id, looked up in the registry unless ``capability`` is given.
+        policy: ``nearest`` | ``error`` | ``drop`` for tiers the model does not accept.
+        max_tokens: the caller's output ceiling in tokens, if any; budget wires raise it.
+        capability: use this capability instead of the registry (``None`` = unregistered).
+
+    Returns:
+        a :class:`~polythink.types.Resolution` with the applied tier and the body fragment.
+
+    Raises:
+        ValueError: for an unknown effort string or policy.
+        ThinkingUnsupportedError: phases 2, 4 and 5 (under ``error``) above.
+    """
+    requested = Effort.parse(effort)
+    if policy not in POLICIES:
+        raise ValueError(f"unknown effort_fallback {policy!r}; accepted: {', '.join(POLICIES)}")
+    if requested is None:
+        return Resolution(None, None, {})
+    profile = get_provider(provider)
+    wire = profile.reasoning_wire
+    if wire is None:
+        raise ThinkingUnsupportedError(
+            f"provider {profile.id!r} has no known reasoning wire, so reasoning_effort="
+            f"{requested.value!r} for model {model!r} cannot be expressed; leave "
+            "reasoning_effort unset or set the provider's own field through extra_body",
+            provider=profile.id,
+            error_type="reasoning_unsupported",
+        )
+    cap = get_capability(model) if capability is _UNSET else capability
+    if cap is None:
+        payload, applied, budget = _BUILDERS[wire](requested, None, profile, max_tokens)
+        warning = (
+            f"model {model!r} is not in the capability registry; sent {payload or '{}'} for "
+            f"reasoning_effort={requested.value!r} by the {profile.id} wire without checking "
+            "the tier (register it with polythink.register_capability once known)"
+        )
+        return Resolution(requested, applied, payload, budget, (warning,))
+    if requested is Effort.NONE and not cap.can_disable:
+        raise ThinkingUnsupportedError(
+            _cannot_disable(model, cap), provider=profile.id, error_type="reasoning_unsupported"
+        )
+    settled = settle_tier(requested, cap, policy=policy, model=model, provider=profile.id)
+    payload, applied, budget = _BUILDERS[wire](settled, cap, profile, max_tokens)
+    warnings: list[str] = []
+    if settled is not requested:
+        warnings.append(
+            f"model {model!r} does not accept reasoning_effort={requested.value!r} "
+            f"(accepted: {_listing(cap)}); applied {settled.value!r} by "
+            f"effort_fallback={policy!r}"
+        )
+    if applied is not settled:
+        warnings.append(
+            f"reasoning_effort={settled.value!r} on model {model!r} is sent as "
+            f"{applied.value!r}: the {wire} wire cannot ask for reasoning without a strength "
+            "and the model's default does not reason"
+        )
+    return Resolution(requested, applied, payload, budget, tuple(warnings))
+
+
+def settle_tier(
+    requested: Effort,
+    cap: Capability,
+    *,
+    policy: str = "nearest",
+    model: str | None = None,
+    provider: str | None = None,
+) -> Effort:
+    """Phase 5: return the accepted tier for ``requested`` on ``cap`` under ``policy``.
+
+    ``none`` is returned only when asked and accepted (phase 4 handles the rest).
+
+    Raises:
+        ThinkingUnsupportedError: under ``error`` for an unaccepted tier, or whenever no
+            tier that reasons exists (a model that does not reason asked to reason).
+    """
+    name = model or cap.model
+    if requested in cap.supported_efforts:
+        return requested
+    if requested is Effort.NONE:
+        raise ThinkingUnsupportedError(
+            _cannot_disable(name, cap), provider=provider, error_type="reasoning_unsupported"
+        )
+    if not cap.reasons:
+        raise ThinkingUnsupportedError(
+            f"model {name!r} does not reason, so reasoning_effort={requested.value!r} cannot "
+            "be satisfied; accepted: none (or leave reasoning_effort unset)",
+            provider=provider,
+            error_type="reasoning_unsupported",
+        )
+    if requested is Effort.AUTO:
+        return Effort.AUTO
+    if policy == "error":
+        raise ThinkingUnsupportedError(
+            _tier_rejected(name, requested, cap),
+            provider=provider,
+            error_type="reasoning_unsupported",
+        )
+    if policy == "drop" or not cap.is_tiered:
+        return Effort.AUTO
+    return _nearest(requested, cap.strengths)
+
+
+def _nearest(requested: Effort, strengths: tuple[Effort, ...]) -> Effort:
+    target = EFFORT_ORDER.index(requested)
+    return min(
+        strengths,
+        key=lambda e: (abs(EFFORT_ORDER.index(e) - target), EFFORT_ORDER.index(e)),
+    )
+
+
+def budget_for(effort: Effort, cap: Capability | None, *, floor: int = 1) -> int:
+    """Return the reasoning budget in tokens for a strength tier on ``cap``.
+
+    Takes :data:`TIER_BUDGET_TOKENS`, clamps to ``[budget_min, budget_max]`` of the model
+    (at least ``floor``), and keeps it below the model's maximum output.
+    """
+    budget = TIER_BUDGET_TOKENS[effort]
+    low = max(floor, cap.budget_min or floor) if cap else floor
+    budget = max(budget, low)
+    if cap and cap.budget_max is not None:
+        budget = min(budget, cap.budget_max)
+    if cap and cap.max_output_tokens is not None:
+        budget = min(budget, cap.max_output_tokens - 1)
+    return max(budget, low)
+
+
+def _ceiling(base: int, budget: int, cap: Capability | None) -> int:
+    ceiling = base + budget
+    if cap and cap.max_output_tokens is not None:
+        ceiling = min(ceiling, cap.max_output_tokens)
+    return ceiling
+
+
+def _middle_strength(cap: Capability) -> Effort:
+    strengths = cap.strengths
+    return strengths[(len(strengths) - 1) // 2]
+
+
+def _auto_as_strength(cap: Capability | None) -> Effort:
+    """The strength used where a wire cannot say "on" without one."""
+    if cap is None or not cap.is_tiered:
+        return Effort.MEDIUM
+    if cap.default_effort in cap.strengths:
+        assert cap.default_effort is not None
+        return cap.default_effort
+    return _middle_strength(cap)
+
+
+Built = tuple[dict[str, Any], Effort, int | None]
+
+
+def _effort_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    if e is Effort.NONE:
+        if cap is not None and not cap.reasons:
+            return {}, e, None
+        return {"reasoning_effort": "none"}, e, None
+    if e is Effort.AUTO:
+        # No "on" switch on this wire: the model's own default reasons, or a strength must
+        # be named (gpt-5.1 defaults to none, so omitting the field would not reason).
+        if cap is None or cap.default_reasons or not cap.is_tiered:
+            return {}, e, None
+        e = _auto_as_strength(cap)
+    return {"reasoning_effort": e.value}, e, None
+
+
+def _responses_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    if e is Effort.NONE:
+        if cap is not None and not cap.reasons:
+            return {}, e, None
+        return {"reasoning": {"effort": "none"}}, e, None
+    if e is Effort.AUTO:
+        if cap is None or cap.default_reasons or not cap.is_tiered:
+            return {"reasoning": {"summary": "auto"}}, e, None
+        e = _auto_as_strength(cap)
+    return {"reasoning": {"effort": e.value, "summary": "auto"}}, e, None
+
+
+def _openrouter_wire(
+    e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None
+) -> Built:
+    if e is Effort.NONE:
+        return {"reasoning": {"enabled": False}}, e, None
+    if e is Effort.AUTO:
+        return {"reasoning": {"enabled": True}}, e, None
+    return {"reasoning": {"effort": e.value, "enabled": True}}, e, None
+
+
+def _thinking_type_wire(
+    e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None
+) -> Built:
+    if e is Effort.NONE:
+        return {"thinking": {"type": "disabled"}}, e, None
+    if e is Effort.AUTO:
+        return {"thinking": {"type": "enabled"}}, e, None
+    return {"thinking": {"type": "enabled"}, "reasoning_effort": e.value}, e, None
+
+
+def _qwen_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    if e is Effort.NONE:
+        return {"enable_thinking": False}, e, None
+    if e is Effort.AUTO:
+        return {"enable_thinking": True}, e, None
+    budget = budget_for(e, cap)
+    payload: dict[str, Any] = {"enable_thinking": True, "thinking_budget": budget}
+    if mt is not None:
+        payload[p.max_tokens_field] = _ceiling(mt, budget, cap)
+    return payload, e, budget
+
+
+def _vllm_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    if e is Effort.NONE:
+        return {"chat_template_kwargs": {"enable_thinking": False}}, e, None
+    kwargs = {"chat_template_kwargs": {"enable_thinking": True}}
+    if e is Effort.AUTO:
+        return kwargs, e, None
+    return {**kwargs, "reasoning_effort": e.value}, e, None
+
+
+def _anthropic_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    style = cap.thinking if cap is not None else "adaptive"
+    if e is Effort.NONE:
+        # Where thinking is off by default, omitting it is the documented way to switch it
+        # off (Opus 4.7 rejects an explicit "disabled" with 400; BEDROCK-adaptive).
+        if cap is not None and not cap.default_reasons:
+            return {}, e, None
+        return {"thinking": {"type": "disabled"}}, e, None
+    if style == "manual":
+        if e is Effort.AUTO:
+            e = _auto_as_strength(cap)
+        budget = budget_for(e, cap, floor=ANTHROPIC_MIN_BUDGET)
+        base = mt if mt is not None else (p.default_max_tokens or 4096)
+        ceiling = _ceiling(base, budget, cap)
+        return (
+            {"thinking": {"type": "enabled", "budget_tokens": budget}, "max_tokens": ceiling},
+            e,
+            budget,
+        )
+    if e is Effort.AUTO:
+        return {"thinking": {"type": "adaptive"}}, e, None
+    return {"thinking": {"type": "adaptive"}, "output_config": {"effort": e.value}}, e, None
+
+
+def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    style = cap.thinking if cap is not None else "level"
+    config: dict[str, Any]
+    budget: int | None = None
+    if e is Effort.NONE:
+        if cap is not None and not cap.default_reasons:
+            return {}, e, None
+        config = {"thinkingBudget": 0}
+    elif e is Effort.AUTO:
+        config = {"thinkingBudget": -1} if style == "budget" else {}
+        config["includeThoughts"] = True
+    elif style == "budget":
+        budget = budget_for(e, cap)
+        config = {"thinkingBudget": budget, "includeThoughts": True}
+    else:
+        config = {"thinkingLevel": e.value, "includeThoughts": True}
+    generation: dict[str, Any] = {"thinkingConfig": config}
+    if budget is not None and mt is not None:
+        generation["maxOutputTokens"] = _ceiling(mt, budget, cap)
+    return {"generationConfig": generation}, e, budget
+
+
+_BUILDERS: dict[str, Callable[[Effort, Capability | None, ProviderProfile, int | None], Built]] = {
+    "effort": _effort_wire,
+    "responses": _responses_wire,
+    "openrouter": _openrouter_wire,
+    "thinking_type": _thinking_type_wire,
+    "qwen": _qwen_wire,
+    "vllm": _vllm_wire,
+    "anthropic": _anthropic_wire,
+    "gemini": _gemini_wire,
+}
+
+
+def _listing(cap: Capability) -> str:
+    return ", ".join(e.value for e in cap.supported_efforts)
+
+
+def _cannot_disable(model: str, cap: Capability) -> str:
+    cheapest = cap.cheapest_effort
+    assert cheapest is not None
+    return (
+        f"model {model!r} cannot switch reasoning off, so reasoning_effort='none' cannot be "
+        f"satisfied; its cheapest tier is {cheapest.value!r}: ask for "
+        f"reasoning_effort={cheapest.value!r}, or use a model that can switch off "
+        f"(accepted: {_listing(cap)}; evidence: {cap.evidence})"
+    )
+
+
+def _tier_rejected(model: str, requested: Effort, cap: Capability) -> str:
+    if cap.is_tiered:
+        accepted = f"accepted tiers: {_listing(cap)}"
+    else:
+        accepted = f"it only switches reasoning on and off, with no strength tiers: {_listing(cap)}"
+    return (
+        f"model {model!r} does not accept reasoning_effort={requested.value!r}; {accepted} "
+        "(effort_fallback='error'; 'nearest' maps to the nearest accepted tier)"
+    )

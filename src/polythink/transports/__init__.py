@@ -1,0 +1,39 @@
+"""Transports: one module per wire protocol, each turning a Request into HTTP and back.
+
+:func:`transport_class` finds the class for a wire by name, importing its module only when
+a client first needs it (so ``import polythink`` does not load every wire).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["WIRES", "transport_class"]
+
+WIRES: dict[str, str] = {
+    "openai_chat": "polythink.transports.openai_chat:OpenAIChatTransport",
+    "openai_responses": "polythink.transports.openai_responses:OpenAIResponsesTransport",
+    "anthropic": "polythink.transports.anthropic:AnthropicTransport",
+    "gemini": "polythink.transports.gemini:GeminiTransport",
+}
+"""Wire name -> ``module:Class`` of its transport."""
+
+
+def transport_class(wire: str) -> Any:
+    """Return the transport class for ``wire``.
+
+    Raises:
+        ValueError: for an unknown wire, or one whose module is not available.
+    """
+    target = WIRES.get(wire)
+    if target is None:
+        raise ValueError(f"unknown wire {wire!r}; known: {', '.join(WIRES)}")
+    module_name, _, name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise ValueError(f"the {wire} transport is not available in this build") from exc
+    return getattr(module, name)

@@ -1,0 +1,602 @@
+"""OpenAI Chat Completions, and every OpenAI-compatible endpoint through its profile.
+
+One transport serves OpenAI, OpenRouter, DeepSeek, Qwen/DashScope, GLM, Kimi, MiniMax, xAI,
+Groq, Mistral, vLLM and Ollama. The profile (:mod:`polythink.providers`) says where each
+dialect differs: the output-ceiling field (``max_completion_tokens`` on OpenAI, which
+rejects ``max_tokens`` on reasoning models), what reasoning text is sent back on later
+turns, and whether reasoning may arrive inline as ``<think>…</think>``.
+
+Reasoning arrives as ``message.reasoning_content`` (DeepSeek, Qwen, GLM, Kimi, xAI
+grok-3-mini), ``message.reasoning`` (OpenRouter, Groq ``parsed``, vLLM, Ollama), OpenRouter's
+``reasoning_details[]`` (kept verbatim for the next turn), Mistral ``thinking`` content
+chunks, or inline ``<think>`` tags (Groq ``raw``). OpenAI's own Chat Completions returns no
+reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts: WIRE.md
+§1, §5, §6 and the recorded cassettes in ``../shared/fixtures/real`` (2025-04 to 2026-06).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
+from polythink.providers import ProviderProfile
+from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
+
+__all__ = [
+    "ChatStreamAssembler",
+    "OpenAIChatTransport",
+    "build_body",
+    "finish_reason",
+    "parse_completion",
+    "parse_usage",
+    "split_think",
+]
+
+_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    "error": "error",
+    "end_turn": "stop",
+    "max_tokens": "length",
+    "eos": "stop",
+}
+_THINK_OPEN = "<think>"
+_THINK_CLOSE = "</think>"
+
+
+def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
+    body: dict[str, Any] = {"role": message.role}
+    if message.tool_calls:
+        body["content"] = message.content if message.content else None
+        body["tool_calls"] = [call.to_openai() for call in message.tool_calls]
+    else:
+        body["content"] = message.content
+    if message.tool_call_id is not None:
+        body["tool_call_id"] = message.tool_call_id
+    if message.name is not None:
+        body["name"] = message.name
+    if message.role == "assistant":
+        if (
+            profile.reasoning_back
+            and message.reasoning
+            and (message.tool_calls or not profile.reasoning_back_tool_turns_only)
+        ):
+            body[profile.reasoning_back] = message.reasoning
+        if (
+            message.reasoning_items
+            and profile.reasoning_format is not None
+            and message.reasoning_format == profile.reasoning_format
+        ):
+            body["reasoning_details"] = [dict(item) for item in message.reasoning_items]
+    return body
+
+
+def build_body(
+    request: Request,
+    *,
+    model: str,
+    profile: ProviderProfile,
+    extra_body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the Chat Completions request body for ``request``.
+
+    Sets ``model``, ``messages``, ``stream`` (with ``stream_options.include_usage`` on
+    streams where the profile asks for it), the caller's output ceiling under the
+    profile's field, sampling parameters, ``stop``, ``tools`` and ``tool_choice`` when given;
+    then deep-merges the reasoning fragment of ``request.resolution``, the source's
+    ``extra_body`` and the call's ``extra_body``, in that order (later wins).
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [_message_body(m, profile) for m in request.messages],
+        "stream": request.stream,
+    }
+    if request.stream and profile.stream_usage:
+        body["stream_options"] = {"include_usage": True}
+    if request.max_tokens is not None:
+        body[profile.max_tokens_field] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.tools:
+        tools = []
+        for tool in request.tools:
+            function: dict[str, Any] = {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            }
+            if tool.strict is not None:
+                function["strict"] = tool.strict
+            tools.append({"type": "function", "function": function})
+        body["tools"] = tools
+    if request.tool_choice is not None:
+        body["tool_choice"] = request.tool_choice
+    if request.resolution is not None and request.resolution.payload:
+        deep_merge(body, request.resolution.payload)
+    if extra_body:
+        deep_merge(body, extra_body)
+    if request.extra_body:
+        deep_merge(body, request.extra_body)
+    return body
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def parse_usage(usage: Any) -> Usage | None:
+    """Normalise a Chat Completions ``usage`` object; ``None`` when absent.
+
+    ``prompt_tokens`` already includes cached tokens on OpenAI, OpenRouter, DeepSeek and
+    Gemini-compat, so it is taken as is. Cache reads come from
+    ``prompt_tokens_details.cached_tokens``, else DeepSeek's ``prompt_cache_hit_tokens``,
+    else Moonshot's top-level ``cached_tokens``; cache writes from
+    ``prompt_tokens_details.cache_write_tokens``; reasoning from
+    ``completion_tokens_details.reasoning_tokens``. A field the provider did not send stays
+    ``None``.
+    """
+    if not isinstance(usage, Mapping):
+        return None
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
+    pd = prompt_details if isinstance(prompt_details, Mapping) else {}
+    cd = completion_details if isinstance(completion_details, Mapping) else {}
+    cache_read = _count(pd.get("cached_tokens"))
+    if cache_read is None:
+        cache_read = _count(usage.get("prompt_cache_hit_tokens"))
+    if cache_read is None:
+        cache_read = _count(usage.get("cached_tokens"))
+    return Usage(
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        reasoning_tokens=_count(cd.get("reasoning_tokens")),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=_count(pd.get("cache_write_tokens")),
+    )
+
+
+def finish_reason(raw: Any, *, has_tool_calls: bool) -> str:
+    """Map a provider finish reason to ``stop``/``length``/``tool_calls``/``content_filter``/
+    ``error``; ``stop`` with tool calls present becomes ``tool_calls``."""
+    mapped = _FINISH.get(raw, "stop") if isinstance(raw, str) else "stop"
+    if has_tool_calls and mapped == "stop":
+        return "tool_calls"
+    return mapped
+
+
+def split_think(content: str) -> tuple[str | None, str]:
+    """Split a leading ``<think>…</think>`` block off ``content``.
+
+    Returns ``(reasoning, text)``: the reasoning stripped of surrounding whitespace and the
+    text after the closing tag verbatim; ``(None, content)`` when there is no leading block.
+    An unclosed block is all reasoning.
+    """
+    stripped = content.lstrip()
+    if not stripped.startswith(_THINK_OPEN):
+        return None, content
+    body = stripped[len(_THINK_OPEN) :]
+    end = body.find(_THINK_CLOSE)
+    if end < 0:
+        return body.strip(), ""
+    return body[:end].strip(), body[end + len(_THINK_CLOSE) :]
+
+
+def _content_parts(content: Any) -> tuple[str, str]:
+    """Return ``(text, reasoning)`` from a string or a list of content chunks (Mistral)."""
+    if isinstance(content, str):
+        return content, ""
+    if not isinstance(content, list):
+        return "", ""
+    text: list[str] = []
+    reasoning: list[str] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "thinking":
+            for inner in part.get("thinking") or ():
+                if isinstance(inner, Mapping) and isinstance(inner.get("text"), str):
+                    reasoning.append(inner["text"])
+        elif isinstance(part.get("text"), str):
+            text.append(part["text"])
+    return "".join(text), "".join(reasoning)
+
+
+def _reasoning_field(container: Mapping[str, Any]) -> str | None:
+    value = container.get("reasoning_content")
+    if not isinstance(value, str):
+        value = container.get("reasoning")
+    return value if isinstance(value, str) else None
+
+
+def parse_completion(
+    data: Any,
+    *,
+    profile: ProviderProfile,
+    source_index: int,
+    model: str,
+) -> Response:
+    """Parse a non-streaming Chat Completions body into a :class:`Response`.
+
+    Raises:
+        TransientError: when the body has no choices (an in-band error is mapped by the
+            caller before this point).
+    """
+    choices = data.get("choices") if isinstance(data, Mapping) else None
+    if not choices:
+        raise TransientError(
+            f"{profile.id} answered without choices",
+            provider=profile.id,
+            source_index=source_index,
+        )
+    choice = choices[0]
+    message = choice.get("message") or {}
+    text, chunk_reasoning = _content_parts(message.get("content"))
+    reasoning = _reasoning_field(message) or chunk_reasoning or None
+    if reasoning is None and profile.inline_think_tags and text:
+        reasoning, text = split_think(text)
+    raw_details = message.get("reasoning_details")
+    details = tuple(raw_details) if isinstance(raw_details, list) and raw_details else ()
+    calls = [ToolCall.from_openai(c) for c in message.get("tool_calls") or ()]
+    return _response(
+        text=text,
+        reasoning=reasoning,
+        calls=calls,
+        details=details,
+        raw_finish=choice.get("finish_reason"),
+        usage=parse_usage(data.get("usage")),
+        model=data.get("model") or model,
+        response_id=data.get("id"),
+        profile=profile,
+        source_index=source_index,
+    )
+
+
+def _response(
+    *,
+    text: str,
+    reasoning: str | None,
+    calls: list[ToolCall],
+    details: tuple[Mapping[str, Any], ...],
+    raw_finish: Any,
+    usage: Usage | None,
+    model: str,
+    response_id: str | None,
+    profile: ProviderProfile,
+    source_index: int,
+    finish: str | None = None,
+) -> Response:
+    finish = finish or finish_reason(raw_finish, has_tool_calls=bool(calls))
+    message = Message(
+        role="assistant",
+        content=text if (text or not calls) else None,
+        tool_calls=tuple(calls),
+        reasoning=reasoning,
+        reasoning_items=details,
+        reasoning_format=profile.reasoning_format if details else None,
+    )
+    return Response(
+        text=text,
+        reasoning=reasoning,
+        tool_calls=calls,
+        finish_reason=finish,
+        usage=usage,
+        model=model,
+        provider=profile.id,
+        source_index=source_index,
+        message=message,
+        output_limited=finish == "length",
+        id=response_id,
+    )
+
+
+class _ThinkSplitter:
+    """Route streamed content inside a leading ``<think>…</think>`` block to reasoning.
+
+    Holds back at most a tag's length of text while a tag may be split across chunks.
+    """
+
+    __slots__ = ("_pending", "_state")
+
+    def __init__(self) -> None:
+        self._state = "start"  # start -> think -> text
+        self._pending = ""
+
+    def feed(self, piece: str) -> list[tuple[str, str]]:
+        if self._state == "text":
+            return [("text", piece)]
+        buf = self._pending + piece
+        out: list[tuple[str, str]] = []
+        if self._state == "start":
+            stripped = buf.lstrip()
+            if len(stripped) < len(_THINK_OPEN) and _THINK_OPEN.startswith(stripped):
+                self._pending = buf
+                return out
+            if not stripped.startswith(_THINK_OPEN):
+                self._state, self._pending = "text", ""
+                return [("text", buf)]
+            self._state = "think"
+            buf = stripped[len(_THINK_OPEN) :]
+        end = buf.find(_THINK_CLOSE)
+        if end >= 0:
+            if buf[:end]:
+                out.append(("reasoning", buf[:end]))
+            self._state, self._pending = "text", ""
+            rest = buf[end + len(_THINK_CLOSE) :]
+            if rest:
+                out.append(("text", rest))
+            return out
+        keep = 0
+        for size in range(min(len(_THINK_CLOSE) - 1, len(buf)), 0, -1):
+            if _THINK_CLOSE.startswith(buf[-size:]):
+                keep = size
+                break
+        emit, self._pending = (buf[:-keep], buf[-keep:]) if keep else (buf, "")
+        if emit:
+            out.append(("reasoning", emit))
+        return out
+
+    def flush(self) -> list[tuple[str, str]]:
+        pending, self._pending = self._pending, ""
+        if not pending:
+            return []
+        return [("reasoning" if self._state == "think" else "text", pending)]
+
+
+class ChatStreamAssembler:
+    """Turn Chat Completions stream chunks into events and, at the end, a :class:`Response`.
+
+    Reasoning deltas come from ``delta.reasoning_content`` or ``delta.reasoning`` (each chunk
+    that carries only reasoning still yields a reasoning event); OpenRouter's
+    ``reasoning_details`` entries are merged by ``index`` (texts concatenated, the signature
+    taken when it arrives) and kept verbatim; tool-call fragments are merged by ``index`` and
+    each call is yielded once complete, when the choice finishes.
+    """
+
+    def __init__(self, profile: ProviderProfile, source_index: int, model: str) -> None:
+        self.profile = profile
+        self.source_index = source_index
+        self.model = model
+        self.response_id: str | None = None
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, list[Any]] = {}
+        self.details: dict[int, dict[str, Any]] = {}
+        self.raw_finish: Any = None
+        self.usage: Usage | None = None
+        self.content_seen = False
+        self._calls_emitted = False
+        self._think = _ThinkSplitter() if profile.inline_think_tags else None
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        """Consume one parsed chunk; return the events it produces."""
+        events: list[StreamEvent] = []
+        model = chunk.get("model")
+        if model:
+            self.model = model
+        if self.response_id is None and chunk.get("id"):
+            self.response_id = chunk["id"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = _reasoning_field(delta)
+            details = delta.get("reasoning_details")
+            if isinstance(details, list) and details:
+                merged_text = self._merge_details(details)
+                if not reasoning and merged_text:
+                    reasoning = merged_text
+            if reasoning:
+                self._reason(reasoning, events)
+            content = delta.get("content")
+            if content:
+                text, chunk_reasoning = _content_parts(content)
+                if chunk_reasoning:
+                    self._reason(chunk_reasoning, events)
+                if text:
+                    if self._think is not None:
+                        for kind, piece in self._think.feed(text):
+                            self._emit(kind, piece, events)
+                    else:
+                        self._emit("text", text, events)
+            for call in delta.get("tool_calls") or ():
+                self._merge_call(call)
+            if choice.get("finish_reason"):
+                self.raw_finish = choice["finish_reason"]
+                events.extend(self._complete_calls())
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            self.usage = parse_usage(usage)
+            events.append(StreamEvent("usage", usage=self.usage))
+        return events
+
+    def _reason(self, piece: str, events: list[StreamEvent]) -> None:
+        self.reasoning.append(piece)
+        self.content_seen = True
+        events.append(StreamEvent("reasoning", text=piece))
+
+    def _emit(self, kind: str, piece: str, events: list[StreamEvent]) -> None:
+        if kind == "reasoning":
+            self._reason(piece, events)
+        else:
+            self.text.append(piece)
+            self.content_seen = True
+            events.append(StreamEvent("text", text=piece))
+
+    def _merge_details(self, details: list[Any]) -> str:
+        texts: list[str] = []
+        for position, item in enumerate(details):
+            if not isinstance(item, Mapping):
+                continue
+            index = item.get("index", position)
+            current = self.details.get(index)
+            if current is None:
+                self.details[index] = dict(item)
+                if item.get("type") == "reasoning.text" and isinstance(item.get("text"), str):
+                    texts.append(item["text"])
+                continue
+            for key, value in item.items():
+                if key in ("text", "summary", "data") and isinstance(value, str):
+                    current[key] = (current.get(key) or "") + value
+                    if key == "text":
+                        texts.append(value)
+                elif key == "signature":
+                    if value:
+                        current[key] = value
+                elif key not in current:
+                    current[key] = value
+        return "".join(texts)
+
+    def _merge_call(self, call: Mapping[str, Any]) -> None:
+        index = call.get("index", len(self.calls))
+        slot = self.calls.get(index)
+        function = call.get("function") or {}
+        if slot is None:
+            slot = self.calls[index] = [call.get("id") or "", function.get("name") or "", []]
+        else:
+            if call.get("id") and not slot[0]:
+                slot[0] = call["id"]
+            if function.get("name") and not slot[1]:
+                slot[1] = function["name"]
+        arguments = function.get("arguments")
+        if arguments:
+            slot[2].append(arguments)
+
+    def _tool_calls(self) -> list[ToolCall]:
+        return [
+            ToolCall(id=slot[0], name=slot[1], arguments="".join(slot[2]) or "{}")
+            for _, slot in sorted(self.calls.items())
+        ]
+
+    def _complete_calls(self) -> list[StreamEvent]:
+        if self._calls_emitted or not self.calls:
+            return []
+        self._calls_emitted = True
+        self.content_seen = True
+        return [StreamEvent("tool_call", tool_call=call) for call in self._tool_calls()]
+
+    def flush(self) -> list[StreamEvent]:
+        """Release held-back text and any tool calls not yet yielded (end of stream)."""
+        events: list[StreamEvent] = []
+        if self._think is not None:
+            for kind, piece in self._think.flush():
+                self._emit(kind, piece, events)
+        events.extend(self._complete_calls())
+        return events
+
+    def response(self, *, finish: str | None = None) -> Response:
+        """Assemble the response from everything consumed so far."""
+        reasoning = "".join(self.reasoning) or None
+        details = tuple(self.details[i] for i in sorted(self.details))
+        return _response(
+            text="".join(self.text),
+            reasoning=reasoning,
+            calls=self._tool_calls(),
+            details=details,
+            raw_finish=self.raw_finish,
+            usage=self.usage,
+            model=self.model,
+            response_id=self.response_id,
+            profile=self.profile,
+            source_index=self.source_index,
+            finish=finish,
+        )
+
+
+class OpenAIChatTransport(HTTPTransport):
+    """Chat Completions over HTTP for one source (``POST {base_url}/chat/completions``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.url = f"{self.source.endpoint}/chat/completions"
+        self._extra_body = self.source.extra_body
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """Return the exact body this transport sends for ``request``."""
+        return build_body(
+            request, model=self.source.model, profile=self.profile, extra_body=self._extra_body
+        )
+
+    async def complete(self, request: Request) -> Response:
+        """Send a non-streaming call and parse the answer.
+
+        Raises:
+            PolythinkError: the mapped HTTP, transport or in-band error.
+        """
+        data = await self.post_json(self.url, self.body(request), request)
+        if isinstance(data, Mapping) and data.get("error") and not data.get("choices"):
+            raise self.in_band_error(data)
+        return parse_completion(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Send a streaming call; yield text, reasoning, tool-call and usage events, then
+        ``done`` with the assembled response.
+
+        Raises:
+            PolythinkError: before the first content event, the mapped error (retryable
+                where its class is); after it, :class:`StreamInterruptedError` carrying the
+                partial response, with the underlying error as ``__cause__``.
+        """
+        if not request.stream:
+            request = request.with_(stream=True)
+        assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
+        done = False
+        try:
+            async with self.open_stream(self.url, self.body(request), request) as response:
+                async for _, data in self.sse_events(response):
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    if not data or data.isspace():
+                        continue
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError as exc:
+                        raise TransientError(
+                            f"{self.profile.id} sent a stream chunk that is not JSON",
+                            provider=self.profile.id,
+                            source_index=self.index,
+                            status_code=response.status_code,
+                            body=data[:2000],
+                        ) from exc
+                    if not isinstance(chunk, Mapping):
+                        continue
+                    if chunk.get("error") and not chunk.get("choices"):
+                        raise self.in_band_error(chunk, response)
+                    for event in assembler.feed(chunk):
+                        yield event
+                if not done and assembler.raw_finish is None:
+                    raise TransientError(
+                        f"{self.profile.id} closed the stream before it finished",
+                        provider=self.profile.id,
+                        source_index=self.index,
+                        status_code=response.status_code,
+                        error_type="stream_incomplete",
+                    )
+        except PolythinkError as exc:
+            if assembler.content_seen:
+                partial = assembler.response(finish="error")
+                raise StreamInterruptedError(
+                    f"stream from {self.profile.id} broke after output began: {exc.message}",
+                    partial=partial,
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=exc.status_code,
+                    error_type=exc.error_type,
+                    request_id=exc.request_id,
+                ) from exc
+            raise
+        for event in assembler.flush():
+            yield event
+        yield StreamEvent("done", response=assembler.response())

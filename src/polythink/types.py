@@ -1,0 +1,408 @@
+"""Value types shared by every layer: messages, requests, responses, usage, stream events.
+
+This is the innermost module of the package: it imports nothing from polythink, so every
+other module may depend on it and it depends on none of them. All types are frozen
+dataclasses; derive a changed value with :func:`dataclasses.replace` (or ``Request.with_``),
+never by mutating one in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "EFFORT_ORDER",
+    "CacheMode",
+    "Effort",
+    "FinishReason",
+    "Message",
+    "Request",
+    "Resolution",
+    "Response",
+    "StreamEvent",
+    "StreamEventType",
+    "ThinkingObservation",
+    "Tool",
+    "ToolCall",
+    "Usage",
+    "coerce_messages",
+    "coerce_tools",
+]
+
+
+class Effort(enum.StrEnum):
+    """One reasoning-effort tier of polythink's vocabulary.
+
+    Ordered cheapest to dearest: ``none`` < ``minimal`` < ``low`` < ``medium`` < ``high`` <
+    ``xhigh`` < ``max``. ``auto`` means "reason, strength unspecified" and is not on that
+    ordering. ``None`` (the Python value, "unset") is different from ``Effort.NONE``: unset
+    sends nothing and leaves the model's own default, ``none`` asks for no reasoning.
+    """
+
+    NONE = "none"
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    XHIGH = "xhigh"
+    MAX = "max"
+    AUTO = "auto"
+
+    @classmethod
+    def parse(cls, value: Effort | str | bool | None) -> Effort | None:
+        """Normalise user input to an ``Effort`` or ``None`` (unset).
+
+        Accepts an ``Effort``, ``None``, a bool (``True`` -> ``auto``, ``False`` -> ``none``)
+        or a string; strings ignore case and surrounding spaces and take the aliases
+        ``off`` -> ``none``, ``on``/``true`` -> ``auto``, ``false`` -> ``none``.
+
+        Raises:
+            ValueError: for any other value; the message lists the accepted ones.
+        """
+        if value is None or isinstance(value, Effort):
+            return value
+        if isinstance(value, bool):
+            return cls.AUTO if value else cls.NONE
+        if isinstance(value, str):
+            key = value.strip().lower()
+            found = _EFFORT_INPUT.get(key)
+            if found is not None:
+                return found
+        raise ValueError(
+            f"unknown reasoning effort {value!r}; accepted: "
+            + ", ".join(e.value for e in (*EFFORT_ORDER, Effort.AUTO))
+            + " (aliases: off, on, true, false; or a bool, or None for unset)"
+        )
+
+    @property
+    def rank(self) -> int | None:
+        """Position on the cheap-to-dear ordering (0 = ``none``); ``None`` for ``auto``."""
+        return _EFFORT_RANK.get(self)
+
+
+EFFORT_ORDER: tuple[Effort, ...] = (
+    Effort.NONE,
+    Effort.MINIMAL,
+    Effort.LOW,
+    Effort.MEDIUM,
+    Effort.HIGH,
+    Effort.XHIGH,
+    Effort.MAX,
+)
+"""The tiers on the ordering, cheapest first (``auto`` is not among them)."""
+
+_EFFORT_RANK: dict[Effort, int] = {e: i for i, e in enumerate(EFFORT_ORDER)}
+_EFFORT_INPUT: dict[str, Effort] = {
+    **{e.value: e for e in Effort},
+    "off": Effort.NONE,
+    "false": Effort.NONE,
+    "on": Effort.AUTO,
+    "true": Effort.AUTO,
+}
+
+
+class ThinkingObservation(enum.StrEnum):
+    """What a response shows about whether the model reasoned.
+
+    ``observed``: reasoning text was non-blank or reasoning tokens > 0. ``absent``: the
+    provider explicitly reported 0 reasoning tokens and sent no reasoning text. ``unknown``:
+    neither (never read "did not see" as "did not happen").
+    """
+
+    OBSERVED = "observed"
+    ABSENT = "absent"
+    UNKNOWN = "unknown"
+
+
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error"]
+StreamEventType: TypeAlias = Literal["text", "reasoning", "tool_call", "usage", "done"]
+CacheMode: TypeAlias = bool | Literal["refresh"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One function call the model asked for.
+
+    ``arguments`` is the JSON string exactly as the model sent it (it may be invalid JSON;
+    polythink never re-serialises it).
+    """
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    @classmethod
+    def from_openai(cls, data: Mapping[str, Any]) -> ToolCall:
+        """Build from an OpenAI chat ``tool_calls[]`` entry (``{id, type, function: {...}}``)."""
+        function = data.get("function") or {}
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, separators=(",", ":"))
+        return cls(
+            id=str(data.get("id") or ""), name=str(function.get("name") or ""), arguments=arguments
+        )
+
+    def to_openai(self) -> dict[str, Any]:
+        """Return the OpenAI chat ``tool_calls[]`` entry for this call."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A function the model may call: name, description and a JSON Schema for its arguments.
+
+    ``strict`` is sent only when set (OpenAI structured outputs for tools).
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    strict: bool | None = None
+
+    @classmethod
+    def coerce(cls, value: Tool | Mapping[str, Any]) -> Tool:
+        """Accept a ``Tool``, an OpenAI ``{"type": "function", "function": {...}}`` dict, or a
+        flat ``{"name", "description", "parameters"}`` dict.
+
+        Raises:
+            ValueError: when the dict has no function name.
+        """
+        if isinstance(value, Tool):
+            return value
+        spec: Mapping[str, Any] = value.get("function", value)
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a tool needs a non-empty 'name'; got {dict(value)!r}")
+        params = spec.get("parameters")
+        return cls(
+            name=name,
+            description=str(spec.get("description") or ""),
+            parameters=params if params is not None else {"type": "object", "properties": {}},
+            strict=spec.get("strict"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """One turn of a conversation, in a provider-neutral shape.
+
+    ``role`` is ``system``, ``developer``, ``user``, ``assistant`` or ``tool``. ``content`` is a
+    string, ``None``, or a list of OpenAI-style content parts (passed through unchanged).
+
+    Reasoning fields, set on assistant turns that polythink parsed:
+
+    - ``reasoning``: the readable reasoning text. Wires that take it back (DeepSeek, GLM and
+      Kimi ``reasoning_content``; Ollama ``reasoning``) resend it on the next turn.
+    - ``reasoning_items``: the provider's opaque items, verbatim, in the provider's own shape
+      (Anthropic content blocks with thinking signatures, OpenAI Responses output items with
+      ``encrypted_content``, Gemini parts with ``thoughtSignature``, OpenRouter
+      ``reasoning_details``). They are sent back unchanged only to a wire of the same
+      ``reasoning_format``; another wire ignores them, because signatures only verify where
+      they were made.
+    - ``reasoning_format``: the wire that produced ``reasoning_items``
+      (``anthropic``, ``openai-responses``, ``gemini``, ``openrouter``).
+    """
+
+    role: str
+    content: str | list[Any] | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
+    reasoning_items: tuple[Mapping[str, Any], ...] = ()
+    reasoning_format: str | None = None
+
+    @classmethod
+    def coerce(cls, value: Message | Mapping[str, Any]) -> Message:
+        """Accept a ``Message`` or an OpenAI chat-shaped dict.
+
+        The dict may carry ``reasoning_content`` or ``reasoning`` (string) for the reasoning
+        text, and ``reasoning_details`` (OpenRouter) for opaque items.
+
+        Raises:
+            ValueError: when ``role`` is missing or not a string.
+        """
+        if isinstance(value, Message):
+            return value
+        role = value.get("role")
+        if not isinstance(role, str) or not role:
+            raise ValueError(f"a message needs a 'role' string; got {dict(value)!r}")
+        raw_calls = value.get("tool_calls") or ()
+        calls = tuple(c if isinstance(c, ToolCall) else ToolCall.from_openai(c) for c in raw_calls)
+        reasoning = value.get("reasoning_content")
+        if reasoning is None and isinstance(value.get("reasoning"), str):
+            reasoning = value.get("reasoning")
+        items: tuple[Mapping[str, Any], ...] = ()
+        fmt = value.get("reasoning_format")
+        details = value.get("reasoning_details")
+        if details:
+            items, fmt = tuple(details), fmt or "openrouter"
+        elif value.get("reasoning_items"):
+            items = tuple(value["reasoning_items"])
+        return cls(
+            role=role,
+            content=value.get("content"),
+            tool_calls=calls,
+            tool_call_id=value.get("tool_call_id"),
+            name=value.get("name"),
+            reasoning=reasoning,
+            reasoning_items=items,
+            reasoning_format=fmt,
+        )
+
+    def text(self) -> str:
+        """Return the text of ``content``: the string itself, or the joined ``text`` parts."""
+        if isinstance(self.content, str):
+            return self.content
+        if not self.content:
+            return ""
+        return "".join(str(p.get("text", "")) for p in self.content if isinstance(p, Mapping))
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one exchange. ``None`` means the provider did not say, never 0.
+
+    - ``input_tokens``: every prompt token the model saw, cached ones included (Anthropic
+      reports uncached only; its transport adds cache reads and writes).
+    - ``output_tokens``: every generated token, reasoning included.
+    - ``reasoning_tokens``: the reasoning part of ``output_tokens``.
+    - ``cache_read_tokens`` / ``cache_write_tokens``: the cached parts of ``input_tokens``.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int | None:
+        """``input_tokens + output_tokens`` when both are known, else ``None``."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The outcome of resolving a requested effort for one source's model.
+
+    - ``requested_effort``: what the caller asked (``None`` = unset).
+    - ``applied_effort``: the tier actually put on the wire (differs after nearest-mapping;
+      ``None`` when nothing was injected because the request was unset).
+    - ``payload``: the request-body fragment, deep-merged into the body by the transport
+      (it may also carry the raised output ceiling of budget wires).
+    - ``budget_tokens``: the reasoning budget in tokens for budget wires, else ``None``.
+    - ``warnings``: human-readable notes (nearest-mapping, unregistered model).
+    """
+
+    requested_effort: Effort | None
+    applied_effort: Effort | None
+    payload: Mapping[str, Any]
+    budget_tokens: int | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """One chat call as it travels through the onion, independent of any source.
+
+    Outer layers see it as the caller built it; the reasoning layer derives a copy with
+    ``resolution`` set for its source before the transport builds the body.
+
+    Units: ``max_tokens`` in tokens (the caller's answer budget); ``timeout`` in seconds
+    (total deadline for the call, ``None`` = the source's default).
+    """
+
+    messages: tuple[Message, ...]
+    reasoning_effort: Effort | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    tools: tuple[Tool, ...] = ()
+    tool_choice: str | Mapping[str, Any] | None = None
+    extra_body: Mapping[str, Any] | None = None
+    stream: bool = False
+    timeout: float | None = None
+    cache: CacheMode = True
+    resolution: Resolution | None = None
+
+    def with_(self, **changes: Any) -> Request:
+        """Return a copy with ``changes`` applied (the request itself is never mutated)."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Response:
+    """The normalised result of one chat call, the same shape for every provider.
+
+    ``message`` is the assistant turn to append to the conversation; it carries the
+    provider's opaque reasoning items so the next call sends them back. ``usage`` is
+    ``None`` when the provider reported none. ``output_limited`` is true when the model hit
+    its output ceiling (``finish_reason == "length"``).
+    """
+
+    text: str
+    reasoning: str | None
+    tool_calls: list[ToolCall]
+    finish_reason: str
+    usage: Usage | None
+    model: str
+    provider: str
+    source_index: int
+    message: Message
+    requested_effort: Effort | None = None
+    applied_effort: Effort | None = None
+    thinking: ThinkingObservation = ThinkingObservation.UNKNOWN
+    warnings: list[str] = field(default_factory=list)
+    cache_hit: bool = False
+    output_limited: bool = False
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One event of ``Client.stream``.
+
+    ``type`` is ``text`` or ``reasoning`` (``text`` holds the delta), ``tool_call`` (a call is
+    complete; ``tool_call`` holds it), ``usage`` (``usage`` holds the counts reported so far),
+    or ``done`` (always last; ``response`` holds the assembled :class:`Response`).
+    """
+
+    type: StreamEventType
+    text: str | None = None
+    tool_call: ToolCall | None = None
+    usage: Usage | None = None
+    response: Response | None = None
+
+
+def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Message, ...]:
+    """Convert a sequence of ``Message`` objects or OpenAI-style dicts to a tuple of messages.
+
+    Raises:
+        ValueError: when a message is malformed or the sequence is empty.
+    """
+    result = tuple(Message.coerce(m) for m in messages)
+    if not result:
+        raise ValueError("messages must not be empty")
+    return result
+
+
+def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool, ...]:
+    """Convert tool specs (``Tool`` or dicts) to a tuple of ``Tool``; ``None`` gives ``()``."""
+    if not tools:
+        return ()
+    return tuple(Tool.coerce(t) for t in tools)
