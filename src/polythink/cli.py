@@ -435,8 +435,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return EXIT_OK
     except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
         print(
-            f"polythink simulate: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            f"polythink simulate: cannot listen on {args.host}:{args.port}: {reason}",
             file=sys.stderr,
         )
         return EXIT_FAILED
