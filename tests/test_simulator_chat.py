@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from polythink import Client, Message, Source, Tool, Usage
-from polythink.errors import RequestRejectedError
+from polythink.errors import RequestRejectedError, ThinkingUnsupportedError
 from polythink.simulator import Simulator
 
 PROMPT = "Name three primes"
@@ -108,12 +108,13 @@ def test_model_without_strength_tiers_refuses_the_parameter(
 
 
 @pytest.mark.anyio
-async def test_unsupported_value_reaches_the_caller_as_request_rejected(sim: Simulator) -> None:
+async def test_unsupported_value_reaches_the_caller_as_thinking_unsupported(sim: Simulator) -> None:
     source = Source("openai", "gpt-5.5", api_key="sim", base_url=sim.base_url("openai"))
     async with Client([source]) as client:
         with pytest.raises(RequestRejectedError) as caught:
             await client.complete(USER, extra_body={"reasoning_effort": "minimal"})
     error = caught.value
+    assert type(error) is ThinkingUnsupportedError
     assert (error.status_code, error.error_type, error.provider) == (
         400,
         "unsupported_value",
