@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from polythink.cli import main
+from polythink.cli import DEMO_CALLS, DemoCall, main
+from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import PROVIDERS
-from polythink.reasoning import all_capabilities
+from polythink.reasoning import all_capabilities, resolve
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
 
@@ -501,3 +502,28 @@ def test_simulate_port_in_use_exits_1(capsys: pytest.CaptureFixture[str]) -> Non
         code, out, err = run(capsys, "simulate", "--port", str(port))
     assert (code, out) == (1, "")
     assert err == f"polythink simulate: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+# --------------------------------------------------------------------------- demo data
+
+
+@pytest.mark.parametrize("call", DEMO_CALLS, ids=lambda c: f"{c.provider}:{c.model}:{c.effort}")
+def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
+    # Rows of every protocol are checked here, also those whose transport is not built yet.
+    try:
+        applied = resolve(call.effort, provider=call.provider, model=call.model).applied_effort
+    except ThinkingUnsupportedError:
+        assert call.expect == "ThinkingUnsupportedError"
+    else:
+        assert applied is not None
+        assert applied.value == call.expect
+
+
+def test_demo_rows_cover_mapping_refusal_streaming_and_tools() -> None:
+    mapped = [c for c in DEMO_CALLS if c.expect not in (c.effort, "ThinkingUnsupportedError")]
+    refused = [c for c in DEMO_CALLS if c.expect == "ThinkingUnsupportedError"]
+    assert ("gpt-5.1", "minimal", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    assert ("glm-5.3", "medium", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    assert [(c.model, c.effort) for c in refused] == [("glm-5.3", "none")]
+    assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools"}
+    assert {c.provider for c in DEMO_CALLS} >= {"openai", "anthropic", "openai-responses", "gemini"}

@@ -50,6 +50,7 @@ __all__ = ["DEMO_CALLS", "DemoCall", "DemoMode", "main"]
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 DemoMode = Literal["complete", "stream", "tools"]
 
@@ -275,7 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         0 on success; 1 when the command failed (a tier that cannot be satisfied, a demo
         call that did not end as expected, a port that cannot be bound); 2 for bad
-        arguments, after one line on stderr naming what was wrong and what is accepted.
+        arguments, after one line on stderr naming what was wrong and what is accepted;
+        130 when the demo is interrupted.
     """
     parser, commands = _parser()
     try:
@@ -610,6 +612,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     logger.addHandler(quiet)
     try:
         outcomes = anyio.run(_run_demo, calls, root)
+    except KeyboardInterrupt:
+        print("polythink demo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         logger.removeHandler(quiet)
         if simulator is not None:
