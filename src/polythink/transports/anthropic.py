@@ -34,7 +34,15 @@ from polythink.errors import (
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import HTTPTransport, deep_merge
-from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
+from polythink.types import (
+    Message,
+    Request,
+    Response,
+    StreamEvent,
+    ThinkingObservation,
+    ToolCall,
+    Usage,
+)
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -379,6 +387,13 @@ def _response(
     items: tuple[Mapping[str, Any], ...] = ()
     if any(block.get("type") in _THINKING_BLOCKS for block in blocks):
         items = tuple(blocks)
+    # Redacted thinking, or a signed thinking block whose text is omitted, is direct evidence
+    # that the model reasoned even though no reasoning text or token count is visible.
+    opaque = any(
+        block.get("type") == "redacted_thinking"
+        or (block.get("type") == "thinking" and block.get("signature"))
+        for block in blocks
+    )
     message = Message(
         role="assistant",
         content=text if (text or not calls) else None,
@@ -399,6 +414,7 @@ def _response(
         message=message,
         output_limited=finish == "length",
         id=response_id,
+        thinking=ThinkingObservation.OBSERVED if opaque else ThinkingObservation.UNKNOWN,
     )
 
 
