@@ -92,6 +92,7 @@ DEMO_CALLS: tuple[DemoCall, ...] = (
     DemoCall("kimi", "kimi-k3", "max", "max"),
     DemoCall("anthropic", "claude-sonnet-4-5", "high", "high"),
     DemoCall("anthropic", "claude-opus-4-6", "xhigh", "high", "stream"),
+    DemoCall("anthropic", "claude-sonnet-4-6", "medium", "medium", "tools"),
     DemoCall("openai-responses", "gpt-5.5", "medium", "medium", "stream"),
     DemoCall("gemini", "gemini-3-pro-preview", "medium", "low"),
     DemoCall("gemini", "gemini-2.5-flash", "low", "low", "tools"),
