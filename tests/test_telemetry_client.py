@@ -218,6 +218,46 @@ async def test_recorded_openai_stream_reports_its_zeros(
 
 
 @pytest.mark.anyio
+async def test_c13_anthropic_wire_usage_counts_cached_input(
+    otel: Otel, router: respx.MockRouter
+) -> None:
+    router.post("https://api.anthropic.com/v1/messages").respond(
+        200,
+        json={
+            "id": "msg_013Zva2CMHLNnXjNJJKqJ2EF",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{"type": "text", "text": "Paris."}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 7,
+                "cache_read_input_tokens": 9800,
+                "cache_creation_input_tokens": 200,
+                "output_tokens": 50,
+            },
+        },
+    )
+    source = Source("anthropic", "claude-sonnet-4-5", api_key="sk-ant-api03-0123456789abcdef")
+
+    async with client(otel, router, source) as llm:
+        await llm.complete(QUESTION)
+
+    attributes = attrs(otel.span())
+    assert {k: v for k, v in attributes.items() if k.startswith("gen_ai.usage.")} == {
+        "gen_ai.usage.input_tokens": 10007,
+        "gen_ai.usage.cache_read.input_tokens": 9800,
+        "gen_ai.usage.cache_creation.input_tokens": 200,
+        "gen_ai.usage.output_tokens": 50,
+    }
+    assert attributes["gen_ai.provider.name"] == "anthropic"
+    assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    tokens = sorted((attrs(p)["gen_ai.token.type"], p.sum) for p in otel.points(TOKENS))
+    assert tokens == [("input", 10007), ("output", 50)]
+
+
+@pytest.mark.anyio
 async def test_c15_response_without_usage_records_none(
     otel: Otel, router: respx.MockRouter
 ) -> None:
