@@ -18,6 +18,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
 
+bench: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev,bench]'
+	$(VENV)/bin/polythink bench --quick
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks

@@ -1,4 +1,4 @@
-"""The ``polythink`` command line: ``demo``, ``resolve``, ``models`` and ``simulate``.
+"""The ``polythink`` command line: ``demo``, ``resolve``, ``models``, ``simulate`` and ``bench``.
 
 - ``polythink demo`` starts the simulator (or uses one already running, ``--base-url-root``)
   and runs the calls of :data:`DEMO_CALLS` through :class:`~polythink.Client`, one table row
@@ -8,6 +8,10 @@
   Exit 1 when the tier cannot be satisfied.
 - ``polythink models`` prints the capability registry.
 - ``polythink simulate`` serves the simulator in the foreground until Ctrl-C.
+- ``polythink bench [--quick] …`` runs the benchmark suite, the ``benchmarks`` package of a
+  source checkout (next to ``src/``, or in the current directory); every argument after
+  ``bench`` goes to it (``polythink bench --help`` lists them). Exit 1 when there is no
+  such package.
 
 Bad arguments print one line to stderr and exit 2. This module, and ``rich`` with it, is
 imported only by the console script, never by ``import polythink``.
@@ -28,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 import anyio
@@ -265,7 +270,46 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="seconds between streamed chunks",
     )
     sim.set_defaults(handler=_cmd_simulate)
-    return parser, {"demo": demo, "resolve": res, "models": models, "simulate": sim}
+
+    bench = commands.add_parser(
+        "bench",
+        help="benchmark polythink against raw httpx and the peer SDKs (from a source checkout)",
+        description="Run the benchmark suite of a source checkout; see benchmarks/README.md.",
+        add_help=False,
+    )
+    return parser, {"demo": demo, "resolve": res, "models": models, "simulate": sim, "bench": bench}
+
+
+def _benchmarks_root() -> Path | None:
+    """The directory holding the ``benchmarks`` package: the checkout's, else the cwd's."""
+    checkout = Path(__file__).resolve().parents[2]
+    for root in (checkout, Path.cwd()):
+        if (root / "benchmarks" / "run.py").is_file():
+            return root
+    return None
+
+
+def _cmd_bench(argv: Sequence[str]) -> int:
+    root = _benchmarks_root()
+    if root is None:
+        print(
+            "polythink bench: no benchmarks package found next to the polythink source tree "
+            f"({Path(__file__).resolve().parents[2]}) or in the current directory "
+            f"({Path.cwd()}); run it from a source checkout "
+            "(git clone, then pip install -e '.[bench]')",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from benchmarks.run import main as bench_main
+
+    try:
+        return bench_main(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -280,9 +324,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         arguments, after one line on stderr naming what was wrong and what is accepted;
         130 when the demo is interrupted.
     """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["bench"]:
+        return _cmd_bench(arguments[1:])
     parser, commands = _parser()
     try:
-        args, extra = parser.parse_known_args(argv)
+        args, extra = parser.parse_known_args(arguments)
         if args.command is None:
             parser.error(f"a command is required; accepted: {', '.join(commands)}")
         if extra:

@@ -1,0 +1,594 @@
+"""The orchestrator: start the simulator, run every measurement in its own process, report.
+
+``python -m benchmarks [--quick]`` or ``polythink bench [--quick]``. One run holds every
+client, so the ratios between them hold even on a machine that other work slows down: each
+measurement of the load and streaming scenarios is repeated ``reps`` times with the clients
+in a rotated order, and the median of the repetitions is reported.
+
+Outputs (``--out``, default ``benchmarks/results``): ``{mode}.json`` with every figure, the
+machine and the load average before and after; ``{mode}-*.png`` charts; and, with
+``--update-readme``, the results table in ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.simproc import SimProcess
+from benchmarks.workload import ANTHROPIC, OPENAI_CHAT, STREAM, Workload, workload
+
+__all__ = ["SCALES", "SCENARIOS", "Scale", "main"]
+
+ROOT = Path(__file__).resolve().parent
+SCENARIOS = ("load", "stream", "cache", "faults", "ratelimit", "memory", "import")
+
+LOAD_CLIENTS = (
+    "raw-httpx",
+    "raw-aiohttp",
+    "polythink-bare",
+    "polythink-bare-aiohttp",
+    "polythink-full",
+    "polythink-full-aiohttp",
+    "openai",
+    "litellm",
+    "raw-httpx@anthropic",
+    "polythink-full@anthropic",
+    "anthropic@anthropic",
+)
+"""``client`` on the OpenAI Chat wire, ``client@anthropic`` on the Anthropic Messages wire."""
+
+STREAM_CLIENTS = (
+    "raw-httpx",
+    "raw-aiohttp",
+    "polythink-bare",
+    "polythink-bare-aiohttp",
+    "polythink-full",
+    "polythink-full-aiohttp",
+    "openai",
+    "litellm",
+)
+MEMORY_CLIENTS = (
+    "raw-httpx",
+    "polythink-bare",
+    "polythink-full",
+    "polythink-full-aiohttp",
+    "openai",
+)
+FAULT_CLIENTS = ("raw-httpx", "polythink-full", "polythink-full-aiohttp", "openai")
+CACHE_CLIENTS = ("polythink-full",)
+RATELIMIT_CLIENTS = ("polythink-full", "polythink-full-aiohttp")
+IMPORT_MODULES = (
+    "httpx",
+    "aiohttp",
+    "httpx_aiohttp",
+    "polythink",
+    "openai",
+    "anthropic",
+    "litellm",
+)
+
+STREAM_DELTAS = 200
+"""Text plus reasoning deltas in every stream of the streaming scenario."""
+
+FAULT_MIX = [
+    {"status": 503},
+    {"status": 503},
+    {"status": 429, "retry_after_ms": 20},
+]
+"""Equally likely at a 15 % fault rate: 10 % 503 and 5 % 429 asking for a 20 ms wait."""
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much each scenario does (counts of calls; seconds)."""
+
+    reps: int
+    load_n: int
+    load_warmup: int
+    stream_n: int
+    memory_words: int
+    memory_clients: tuple[str, ...]
+    cache_n: int
+    faults_n: int
+    ratelimit_rpm: int
+    ratelimit_seconds: float
+    import_reps: int
+
+
+SCALES = {
+    "smoke": Scale(1, 20, 5, 4, 2_000, ("raw-httpx", "polythink-full"), 20, 40, 3000, 1.0, 1),
+    "quick": Scale(
+        1, 250, 50, 32, 100_000, ("raw-httpx", "polythink-full"), 200, 200, 1200, 5.0, 3
+    ),
+    "full": Scale(3, 1500, 200, 160, 100_000, MEMORY_CLIENTS, 1000, 1000, 3000, 20.0, 10),
+}
+
+
+def _split(client: str) -> tuple[str, str]:
+    name, _, wire = client.partition("@")
+    return name, wire or "openai_chat"
+
+
+class Runner:
+    """Run worker jobs one at a time and feed their progress to the display."""
+
+    def __init__(self, sim: SimProcess, display: Any) -> None:
+        self.sim = sim
+        self.display = display
+        self.workloads: dict[tuple[str, bool], Workload] = {}
+
+    def workload(self, wire: str, stream: bool) -> Workload:
+        key = (wire, stream)
+        if key not in self.workloads:
+            spec = ANTHROPIC if wire == "anthropic" else (STREAM if stream else OPENAI_CHAT)
+            self.workloads[key] = workload(*spec, stream=stream)
+        return self.workloads[key]
+
+    def job(
+        self,
+        label: str,
+        client: str,
+        kind: str,
+        params: dict[str, Any],
+        *,
+        stream: bool = False,
+        settings: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Run one job; return its last line (``result``, ``skipped`` or ``error``)."""
+        name, wire = _split(client)
+        job = {
+            "client": name,
+            "root": self.sim.root,
+            "kind": kind,
+            "workload": self.workload(wire, stream).as_json(),
+            "params": params,
+            "settings": {
+                "latency": 0.0,
+                "chunk_delay": 0.0,
+                "answer_words": 12,
+                **(settings or {}),
+            },
+        }
+        self.display.begin(label)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT.parent,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(json.dumps(job))
+        process.stdin.close()
+        last: dict[str, Any] = {}
+        for line in process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if "progress" in message:
+                self.display.advance(message["progress"], message["total"])
+            else:
+                last = message
+        stderr = process.stderr.read() if process.stderr is not None else ""
+        process.wait()
+        self.display.end()
+        if not last:
+            tail = stderr.strip().splitlines()[-1:] or [f"exit {process.returncode}"]
+            last = {"error": f"worker failed: {tail[0]}"}
+        return last
+
+
+def _median_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of every number across repetitions (nested dicts kept, others first)."""
+    if len(runs) == 1:
+        return runs[0]
+    merged: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        if isinstance(value, dict) and key != "faults_injected":
+            merged[key] = _median_result([r[key] for r in runs])
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            merged[key] = statistics.median(r[key] for r in runs)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _rotations(clients: Sequence[str], reps: int) -> list[tuple[int, str]]:
+    order: list[tuple[int, str]] = []
+    for rep in range(reps):
+        shift = rep % len(clients)
+        order.extend((rep, c) for c in [*clients[shift:], *clients[:shift]])
+    return order
+
+
+def _repeated(
+    runner: Runner,
+    scenario: str,
+    clients: Sequence[str],
+    reps: int,
+    run: Callable[[str, str], dict[str, Any]],
+) -> dict[str, Any]:
+    results: dict[str, list[dict[str, Any]]] = {}
+    skipped: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    notes: set[str] = set()
+    for rep, client in _rotations(clients, reps):
+        if client in skipped or client in errors:
+            continue
+        outcome = run(client, f"{scenario} · {client} · run {rep + 1}/{reps}")
+        if "result" in outcome:
+            result = outcome["result"]
+            notes.update(result.pop("notes", []))
+            results.setdefault(client, []).append(result)
+        elif "skipped" in outcome:
+            skipped[client] = outcome["skipped"]
+        else:
+            errors[client] = outcome["error"]
+    return {
+        "clients": {c: _median_result(r) for c, r in results.items()},
+        "skipped": skipped,
+        "errors": errors,
+        "notes": sorted(notes),
+    }
+
+
+def _single(
+    runner: Runner, scenario: str, clients: Sequence[str], run: Callable[[str, str], dict[str, Any]]
+) -> dict[str, Any]:
+    return _repeated(runner, scenario, clients, 1, run)
+
+
+def _expected_text(runner: Runner, wire: str) -> str:
+    from benchmarks.workload import prompt
+    from polythink.simulator import behaviour
+
+    work = runner.workload(wire, False)
+    return behaviour.answer_for(work.model, prompt(0), _effort(work), 12, []).text
+
+
+def _effort(work: Workload) -> Any:
+    from polythink.types import Effort
+
+    return Effort.parse(work.effort)
+
+
+def _stream_words(runner: Runner) -> int:
+    """Answer words that make every stream carry exactly ``STREAM_DELTAS`` deltas."""
+    from benchmarks.workload import prompt
+    from polythink.simulator import behaviour
+
+    work = runner.workload("openai_chat", True)
+    reasoning = behaviour.reasoning_text(_effort(work), prompt(10_000))
+    return STREAM_DELTAS - len(reasoning.split(" "))
+
+
+def run_scenarios(
+    runner: Runner, scale: Scale, scenarios: Sequence[str], only: set[str] | None
+) -> dict[str, Any]:
+    """Run the chosen scenarios; return their results keyed by scenario."""
+
+    def chosen(clients: Sequence[str]) -> list[str]:
+        return [c for c in clients if only is None or _split(c)[0] in only or c in only]
+
+    out: dict[str, Any] = {}
+    if "load" in scenarios:
+        expected = {wire: _expected_text(runner, wire) for wire in ("openai_chat", "anthropic")}
+
+        def load(client: str, label: str) -> dict[str, Any]:
+            params = {
+                "n": scale.load_n,
+                "concurrency": [1, 64],
+                "warmup": scale.load_warmup,
+                "expected_text": expected[_split(client)[1]],
+            }
+            return runner.job(label, client, "load", params)
+
+        out["load"] = _repeated(runner, "load", chosen(LOAD_CLIENTS), scale.reps, load)
+    if "stream" in scenarios:
+        words = _stream_words(runner)
+
+        def stream(client: str, label: str) -> dict[str, Any]:
+            params = {
+                "n": scale.stream_n,
+                "concurrency": 16,
+                "warmup": 16,
+                "deltas_per_stream": STREAM_DELTAS,
+            }
+            return runner.job(
+                label, client, "stream", params, stream=True, settings={"answer_words": words}
+            )
+
+        out["stream"] = _repeated(runner, "stream", chosen(STREAM_CLIENTS), scale.reps, stream)
+        out["stream"]["deltas_per_stream"] = STREAM_DELTAS
+        out["stream"]["concurrency"] = 16
+    if "cache" in scenarios:
+
+        def cache(client: str, label: str) -> dict[str, Any]:
+            return runner.job(label, client, "cache", {"n": scale.cache_n})
+
+        out["cache"] = _single(runner, "cache", chosen(CACHE_CLIENTS), cache)
+    if "faults" in scenarios:
+
+        def faults(client: str, label: str) -> dict[str, Any]:
+            params = {"n": scale.faults_n, "concurrency": 8, "rate": 0.15, "mix": FAULT_MIX}
+            return runner.job(label, client, "faults", params)
+
+        out["faults"] = _single(runner, "faults", chosen(FAULT_CLIENTS), faults)
+        out["faults"]["mix"] = "15 % of calls: 10 % 503, 5 % 429 with retry-after-ms 20"
+    if "ratelimit" in scenarios:
+        rpm = scale.ratelimit_rpm
+        n = max(10, round(rpm / 60 * scale.ratelimit_seconds))
+
+        def ratelimit(client: str, label: str) -> dict[str, Any]:
+            params = {"n": n, "callers": 32, "rpm": rpm, "max_concurrency": 8}
+            return runner.job(label, client, "ratelimit", params, settings={"latency": 0.1})
+
+        out["ratelimit"] = _single(runner, "ratelimit", chosen(RATELIMIT_CLIENTS), ratelimit)
+    if "memory" in scenarios:
+
+        def memory(client: str, label: str) -> dict[str, Any]:
+            return runner.job(label, client, "memory", {"words": scale.memory_words}, stream=True)
+
+        out["memory"] = _single(runner, "memory", chosen(scale.memory_clients), memory)
+        out["memory"]["words"] = scale.memory_words
+    if "import" in scenarios:
+        out["import"] = import_times(scale.import_reps, runner.display)
+    return out
+
+
+def _timed_import(code: str) -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+    return time.perf_counter() - began
+
+
+def _heaviest_imports(module: str, top: int = 6) -> list[tuple[str, float]]:
+    """The root packages that ``import module`` loads, by cumulative seconds (``-X importtime``)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT.parent,
+    )
+    roots: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        name = parts[2].strip()
+        if "." not in name and name != module:
+            roots[name] = max(roots.get(name, 0.0), int(parts[1]) / 1e6)
+    return sorted(roots.items(), key=lambda item: -item[1])[:top]
+
+
+def import_times(reps: int, display: Any) -> dict[str, Any]:
+    """Median wall seconds of ``python -c 'import M'`` minus ``python -c 'pass'``."""
+    modules: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    samples: dict[str, list[float]] = {"": []}
+    available = []
+    for module in IMPORT_MODULES:
+        if importlib.util.find_spec(module) is None:
+            skipped[module] = f"{module} is not installed"
+        else:
+            available.append(module)
+            samples[module] = []
+    display.begin(f"import · {len(available)} modules × {reps}")
+    total = reps * (len(available) + 1)
+    done = 0
+    for _ in range(reps):
+        for module in ["", *available]:
+            samples[module].append(_timed_import(f"import {module}" if module else "pass"))
+            done += 1
+            display.advance(done, total)
+    display.end()
+    baseline = statistics.median(samples[""])
+    for module in available:
+        modules[module] = max(0.0, statistics.median(samples[module]) - baseline)
+    heaviest = _heaviest_imports("polythink") if "polythink" in available else []
+    return {
+        "seconds": modules,
+        "interpreter_seconds": baseline,
+        "skipped": skipped,
+        "polythink_heaviest": heaviest,
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What the run ran on: CPU model, cores, memory, OS, Python, package versions."""
+    cpu = platform.processor() or platform.machine()
+    with_cpuinfo = Path("/proc/cpuinfo")
+    if with_cpuinfo.exists():
+        for line in with_cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = None
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        first = meminfo.read_text().splitlines()[0].split()
+        memory = round(int(first[1]) / 1024 / 1024, 1)
+    versions: dict[str, str | None] = {}
+    for package in (
+        "polythink",
+        "httpx",
+        "aiohttp",
+        "httpx-aiohttp",
+        "opentelemetry-sdk",
+        "openai",
+        "anthropic",
+        "litellm",
+        "httpx2",
+    ):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+class Display:
+    """Rich progress bars: one for the whole run, one for the job in flight."""
+
+    def __init__(self, total_jobs: int, quiet: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            disable=quiet,
+            transient=False,
+        )
+        self.overall = self.progress.add_task("benchmark", total=total_jobs)
+        self.current: Any = None
+
+    def __enter__(self) -> Display:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def begin(self, label: str) -> None:
+        self.current = self.progress.add_task(f"  {label}", total=None)
+
+    def advance(self, done: int, total: int) -> None:
+        if self.current is not None:
+            self.progress.update(self.current, completed=done, total=total)
+
+    def end(self) -> None:
+        if self.current is not None:
+            self.progress.remove_task(self.current)
+            self.current = None
+        self.progress.advance(self.overall)
+
+
+def _job_count(scale: Scale, scenarios: Sequence[str], only: set[str] | None) -> int:
+    def count(clients: Sequence[str]) -> int:
+        return len([c for c in clients if only is None or _split(c)[0] in only or c in only])
+
+    jobs = 0
+    for scenario, clients, reps in (
+        ("load", LOAD_CLIENTS, scale.reps),
+        ("stream", STREAM_CLIENTS, scale.reps),
+        ("cache", CACHE_CLIENTS, 1),
+        ("faults", FAULT_CLIENTS, 1),
+        ("ratelimit", RATELIMIT_CLIENTS, 1),
+        ("memory", scale.memory_clients, 1),
+    ):
+        if scenario in scenarios:
+            jobs += count(clients) * reps
+    return jobs + ("import" in scenarios)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="polythink bench",
+        description="Benchmark polythink against raw httpx and the peer SDKs on the simulator.",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="a short run (under 2 minutes)")
+    mode.add_argument(
+        "--smoke", action="store_true", help="a tiny run that only checks the harness"
+    )
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated subset of: {', '.join(SCENARIOS)}",
+    )
+    parser.add_argument(
+        "--clients",
+        help="comma-separated subset of the clients (default: all); names as in the table",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "results", help="directory for JSON and charts"
+    )
+    parser.add_argument(
+        "--update-readme", action="store_true", help="write the table into benchmarks/README.md"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; return 0, or 2 for bad arguments."""
+    from benchmarks import report
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario {unknown[0]!r}; accepted: {', '.join(SCENARIOS)}")
+    only = {c.strip() for c in args.clients.split(",")} if args.clients else None
+    mode = "smoke" if args.smoke else ("quick" if args.quick else "full")
+    scale = SCALES[mode]
+    started = time.time()
+    results: dict[str, Any] = {
+        "mode": mode,
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "load_average_before": list(os.getloadavg()),
+        "scale": asdict(scale),
+    }
+    with (
+        SimProcess() as sim,
+        Display(_job_count(scale, scenarios, only), args.quiet) as display,
+    ):
+        runner = Runner(sim, display)
+        results["scenarios"] = run_scenarios(runner, scale, scenarios, only)
+        results["workloads"] = {
+            f"{wire}{'-stream' if stream else ''}": w.as_json()
+            for (wire, stream), w in runner.workloads.items()
+        }
+    results["load_average_after"] = list(os.getloadavg())
+    results["duration_seconds"] = round(time.time() - started, 1)
+    results["targets"] = report.targets(results["scenarios"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path = args.out / f"{mode}.json"
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
+    charts = report.charts(results, args.out, mode)
+    results["charts"] = [str(p) for p in charts]
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
+    report.print_tables(results)
+    if args.update_readme:
+        report.update_readme(results, ROOT / "README.md")
+    print(
+        f"results: {json_path}"
+        + (f"; charts: {', '.join(p.name for p in charts)}" if charts else "")
+    )
+    return 0

@@ -1,0 +1,234 @@
+"""The simulator in its own process, with a small control API for the benchmark.
+
+Run as ``python -m benchmarks.simproc [--port N]``: it serves
+:class:`polythink.simulator.server.SimulatorServer` on 127.0.0.1 and prints one line,
+``listening PORT``, once it accepts connections. Besides the provider routes it answers:
+
+- ``POST /_bench/settings`` ``{"latency": s, "chunk_delay": s, "answer_words": n}``: change
+  the live :class:`~polythink.simulator.server.Settings` (seconds, words);
+- ``POST /_bench/faults`` ``{"rate": p, "mix": [{"status": 503}, {"status": 429,
+  "retry_after_ms": 20}]}``: inject faults drawn at rate ``p`` through the simulator's fault
+  plan (``polythink.simulator.faults``); ``{"rate": 0}`` removes it. A build without fault
+  injection answers 501;
+- ``POST /_bench/reset``: forget the statistics;
+- ``GET /_bench/stats``: requests, most requests in flight at once, arrival times (monotonic
+  seconds of this process) and faults injected, the control request itself left out.
+
+:class:`SimProcess` starts and stops that process from the benchmark's orchestrator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+__all__ = ["SimProcess", "main"]
+
+_PREFIX = "/_bench/"
+
+
+class _Control:
+    """A wire module for ``/_bench/*``: reads and changes the server it is installed in."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.faults_module: Any = None
+        with contextlib.suppress(ModuleNotFoundError):
+            self.faults_module = importlib.import_module("polythink.simulator.faults")
+
+    def matches(self, path: str) -> bool:
+        return path.startswith(_PREFIX)
+
+    async def handle(self, request: Any, response: Any) -> None:
+        action = request.path[len(_PREFIX) :]
+        stats = self.server.stats
+        settings = self.server.settings
+        if action == "stats":
+            plan = settings.faults
+            injected = dict(getattr(plan, "injected", {}) or {})
+            arrivals = list(stats.arrivals)[:-1]
+            await response.send_json(
+                200,
+                {
+                    "requests": stats.requests - 1,
+                    "max_in_flight": stats.max_in_flight,
+                    "connections": stats.connections,
+                    "arrivals": arrivals,
+                    "faults_injected": injected,
+                },
+            )
+        elif action == "reset":
+            stats.reset()
+            # The reset request itself is in flight; nothing else is.
+            stats.max_in_flight = stats.in_flight - 1
+            plan = settings.faults
+            if plan is not None and hasattr(plan, "injected"):
+                plan.injected.clear()
+            await response.send_json(200, {"ok": True})
+        elif action == "settings":
+            for name, value in (request.json() or {}).items():
+                if not hasattr(settings, name) or name == "faults":
+                    await response.send_json(400, {"error": f"unknown setting {name!r}"})
+                    return
+                setattr(settings, name, value)
+            await response.send_json(200, {"ok": True})
+        elif action == "faults":
+            await self._faults(request, response)
+        else:
+            await response.send_json(404, {"error": f"unknown control {action!r}"})
+
+    async def _faults(self, request: Any, response: Any) -> None:
+        spec = request.json() or {}
+        rate = float(spec.get("rate", 0.0))
+        if rate == 0.0:
+            self.server.settings.faults = None
+            await response.send_json(200, {"ok": True})
+            return
+        if self.faults_module is None:
+            await response.send_json(
+                501, {"error": "this build of the simulator has no fault injection"}
+            )
+            return
+        fault = self.faults_module.Fault
+        mix = [fault.http(int(f.pop("status")), **f) for f in spec.get("mix", [])]
+        self.server.settings.faults = self.faults_module.FaultPlan(
+            rate=rate, mix=mix, seed=int(spec.get("seed", 0))
+        )
+        await response.send_json(200, {"ok": True})
+
+
+async def _serve(port: int) -> None:
+    from polythink.simulator.server import SimulatorServer
+
+    server = SimulatorServer()
+    server.wires.insert(0, _Control(server))  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    bound = await server.start("127.0.0.1", port)
+    print(f"listening {bound}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until SIGINT or SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.simproc")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.port))
+
+
+class SimProcess:
+    """Start the simulator process, talk to its control API, stop it.
+
+    Raises:
+        RuntimeError: from :meth:`start` when the process exits or prints something other
+            than its ``listening PORT`` line.
+    """
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+        self._http: httpx.Client | None = None
+
+    @property
+    def root(self) -> str:
+        """``http://127.0.0.1:PORT``; a provider's base URL is ``{root}/{provider}/v1``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> SimProcess:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.simproc"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=_package_parent(),
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith("listening "):
+            self.stop()
+            raise RuntimeError(f"the simulator did not start: {line.strip() or 'no output'}")
+        self.port = int(line.split()[1])
+        self._http = httpx.Client(base_url=self.root, timeout=30.0)
+        return self
+
+    def _post(self, action: str, payload: dict[str, Any]) -> dict[str, Any]:
+        assert self._http is not None
+        answer = self._http.post(_PREFIX + action, content=json.dumps(payload))
+        body: dict[str, Any] = answer.json()
+        if answer.status_code != 200:
+            raise RuntimeError(body.get("error", f"control {action} failed"))
+        return body
+
+    def settings(self, **values: Any) -> None:
+        """Change the simulator's live settings (``latency``, ``chunk_delay`` …)."""
+        self._post("settings", values)
+
+    def faults(self, rate: float, mix: list[dict[str, Any]] | None = None) -> bool:
+        """Inject faults at ``rate``; ``False`` when this build has no fault injection."""
+        try:
+            self._post("faults", {"rate": rate, "mix": mix or []})
+        except RuntimeError:
+            return False
+        return True
+
+    def reset(self) -> None:
+        """Forget the statistics."""
+        self._post("reset", {})
+
+    def stats(self) -> dict[str, Any]:
+        """Requests, max in flight, arrival times and faults injected since the last reset."""
+        assert self._http is not None
+        body: dict[str, Any] = self._http.get(_PREFIX + "stats").json()
+        return body
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        if self.process is not None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+    def __enter__(self) -> SimProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _package_parent() -> str:
+    """The directory that holds the ``benchmarks`` package (the child's import root)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+if __name__ == "__main__":
+    main()

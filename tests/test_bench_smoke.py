@@ -1,0 +1,169 @@
+"""A tiny run of the benchmark suite: every scenario, the clients the dev extra installs.
+
+No timing is asserted (the machine may be busy); what is checked is that the harness ran
+every measurement end to end and wrote every figure, table and chart: exact call and delta
+counts, no errors, a ratio for every target it could measure, and PNG files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+CLIENTS = ("raw-httpx", "polythink-bare", "polythink-full")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, str]:
+    out = tmp_path_factory.mktemp("bench")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--smoke",
+            "--quiet",
+            "--clients",
+            ",".join(CLIENTS),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "smoke.json").read_text()), out, done.stdout
+
+
+def test_load_figures_for_every_client_and_concurrency(
+    run: tuple[dict[str, Any], Path, str],
+) -> None:
+    results, _, _ = run
+    load = results["scenarios"]["load"]
+    assert load["errors"] == {}
+    # The Anthropic Messages wire runs raw httpx and polythink too (the anthropic SDK's floor).
+    assert set(load["clients"]) == {
+        *CLIENTS,
+        "raw-httpx@anthropic",
+        "polythink-full@anthropic",
+    }
+    n = results["scale"]["load_n"]
+    for data in load["clients"].values():
+        assert data["peak_rss_kib"] > 0
+        for level in ("1", "64"):
+            figures = data[level]
+            assert figures["n"] == n
+            assert figures["errors"] == 0
+            assert figures["cpu_per_request"] > 0
+            assert figures["rps"] > 0
+            assert 0 < figures["p50"] <= figures["p99"]
+
+
+def test_every_stream_carries_exactly_200_deltas(run: tuple[dict[str, Any], Path, str]) -> None:
+    results, _, _ = run
+    stream = results["scenarios"]["stream"]
+    assert stream["errors"] == {}
+    n = results["scale"]["stream_n"]
+    assert set(stream["clients"]) == set(CLIENTS)
+    for data in stream["clients"].values():
+        assert data["deltas_per_stream"] == 200
+        assert data["complete_streams"] == n
+        assert data["errors"] == 0
+        assert data["cpu_per_delta"] > 0
+        assert 0 < data["ttft_p50"] <= data["ttft_p99"]
+
+
+def test_memory_stream_delivers_every_word(run: tuple[dict[str, Any], Path, str]) -> None:
+    results, _, _ = run
+    memory = results["scenarios"]["memory"]
+    words = results["scale"]["memory_words"]
+    assert memory["errors"] == {}
+    assert set(memory["clients"]) == {"raw-httpx", "polythink-full"}
+    deltas = {data["deltas"] for data in memory["clients"].values()}
+    # The same stream for both: the answer words plus the reasoning deltas before them.
+    assert len(deltas) == 1
+    assert deltas.pop() > words
+    for data in memory["clients"].values():
+        assert data["rss_growth_kib"] >= 0
+
+
+def test_layers_of_this_build_are_measured_or_named_as_missing(
+    run: tuple[dict[str, Any], Path, str],
+) -> None:
+    results, _, _ = run
+    scenarios = results["scenarios"]
+    cache = scenarios["cache"]
+    if _has("polythink.middleware.cache"):
+        data = cache["clients"]["polythink-full"]
+        assert data["hits_served"] == data["n"] == results["scale"]["cache_n"]
+        assert data["hit_p50"] > 0
+        assert data["round_trip_p50"] > 0
+    else:
+        assert "no cache layer" in cache["skipped"]["polythink-full"]
+    faults = scenarios["faults"]
+    fault_clients = {"raw-httpx", "polythink-full"}
+    if _has("polythink.simulator.faults"):
+        assert set(faults["clients"]) == fault_clients
+        for data in faults["clients"].values():
+            assert data["clean_success_rate"] == 1.0
+            assert sum(data["faults_injected"].values()) > 0
+    else:
+        assert set(faults["skipped"]) == fault_clients
+        assert all("no fault injection" in why for why in faults["skipped"].values())
+    limits = scenarios["ratelimit"]
+    if _has("polythink.middleware.ratelimit"):
+        data = limits["clients"]["polythink-full"]
+        assert data["errors"] == 0
+        assert data["upstream"] == data["n"]
+    else:
+        assert "no rate-limit layer" in limits["skipped"]["polythink-full"]
+
+
+def test_import_times_and_targets(run: tuple[dict[str, Any], Path, str]) -> None:
+    results, _, _ = run
+    seconds = results["scenarios"]["import"]["seconds"]
+    assert {"httpx", "polythink"} <= set(seconds)
+    names = [t["target"] for t in results["targets"]]
+    assert len(names) == len(set(names))
+    measured = {t["target"]: t for t in results["targets"] if t["measured"] is not None}
+    for expected in (
+        "polythink-full CPU/request at concurrency 1 ≤ 1.25× raw httpx",
+        "polythink-bare CPU/request at concurrency 64 ≤ 1.1× raw httpx",
+        "polythink-full p99 ≤ 3× p50 at concurrency 64",
+        "polythink-full streaming CPU/chunk ≤ 1.2× raw SSE floor",
+        "import polythink ≤ 1.5× import httpx",
+    ):
+        assert isinstance(measured[expected]["met"], bool)
+    for target in results["targets"]:
+        if target["measured"] is None:
+            assert target["met"] is None
+            assert target["note"]
+
+
+def test_tables_and_charts_are_written(run: tuple[dict[str, Any], Path, str]) -> None:
+    results, out, stdout = run
+    for title in ("Non-streaming calls", "Streaming", "Memory", "Import time", "Targets"):
+        assert title in stdout
+    expected = {f"smoke-{name}.png" for name in ("load-cpu", "load-latency", "stream-cpu")}
+    expected |= {"smoke-memory.png", "smoke-import.png"}
+    assert {Path(p).name for p in results["charts"]} == expected
+    for name in expected:
+        assert (out / name).read_bytes()[:8] == PNG
+    machine = results["machine"]
+    assert machine["cores"] >= 1
+    assert machine["python"] == ".".join(map(str, sys.version_info[:3]))
