@@ -7,6 +7,7 @@ latency, MiB of memory.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -419,6 +420,9 @@ def print_tables(results: dict[str, Any]) -> None:
     from rich.text import Text
 
     console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Piped output has no width to fit; whole rows read better in logs.
+        console.width = 200
     for title, headers, rows, notes in tables(results):
         table = RichTable(title=title, title_justify="left")
         for i, header in enumerate(headers):

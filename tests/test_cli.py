@@ -383,9 +383,12 @@ ACCEPTED_EFFORTS = (
         (
             ["frob"],
             "polythink: error: argument command: invalid choice: 'frob' (choose from 'demo', "
-            "'resolve', 'models', 'simulate')",
+            "'resolve', 'models', 'simulate', 'bench')",
         ),
-        ([], "polythink: error: a command is required; accepted: demo, resolve, models, simulate"),
+        (
+            [],
+            "polythink: error: a command is required; accepted: demo, resolve, models, simulate, bench",
+        ),
         (
             ["resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "hgih"],
             f"polythink resolve: error: argument --effort: unknown reasoning effort 'hgih'; "
