@@ -387,7 +387,8 @@ ACCEPTED_EFFORTS = (
         ),
         (
             [],
-            "polythink: error: a command is required; accepted: demo, resolve, models, simulate, bench",
+            "polythink: error: a command is required; accepted: demo, resolve, models, simulate, "
+            "bench",
         ),
         (
             ["resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "hgih"],
