@@ -207,7 +207,7 @@ class RawAiohttp(_RawBase):
 
 
 def _polythink_http(kind: str) -> Any:
-    from polythink.client import build_http_client
+    from polythink.http import build_http_client
 
     return build_http_client(kind)
 

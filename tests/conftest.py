@@ -11,8 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
+import respx.mocks
 
 from tests.cassettes import Cassette
+
+# respx patches httpcore by default, which only intercepts httpx's own pool; patching the
+# client instead intercepts whatever carries its requests (aiohttp's pool by default).
+respx.mocks.DEFAULT_MOCKER = "httpx"
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT.parent / "shared" / "fixtures" / "real"

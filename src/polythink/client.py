@@ -8,24 +8,23 @@ layers once: per call the outer layers, then failover across one stack per sourc
 ending in that source's transport. A call then goes straight through prebuilt objects.
 
 The HTTP layer under httpx is chosen with ``http=``: httpx's own connection pool, or
-aiohttp's through the ``httpx-aiohttp`` transport (see :func:`build_http_client`).
+aiohttp's through the ``httpx-aiohttp`` transport (see :mod:`polythink.http`).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self, get_args
+from typing import Any, Self
 
 import httpx
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from polythink.config import Source, sources_from_env, sources_from_toml
+from polythink.http import HTTPLayer, build_http_client, check_http_layer
 from polythink.middleware.base import Chain, Middleware, compose
 from polythink.middleware.failover import Failover
 from polythink.middleware.reasoning import ReasoningMiddleware
@@ -44,68 +43,7 @@ from polythink.types import (
     coerce_tools,
 )
 
-__all__ = ["Client", "HTTPLayer", "build_http_client"]
-
-_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-
-HTTPLayer = Literal["auto", "httpx", "aiohttp"]
-"""Which HTTP implementation carries httpx's requests (see :func:`build_http_client`)."""
-
-_HTTP_LAYERS: tuple[str, ...] = get_args(HTTPLayer)
-
-
-def _aiohttp_available() -> bool:
-    return importlib.util.find_spec("httpx_aiohttp") is not None
-
-
-def _check_http(http: str) -> None:
-    if http not in _HTTP_LAYERS:
-        raise ValueError(f"http must be one of {', '.join(_HTTP_LAYERS)}; got {http!r}")
-    if http == "aiohttp" and not _aiohttp_available():
-        raise ValueError(
-            "http='aiohttp' needs the httpx-aiohttp package: pip install 'polythink[aiohttp]'"
-        )
-
-
-def _under_asyncio() -> bool:
-    # Without asyncio imported no asyncio loop can be running (trio, or no loop at all).
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return False
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:
-    """Create the ``httpx.AsyncClient`` a :class:`Client` sends through.
-
-    Args:
-        http: ``"httpx"``: httpx's own connection pool (httpcore). ``"aiohttp"``: aiohttp's
-            pool under httpx's API, through ``httpx_aiohttp.AiohttpTransport`` (asyncio
-            only). ``"auto"``: aiohttp when running under asyncio with ``httpx-aiohttp``
-            installed, else httpx's own (always under trio).
-
-    Both have the same limits (1000 connections, 100 kept alive), follow redirects, and
-    raise httpx's exceptions. One difference: aiohttp applies the first-byte timeout to
-    every read, so a stream's idle timeout is the source's ``first_byte`` rather than its
-    ``idle`` value.
-
-    Raises:
-        ValueError: for an unknown ``http`` value, or ``"aiohttp"`` without the package.
-    """
-    _check_http(http)
-    if http == "auto":
-        http = "aiohttp" if _under_asyncio() and _aiohttp_available() else "httpx"
-    if http == "aiohttp":
-        from httpx_aiohttp import AiohttpTransport
-
-        return httpx.AsyncClient(
-            transport=AiohttpTransport(limits=_LIMITS), limits=_LIMITS, follow_redirects=True
-        )
-    return httpx.AsyncClient(limits=_LIMITS, follow_redirects=True)
+__all__ = ["Client"]
 
 
 class Client:
@@ -124,7 +62,8 @@ class Client:
         capture_content: record prompts and completions on spans (off by default).
         http: the HTTP layer of the client's own ``httpx.AsyncClient``: ``"auto"``
             (default: aiohttp's pool under asyncio when ``httpx-aiohttp`` is installed,
-            else httpx's own), ``"httpx"`` or ``"aiohttp"``; see :func:`build_http_client`.
+            else httpx's own), ``"httpx"`` or ``"aiohttp"``; see
+            :func:`polythink.http.build_http_client`.
             Ignored when ``http_client`` is given.
 
     Raises:
@@ -146,7 +85,7 @@ class Client:
         capture_content: bool = False,
         http: HTTPLayer = "auto",
     ) -> None:
-        _check_http(http)
+        check_http_layer(http)
         sources = tuple(sources)
         if not sources:
             raise ValueError("Client needs at least one Source")

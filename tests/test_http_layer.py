@@ -1,0 +1,147 @@
+"""The HTTP layer under httpx: which one a client picks, and that both behave the same.
+
+Each behaviour test runs once per layer (httpx's own pool, aiohttp's) against a small
+loopback server that misbehaves on purpose, or against the simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import pytest
+from httpx_aiohttp import AiohttpTransport
+
+from polythink import Client, Source, Timeout
+from polythink.errors import RequestTimeoutError, TransientError
+from polythink.http import build_http_client
+from polythink.simulator import Simulator
+
+LAYERS = ("httpx", "aiohttp")
+PROMPT = [{"role": "user", "content": "Why is the sky blue?"}]
+
+Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def serve(behaviour: Behaviour) -> AsyncIterator[str]:
+    """Serve ``behaviour`` for every connection on 127.0.0.1; yield the base URL."""
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            await reader.readuntil(b"\r\n\r\n")
+            await behaviour(reader, writer)
+        writer.close()
+
+    server = await asyncio.start_server(connection, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.close()
+
+
+async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def stall_after_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    chunk = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(chunk), chunk)
+    )
+    await writer.drain()
+    await asyncio.sleep(3)
+
+
+def source(base_url: str, **kwargs: object) -> Source:
+    return Source("openai", "gpt-5.5", api_key="sk-test", base_url=base_url, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_auto_picks_aiohttp_under_asyncio_and_httpx_is_explicit() -> None:
+    auto = build_http_client("auto")
+    own = build_http_client("httpx")
+    try:
+        assert isinstance(auto._transport, AiohttpTransport)
+        assert isinstance(own._transport, httpx.AsyncHTTPTransport)
+    finally:
+        await auto.aclose()
+        await own.aclose()
+
+
+def test_auto_outside_an_event_loop_uses_httpx() -> None:
+    client = build_http_client("auto")
+    assert isinstance(client._transport, httpx.AsyncHTTPTransport)
+
+
+@pytest.mark.anyio
+async def test_auto_falls_back_to_httpx_without_the_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("polythink.http._aiohttp_available", lambda: False)
+    client = build_http_client("auto")
+    try:
+        assert isinstance(client._transport, httpx.AsyncHTTPTransport)
+    finally:
+        await client.aclose()
+    with pytest.raises(ValueError, match=r"http='aiohttp' needs the httpx-aiohttp package"):
+        Client([source("http://127.0.0.1:1/v1")], http="aiohttp")
+
+
+def test_unknown_layer_is_refused_when_the_client_is_built() -> None:
+    with pytest.raises(ValueError, match=r"http must be one of auto, httpx, aiohttp; got 'curl'"):
+        Client([source("http://127.0.0.1:1/v1")], http="curl")  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layer", LAYERS)
+async def test_same_answer_on_both_layers(layer: str) -> None:
+    with Simulator() as sim:
+        async with Client([source(sim.base_url("openai"))], http=layer) as client:
+            response = await client.complete(PROMPT, reasoning_effort="low")
+            events = [e async for e in client.stream(PROMPT, reasoning_effort="low")]
+    assert response.text.startswith("Simulated gpt-5.5 answer")
+    assert len(response.text.split()) == 12
+    assert response.usage is not None
+    assert response.usage.reasoning_tokens == 40
+    done = events[-1].response
+    assert done is not None
+    assert done.text == response.text
+    assert done.usage == response.usage
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layer", LAYERS)
+async def test_reset_before_the_response_is_a_connection_error(layer: str) -> None:
+    async with serve(reset) as base_url, Client([source(base_url)], http=layer) as client:
+        with pytest.raises(TransientError) as caught:
+            await client.complete(PROMPT)
+    assert not isinstance(caught.value, RequestTimeoutError)
+    assert caught.value.error_type == "connection_error"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layer", LAYERS)
+async def test_stream_idle_timeout_applies_after_the_head(layer: str) -> None:
+    timeout = Timeout(first_byte=10.0, idle=0.3)
+    async with (
+        serve(stall_after_head) as base_url,
+        Client([source(base_url, timeout=timeout)], http=layer) as client,
+    ):
+        began = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as caught:
+            async for _ in client.stream(PROMPT):
+                pass
+        waited = time.monotonic() - began
+    assert caught.value.error_type == "read_timeout"
+    # The idle timeout (0.3 s) ended the wait, not the first-byte one (10 s) or the stall (3 s).
+    assert waited < 2.5
