@@ -12,9 +12,9 @@ Clients:
 - ``raw-httpx``: ``httpx.AsyncClient`` POST and ``json.loads``; streams split SSE lines by
   hand. The floor every ratio is taken against.
 - ``raw-aiohttp``: the same with ``aiohttp.ClientSession`` (a reference below the floor).
-- ``polythink-bare``: polythink's transport driven directly (no layers), over httpx's own
+- ``polythink-bare-httpx``: polythink's transport driven directly (no layers), over httpx's own
   pool; ``polythink-bare-aiohttp`` over the aiohttp-backed httpx transport.
-- ``polythink-full``: a :class:`polythink.Client` with every option it accepts turned on
+- ``polythink-full-httpx``: a :class:`polythink.Client` with every option it accepts turned on
   (see :func:`full_options`); ``polythink-full-aiohttp`` the same over aiohttp.
 - ``openai``, ``anthropic``: the official SDKs with their defaults, pointed at the simulator.
 - ``litellm``: ``litellm.acompletion`` with an ``openai/`` model and ``api_base``.
@@ -215,7 +215,7 @@ def _polythink_http(kind: str) -> Any:
 class PolythinkBare(Adapter):
     """The transport alone: the body, HTTP, parsing and error mapping, no layers."""
 
-    name = "polythink-bare"
+    name = "polythink-bare-httpx"
     http = "httpx"
 
     async def open(self) -> None:
@@ -378,7 +378,7 @@ def full_options(
 class PolythinkFull(Adapter):
     """A whole :class:`polythink.Client`: every layer of this build, every option on."""
 
-    name = "polythink-full"
+    name = "polythink-full-httpx"
     http = "httpx"
     limitable = True
 
@@ -570,7 +570,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
 def make_adapter(
     name: str, root: str, work: Workload, *, limits: dict[str, Any] | None = None
 ) -> Adapter:
-    """Build the adapter for client ``name`` (``limits``: rate limits for polythink-full).
+    """Build the adapter for client ``name`` (``limits``: a polythink client's rate limits).
 
     Raises:
         ValueError: for an unknown client name (the message lists the known ones).

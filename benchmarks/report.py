@@ -81,8 +81,10 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
     for level in ("1", "64"):
         floor = _get(load, FLOOR, level, "cpu_per_request")
         for client, limit, below in (
-            ("polythink-full", 1.25, False),
-            ("polythink-bare", 1.10, False),
+            ("polythink-full-httpx", 1.25, False),
+            ("polythink-full-aiohttp", 1.25, False),
+            ("polythink-bare-httpx", 1.10, False),
+            ("polythink-bare-aiohttp", 1.10, False),
             ("polythink-full-aiohttp", 1.0, True),
         ):
             cpu = _get(load, client, level, "cpu_per_request")
@@ -96,7 +98,7 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
                     missing=why_load,
                 )
             )
-    for client in ("polythink-full", "polythink-full-aiohttp"):
+    for client in ("polythink-full-httpx", "polythink-full-aiohttp"):
         p50 = _get(load, client, "64", "p50")
         p99 = _get(load, client, "64", "p99")
         out.append(
@@ -106,7 +108,7 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
         )
     stream = _get(scenarios, "stream", "clients") or {}
     floor = _get(stream, FLOOR, "cpu_per_delta")
-    for client in ("polythink-full", "polythink-full-aiohttp"):
+    for client in ("polythink-full-httpx", "polythink-full-aiohttp"):
         out.append(
             _target(
                 f"{client} streaming CPU/chunk ≤ 1.2× raw SSE floor",
@@ -116,7 +118,7 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
             )
         )
     cache = _get(scenarios, "cache") or {}
-    hit = _get(cache, "clients", "polythink-full")
+    hit = next(iter((_get(cache, "clients") or {}).values()), None)
     cache_skipped = list((_get(cache, "skipped") or {}).values())
     out.append(
         _target(
@@ -127,7 +129,7 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     limits = _get(scenarios, "ratelimit") or {}
-    for client in ("polythink-full", "polythink-full-aiohttp"):
+    for client in ("polythink-full-httpx", "polythink-full-aiohttp"):
         measured = _get(limits, "clients", client)
         why = (_get(limits, "skipped") or {}).get(client, "rate-limit scenario not run")
         steady = _get(measured, "rpm_steady")
@@ -150,9 +152,9 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
         )
     memory = _get(scenarios, "memory", "clients") or {}
     words = _get(scenarios, "memory", "words") or 100_000
-    for client in ("polythink-full", "polythink-bare", "polythink-full-aiohttp"):
+    for client in ("polythink-full-aiohttp", "polythink-full-httpx", "polythink-bare-httpx"):
         growth = _get(memory, client, "rss_growth_kib")
-        if growth is None and client != "polythink-full":
+        if growth is None and client == "polythink-bare-httpx":
             continue
         out.append(
             _target(

@@ -39,14 +39,14 @@ SCENARIOS = ("load", "stream", "cache", "faults", "ratelimit", "memory", "import
 LOAD_CLIENTS = (
     "raw-httpx",
     "raw-aiohttp",
-    "polythink-bare",
+    "polythink-bare-httpx",
     "polythink-bare-aiohttp",
-    "polythink-full",
+    "polythink-full-httpx",
     "polythink-full-aiohttp",
     "openai",
     "litellm",
     "raw-httpx@anthropic",
-    "polythink-full@anthropic",
+    "polythink-full-httpx@anthropic",
     "anthropic@anthropic",
 )
 """``client`` on the OpenAI Chat wire, ``client@anthropic`` on the Anthropic Messages wire."""
@@ -54,23 +54,24 @@ LOAD_CLIENTS = (
 STREAM_CLIENTS = (
     "raw-httpx",
     "raw-aiohttp",
-    "polythink-bare",
+    "polythink-bare-httpx",
     "polythink-bare-aiohttp",
-    "polythink-full",
+    "polythink-full-httpx",
     "polythink-full-aiohttp",
     "openai",
     "litellm",
 )
 MEMORY_CLIENTS = (
     "raw-httpx",
-    "polythink-bare",
-    "polythink-full",
+    "polythink-bare-httpx",
+    "polythink-full-httpx",
     "polythink-full-aiohttp",
     "openai",
 )
-FAULT_CLIENTS = ("raw-httpx", "polythink-full", "polythink-full-aiohttp", "openai")
-CACHE_CLIENTS = ("polythink-full",)
-RATELIMIT_CLIENTS = ("polythink-full", "polythink-full-aiohttp")
+QUICK_MEMORY_CLIENTS = ("raw-httpx", "polythink-full-httpx", "polythink-full-aiohttp")
+FAULT_CLIENTS = ("raw-httpx", "polythink-full-httpx", "polythink-full-aiohttp", "openai")
+CACHE_CLIENTS = ("polythink-full-aiohttp",)
+RATELIMIT_CLIENTS = ("polythink-full-httpx", "polythink-full-aiohttp")
 IMPORT_MODULES = (
     "httpx",
     "aiohttp",
@@ -83,6 +84,11 @@ IMPORT_MODULES = (
 
 STREAM_DELTAS = 200
 """Text plus reasoning deltas in every stream of the streaming scenario."""
+
+STREAM_CHUNK_DELAY = 0.001
+"""Seconds between streamed chunks: each chunk then arrives on its own, as from a model
+that generates as it sends, so every client pays for every chunk (with no delay, a client
+that falls behind reads many chunks at once and looks cheaper per chunk than it is)."""
 
 FAULT_MIX = [
     {"status": 503},
@@ -107,13 +113,14 @@ class Scale:
     ratelimit_rpm: int
     ratelimit_seconds: float
     import_reps: int
+    import_modules: tuple[str, ...] = IMPORT_MODULES
 
 
 SCALES = {
-    "smoke": Scale(1, 20, 5, 4, 2_000, ("raw-httpx", "polythink-full"), 20, 40, 3000, 1.0, 1),
-    "quick": Scale(
-        1, 250, 50, 32, 100_000, ("raw-httpx", "polythink-full"), 200, 200, 1200, 5.0, 3
+    "smoke": Scale(
+        1, 20, 5, 4, 2_000, ("raw-httpx", "polythink-full-aiohttp"), 20, 40, 3000, 1.0, 1
     ),
+    "quick": Scale(1, 250, 50, 32, 100_000, QUICK_MEMORY_CLIENTS, 200, 200, 1200, 5.0, 3),
     "full": Scale(3, 1500, 200, 160, 100_000, MEMORY_CLIENTS, 1000, 1000, 3000, 20.0, 10),
 }
 
@@ -313,7 +320,12 @@ def run_scenarios(
                 "deltas_per_stream": STREAM_DELTAS,
             }
             return runner.job(
-                label, client, "stream", params, stream=True, settings={"answer_words": words}
+                label,
+                client,
+                "stream",
+                params,
+                stream=True,
+                settings={"answer_words": words, "chunk_delay": STREAM_CHUNK_DELAY},
             )
 
         out["stream"] = _repeated(runner, "stream", chosen(STREAM_CLIENTS), scale.reps, stream)
@@ -350,7 +362,7 @@ def run_scenarios(
         out["memory"] = _single(runner, "memory", chosen(scale.memory_clients), memory)
         out["memory"]["words"] = scale.memory_words
     if "import" in scenarios:
-        out["import"] = import_times(scale.import_reps, runner.display)
+        out["import"] = import_times(scale.import_modules, scale.import_reps, runner.display)
     return out
 
 
@@ -380,13 +392,13 @@ def _heaviest_imports(module: str, top: int = 6) -> list[tuple[str, float]]:
     return sorted(roots.items(), key=lambda item: -item[1])[:top]
 
 
-def import_times(reps: int, display: Any) -> dict[str, Any]:
+def import_times(modules: Sequence[str], reps: int, display: Any) -> dict[str, Any]:
     """Median wall seconds of ``python -c 'import M'`` minus ``python -c 'pass'``."""
-    modules: dict[str, float] = {}
+    seconds: dict[str, float] = {}
     skipped: dict[str, str] = {}
     samples: dict[str, list[float]] = {"": []}
     available = []
-    for module in IMPORT_MODULES:
+    for module in modules:
         if importlib.util.find_spec(module) is None:
             skipped[module] = f"{module} is not installed"
         else:
@@ -403,10 +415,10 @@ def import_times(reps: int, display: Any) -> dict[str, Any]:
     display.end()
     baseline = statistics.median(samples[""])
     for module in available:
-        modules[module] = max(0.0, statistics.median(samples[module]) - baseline)
+        seconds[module] = max(0.0, statistics.median(samples[module]) - baseline)
     heaviest = _heaviest_imports("polythink") if "polythink" in available else []
     return {
-        "seconds": modules,
+        "seconds": seconds,
         "interpreter_seconds": baseline,
         "skipped": skipped,
         "polythink_heaviest": heaviest,

@@ -18,7 +18,13 @@ import pytest
 
 from tests.conftest import ROOT
 
-CLIENTS = ("raw-httpx", "polythink-bare", "polythink-full")
+CLIENTS = (
+    "raw-httpx",
+    "polythink-bare-httpx",
+    "polythink-bare-aiohttp",
+    "polythink-full-httpx",
+    "polythink-full-aiohttp",
+)
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -60,7 +66,7 @@ def test_load_figures_for_every_client_and_concurrency(
     assert set(load["clients"]) == {
         *CLIENTS,
         "raw-httpx@anthropic",
-        "polythink-full@anthropic",
+        "polythink-full-httpx@anthropic",
     }
     n = results["scale"]["load_n"]
     for data in load["clients"].values():
@@ -93,7 +99,7 @@ def test_memory_stream_delivers_every_word(run: tuple[dict[str, Any], Path, str]
     memory = results["scenarios"]["memory"]
     words = results["scale"]["memory_words"]
     assert memory["errors"] == {}
-    assert set(memory["clients"]) == {"raw-httpx", "polythink-full"}
+    assert set(memory["clients"]) == {"raw-httpx", "polythink-full-aiohttp"}
     deltas = {data["deltas"] for data in memory["clients"].values()}
     # The same stream for both: the answer words plus the reasoning deltas before them.
     assert len(deltas) == 1
@@ -109,14 +115,14 @@ def test_layers_of_this_build_are_measured_or_named_as_missing(
     scenarios = results["scenarios"]
     cache = scenarios["cache"]
     if _has("polythink.middleware.cache"):
-        data = cache["clients"]["polythink-full"]
+        data = cache["clients"]["polythink-full-aiohttp"]
         assert data["hits_served"] == data["n"] == results["scale"]["cache_n"]
         assert data["hit_p50"] > 0
         assert data["round_trip_p50"] > 0
     else:
-        assert "no cache layer" in cache["skipped"]["polythink-full"]
+        assert "no cache layer" in cache["skipped"]["polythink-full-aiohttp"]
     faults = scenarios["faults"]
-    fault_clients = {"raw-httpx", "polythink-full"}
+    fault_clients = {"raw-httpx", "polythink-full-httpx", "polythink-full-aiohttp"}
     if _has("polythink.simulator.faults"):
         assert set(faults["clients"]) == fault_clients
         for data in faults["clients"].values():
@@ -126,12 +132,13 @@ def test_layers_of_this_build_are_measured_or_named_as_missing(
         assert set(faults["skipped"]) == fault_clients
         assert all("no fault injection" in why for why in faults["skipped"].values())
     limits = scenarios["ratelimit"]
-    if _has("polythink.middleware.ratelimit"):
-        data = limits["clients"]["polythink-full"]
-        assert data["errors"] == 0
-        assert data["upstream"] == data["n"]
-    else:
-        assert "no rate-limit layer" in limits["skipped"]["polythink-full"]
+    for client in ("polythink-full-httpx", "polythink-full-aiohttp"):
+        if _has("polythink.middleware.ratelimit"):
+            data = limits["clients"][client]
+            assert data["errors"] == 0
+            assert data["upstream"] == data["n"]
+        else:
+            assert "no rate-limit layer" in limits["skipped"][client]
 
 
 def test_import_times_and_targets(run: tuple[dict[str, Any], Path, str]) -> None:
@@ -142,10 +149,10 @@ def test_import_times_and_targets(run: tuple[dict[str, Any], Path, str]) -> None
     assert len(names) == len(set(names))
     measured = {t["target"]: t for t in results["targets"] if t["measured"] is not None}
     for expected in (
-        "polythink-full CPU/request at concurrency 1 ≤ 1.25× raw httpx",
-        "polythink-bare CPU/request at concurrency 64 ≤ 1.1× raw httpx",
-        "polythink-full p99 ≤ 3× p50 at concurrency 64",
-        "polythink-full streaming CPU/chunk ≤ 1.2× raw SSE floor",
+        "polythink-full-httpx CPU/request at concurrency 1 ≤ 1.25× raw httpx",
+        "polythink-bare-httpx CPU/request at concurrency 64 ≤ 1.1× raw httpx",
+        "polythink-full-httpx p99 ≤ 3× p50 at concurrency 64",
+        "polythink-full-httpx streaming CPU/chunk ≤ 1.2× raw SSE floor",
         "import polythink ≤ 1.5× import httpx",
     ):
         assert isinstance(measured[expected]["met"], bool)
