@@ -22,6 +22,7 @@ from polythink.config import Source, sources_from_env, sources_from_toml
 from polythink.middleware.base import Chain, Middleware, compose
 from polythink.middleware.failover import Failover
 from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.middleware.retry import RetryMiddleware
 from polythink.providers import get_provider
 from polythink.transports import transport_class
 from polythink.types import (
@@ -79,6 +80,7 @@ class Client:
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
         self._reasoning: list[ReasoningMiddleware] = []
+        self._retry: list[RetryMiddleware] = []
         for i, source in enumerate(sources):
             profile = get_provider(source.provider)
             key = source.resolve_api_key()
@@ -90,6 +92,7 @@ class Client:
             self._keys.append(key)
             self._transport_classes.append(transport_class(profile.wire))
             self._reasoning.append(ReasoningMiddleware(source, i, profile))
+            self._retry.append(RetryMiddleware(source, i))
 
     @classmethod
     def from_env(cls, scope: str, **kwargs: Any) -> Client:
@@ -135,11 +138,12 @@ class Client:
                 api_key=self._keys[i],
             )
             stacks.append(compose(self._source_layers(i), transport))
-        self._chain = compose(self._call_layers(), Failover(stacks))
+        names = [f"{source.provider} {source.model}" for source in self.sources]
+        self._chain = compose(self._call_layers(), Failover(stacks, names=names))
 
     def _source_layers(self, index: int) -> list[Middleware]:
         """Per-source layers, outermost first: rate limit, retry, reasoning."""
-        return [self._reasoning[index]]
+        return [self._retry[index], self._reasoning[index]]
 
     def _call_layers(self) -> list[Middleware]:
         """Per-call layers above failover, outermost first: telemetry, cache."""

@@ -327,9 +327,11 @@ class SimulatorServer:
         latency = request.header_float("x-sim-latency", self.settings.latency)
         if latency:
             await asyncio.sleep(latency)
+        faults = self.settings.faults
         for wire in self.wires:
             if wire.matches(request.path):
-                await wire.handle(request, response)
+                handle = wire.handle if faults is None else faults.wrap(request, wire.handle)
+                await handle(request, response)
                 if response.streaming and not response.finished:
                     await response.end()
                 return
