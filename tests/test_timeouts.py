@@ -1,0 +1,129 @@
+"""Timeouts against the loopback simulator: time to first byte, idle between chunks, the total
+deadline for streams and non-streams, and the deadline across retries."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polythink import Client, Source, Timeout
+from polythink.errors import RequestTimeoutError, StreamInterruptedError
+from polythink.simulator import Settings, Simulator
+from polythink.simulator.faults import Fault, FaultPlan
+from tests.resilience_helpers import collect
+
+MESSAGES = [{"role": "user", "content": "tell me"}]
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Simulator]:
+    with Simulator(Settings()) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def plan(sim: Simulator) -> FaultPlan:
+    sim.settings.faults = FaultPlan()
+    return sim.settings.faults
+
+
+def _source(sim: Simulator, **kwargs: object) -> Source:
+    fields: dict[str, object] = {"api_key": "sk-sim", "base_url": sim.base_url("openai")}
+    fields.update(kwargs)
+    return Source("openai", "gpt-4o", **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_no_first_byte_fails_at_the_first_byte_timeout(
+    sim: Simulator, plan: FaultPlan
+) -> None:
+    plan.add(Fault.stall(5.0))
+    src = _source(sim, timeout=Timeout(first_byte=0.4), max_retries=0)
+    async with Client([src]) as client:
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.complete(MESSAGES)
+        elapsed = time.monotonic() - started
+    assert caught.value.error_type == "first_byte_timeout"
+    assert 0.4 <= elapsed < 0.9
+
+
+@pytest.mark.anyio
+async def test_silence_after_output_fails_at_the_idle_timeout(
+    sim: Simulator, plan: FaultPlan
+) -> None:
+    plan.add(Fault.stall(5.0, after_chunks=3))
+    src = _source(sim, timeout=Timeout(idle=0.4))
+    async with Client([src]) as client:
+        texts: list[str] = []
+        started = time.monotonic()
+        with pytest.raises(StreamInterruptedError) as caught:
+            await collect(client.stream(MESSAGES), texts)
+        elapsed = time.monotonic() - started
+    assert caught.value.error_type == "idle_timeout"
+    assert isinstance(caught.value.__cause__, RequestTimeoutError)
+    assert texts == ["Simulated", " gpt-4o"]
+    assert caught.value.partial is not None
+    assert caught.value.partial.text == "Simulated gpt-4o"
+    assert 0.4 <= elapsed < 0.9
+
+
+@pytest.mark.anyio
+async def test_silence_before_output_is_a_timeout(sim: Simulator, plan: FaultPlan) -> None:
+    plan.add(Fault.stall(5.0, after_chunks=1))
+    src = _source(sim, timeout=Timeout(idle=0.4), max_retries=0)
+    async with Client([src]) as client:
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as caught:
+            await collect(client.stream(MESSAGES), [])
+        elapsed = time.monotonic() - started
+    assert caught.value.error_type == "idle_timeout"
+    assert 0.4 <= elapsed < 0.9
+
+
+@pytest.mark.anyio
+async def test_a_trickling_stream_fails_at_the_total_deadline(sim: Simulator) -> None:
+    src = _source(
+        sim,
+        timeout=Timeout(idle=0.3, total=1.0),
+        headers={"x-sim-chunk-delay": "0.05", "x-sim-answer-words": "200"},
+    )
+    async with Client([src]) as client:
+        texts: list[str] = []
+        started = time.monotonic()
+        with pytest.raises(StreamInterruptedError) as caught:
+            await collect(client.stream(MESSAGES), texts)
+        elapsed = time.monotonic() - started
+    assert caught.value.error_type == "deadline"
+    assert 1.0 <= elapsed < 1.3
+    assert 5 < len(texts) < 200
+    assert caught.value.partial is not None
+    assert caught.value.partial.text == "".join(texts)
+
+
+@pytest.mark.anyio
+async def test_per_call_timeout_is_the_total_deadline(sim: Simulator, plan: FaultPlan) -> None:
+    plan.add(Fault.stall(5.0))
+    async with Client([_source(sim)]) as client:
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.complete(MESSAGES, timeout=0.5)
+        elapsed = time.monotonic() - started
+    assert caught.value.error_type == "deadline"
+    assert 0.5 <= elapsed < 1.0
+
+
+@pytest.mark.anyio
+async def test_the_deadline_covers_retries(sim: Simulator, plan: FaultPlan) -> None:
+    plan.add(*[Fault.stall(5.0)] * 6)
+    src = _source(sim, timeout=Timeout(first_byte=0.3, total=0.9), max_retries=5)
+    async with Client([src]) as client:
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.complete(MESSAGES)
+        elapsed = time.monotonic() - started
+    assert caught.value.attempts == 2
+    assert caught.value.error_type == "deadline"
+    assert 0.9 <= elapsed < 1.3
