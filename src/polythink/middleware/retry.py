@@ -51,6 +51,7 @@ from polythink.errors import (
 )
 from polythink.middleware._head import read_head
 from polythink.middleware.base import CompleteNext, StreamNext
+from polythink.middleware.telemetry import record_attempt
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = [
@@ -178,8 +179,9 @@ class RetryMiddleware:
     """Retry one source's calls under a :class:`RetryPolicy` and a total deadline.
 
     Each attempt is sent with ``request.timeout`` set to what is left of the deadline, so
-    the transport bounds it; waits and attempts never run past it. The error raised last
-    carries ``attempts`` (upstream calls made).
+    the transport bounds it; waits and attempts never run past it. Each attempt is counted
+    for telemetry (``polythink.attempts``); the error raised last carries ``attempts``
+    (upstream calls made to this source).
 
     Args:
         source: the source (its ``max_retries`` and ``Timeout.total``).
@@ -220,6 +222,8 @@ class RetryMiddleware:
         return math.inf if budget is None else self._clock() + budget
 
     def _attempt_request(self, request: Request, deadline: float) -> Request:
+        """The request for one upstream attempt (counted for telemetry)."""
+        record_attempt()
         if deadline == math.inf:
             return request
         return request.with_(timeout=max(0.0, deadline - self._clock()))
