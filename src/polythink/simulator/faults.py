@@ -42,7 +42,15 @@ from typing import Any
 
 from polythink.simulator.server import SimRequest, SimResponse
 
-__all__ = ["DEFAULT_MIX", "Fault", "FaultPlan", "RateLimitHeaders", "dialect"]
+__all__ = [
+    "DEFAULT_MIX",
+    "Fault",
+    "FaultPlan",
+    "RateLimitHeaders",
+    "dialect",
+    "error_payload",
+    "in_band_frame",
+]
 
 Handler = Callable[[SimRequest, SimResponse], Awaitable[None]]
 
@@ -187,7 +195,7 @@ _GEMINI_IN_BAND = {
 }
 
 
-def _error_payload(wire: str, status: int, fault: Fault) -> dict[str, Any]:
+def error_payload(wire: str, status: int, fault: Fault) -> dict[str, Any]:
     """The body a provider of ``wire`` sends with HTTP ``status``."""
     message = f"Simulated {status} error."
     if wire == "anthropic":
@@ -213,7 +221,7 @@ def _error_payload(wire: str, status: int, fault: Fault) -> dict[str, Any]:
     return {"error": {"message": text, "type": kind, "param": None, "code": code}}
 
 
-def _in_band_frame(wire: str, error_type: str, sequence: int) -> bytes:
+def in_band_frame(wire: str, error_type: str, sequence: int) -> bytes:
     """One SSE event carrying an in-stream error, in ``wire``'s shape."""
     message = f"Simulated in-stream {error_type}."
     payload: dict[str, Any]
@@ -377,7 +385,7 @@ class _FaultyResponse(SimResponse):
             await super().write(_MALFORMED_FRAME)
         else:
             error_type = fault.error_type or "api_error"
-            await super().write(_in_band_frame(self._wire, error_type, self.chunks))
+            await super().write(in_band_frame(self._wire, error_type, self.chunks))
         await self.end()
         raise _Stop
 
@@ -497,7 +505,7 @@ class FaultPlan:
         if fault.kind == "status":
             await response.send_json(
                 fault.status,
-                _error_payload(wire, fault.status, fault),
+                error_payload(wire, fault.status, fault),
                 headers=self._fault_headers(fault, wire),
             )
             return True
@@ -517,10 +525,10 @@ class FaultPlan:
         error_type = fault.error_type or "api_error"
         if streamed:
             await response.start_stream()
-            await response.write(_in_band_frame(wire, error_type, 0))
+            await response.write(in_band_frame(wire, error_type, 0))
             await response.end()
         else:
-            body = json.loads(_in_band_frame(wire, error_type, 0).split(b"data: ", 1)[1])
+            body = json.loads(in_band_frame(wire, error_type, 0).split(b"data: ", 1)[1])
             await response.send_json(200, body)
         return True
 
