@@ -303,7 +303,8 @@ async def test_each_attempt_gets_what_is_left_of_the_deadline() -> None:
     chain = compose([retry], inner)
     response = await chain.complete(Request(messages=(Message(role="user", content="hi"),)))
     assert response.text == "done"
-    assert inner.timeouts == [10.0, pytest.approx(9.4), pytest.approx(8.3)]
+    # The first attempt keeps the request as is: the transport applies Timeout.total.
+    assert inner.timeouts == [None, pytest.approx(9.4), pytest.approx(8.3)]
     inner = _Recorder([], clock)
     await compose([retry], inner).complete(
         Request(messages=(Message(role="user", content="hi"),), timeout=3.0)

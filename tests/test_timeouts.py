@@ -127,3 +127,33 @@ async def test_the_deadline_covers_retries(sim: Simulator, plan: FaultPlan) -> N
     assert caught.value.attempts == 2
     assert caught.value.error_type == "deadline"
     assert 0.9 <= elapsed < 1.3
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"total": 0},
+        {"idle": -1.0},
+        {"connect": float("nan")},
+        {"first_byte": float("inf")},
+        {"total": True},
+        {"idle": "5"},
+    ],
+)
+def test_timeout_rejects_what_is_not_a_positive_finite_number(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="must be a positive number of seconds or None"):
+        Timeout(**kwargs)  # type: ignore[arg-type]
+
+
+def test_source_timeout_accepts_seconds_or_a_timeout() -> None:
+    assert Source("openai", "gpt-4o", api_key="k", timeout=30).timeouts == Timeout(total=30.0)
+    assert Source("openai", "gpt-4o", api_key="k").timeouts == Timeout(5.0, 120.0, 120.0, 600.0)
+    custom = Timeout(connect=1.0, first_byte=2.0, idle=None, total=None)
+    assert Source("openai", "gpt-4o", api_key="k", timeout=custom).timeouts is custom
+
+
+@pytest.mark.parametrize("value", [0, -2.0, float("nan"), float("inf"), True])
+def test_per_call_timeout_is_validated(value: float) -> None:
+    client = Client([Source("openai", "gpt-4o", api_key="k")])
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        client.request(MESSAGES, timeout=value)

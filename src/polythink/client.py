@@ -10,6 +10,7 @@ ending in that source's transport. A call then goes straight through prebuilt ob
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -201,7 +202,7 @@ class Client:
         """
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
             raise ValueError(f"max_tokens must be a positive int (tokens); got {max_tokens!r}")
-        if timeout is not None and (isinstance(timeout, bool) or timeout <= 0):
+        if timeout is not None and (isinstance(timeout, bool) or not 0 < timeout < math.inf):
             raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
         return Request(
             messages=coerce_messages(messages),

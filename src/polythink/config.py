@@ -11,6 +11,7 @@ applies to sources without their own ``reasoning_effort``.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -29,13 +30,19 @@ _POLICIES = ("nearest", "error", "drop")
 
 @dataclass(frozen=True, slots=True)
 class Timeout:
-    """Timeouts in seconds; ``None`` disables one.
+    """Timeouts of one source, in seconds; ``None`` disables one.
 
     Attributes:
-        connect: to establish the connection (TCP + TLS).
-        first_byte: from sending the request to the first byte of the response.
+        connect: to establish the connection (TCP + TLS); also bounds writing the request
+            and waiting for a free pooled connection.
+        first_byte: from sending the request to the first byte of the response (for a
+            non-streamed call, the model's whole generation happens in this wait).
         idle: longest silence between two chunks of a streamed response.
-        total: deadline for the whole call, retries included.
+        total: deadline for the whole call on this source: every attempt, the waits between
+            them, and a stream to its last chunk. A per-call ``timeout`` replaces it.
+
+    Raises:
+        ValueError: for a value that is not a positive, finite number or ``None``.
     """
 
     connect: float | None = 5.0
@@ -46,8 +53,14 @@ class Timeout:
     def __post_init__(self) -> None:
         for name in ("connect", "first_byte", "idle", "total"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int | float) or value <= 0):
-                raise ValueError(f"Timeout.{name} must be a positive number of seconds or None")
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value < math.inf
+            ):
+                raise ValueError(
+                    f"Timeout.{name} must be a positive number of seconds or None; got {value!r}"
+                )
 
     @classmethod
     def coerce(cls, value: Timeout | float | None) -> Timeout:

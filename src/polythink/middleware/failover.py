@@ -176,7 +176,7 @@ class Failover:
     Args:
         sources: the per-source handlers, in the client's source order.
         names: how warnings name each source (for example ``"openai gpt-5.5"``);
-            defaults to ``"source N"``.
+            defaults to ``"#N"``.
         threshold, cooldown: the circuit breaker of each source (see
             :class:`CircuitBreaker`).
         clock: monotonic seconds for the breakers and the per-call deadline.
@@ -208,9 +208,14 @@ class Failover:
     def _deadline(self, request: Request) -> float:
         return math.inf if request.timeout is None else self._clock() + request.timeout
 
-    def _for_source(self, request: Request, deadline: float) -> Request | None:
-        """``request`` with what is left of the call's deadline; ``None`` when none is left."""
-        if deadline == math.inf:
+    def _for_source(
+        self, request: Request, deadline: float, failures: list[PolythinkError]
+    ) -> Request | None:
+        """``request`` with what is left of the call's deadline; ``None`` when none is left.
+
+        The first source tried gets the request unchanged: its whole budget is left.
+        """
+        if deadline == math.inf or not failures:
             return request
         left = deadline - self._clock()
         return request.with_(timeout=left) if left > 0 else None
@@ -280,7 +285,7 @@ class Failover:
                 notes.append(self._skip_note(index))
                 failures.append(self._skipped(index))
                 continue
-            sub = self._for_source(request, deadline)
+            sub = self._for_source(request, deadline, failures)
             if sub is None:
                 breaker.release()
                 break
@@ -317,7 +322,7 @@ class Failover:
                 notes.append(self._skip_note(index))
                 failures.append(self._skipped(index))
                 continue
-            sub = self._for_source(request, deadline)
+            sub = self._for_source(request, deadline, failures)
             if sub is None:
                 breaker.release()
                 break

@@ -178,8 +178,9 @@ class _StopAtDeadline(stop_base):
 class RetryMiddleware:
     """Retry one source's calls under a :class:`RetryPolicy` and a total deadline.
 
-    Each attempt is sent with ``request.timeout`` set to what is left of the deadline, so
-    the transport bounds it; waits and attempts never run past it. Each attempt is counted
+    The first attempt goes out unchanged (the transport applies the same budget); each
+    retry is sent with ``request.timeout`` set to what is left of the deadline, so the
+    transport bounds it; waits and attempts never run past it. Each attempt is counted
     for telemetry (``polythink.attempts``); the error raised last carries ``attempts``
     (upstream calls made to this source).
 
@@ -291,8 +292,11 @@ class RetryMiddleware:
             PolythinkError: the last attempt's error, with ``attempts`` set.
         """
         deadline = self._deadline(request)
+        record_attempt()
         try:
-            return await call_next(self._attempt_request(request, deadline))
+            # The first attempt has the whole budget, which is what the transport assumes
+            # from the unchanged request.
+            return await call_next(request)
         except PolythinkError as exc:
             if not self._retryable(exc):
                 exc.attempts = 1
@@ -324,8 +328,9 @@ class RetryMiddleware:
             return await read_head(call_next(self._attempt_request(request, deadline)))
 
         calls = 1
+        record_attempt()
         try:
-            head, rest = await attempt()
+            head, rest = await read_head(call_next(request))
         except PolythinkError as exc:
             if not self._retryable(exc):
                 exc.attempts = 1
