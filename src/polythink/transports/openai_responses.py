@@ -64,6 +64,14 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 """The ``include`` value that returns reasoning items with ``encrypted_content``."""
 
 _PART_SEPARATOR = "\n\n"
+_DELTAS = frozenset(
+    {
+        "response.output_text.delta",
+        "response.refusal.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.delta",
+    }
+)
 
 
 def _content(content: Any, role: str) -> Any:
@@ -170,8 +178,9 @@ def build_body(
 
     Sets ``model``, ``input`` (and ``instructions`` from leading system messages),
     ``stream``, ``include`` when ``include_encrypted``, ``max_output_tokens``, sampling,
-    ``tools`` (``strict`` is always sent: the API requires the field and treats it as on
-    when absent) and ``tool_choice``; then deep-merges the reasoning fragment, the source's
+    ``tools`` (``strict`` is always sent, false unless the tool sets it: the field is
+    required, openai_openapi.yaml ``FunctionTool`` 2026-08-21) and ``tool_choice``; then
+    deep-merges the reasoning fragment, the source's
     ``extra_body`` and the call's, in that order (later wins; lists are replaced whole).
     With ``store: false`` in the result, reasoning items without ``encrypted_content`` are
     left out of ``input`` (see the module docstring).
@@ -431,7 +440,6 @@ class ResponsesStreamAssembler:
         self.reasoning: list[str] = []
         self.items: dict[int, Mapping[str, Any]] = {}
         self.calls: dict[int, ToolCall] = {}
-        self.final_output: list[Any] = []
         self.status: Any = None
         self.incomplete: Any = None
         self.usage: Usage | None = None
@@ -439,7 +447,7 @@ class ResponsesStreamAssembler:
         self.refused = False
         self.content_seen = False
         self._parts: set[tuple[int, str, int]] = set()
-        self._streamed: set[int] = set()
+        self._streamed: set[Any] = set()
         self._added: dict[int, Mapping[str, Any]] = {}
 
     def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
@@ -448,15 +456,21 @@ class ResponsesStreamAssembler:
         out: list[StreamEvent] = []
         index = event.get("output_index")
         index = index if type(index) is int else -1
+        if kind in _DELTAS:
+            item_id = event.get("item_id")
+            if item_id:
+                self._streamed.add(item_id)
+            if index >= 0:
+                self._streamed.add(index)
         if kind == "response.output_text.delta":
-            self._text(event.get("delta"), index, out)
+            self._text(event.get("delta"), out)
         elif kind == "response.reasoning_summary_text.delta":
             self._reason(event.get("delta"), (index, "summary", event.get("summary_index", 0)), out)
         elif kind == "response.reasoning_text.delta":
             self._reason(event.get("delta"), (index, "content", event.get("content_index", 0)), out)
         elif kind == "response.refusal.delta":
             self.refused = True
-            self._text(event.get("delta"), index, out)
+            self._text(event.get("delta"), out)
         elif kind == "response.output_item.added":
             item = event.get("item")
             if isinstance(item, Mapping) and item.get("type") == "function_call":
@@ -483,10 +497,9 @@ class ResponsesStreamAssembler:
         if self.response_id is None and response.get("id"):
             self.response_id = response["id"]
 
-    def _text(self, delta: Any, index: int, out: list[StreamEvent]) -> None:
+    def _text(self, delta: Any, out: list[StreamEvent]) -> None:
         if not isinstance(delta, str) or not delta:
             return
-        self._streamed.add(index)
         self.text.append(delta)
         self.content_seen = True
         out.append(StreamEvent("text", text=delta))
@@ -494,7 +507,6 @@ class ResponsesStreamAssembler:
     def _reason(self, delta: Any, part: tuple[int, str, int], out: list[StreamEvent]) -> None:
         if not isinstance(delta, str) or not delta:
             return
-        self._streamed.add(part[0])
         if part not in self._parts:
             self._parts.add(part)
             if self.reasoning:
@@ -510,11 +522,11 @@ class ResponsesStreamAssembler:
         kind = item.get("type")
         if kind == "function_call":
             self._emit_call(index, item, out)
-        elif index not in self._streamed:
+        elif index not in self._streamed and item.get("id") not in self._streamed:
             if kind == "message":
                 text, refused = _message_text(item)
                 self.refused = self.refused or refused
-                self._text(text, index, out)
+                self._text(text, out)
             elif kind == "reasoning":
                 for position, piece in enumerate(_reasoning_parts(item)):
                     self._reason(piece, (index, "done", position), out)
@@ -536,7 +548,6 @@ class ResponsesStreamAssembler:
         self.incomplete = response.get("incomplete_details")
         output = response.get("output")
         if isinstance(output, list):
-            self.final_output = output
             for index, item in enumerate(output):
                 if index not in self.items and isinstance(item, Mapping):
                     self._item_done(index, item, out)
