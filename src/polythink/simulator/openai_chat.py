@@ -61,6 +61,15 @@ def _listing(values: list[str]) -> str:
     return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
 
 
+def _parse(raw: str, model: str) -> Effort:
+    """Read a sent tier; a value outside the vocabulary reasons at the model's default."""
+    try:
+        parsed = Effort.parse(raw)
+    except ValueError:
+        parsed = None
+    return parsed if parsed is not None else behaviour.default_tier(model)
+
+
 def _tier(provider: str, body: Mapping[str, Any], model: str) -> tuple[Effort, str | None]:
     """Return (tier, raw effort value sent) from the provider's request fields."""
     wire = PROVIDERS[provider].reasoning_wire if provider in PROVIDERS else "effort"
@@ -71,15 +80,16 @@ def _tier(provider: str, body: Mapping[str, Any], model: str) -> tuple[Effort, s
             if reasoning.get("enabled") is False or reasoning.get("effort") == "none":
                 return Effort.NONE, "none"
             if isinstance(reasoning.get("effort"), str):
-                return Effort.parse(reasoning["effort"]) or Effort.MEDIUM, reasoning["effort"]
+                return _parse(reasoning["effort"], model), reasoning["effort"]
             return Effort.AUTO, None
     elif wire == "thinking_type":
         thinking = body.get("thinking")
+        if isinstance(thinking, Mapping) and thinking.get("type") == "disabled":
+            return Effort.NONE, "none"
+        # DeepSeek V4 and Kimi K3 reason by default, so an effort alone sets the depth.
+        if isinstance(raw, str):
+            return _parse(raw, model), raw
         if isinstance(thinking, Mapping):
-            if thinking.get("type") == "disabled":
-                return Effort.NONE, "none"
-            if isinstance(raw, str):
-                return Effort.parse(raw) or Effort.MEDIUM, raw
             return Effort.AUTO, None
     elif wire == "qwen":
         if body.get("enable_thinking") is False:
@@ -95,14 +105,11 @@ def _tier(provider: str, body: Mapping[str, Any], model: str) -> tuple[Effort, s
         if isinstance(kwargs, Mapping) and kwargs.get("enable_thinking") is False:
             return Effort.NONE, "none"
         if isinstance(raw, str):
-            return Effort.parse(raw) or Effort.MEDIUM, raw
+            return _parse(raw, model), raw
         if isinstance(kwargs, Mapping) and kwargs.get("enable_thinking") is True:
             return Effort.AUTO, None
     elif isinstance(raw, str):
-        try:
-            return Effort.parse(raw) or Effort.MEDIUM, raw
-        except ValueError:
-            return Effort.MEDIUM, raw
+        return _parse(raw, model), raw
     return behaviour.default_tier(model), None
 
 
@@ -118,15 +125,16 @@ def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None)
         )
     if provider not in _VALIDATING or raw is None or cap is None:
         return None
-    if not cap.reasons:
+    supported = [e.value for e in cap.supported_efforts if e is not Effort.AUTO]
+    if not cap.reasons or not supported:
+        # Non-reasoning models, and reasoning models with no strength to choose (xAI
+        # grok-4, XAI-DOC 2025), refuse the field itself (wording: WIRE §1.2).
         return _error(
             "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
             param="reasoning_effort",
             code="unsupported_parameter",
         )
-    tier = Effort.parse(raw) if raw in {e.value for e in Effort} else None
-    if tier is None or tier is Effort.AUTO or tier not in cap.supported_efforts:
-        supported = [e.value for e in cap.supported_efforts if e is not Effort.AUTO]
+    if raw not in supported:
         return _error(
             f"Unsupported value: 'reasoning_effort' does not support '{raw}' with this model. "
             f"Supported values are: {_listing(supported)}.",
@@ -167,6 +175,37 @@ def _missing_reasoning_content(messages: list[Any]) -> int | None:
         ):
             return index
     return None
+
+
+def _malformed_tools(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Return an error payload when ``tools`` or ``tool_choice`` is not shaped as OpenAI's."""
+    tools = body.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list)
+        and all(
+            isinstance(tool, Mapping)
+            and isinstance(tool.get("function"), Mapping)
+            and isinstance(tool["function"].get("name"), str)
+            for tool in tools
+        )
+    ):
+        return _error(
+            "Invalid 'tools': expected an array of {'type': 'function', 'function': "
+            "{'name': ..., 'parameters': ...}} objects.",
+            param="tools",
+            code="invalid_value",
+        )
+    choice = body.get("tool_choice")
+    if choice is None or choice in ("none", "auto", "required"):
+        return None
+    if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+        return None
+    return _error(
+        "Invalid 'tool_choice': expected 'none', 'auto', 'required' or "
+        "{'type': 'function', 'function': {'name': ...}}.",
+        param="tool_choice",
+        code="invalid_value",
+    )
 
 
 def _tool_call(body: Mapping[str, Any], messages: list[Any], rounds: int) -> dict[str, Any] | None:
@@ -256,7 +295,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         )
         return
     tier, raw = _tier(provider, body, model)
-    rejection = _reject(provider, body, model, raw)
+    rejection = _malformed_tools(body) or _reject(provider, body, model, raw)
     if rejection is not None:
         await response.send_json(400, rejection)
         return
