@@ -7,7 +7,10 @@ the ``thinkingConfig`` of the reasoning fragment, ``tools`` (``functionDeclarati
 JSON Schema in ``parametersJsonSchema``) and ``toolConfig``. The key goes in
 ``x-goog-api-key`` (set by :class:`~polythink.transports.base.HTTPTransport`).
 
-Thought parts (``thought: true``) are reasoning; every other text part is the answer. A
+Thought parts (``thought: true``) are reasoning; every other text part is the answer. They
+come back only when the request sets ``includeThoughts``, which the reasoning fragment does
+for every tier but ``none``; with ``reasoning_effort`` unset nothing is injected (the model's
+own default), and the thoughts can still be asked for through ``extra_body``. A
 part's ``thoughtSignature`` stays on that part: the model turn's parts are kept verbatim in
 ``Message.reasoning_items`` (``reasoning_format="gemini"``) and sent back unchanged on the next
 turn, function calls included, which Gemini 3 requires ("Missing signatures will result in
@@ -482,10 +485,11 @@ class GeminiStreamAssembler:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: list[ToolCall] = []
-        self.parts: list[dict[str, Any]] = []
+        # (part, its text pieces): streamed text is joined once, at the end.
+        self._parts: list[tuple[dict[str, Any], list[str] | None]] = []
         self.raw_finish: Any = None
         self.blocked = False
-        self.usage: Usage | None = None
+        self._metadata: Any = None
         self.content_seen = False
 
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
@@ -496,7 +500,7 @@ class GeminiStreamAssembler:
         if self.response_id is None and chunk.get("responseId"):
             self.response_id = chunk["responseId"]
         if "usageMetadata" in chunk:
-            self.usage = parse_usage(chunk["usageMetadata"])
+            self._metadata = chunk["usageMetadata"]
         if _blocked(chunk):
             self.blocked = True
         candidate = _candidate(chunk)
@@ -522,18 +526,35 @@ class GeminiStreamAssembler:
     def _keep(self, part: Mapping[str, Any]) -> None:
         if not _keep(part):
             return
-        last = self.parts[-1] if self.parts else None
+        text = part.get("text")
+        if not isinstance(text, str):
+            self._parts.append((dict(part), None))
+            return
+        last = self._parts[-1] if self._parts else None
         if (
             last is not None
-            and isinstance(part.get("text"), str)
+            and last[1] is not None
             and set(part) <= _PLAIN_TEXT_KEYS
-            and isinstance(last.get("text"), str)
-            and set(last) <= _MERGEABLE_KEYS
-            and bool(last.get("thought")) == bool(part.get("thought"))
+            and set(last[0]) <= _MERGEABLE_KEYS
+            and bool(last[0].get("thought")) == bool(part.get("thought"))
         ):
-            last["text"] += part["text"]
+            last[1].append(text)
             return
-        self.parts.append(dict(part))
+        self._parts.append((dict(part), [text]))
+
+    def _kept_parts(self) -> tuple[dict[str, Any], ...]:
+        parts = []
+        for head, pieces in self._parts:
+            part = dict(head)
+            if pieces is not None:
+                part["text"] = "".join(pieces)
+            parts.append(part)
+        return tuple(parts)
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage of the last chunk that reported one (parsed once, when asked)."""
+        return parse_usage(self._metadata)
 
     @property
     def finished(self) -> bool:
@@ -542,7 +563,8 @@ class GeminiStreamAssembler:
 
     def flush(self) -> list[StreamEvent]:
         """The final usage event (end of stream), if any usage was reported."""
-        return [StreamEvent("usage", usage=self.usage)] if self.usage is not None else []
+        usage = self.usage
+        return [StreamEvent("usage", usage=usage)] if usage is not None else []
 
     def response(self, *, finish: str | None = None) -> Response:
         """Assemble the response from everything consumed so far."""
@@ -554,7 +576,7 @@ class GeminiStreamAssembler:
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             calls=list(self.calls),
-            parts=tuple(dict(p) for p in self.parts),
+            parts=self._kept_parts(),
             finish=finish,
             usage=self.usage,
             model=self.model,

@@ -24,8 +24,11 @@ turn: reasoning items with their ``encrypted_content``, message items, function 
   'rs_…' not found. Items are not persisted when `store` is set to false" (vercel/ai#7543,
   2025-07).
 
-Reasoning text is the summary (``summary_text``) and raw reasoning (``reasoning_text``
-content, OpenRouter's gpt-oss) of every reasoning item, parts joined with a blank line.
+Summaries are the caller's choice (``{"reasoning": {"summary": "auto"}}`` through
+``extra_body``): OpenAI refuses them with 400 for organisations that are not verified, and
+the reasoning-token count is enough to observe reasoning. Reasoning text is the summary
+(``summary_text``) and raw reasoning (``reasoning_text`` content, OpenRouter's gpt-oss) of
+every reasoning item, parts joined with a blank line.
 Facts: WIRE.md §2 (OpenAI SDK e43b4224, 2026-08-21), the Responses recordings in
 ``../shared/fixtures/real`` (2025-03 to 2026-05).
 """
