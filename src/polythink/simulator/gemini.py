@@ -56,7 +56,11 @@ def _field(config: Mapping[str, Any], camel: str, snake: str) -> Any:
 
 
 def _sign(model: str, part: Mapping[str, Any]) -> str:
-    """The simulated ``thoughtSignature`` of a part (what it says, keyed by model)."""
+    """The simulated ``thoughtSignature`` of a part (what it says, keyed by model).
+
+    The two trailing bytes make the standard base64 form end in ``/w==``, so a client that
+    re-encodes a signature URL-safe is visible on the wire.
+    """
     what = part.get("functionCall") or {"text": part.get("text", "")}
     digest = hashlib.sha256(_KEY + model.encode() + json.dumps(what, sort_keys=True).encode())
     return base64.b64encode(digest.digest() + b"\xfb\xff").decode()
