@@ -428,14 +428,18 @@ class RateLimitMiddleware:
 
     def _rejected(self, reason: str, wait: float | None, limit: float | None) -> RateLimitedError:
         source = self.source
-        what = {
-            "rpm_limit": f"at its limit of {source.rpm:g} requests per minute",
-            "tpm_limit": f"at its limit of {source.tpm:g} tokens per minute",
-            "concurrency_limit": f"running its maximum of {source.max_concurrency} calls",
-            "server_pause": "paused by the provider's rate limit",
-            "queue": "busy with calls queued before this one",
-            "deadline": "too busy to start this call before its deadline",
-        }[reason]
+        if reason == "rpm_limit":
+            what = f"at its limit of {source.rpm:g} requests per minute"
+        elif reason == "tpm_limit":
+            what = f"at its limit of {source.tpm:g} tokens per minute"
+        elif reason == "concurrency_limit":
+            what = f"running its maximum of {source.max_concurrency} calls"
+        elif reason == "server_pause":
+            what = "paused by the provider's rate limit"
+        elif reason == "queue":
+            what = "busy with calls queued before this one"
+        else:
+            what = "too busy to start this call before its deadline"
         opens = f"; it can take a call in {wait:.3g} s" if wait is not None else ""
         bound = f"{limit:g} s" if limit is not None else "no limit"
         return RateLimitedError(
