@@ -180,6 +180,8 @@ class DiskStore:
                     timeout=2.0,
                     size_limit=self.size_limit,
                     disk_min_file_size=_NO_VALUE_FILES,
+                    # Without it SQLite keeps the write-ahead log at its largest size.
+                    sqlite_journal_size_limit=self.size_limit,
                 )
             return self._cache
 
