@@ -665,9 +665,20 @@ async def test_an_unknown_per_call_cache_mode_is_refused() -> None:
 
 async def test_concurrent_identical_misses_each_reach_the_provider_and_store_one_entry() -> None:
     store = DictStore()
-    _, inner, chain = layered(store, handler=counting("A", "B", "C"))
+    all_arrived = anyio.Event()
+
+    async def answer(request: Request) -> Response:
+        if len(inner.requests) == 3:
+            all_arrived.set()
+        await all_arrived.wait()
+        return response(f"answer {len(inner.requests)}")
+
+    inner = FakeHandler(answer)
+    _, _, chain = layered(store, handler=inner)
     async with anyio.create_task_group() as tg:
         for _ in range(3):
             tg.start_soon(chain.complete, ask())
     assert len(inner.requests) == 3
     assert len(store.data) == 1
+    assert len(store.sets) == 3
+    assert (await chain.complete(ask())).cache_hit is True
