@@ -16,6 +16,26 @@ API_KEY = "sk-test-Zq9Vx7Lr2Kp4Mn6Bt8Wc"
 CHAT_URL = "https://api.openai.com/v1/chat/completions"
 
 
+class DictStore:
+    """An in-memory store that counts what it is asked."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.gets = 0
+        self.sets: list[tuple[str, float | None]] = []
+
+    def get(self, key: str) -> bytes | None:
+        self.gets += 1
+        return self.data.get(key)
+
+    def set(self, key: str, value: bytes, expire: float | None = None) -> None:
+        self.sets.append((key, expire))
+        self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)
+
+
 class FakeClock:
     """A clock that only moves when someone sleeps on it; records every sleep."""
 

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
+import respx
 
 from polythink import Client, Source
 from polythink.errors import RequestRejectedError, StreamInterruptedError, TransientError
@@ -39,31 +41,20 @@ from polythink.types import (
     ToolCall,
     Usage,
 )
-from tests.limits_cache_support import FakeHandler, response
+from tests.limits_cache_support import (
+    API_KEY,
+    CHAT_URL,
+    DictStore,
+    FakeHandler,
+    chat_json,
+    chat_stream_chunks,
+    response,
+    sse,
+)
 
 pytestmark = pytest.mark.anyio
 
 SOURCE = Source("openai", "gpt-4o", api_key="sk-unused-0000000000")
-
-
-class DictStore:
-    """An in-memory store that counts what it is asked."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.gets = 0
-        self.sets: list[tuple[str, float | None]] = []
-
-    def get(self, key: str) -> bytes | None:
-        self.gets += 1
-        return self.data.get(key)
-
-    def set(self, key: str, value: bytes, expire: float | None = None) -> None:
-        self.sets.append((key, expire))
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
 
 
 def ask(text: str = "hi", **fields: Any) -> Request:
@@ -682,3 +673,30 @@ async def test_concurrent_identical_misses_each_reach_the_provider_and_store_one
     assert len(store.data) == 1
     assert len(store.sets) == 3
     assert (await chain.complete(ask())).cache_hit is True
+
+
+async def test_no_api_key_reaches_any_cache_file(tmp_path: Path) -> None:
+    source = Source("openai", "gpt-4o", api_key=API_KEY, headers={"x-team": "t-1"})
+    directory = tmp_path / "cache"
+    chunks = chat_stream_chunks(["streamed"], usage={"prompt_tokens": 5, "completion_tokens": 1})
+    with respx.mock() as router:
+        route = router.post(CHAT_URL)
+        route.side_effect = [
+            httpx.Response(200, json=chat_json("plain")),
+            httpx.Response(
+                200, content=sse(*chunks), headers={"content-type": "text/event-stream"}
+            ),
+        ]
+        async with Client([source], cache=directory) as client:
+            await client.complete([{"role": "user", "content": "hi"}])
+            async with aclosing(client.stream([{"role": "user", "content": "hi"}])) as events:
+                assert [e.type async for e in events][-1] == "done"
+            assert (await client.complete([{"role": "user", "content": "hi"}])).cache_hit
+    assert all("authorization" in call.request.headers for call in route.calls)
+    files = [p for p in directory.rglob("*") if p.is_file()]
+    assert files
+    contents = b"".join(p.read_bytes() for p in files)
+    assert b"plain" in contents  # the entries really are in these files
+    assert b"streamed" in contents
+    for secret in (API_KEY.encode(), API_KEY[-12:].encode(), b"Bearer", b"x-team"):
+        assert secret not in contents
