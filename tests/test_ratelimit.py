@@ -16,6 +16,7 @@ from polythink.errors import (
     RequestRejectedError,
     RequestTimeoutError,
     StreamInterruptedError,
+    ThinkingUnsupportedError,
     TransientError,
 )
 from polythink.middleware.base import Chain, compose
@@ -225,11 +226,13 @@ async def test_tpm_keeps_the_estimate_when_usage_is_unknown_or_the_call_timed_ou
     assert layer.tokens.level(clock.now()) == 1000.0 - 26
 
 
-async def test_tpm_refunds_a_call_the_provider_refused_and_counts_a_partial_stream() -> None:
+async def test_tpm_refunds_refused_calls_keeps_lost_ones_and_counts_a_partial_stream() -> None:
     clock = FakeClock()
     partial = response("half", usage=Usage(input_tokens=5, output_tokens=2), finish_reason="error")
     outcomes: list[Exception] = [
         RequestRejectedError("bad", status_code=400),
+        ThinkingUnsupportedError("refused before sending"),
+        TransientError("connection reset", error_type="connection_error"),
         StreamInterruptedError("cut", partial=partial),
     ]
 
@@ -241,9 +244,15 @@ async def test_tpm_refunds_a_call_the_provider_refused_and_counts_a_partial_stre
     with pytest.raises(RequestRejectedError):
         await chain.complete(ask(max_tokens=100))
     assert layer.tokens.level(clock.now()) == 1000.0
+    with pytest.raises(ThinkingUnsupportedError):
+        await chain.complete(ask(max_tokens=100))
+    assert layer.tokens.level(clock.now()) == 1000.0
+    with pytest.raises(TransientError):
+        await chain.complete(ask(max_tokens=100))
+    assert layer.tokens.level(clock.now()) == 1000.0 - 113
     with pytest.raises(StreamInterruptedError):
         await chain.complete(ask(max_tokens=100))
-    assert layer.tokens.level(clock.now()) == 993.0
+    assert layer.tokens.level(clock.now()) == 1000.0 - 113 - 7
 
 
 class FrozenClock(FakeClock):

@@ -16,7 +16,9 @@ Each bucket holds one minute of its limit, starts full and refills continuously,
 may burst up to its per-minute limit and then keeps to the limit's pace. A TPM call reserves
 an estimate before it is sent (:func:`estimate_tokens`: prompt size plus the output ceiling)
 and is corrected to the real ``usage`` when it ends, streams included (case C11). A call
-larger than a whole bucket is let through when the bucket is full and leaves it in debt.
+refused by the provider, or before it was sent, gives its estimate back; one that timed out
+or lost its connection keeps it (the provider may have run it). A call larger than a whole
+bucket is let through when the bucket is full and leaves it in debt.
 
 When a gate cannot open in time the call is not sent: :class:`~polythink.errors.RateLimitedError`
 is raised at once (``retry_after`` = the wait it would have needed, ``error_type`` naming the
@@ -40,7 +42,12 @@ from typing import Protocol
 import anyio
 
 from polythink.config import Source
-from polythink.errors import PolythinkError, RateLimitedError, StreamInterruptedError
+from polythink.errors import (
+    PolythinkError,
+    RateLimitedError,
+    StreamInterruptedError,
+    TransientError,
+)
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.types import RateLimit, Request, Response, StreamEvent, Usage
@@ -159,14 +166,15 @@ def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> 
 
 
 class _Ticket:
-    """One admitted call: the request to send, its token reservation, whether it holds a slot."""
+    """One admitted call: the request to send, its token reservation, whether it is counted
+    in ``in_flight`` (and holds a slot when there is a cap)."""
 
-    __slots__ = ("cost", "holds_slot", "request", "settled")
+    __slots__ = ("cost", "counted", "request", "settled")
 
-    def __init__(self, request: Request, cost: int, holds_slot: bool) -> None:
+    def __init__(self, request: Request, cost: int, counted: bool) -> None:
         self.request = request
         self.cost = cost
-        self.holds_slot = holds_slot
+        self.counted = counted
         self.settled = False
 
 
@@ -275,7 +283,7 @@ class RateLimitMiddleware:
         if self._slots is not None:
             waited = await self._take_slot(limit)
         self.in_flight += 1
-        ticket = _Ticket(request, cost, holds_slot=True)
+        ticket = _Ticket(request, cost, counted=True)
         try:
             waited = await self._take_budget(cost, start, limit) or waited
             if waited and deadline is not None:
@@ -369,8 +377,8 @@ class RateLimitMiddleware:
             self._napper.cancel()
 
     def _release(self, ticket: _Ticket) -> None:
-        if ticket.holds_slot:
-            ticket.holds_slot = False
+        if ticket.counted:
+            ticket.counted = False
             self.in_flight -= 1
             if self._slots is not None:
                 self._slots.release()
@@ -391,8 +399,12 @@ class RateLimitMiddleware:
                 limits = limits or partial.rate_limit
                 self._settle(ticket, partial.usage, limits)
                 return
-        elif error.status_code is not None and not ticket.settled:
-            # The provider answered with an error: it generated nothing to count.
+        elif not ticket.settled and not (
+            isinstance(error, TransientError) and error.status_code is None
+        ):
+            # The provider answered with an error, or the call was refused before it was
+            # sent: nothing was generated. A timeout or a dropped connection may have been
+            # processed anyway, so its estimate stays counted.
             ticket.settled = True
             self._refund(ticket.cost)
         self._observe(limits)
