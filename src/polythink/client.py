@@ -17,6 +17,8 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
 
 from polythink.config import Source, sources_from_env, sources_from_toml
 from polythink.middleware.base import Chain, Middleware, compose
@@ -24,6 +26,7 @@ from polythink.middleware.cache import CacheMiddleware, cache_store
 from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.middleware.telemetry import TelemetryMiddleware
 from polythink.providers import get_provider
 from polythink.transports import transport_class
 from polythink.types import (
@@ -60,6 +63,11 @@ class Client:
             :class:`~polythink.middleware.cache.CacheStore`.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
             keeps ownership (it is not closed with the client).
+        tracer_provider: OpenTelemetry tracer provider for the one span per call; ``None``
+            uses the global one (a no-op unless the application installed the SDK).
+        meter_provider: OpenTelemetry meter provider for the call metrics; ``None`` uses
+            the global one.
+        capture_content: record prompts and completions on spans (off by default).
 
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, a
@@ -74,6 +82,9 @@ class Client:
         *,
         cache: bool | str | Path | Any | None = None,
         http_client: httpx.AsyncClient | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool = False,
     ) -> None:
         sources = tuple(sources)
         if not sources:
@@ -109,6 +120,12 @@ class Client:
             CacheMiddleware(store, sources, ttl=getattr(store, "ttl", None))
             if store is not None
             else None
+        )
+        self._telemetry = TelemetryMiddleware(
+            sources,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            capture_content=capture_content,
         )
 
     @classmethod
@@ -163,7 +180,9 @@ class Client:
 
     def _call_layers(self) -> list[Middleware]:
         """Per-call layers above failover, outermost first: telemetry, cache."""
-        return [self._cache] if self._cache is not None else []
+        if self._cache is None:
+            return [self._telemetry]
+        return [self._telemetry, self._cache]
 
     async def aclose(self) -> None:
         """Close the HTTP client if this client created it."""

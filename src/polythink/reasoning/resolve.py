@@ -19,6 +19,21 @@ Budget wires (Anthropic manual thinking, Gemini 2.5 ``thinkingBudget``, Qwen
 model's range, keep Anthropic's ``1024 <= budget_tokens < max_tokens``, and raise the output
 ceiling by the budget so reasoning does not eat the answer, never past the model's maximum
 output.
+
+Anthropic (WIRE §3), by the model's ``thinking`` style:
+
+- ``manual``: ``thinking: {type: enabled, budget_tokens}`` and ``max_tokens`` = the caller's
+  value (else the profile's 4096) + the budget, capped at the model's maximum output; where
+  that cap would cut into the caller's ``max_tokens`` the budget shrinks instead, never below
+  1024. ``auto`` uses the model's default strength, else its middle one.
+- ``adaptive``: ``thinking: {type: adaptive}`` plus ``output_config: {effort}`` for a
+  strength (``auto`` sends adaptive alone), with ``display: summarized`` where the model omits
+  thinking text by default. ``output_config.effort`` is never sent alone: on a model whose
+  thinking is off by default it tunes an answer without thinking (recorded:
+  llmanthropic_effort_no_thinking_stream, 2026-02-17), and where thinking is on by default
+  the thinking object is needed anyway to ask for the text.
+- ``none``: ``thinking`` omitted where the model's default is off (Opus 4.7 rejects an
+  explicit ``disabled``), ``{type: disabled}`` where it is on.
 """
 
 from __future__ import annotations
@@ -308,17 +323,24 @@ def _anthropic_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: i
     if style == "manual":
         if e is Effort.AUTO:
             e = _auto_as_strength(cap)
-        budget = budget_for(e, cap, floor=ANTHROPIC_MIN_BUDGET)
         base = mt if mt is not None else (p.default_max_tokens or 4096)
+        budget = budget_for(e, cap, floor=ANTHROPIC_MIN_BUDGET)
+        if cap is not None and cap.max_output_tokens is not None:
+            # Near the model's ceiling a smaller budget keeps the caller's answer room whole.
+            budget = max(ANTHROPIC_MIN_BUDGET, min(budget, cap.max_output_tokens - base))
         ceiling = _ceiling(base, budget, cap)
         return (
             {"thinking": {"type": "enabled", "budget_tokens": budget}, "max_tokens": ceiling},
             e,
             budget,
         )
+    thinking: dict[str, Any] = {"type": "adaptive"}
+    if cap is not None and cap.thinking_display == "omitted":
+        # These models return thinking blocks with empty text unless asked (WIRE §3.1).
+        thinking["display"] = "summarized"
     if e is Effort.AUTO:
-        return {"thinking": {"type": "adaptive"}}, e, None
-    return {"thinking": {"type": "adaptive"}, "output_config": {"effort": e.value}}, e, None
+        return {"thinking": thinking}, e, None
+    return {"thinking": thinking, "output_config": {"effort": e.value}}, e, None
 
 
 def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
