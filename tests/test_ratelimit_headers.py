@@ -175,3 +175,75 @@ async def test_responses_and_streams_from_the_chat_transport_carry_the_headers()
                 await client.complete([{"role": "user", "content": "hi"}])
             assert caught.value.rate_limit is not None
             assert caught.value.rate_limit.requests_remaining == 0
+
+
+ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
+
+
+@pytest.mark.anyio
+@pytest.mark.fixture_replay
+async def test_a_recorded_anthropic_stream_carries_its_rate_limit_headers() -> None:
+    recorded = cassette("llmanthropic_plain_stream.yaml").interactions[0]
+    headers = {k: v[0] for k, v in recorded.response_headers.items() if k != "content-encoding"}
+    source = Source("anthropic", "claude-sonnet-4-5", api_key="sk-ant-test-0123456789")
+    with respx.mock() as router:
+        router.post(ANTHROPIC_URL).respond(200, content=recorded.response_raw, headers=headers)
+        async with Client([source]) as client:
+            text = recorded.request_body["messages"][0]["content"][0]["text"]
+            events = client.stream([{"role": "user", "content": text}], max_tokens=8192)
+            async with aclosing(events) as iterator:
+                done = [e async for e in iterator][-1]
+    assert done.response is not None
+    # The recorded resets lie in the past, so nothing is left to wait for.
+    assert done.response.rate_limit == RateLimit(
+        requests_limit=20000,
+        requests_remaining=19999,
+        requests_reset=0.0,
+        tokens_limit=2400000,
+        tokens_remaining=2400000,
+        tokens_reset=0.0,
+    )
+
+
+@pytest.mark.anyio
+async def test_an_anthropic_answer_and_error_carry_their_rate_limit_headers() -> None:
+    source = Source(
+        "anthropic", "claude-sonnet-4-5", api_key="sk-ant-test-0123456789", max_retries=0
+    )
+    limits = {
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "49",
+        "anthropic-ratelimit-tokens-limit": "40000",
+        "anthropic-ratelimit-tokens-remaining": "38000",
+    }
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 8, "output_tokens": 1},
+    }
+    error = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}
+    with respx.mock() as router:
+        router.post(ANTHROPIC_URL).mock(
+            side_effect=[
+                httpx.Response(200, json=message, headers=limits),
+                httpx.Response(
+                    429,
+                    json=error,
+                    headers={**limits, "anthropic-ratelimit-requests-remaining": "0"},
+                ),
+            ]
+        )
+        async with Client([source]) as client:
+            answer = await client.complete([{"role": "user", "content": "hi"}], max_tokens=64)
+            with pytest.raises(RateLimitedError) as caught:
+                await client.complete([{"role": "user", "content": "hi"}], max_tokens=64)
+    assert answer.rate_limit == RateLimit(
+        requests_limit=50, requests_remaining=49, tokens_limit=40000, tokens_remaining=38000
+    )
+    assert caught.value.rate_limit == RateLimit(
+        requests_limit=50, requests_remaining=0, tokens_limit=40000, tokens_remaining=38000
+    )
