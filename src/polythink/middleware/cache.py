@@ -59,6 +59,7 @@ from polythink.types import (
 )
 
 __all__ = [
+    "DEFAULT_SIZE_LIMIT",
     "CacheMiddleware",
     "CacheStore",
     "DiskStore",
