@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from polythink.types import Response
+    from polythink.types import RateLimit, Response
 
 __all__ = [
     "AuthError",
@@ -58,6 +58,7 @@ class PolythinkError(Exception):
         should_retry: the server's ``x-should-retry`` verdict, when it sent one.
         body: the response body, redacted and truncated to 2000 characters.
         previous: errors of sources tried earlier in the same call (failover), oldest first.
+        rate_limit: the rate-limit state the provider's headers reported with the error.
     """
 
     def __init__(
@@ -84,6 +85,7 @@ class PolythinkError(Exception):
         self.should_retry = should_retry
         self.body = body[:_MAX_BODY_CHARS] if body is not None else None
         self.previous: list[PolythinkError] = []
+        self.rate_limit: RateLimit | None = None
 
     def __str__(self) -> str:
         parts = [self.message]

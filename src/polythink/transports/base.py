@@ -11,9 +11,11 @@ import codecs
 import email.utils
 import json
 import math
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -31,7 +33,7 @@ from polythink.errors import (
     redact,
 )
 from polythink.providers import ProviderProfile
-from polythink.types import Request, Response, StreamEvent
+from polythink.types import RateLimit, Request, Response, StreamEvent
 
 __all__ = [
     "HTTPTransport",
@@ -41,6 +43,8 @@ __all__ = [
     "error_from_body",
     "error_from_status",
     "error_from_transport",
+    "parse_duration",
+    "parse_rate_limit",
     "parse_retry_after",
 ]
 
@@ -191,6 +195,109 @@ def parse_retry_after(
     return max(0.0, parsed.timestamp() - now())
 
 
+_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_GO_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+def parse_duration(raw: str) -> float | None:
+    """Return a Go duration string (``6m0s``, ``1s``, ``12ms``, ``1h2m3.5s``) in seconds.
+
+    OpenAI sends its ``x-ratelimit-reset-*`` values in this form (WIRE.md §8.1; go-openai
+    parses them with ``time.ParseDuration``). A bare number is taken as seconds. Anything
+    else, or a negative value, gives ``None``.
+    """
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 and math.isfinite(seconds) else None
+    total = 0.0
+    position = 0
+    for match in _GO_DURATION.finditer(text):
+        if match.start() != position:
+            return None
+        total += float(match[1]) * _GO_UNITS[match[2]]
+        position = match.end()
+    if position != len(text) or position == 0:
+        return None
+    return total
+
+
+def _header_int(headers: Mapping[str, str], name: str) -> int | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def _reset_instant(raw: str | None, now: Callable[[], float]) -> float | None:
+    if raw is None:
+        return None
+    try:
+        instant = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        return parse_duration(raw)
+    if instant.tzinfo is None:
+        return None
+    return max(0.0, instant.timestamp() - now())
+
+
+def parse_rate_limit(
+    headers: Mapping[str, str], now: Callable[[], float] = time.time
+) -> RateLimit | None:
+    """Read the provider's rate-limit headers; ``None`` when it sent none.
+
+    OpenAI (and the OpenAI-compatible providers that copy it):
+    ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, resets as Go durations.
+    Anthropic: ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}``, resets as
+    RFC 3339 instants, turned into seconds from ``now()`` (wall clock, never below 0).
+    Negative or malformed values become ``None``. Sources: WIRE.md §8.1-8.2; recorded
+    headers in ``llm_openai_responses_plain_stream.yaml`` and ``llmanthropic_plain_stream.yaml``.
+    """
+    if headers.get("x-ratelimit-limit-requests") is not None or (
+        headers.get("x-ratelimit-remaining-tokens") is not None
+    ):
+        reset_requests = headers.get("x-ratelimit-reset-requests")
+        reset_tokens = headers.get("x-ratelimit-reset-tokens")
+        return RateLimit(
+            requests_limit=_header_int(headers, "x-ratelimit-limit-requests"),
+            requests_remaining=_header_int(headers, "x-ratelimit-remaining-requests"),
+            requests_reset=parse_duration(reset_requests) if reset_requests else None,
+            tokens_limit=_header_int(headers, "x-ratelimit-limit-tokens"),
+            tokens_remaining=_header_int(headers, "x-ratelimit-remaining-tokens"),
+            tokens_reset=parse_duration(reset_tokens) if reset_tokens else None,
+        )
+    if headers.get("anthropic-ratelimit-requests-limit") is not None or (
+        headers.get("anthropic-ratelimit-tokens-remaining") is not None
+    ):
+        return RateLimit(
+            requests_limit=_header_int(headers, "anthropic-ratelimit-requests-limit"),
+            requests_remaining=_header_int(headers, "anthropic-ratelimit-requests-remaining"),
+            requests_reset=_reset_instant(headers.get("anthropic-ratelimit-requests-reset"), now),
+            tokens_limit=_header_int(headers, "anthropic-ratelimit-tokens-limit"),
+            tokens_remaining=_header_int(headers, "anthropic-ratelimit-tokens-remaining"),
+            tokens_reset=_reset_instant(headers.get("anthropic-ratelimit-tokens-reset"), now),
+        )
+    return None
+
+
 def _request_id(headers: Mapping[str, str]) -> str | None:
     for name in ("x-request-id", "request-id", "x-goog-request-id", "cf-ray"):
         value = headers.get(name)
@@ -249,7 +356,8 @@ def error_from_status(
     429 -> :class:`RateLimitedError`; 401/403 -> :class:`AuthError`; 408, 409, 5xx, 529 ->
     :class:`TransientError`; other 4xx -> :class:`RequestRejectedError`, or
     :class:`ThinkingUnsupportedError` when the provider named a reasoning parameter as the
-    unsupported one (OpenAI ``param: reasoning_effort``, ``code: unsupported_value``).
+    unsupported one (OpenAI ``param: reasoning_effort``, ``code: unsupported_value``). The
+    error's ``rate_limit`` holds the parsed rate-limit headers (:func:`parse_rate_limit`).
     """
     text = redact(content.decode("utf-8", errors="replace"), secrets)
     try:
@@ -269,7 +377,7 @@ def error_from_status(
         cls = ThinkingUnsupportedError
     else:
         cls = RequestRejectedError
-    return cls(
+    error = cls(
         f"{provider} answered HTTP {status}: {redact(summary, secrets)}",
         provider=provider,
         source_index=source_index,
@@ -280,6 +388,8 @@ def error_from_status(
         should_retry=_should_retry(headers),
         body=text,
     )
+    error.rate_limit = parse_rate_limit(headers)
+    return error
 
 
 _RATE_TYPES = frozenset(
@@ -455,6 +565,17 @@ class HTTPTransport:
             PolythinkError: the mapped error for a non-2xx answer, a transport failure,
                 the deadline, or a body that is not JSON (:class:`TransientError`).
         """
+        data, _ = await self.post_json_with_rate_limit(url, body, request)
+        return data
+
+    async def post_json_with_rate_limit(
+        self, url: str, body: Mapping[str, Any], request: Request
+    ) -> tuple[Any, RateLimit | None]:
+        """POST ``body``; return the parsed JSON of a 2xx answer and its rate-limit headers.
+
+        Raises:
+            PolythinkError: as :meth:`post_json`.
+        """
         deadline = self._deadline(request)
         try:
             with anyio.fail_after(deadline):
@@ -476,7 +597,7 @@ class HTTPTransport:
                 secrets=self._secrets,
             )
         try:
-            return json.loads(content)
+            return json.loads(content), parse_rate_limit(response.headers)
         except ValueError as exc:
             raise TransientError(
                 f"{self.profile.id} answered HTTP {response.status_code} with a body that is "
@@ -554,8 +675,8 @@ class HTTPTransport:
             ) from exc
 
     def in_band_error(self, error: Any, response: httpx.Response | None = None) -> PolythinkError:
-        """Map an error found inside a 2xx stream or body."""
-        return error_from_body(
+        """Map an error found inside a 2xx stream or body (with the answer's rate limits)."""
+        mapped = error_from_body(
             error,
             provider=self.profile.id,
             source_index=self.index,
@@ -563,3 +684,6 @@ class HTTPTransport:
             request_id=_request_id(response.headers) if response is not None else None,
             secrets=self._secrets,
         )
+        if response is not None:
+            mapped.rate_limit = parse_rate_limit(response.headers)
+        return mapped

@@ -22,8 +22,8 @@ from typing import Any
 
 from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
 from polythink.providers import ProviderProfile
-from polythink.transports.base import HTTPTransport, deep_merge
-from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
+from polythink.transports.base import HTTPTransport, deep_merge, parse_rate_limit
+from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
     "ChatStreamAssembler",
@@ -224,8 +224,11 @@ def parse_completion(
     profile: ProviderProfile,
     source_index: int,
     model: str,
+    rate_limit: RateLimit | None = None,
 ) -> Response:
     """Parse a non-streaming Chat Completions body into a :class:`Response`.
+
+    ``rate_limit`` is the answer's parsed rate-limit headers, carried on the response.
 
     Raises:
         TransientError: when the body has no choices (an in-band error is mapped by the
@@ -258,6 +261,7 @@ def parse_completion(
         response_id=data.get("id"),
         profile=profile,
         source_index=source_index,
+        rate_limit=rate_limit,
     )
 
 
@@ -274,6 +278,7 @@ def _response(
     profile: ProviderProfile,
     source_index: int,
     finish: str | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> Response:
     finish = finish or finish_reason(raw_finish, has_tool_calls=bool(calls))
     message = Message(
@@ -296,6 +301,7 @@ def _response(
         message=message,
         output_limited=finish == "length",
         id=response_id,
+        rate_limit=rate_limit,
     )
 
 
@@ -374,6 +380,7 @@ class ChatStreamAssembler:
         self.raw_finish: Any = None
         self.usage: Usage | None = None
         self.content_seen = False
+        self.rate_limit: RateLimit | None = None
         self._calls_emitted = False
         self._think = _ThinkSplitter() if profile.inline_think_tags else None
 
@@ -509,6 +516,7 @@ class ChatStreamAssembler:
             profile=self.profile,
             source_index=self.source_index,
             finish=finish,
+            rate_limit=self.rate_limit,
         )
 
 
@@ -532,11 +540,19 @@ class OpenAIChatTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
-        data = await self.post_json(self.url, self.body(request), request)
+        data, rate_limit = await self.post_json_with_rate_limit(
+            self.url, self.body(request), request
+        )
         if isinstance(data, Mapping) and data.get("error") and not data.get("choices"):
-            raise self.in_band_error(data)
+            error = self.in_band_error(data)
+            error.rate_limit = rate_limit
+            raise error
         return parse_completion(
-            data, profile=self.profile, source_index=self.index, model=self.source.model
+            data,
+            profile=self.profile,
+            source_index=self.index,
+            model=self.source.model,
+            rate_limit=rate_limit,
         )
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
@@ -554,6 +570,7 @@ class OpenAIChatTransport(HTTPTransport):
         done = False
         try:
             async with self.open_stream(self.url, self.body(request), request) as response:
+                assembler.rate_limit = parse_rate_limit(response.headers)
                 async for _, data in self.sse_events(response):
                     if data == "[DONE]":
                         done = True
