@@ -554,7 +554,7 @@ class OpenAIChatTransport(HTTPTransport):
         done = False
         try:
             async with self.open_stream(self.url, self.body(request), request) as response:
-                async for _, data in self.sse_events(response):
+                async for event_type, data in self.sse_events(response):
                     if data == "[DONE]":
                         done = True
                         break
@@ -572,7 +572,9 @@ class OpenAIChatTransport(HTTPTransport):
                         ) from exc
                     if not isinstance(chunk, Mapping):
                         continue
-                    if chunk.get("error") and not chunk.get("choices"):
+                    # The event type names the whole event: an "error" event is an error
+                    # whatever its data looks like (CASES.md C19).
+                    if event_type == "error" or (chunk.get("error") and not chunk.get("choices")):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event
