@@ -357,9 +357,15 @@ async def test_calls_outside_the_context_are_refused() -> None:
 
 
 def test_no_key_in_source_repr_or_str() -> None:
-    source = Source("openai", "gpt-5.5", api_key="custom-key-without-a-known-shape")
+    source = Source(
+        "openai",
+        "gpt-5.5",
+        api_key="custom-key-without-a-known-shape",
+        headers={"x-gateway-key": "gateway-secret-123"},
+    )
     for text in (repr(source), str(source), repr([source])):
         assert "custom-key-without-a-known-shape" not in text
+        assert "gateway-secret-123" not in text
         assert "gpt-5.5" in text
 
 

@@ -483,3 +483,21 @@ async def test_stream_usage_is_requested_and_reported_once() -> None:
     assert sent_json(route.calls[0])["stream_options"] == {"include_usage": True}
     assert [e.usage for e in events if e.type == "usage"] == [Usage(4, 2, None, None, None)]
     assert json.loads(route.calls[0].request.content)["stream"] is True
+
+
+@pytest.mark.anyio
+async def test_headers_auth_and_custom_headers() -> None:
+    source = Source(
+        "openrouter",
+        "openai/gpt-5.5",
+        api_key="or-key-0123456789",
+        headers={"HTTP-Referer": "https://app.example.test", "X-Title": "demo"},
+    )
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(_url(source)).mock(return_value=_ok())
+        async with Client([source]) as client:
+            await client.complete([HI])
+    headers = route.calls[0].request.headers
+    assert headers["authorization"] == "Bearer or-key-0123456789"
+    assert (headers["http-referer"], headers["x-title"]) == ("https://app.example.test", "demo")
+    assert headers["content-type"] == "application/json"

@@ -80,7 +80,8 @@ class Source:
         rpm, tpm, max_concurrency: requests per minute, tokens per minute, calls in flight.
         timeout: a :class:`Timeout`, or a number of seconds for the total deadline.
         max_retries: retries after the first attempt (``None`` = the default, 2).
-        headers: extra HTTP headers for every call to this source.
+        headers: extra HTTP headers for every call to this source (left out of ``repr``:
+            they may carry credentials).
         drop_params: drop parameters the provider would reject here, with one warning,
             instead of raising :class:`~polythink.errors.RequestRejectedError`.
         extra_body: provider-specific body fields merged into every request (last, so they
@@ -101,7 +102,7 @@ class Source:
     max_concurrency: int | None = None
     timeout: Timeout | float | None = None
     max_retries: int | None = None
-    headers: Mapping[str, str] | None = None
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
     drop_params: bool = False
     extra_body: Mapping[str, Any] | None = None
 
