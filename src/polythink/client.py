@@ -17,11 +17,14 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
 
 from polythink.config import Source, sources_from_env, sources_from_toml
 from polythink.middleware.base import Chain, Middleware, compose
 from polythink.middleware.failover import Failover
 from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.middleware.telemetry import TelemetryMiddleware
 from polythink.providers import get_provider
 from polythink.transports import transport_class
 from polythink.types import (
@@ -50,6 +53,11 @@ class Client:
             directory), a path, or a cache object.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
             keeps ownership (it is not closed with the client).
+        tracer_provider: OpenTelemetry tracer provider for the one span per call; ``None``
+            uses the global one (a no-op unless the application installed the SDK).
+        meter_provider: OpenTelemetry meter provider for the call metrics; ``None`` uses
+            the global one.
+        capture_content: record prompts and completions on spans (off by default).
 
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, or a
@@ -64,6 +72,9 @@ class Client:
         *,
         cache: bool | str | Path | Any | None = None,
         http_client: httpx.AsyncClient | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool = False,
     ) -> None:
         sources = tuple(sources)
         if not sources:
@@ -90,6 +101,12 @@ class Client:
             self._keys.append(key)
             self._transport_classes.append(transport_class(profile.wire))
             self._reasoning.append(ReasoningMiddleware(source, i, profile))
+        self._telemetry = TelemetryMiddleware(
+            sources,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            capture_content=capture_content,
+        )
 
     @classmethod
     def from_env(cls, scope: str, **kwargs: Any) -> Client:
@@ -143,7 +160,7 @@ class Client:
 
     def _call_layers(self) -> list[Middleware]:
         """Per-call layers above failover, outermost first: telemetry, cache."""
-        return []
+        return [self._telemetry]
 
     async def aclose(self) -> None:
         """Close the HTTP client if this client created it."""

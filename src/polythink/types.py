@@ -211,7 +211,8 @@ class Message:
       ``reasoning_format``; another wire ignores them, because signatures only verify where
       they were made.
     - ``reasoning_format``: the wire that produced ``reasoning_items``
-      (``anthropic``, ``openai-responses``, ``gemini``, ``openrouter``).
+      (``anthropic``, ``openai-responses``, ``openrouter-responses``, ``gemini``,
+      ``openrouter``).
     """
 
     role: str

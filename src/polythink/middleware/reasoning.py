@@ -25,7 +25,14 @@ from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability, get_capability
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
 from polythink.reasoning.resolve import resolve
-from polythink.types import Effort, Request, Resolution, Response, StreamEvent
+from polythink.types import (
+    Effort,
+    Request,
+    Resolution,
+    Response,
+    StreamEvent,
+    ThinkingObservation,
+)
 
 __all__ = ["ReasoningMiddleware"]
 
@@ -104,6 +111,10 @@ class ReasoningMiddleware:
         observation = observe(
             response.reasoning, usage.reasoning_tokens if usage is not None else None
         )
+        if response.thinking is ThinkingObservation.OBSERVED:
+            # The transport saw opaque evidence (redacted or signed-but-omitted thinking,
+            # encrypted reasoning items) that no text or count shows.
+            observation = ThinkingObservation.OBSERVED
         warnings = list(resolution.warnings)
         note = reconcile(resolution.applied_effort, observation, model=self.model)
         if note is not None:

@@ -55,10 +55,14 @@ class Capability:
         max_output_tokens: the model's output ceiling in tokens, where known.
         evidence: where the facts come from and when (documented, measured or inferred).
         aliases: other names that look this entry up.
+        thinking_display: Anthropic: the model's default ``thinking.display`` (``summarized``
+            or ``omitted``) where documented; ``None`` = summarized, as the SDK states. Where
+            it is ``omitted``, polythink asks for ``summarized`` so reasoning text comes back.
 
     Raises:
         ValueError: at construction, for an empty or duplicated ``supported_efforts``, an
-            unknown tier or thinking style, or a budget range with ``min > max``.
+            unknown tier, thinking style or thinking display, or a budget range with
+            ``min > max``.
     """
 
     model: str
@@ -71,6 +75,7 @@ class Capability:
     max_output_tokens: int | None = None
     evidence: str = ""
     aliases: tuple[str, ...] = field(default=())
+    thinking_display: str | None = None
 
     def __post_init__(self) -> None:
         efforts = tuple(Effort.parse(e) for e in self.supported_efforts)
@@ -101,6 +106,11 @@ class Capability:
                 f"budget_max {self.budget_max}"
             )
         object.__setattr__(self, "aliases", tuple(self.aliases))
+        if self.thinking_display not in (None, "summarized", "omitted"):
+            raise ValueError(
+                f"capability for {self.model!r}: unknown thinking_display "
+                f"{self.thinking_display!r}; accepted: summarized, omitted"
+            )
 
     @property
     def reasons(self) -> bool:
@@ -188,6 +198,7 @@ def _from_row(row: Mapping[str, Any]) -> Capability:
         max_output_tokens=row.get("max_output_tokens"),
         evidence=row.get("evidence", ""),
         aliases=tuple(row.get("aliases", ())),
+        thinking_display=row.get("thinking_display"),
     )
 
 

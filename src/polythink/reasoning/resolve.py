@@ -24,6 +24,21 @@ Budget wires (Anthropic manual thinking, Gemini 2.5 ``thinkingBudget``, Qwen
 model's range, keep Anthropic's ``1024 <= budget_tokens < max_tokens``, and raise the output
 ceiling by the budget so reasoning does not eat the answer, never past the model's maximum
 output.
+
+Anthropic (WIRE §3), by the model's ``thinking`` style:
+
+- ``manual``: ``thinking: {type: enabled, budget_tokens}`` and ``max_tokens`` = the caller's
+  value (else the profile's 4096) + the budget, capped at the model's maximum output; where
+  that cap would cut into the caller's ``max_tokens`` the budget shrinks instead, never below
+  1024. ``auto`` uses the model's default strength, else its middle one.
+- ``adaptive``: ``thinking: {type: adaptive}`` plus ``output_config: {effort}`` for a
+  strength (``auto`` sends adaptive alone), with ``display: summarized`` where the model omits
+  thinking text by default. ``output_config.effort`` is never sent alone: on a model whose
+  thinking is off by default it tunes an answer without thinking (recorded:
+  llmanthropic_effort_no_thinking_stream, 2026-02-17), and where thinking is on by default
+  the thinking object is needed anyway to ask for the text.
+- ``none``: ``thinking`` omitted where the model's default is off (Opus 4.7 rejects an
+  explicit ``disabled``), ``{type: disabled}`` where it is on.
 """
 
 from __future__ import annotations
@@ -250,15 +265,20 @@ def _effort_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int 
 
 
 def _responses_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    # No "summary" here: OpenAI answers 400 (param reasoning.summary, unsupported_value) for
+    # organisations that are not verified (continuedev/continue#9854, 2026-01), and the
+    # reasoning-token count already lets polythink observe reasoning. Callers who want the
+    # summary text send {"reasoning": {"summary": "auto"}} through extra_body. A model that
+    # does not reason gets no "reasoning" at all: gpt-4o and gpt-4.1 reject it with 400.
     if e is Effort.NONE:
         if cap is not None and not cap.reasons:
             return {}, e, None
         return {"reasoning": {"effort": "none"}}, e, None
     if e is Effort.AUTO:
         if cap is None or cap.default_reasons or not cap.is_tiered:
-            return {"reasoning": {"summary": "auto"}}, e, None
+            return {}, e, None
         e = _auto_as_strength(cap)
-    return {"reasoning": {"effort": e.value, "summary": "auto"}}, e, None
+    return {"reasoning": {"effort": e.value}}, e, None
 
 
 def _openrouter_wire(
@@ -313,20 +333,41 @@ def _anthropic_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: i
     if style == "manual":
         if e is Effort.AUTO:
             e = _auto_as_strength(cap)
-        budget = budget_for(e, cap, floor=ANTHROPIC_MIN_BUDGET)
         base = mt if mt is not None else (p.default_max_tokens or 4096)
+        budget = budget_for(e, cap, floor=ANTHROPIC_MIN_BUDGET)
+        if cap is not None and cap.max_output_tokens is not None:
+            # Near the model's ceiling a smaller budget keeps the caller's answer room whole.
+            budget = max(ANTHROPIC_MIN_BUDGET, min(budget, cap.max_output_tokens - base))
         ceiling = _ceiling(base, budget, cap)
         return (
             {"thinking": {"type": "enabled", "budget_tokens": budget}, "max_tokens": ceiling},
             e,
             budget,
         )
+    thinking: dict[str, Any] = {"type": "adaptive"}
+    if cap is not None and cap.thinking_display == "omitted":
+        # These models return thinking blocks with empty text unless asked (WIRE §3.1).
+        thinking["display"] = "summarized"
     if e is Effort.AUTO:
-        return {"thinking": {"type": "adaptive"}}, e, None
-    return {"thinking": {"type": "adaptive"}, "output_config": {"effort": e.value}}, e, None
+        return {"thinking": thinking}, e, None
+    return {"thinking": thinking, "output_config": {"effort": e.value}}, e, None
+
+
+_GEMINI_LEVELS: dict[Effort, Effort] = {
+    Effort.MINIMAL: Effort.MINIMAL,
+    Effort.LOW: Effort.LOW,
+    Effort.MEDIUM: Effort.MEDIUM,
+    Effort.HIGH: Effort.HIGH,
+    Effort.XHIGH: Effort.HIGH,
+    Effort.MAX: Effort.HIGH,
+}
+"""``thinkingLevel`` is ``MINIMAL | LOW | MEDIUM | HIGH`` (GEM-SDK ``ThinkingLevel``, 2026-08-21);
+stronger tiers are sent as ``high``, as OpenRouter maps them for Gemini 3 (OR-DOC 2026-10-05)."""
 
 
 def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    # Budget models (2.5) take thinkingBudget, level models (3.x) thinkingLevel, never both:
+    # the API answers 400 to a request with both (GEM-DOC-thinking via gemini_ex docs).
     style = cap.thinking if cap is not None else "level"
     config: dict[str, Any]
     budget: int | None = None
@@ -335,12 +376,16 @@ def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int 
             return {}, e, None
         config = {"thinkingBudget": 0}
     elif e is Effort.AUTO:
-        config = {"thinkingBudget": -1} if style == "budget" else {}
+        # -1 (dynamic) only where the model would not think on its own: 2.5 Pro and Flash
+        # are dynamic by default, Flash-Lite does not think unless asked (GEM-DOC-thinking).
+        dynamic = style == "budget" and (cap is None or not cap.default_reasons)
+        config = {"thinkingBudget": -1} if dynamic else {}
         config["includeThoughts"] = True
     elif style == "budget":
         budget = budget_for(e, cap)
         config = {"thinkingBudget": budget, "includeThoughts": True}
     else:
+        e = _GEMINI_LEVELS[e]
         config = {"thinkingLevel": e.value, "includeThoughts": True}
     generation: dict[str, Any] = {"thinkingConfig": config}
     if budget is not None and mt is not None:

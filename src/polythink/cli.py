@@ -1,0 +1,638 @@
+"""The ``polythink`` command line: ``demo``, ``resolve``, ``models`` and ``simulate``.
+
+- ``polythink demo`` starts the simulator (or uses one already running, ``--base-url-root``)
+  and runs the calls of :data:`DEMO_CALLS` through :class:`~polythink.Client`, one table row
+  per call. Exit 0 when every call ended as its row expects, 1 otherwise.
+- ``polythink resolve --provider P --model M --effort E`` prints the applied tier and the
+  request-body fragment :func:`polythink.reasoning.resolve` gives, without any network.
+  Exit 1 when the tier cannot be satisfied.
+- ``polythink models`` prints the capability registry.
+- ``polythink simulate`` serves the simulator in the foreground until Ctrl-C.
+
+Bad arguments print one line to stderr and exit 2. This module, and ``rich`` with it, is
+imported only by the console script, never by ``import polythink``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NoReturn
+
+import anyio
+import httpx
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from polythink import __version__
+from polythink.client import Client
+from polythink.config import Source
+from polythink.errors import PolythinkError
+from polythink.providers import PROVIDERS, get_provider
+from polythink.reasoning import POLICIES, Capability, all_capabilities, resolve
+from polythink.transports import transport_class
+from polythink.types import EFFORT_ORDER, Effort, Message, Response, Tool
+
+__all__ = ["DEMO_CALLS", "DemoCall", "DemoMode", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+DemoMode = Literal["complete", "stream", "tools"]
+
+
+@dataclass(frozen=True, slots=True)
+class DemoCall:
+    """One row of ``polythink demo``: a call, and the outcome it should have.
+
+    Attributes:
+        provider: the provider id. The row runs only when this build has the provider's
+            transport (and, with the demo's own simulator, a simulator module for its wire).
+        model: the model id.
+        effort: the requested tier, as a caller would write it.
+        expect: the applied tier the response should report, or the name of the error class
+            the call should raise.
+        mode: ``complete`` (one call), ``stream`` (one streamed call) or ``tools`` (a tool
+            loop: the assistant turn is appended with its reasoning and the tool result sent
+            back until the model answers in text).
+    """
+
+    provider: str
+    model: str
+    effort: str
+    expect: str
+    mode: DemoMode = "complete"
+
+
+DEMO_CALLS: tuple[DemoCall, ...] = (
+    DemoCall("openai", "gpt-5.5", "high", "high"),
+    DemoCall("openai", "gpt-5.1", "minimal", "low"),
+    DemoCall("openai", "gpt-5.4", "xhigh", "xhigh", "stream"),
+    DemoCall("openai", "gpt-5.1", "none", "none"),
+    DemoCall("glm", "glm-5.3", "medium", "low"),
+    DemoCall("glm", "glm-5.3", "none", "ThinkingUnsupportedError"),
+    DemoCall("deepseek", "deepseek-v4-pro", "high", "high", "stream"),
+    DemoCall("deepseek", "deepseek-v4-pro", "low", "low", "tools"),
+    DemoCall("openrouter", "anthropic/claude-sonnet-4.5", "high", "high", "stream"),
+    DemoCall("qwen", "qwen3.7-plus", "low", "low"),
+    DemoCall("kimi", "kimi-k3", "max", "max"),
+    DemoCall("anthropic", "claude-sonnet-4-5", "high", "high"),
+    DemoCall("anthropic", "claude-opus-4-6", "xhigh", "high", "stream"),
+    DemoCall("anthropic", "claude-sonnet-4-6", "medium", "medium", "tools"),
+    DemoCall("openai-responses", "gpt-5.5", "medium", "medium", "stream"),
+    DemoCall("gemini", "gemini-3-pro-preview", "medium", "low"),
+    DemoCall("gemini", "gemini-2.5-flash", "low", "low", "tools"),
+)
+"""The demo's calls, one per table row; add a row to show another provider, model or tier."""
+
+_PROMPT = ({"role": "user", "content": "Why is the sky blue? Answer in one sentence."},)
+_TOOL_PROMPT = ({"role": "user", "content": "What is the weather in Lisbon right now?"},)
+_WEATHER = Tool(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+_MAX_TOOL_TURNS = 5
+_PIPE_WIDTH = 160
+_MODELS_PROVIDER_ALIASES = {"openai-responses": "openai"}
+"""Provider ids whose models are registered under another id (same models, another API)."""
+
+
+class _UsageError(Exception):
+    """A bad command line; its message is the one line printed before exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+def _effort(value: str) -> Effort:
+    try:
+        parsed = Effort.parse(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        accepted = ", ".join(e.value for e in (*EFFORT_ORDER, Effort.AUTO))
+        raise argparse.ArgumentTypeError(
+            f"unknown reasoning effort {value!r}; accepted: {accepted} "
+            "(aliases: off, on, true, false)"
+        )
+    return parsed
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number of tokens, got {value!r}"
+        )
+    return number
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds as a number >= 0, got {value!r}")
+    return number
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"expected a port from 0 to 65535 (0 = any free port), got {value!r}"
+        )
+    return number
+
+
+def _url_root(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(
+            f"expected an http:// or https:// URL such as http://127.0.0.1:8787, got {value!r}"
+        )
+    return value.rstrip("/")
+
+
+def _parser() -> tuple[_Parser, dict[str, _Parser]]:
+    parser = _Parser(
+        prog="polythink",
+        description="One reasoning-effort vocabulary across LLM providers.",
+    )
+    parser.add_argument("--version", action="version", version=f"polythink {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
+    providers = list(PROVIDERS)
+    listing = ", ".join(providers)
+
+    demo = commands.add_parser(
+        "demo",
+        help="run calls through the client against the simulator and print a table",
+        description="Run calls across providers, models and tiers against the simulator. "
+        "Exit 0 when every call ended as expected, 1 otherwise.",
+    )
+    demo.add_argument(
+        "--base-url-root",
+        type=_url_root,
+        metavar="URL",
+        help="use a simulator already running at URL (e.g. http://127.0.0.1:8787) "
+        "instead of starting one",
+    )
+    demo.set_defaults(handler=_cmd_demo)
+
+    res = commands.add_parser(
+        "resolve",
+        help="print the applied tier and the request fragment for a model (no network)",
+        description="Resolve a requested tier for a model: print the applied tier and the "
+        "exact JSON fragment that would be sent. Exit 1 when it cannot be satisfied.",
+    )
+    res.add_argument("--provider", required=True, choices=providers, metavar="P", help=listing)
+    res.add_argument("--model", required=True, metavar="M", help="model id")
+    res.add_argument(
+        "--effort",
+        required=True,
+        type=_effort,
+        metavar="E",
+        help="none, minimal, low, medium, high, xhigh, max or auto (aliases: off, on)",
+    )
+    res.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="the caller's output ceiling in tokens (budget wires raise it)",
+    )
+    res.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default="nearest",
+        help="for a tier the model does not accept (default: nearest)",
+    )
+    res.add_argument("--json", action="store_true", help="print one JSON object")
+    res.set_defaults(handler=_cmd_resolve)
+
+    models = commands.add_parser(
+        "models",
+        help="print the capability registry",
+        description="Print every registered model with its accepted tiers and evidence.",
+    )
+    models.add_argument("--provider", choices=providers, metavar="P", help=listing)
+    models.add_argument("--json", action="store_true", help="print a JSON list")
+    models.set_defaults(handler=_cmd_models)
+
+    sim = commands.add_parser(
+        "simulate",
+        help="serve the provider simulator in the foreground until Ctrl-C",
+        description="Serve the simulator; a provider's base URL is http://HOST:PORT/{provider}/v1.",
+    )
+    sim.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    sim.add_argument(
+        "--port", type=_port, default=8787, help="port to bind (default 8787; 0 = any free port)"
+    )
+    sim.add_argument(
+        "--latency", type=_seconds, default=0.0, metavar="S", help="seconds before each answer"
+    )
+    sim.add_argument(
+        "--chunk-delay",
+        type=_seconds,
+        default=0.0,
+        metavar="S",
+        help="seconds between streamed chunks",
+    )
+    sim.set_defaults(handler=_cmd_simulate)
+    return parser, {"demo": demo, "resolve": res, "models": models, "simulate": sim}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``polythink`` command line and return its exit code.
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        0 on success; 1 when the command failed (a tier that cannot be satisfied, a demo
+        call that did not end as expected, a port that cannot be bound); 2 for bad
+        arguments, after one line on stderr naming what was wrong and what is accepted;
+        130 when the demo is interrupted.
+    """
+    parser, commands = _parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if args.command is None:
+            parser.error(f"a command is required; accepted: {', '.join(commands)}")
+        if extra:
+            command = commands[args.command]
+            options = [
+                s for action in command._actions for s in action.option_strings if s[:2] == "--"
+            ]
+            command.error(
+                f"unrecognized arguments: {' '.join(extra)}; accepted options: "
+                + ", ".join(options)
+            )
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+def _message(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, PolythinkError) else str(exc)
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    try:
+        resolution = resolve(
+            args.effort,
+            provider=args.provider,
+            model=args.model,
+            policy=args.policy,
+            max_tokens=args.max_tokens,
+        )
+    except ValueError as exc:
+        if args.json:
+            error = {"type": type(exc).__name__, "message": _message(exc)}
+            print(json.dumps({"error": error}, ensure_ascii=False))
+        else:
+            print(f"polythink resolve: {type(exc).__name__}: {_message(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    requested = resolution.requested_effort
+    applied = resolution.applied_effort
+    if args.json:
+        result = {
+            "requested_effort": requested.value if requested else None,
+            "applied_effort": applied.value if applied else None,
+            "payload": resolution.payload,
+            "warnings": list(resolution.warnings),
+        }
+        print(json.dumps(result, ensure_ascii=False))
+        return EXIT_OK
+    print(f"requested  {requested.value if requested else 'unset'}")
+    print(f"applied    {applied.value if applied else 'unset'}")
+    print(f"payload    {json.dumps(resolution.payload, ensure_ascii=False)}")
+    if resolution.budget_tokens is not None:
+        print(f"budget     {resolution.budget_tokens} tokens")
+    for warning in resolution.warnings:
+        print(f"warning    {warning}")
+    return EXIT_OK
+
+
+def _capability_json(cap: Capability) -> dict[str, Any]:
+    return {
+        "model": cap.model,
+        "provider": cap.provider,
+        "supported_efforts": [e.value for e in cap.supported_efforts],
+        "default_effort": cap.default_effort.value if cap.default_effort else None,
+        "budget_min": cap.budget_min,
+        "budget_max": cap.budget_max,
+        "max_output_tokens": cap.max_output_tokens,
+        "evidence": cap.evidence,
+        "aliases": list(cap.aliases),
+    }
+
+
+def _budget_range(cap: Capability) -> str:
+    if cap.budget_min is None and cap.budget_max is None:
+        return "-"
+    low = "" if cap.budget_min is None else str(cap.budget_min)
+    high = "" if cap.budget_max is None else str(cap.budget_max)
+    return f"{low}-{high}"
+
+
+def _console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Piped output has no width to fit; one line per row reads better in logs.
+        console.width = _PIPE_WIDTH
+    return console
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    provider = _MODELS_PROVIDER_ALIASES.get(args.provider, args.provider)
+    caps = all_capabilities(provider)
+    if args.json:
+        print(json.dumps([_capability_json(c) for c in caps], ensure_ascii=False))
+        return EXIT_OK
+    if not caps:
+        print(
+            f"no models registered for provider {args.provider!r}; a model of another "
+            "provider resolves by its name (polythink resolve --model M)"
+        )
+        return EXIT_OK
+    table = Table(title="polythink capability registry", title_justify="left")
+    table.add_column("model", overflow="fold")
+    table.add_column("provider", overflow="fold")
+    table.add_column("supported tiers")
+    table.add_column("default", overflow="fold")
+    table.add_column("budget", overflow="fold")
+    table.add_column("max output", justify="right", overflow="fold")
+    table.add_column("evidence")
+    for cap in caps:
+        cells = (
+            cap.model,
+            cap.provider or "-",
+            " ".join(e.value for e in cap.supported_efforts),
+            cap.default_effort.value if cap.default_effort else "?",
+            _budget_range(cap),
+            str(cap.max_output_tokens) if cap.max_output_tokens is not None else "-",
+            cap.evidence,
+        )
+        table.add_row(*(Text(cell) for cell in cells))
+    _console().print(table)
+    return EXIT_OK
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from polythink.simulator import Settings
+    from polythink.simulator.server import SimulatorServer
+
+    server = SimulatorServer(Settings(latency=args.latency, chunk_delay=args.chunk_delay))
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(signum, stop.set)
+        port = await server.start(args.host, args.port)
+        root = f"http://{args.host}:{port}"
+        print(
+            f"polythink simulator listening on {root}; a provider's base URL is "
+            f"{root}/{{provider}}/v1 (Ctrl-C stops)",
+            flush=True,
+        )
+        try:
+            await stop.wait()
+        finally:
+            await server.close()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(
+            f"polythink simulate: cannot listen on {args.host}:{args.port}: {reason}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+@dataclass
+class _Outcome:
+    call: DemoCall
+    seconds: float
+    response: Response | None = None
+    error: BaseException | None = None
+    reasoning_tokens: int | None = None
+    detail: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def result(self) -> str:
+        if self.error is not None:
+            return type(self.error).__name__
+        applied = self.response.applied_effort if self.response else None
+        return applied.value if applied else "unset"
+
+    @property
+    def as_expected(self) -> bool:
+        return self.result == self.call.expect
+
+
+def _skip_reason(call: DemoCall, served_wires: set[str] | None) -> str | None:
+    wire = get_provider(call.provider).wire
+    try:
+        transport_class(wire)
+    except ValueError:
+        return "no transport in this build"
+    if served_wires is not None and wire not in served_wires:
+        return "no simulator module in this build"
+    return None
+
+
+async def _stream_call(client: Client, call: DemoCall) -> tuple[Response, str]:
+    counts: Counter[str] = Counter()
+    final: Response | None = None
+    async for event in client.stream(_PROMPT, reasoning_effort=call.effort):
+        counts[event.type] += 1
+        if event.type == "done":
+            final = event.response
+    if final is None:
+        raise RuntimeError("the stream ended without its done event")
+    return final, f"streamed {counts['reasoning']} reasoning + {counts['text']} text deltas"
+
+
+async def _tool_loop(client: Client, call: DemoCall) -> tuple[Response, str, int | None]:
+    messages: list[Message | Mapping[str, Any]] = list(_TOOL_PROMPT)
+    total: int | None = None
+    results = 0
+    for turn in range(1, _MAX_TOOL_TURNS + 1):
+        response = await client.complete(messages, reasoning_effort=call.effort, tools=[_WEATHER])
+        spent = response.usage.reasoning_tokens if response.usage else None
+        if spent is not None:
+            total = (total or 0) + spent
+        if not response.tool_calls:
+            sent = f"{results} tool result{'s' if results != 1 else ''} sent back"
+            return response, f"tool round trip: {turn} calls, {sent}", total
+        messages.append(response.message)
+        for tool_call in response.tool_calls:
+            results += 1
+            weather = {"city": "Lisbon", "sky": "clear", "celsius": 21}
+            messages.append(
+                Message(role="tool", tool_call_id=tool_call.id, content=json.dumps(weather))
+            )
+    return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total
+
+
+async def _run_call(call: DemoCall, root: str, http: httpx.AsyncClient) -> _Outcome:
+    started = time.perf_counter()
+    try:
+        source = Source(
+            call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1"
+        )
+        async with Client([source], http_client=http) as client:
+            tokens: int | None = None
+            if call.mode == "stream":
+                response, detail = await _stream_call(client, call)
+            elif call.mode == "tools":
+                response, detail, tokens = await _tool_loop(client, call)
+            else:
+                response = await client.complete(_PROMPT, reasoning_effort=call.effort)
+                detail = ""
+    except (PolythinkError, ValueError, RuntimeError) as exc:
+        return _Outcome(call, time.perf_counter() - started, error=exc)
+    if call.mode != "tools" and response.usage is not None:
+        tokens = response.usage.reasoning_tokens
+    return _Outcome(
+        call,
+        time.perf_counter() - started,
+        response=response,
+        reasoning_tokens=tokens,
+        detail=detail,
+        notes=list(response.warnings),
+    )
+
+
+async def _run_demo(calls: Sequence[DemoCall], root: str) -> list[_Outcome]:
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        return [await _run_call(call, root, http) for call in calls]
+
+
+def _demo_table(outcomes: Sequence[_Outcome]) -> tuple[Table, list[str]]:
+    table = Table(title="polythink demo", title_justify="left")
+    for name in ("model", "provider", "requested", "applied"):
+        table.add_column(name, overflow="fold")
+    table.add_column("reasoning tokens", justify="right", overflow="fold")
+    table.add_column("observation", overflow="fold")
+    table.add_column("latency", justify="right", overflow="fold")
+    table.add_column("note", overflow="fold")
+    footnotes: list[str] = []
+
+    def refer(text: str) -> str:
+        footnotes.append(text)
+        return f"[{len(footnotes)}]"
+
+    for outcome in outcomes:
+        call, response = outcome.call, outcome.response
+        labels: list[str] = []
+        if outcome.error is not None:
+            labels.append(f"{type(outcome.error).__name__} {refer(_message(outcome.error))}")
+        if outcome.detail:
+            labels.append(outcome.detail)
+        for note in outcome.notes:
+            kind = "nearest tier" if "effort_fallback=" in note else "warning"
+            labels.append(f"{kind} {refer(note)}")
+        if not outcome.as_expected:
+            labels.append(f"UNEXPECTED: wanted {call.expect}")
+        tokens = outcome.reasoning_tokens
+        cells = (
+            call.model,
+            call.provider,
+            call.effort,
+            outcome.result if response is not None else "error",
+            "-" if response is None else ("n/a" if tokens is None else str(tokens)),
+            response.thinking.value if response is not None else "-",
+            f"{outcome.seconds * 1000:.0f} ms",
+            "; ".join(labels),
+        )
+        table.add_row(*(Text(cell) for cell in cells))
+    return table, footnotes
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from polythink.simulator import Simulator
+
+    console = _console()
+    simulator: Simulator | None = None
+    served: set[str] | None = None
+    root: str = args.base_url_root or ""
+    if not root:
+        simulator = Simulator().start()
+        served = {module.__name__.rsplit(".", 1)[-1] for module in simulator.server.wires}
+        root = f"http://127.0.0.1:{simulator.port}"
+    skipped: dict[str, str] = {}
+    calls = []
+    for call in DEMO_CALLS:
+        reason = _skip_reason(call, served)
+        if reason is None:
+            calls.append(call)
+        else:
+            skipped.setdefault(call.provider, reason)
+    quiet = logging.NullHandler()
+    logger = logging.getLogger("polythink")
+    logger.addHandler(quiet)
+    try:
+        outcomes = anyio.run(_run_demo, calls, root)
+    except KeyboardInterrupt:
+        print("polythink demo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        logger.removeHandler(quiet)
+        if simulator is not None:
+            simulator.stop()
+    where = "started for this demo" if simulator is not None else "given by --base-url-root"
+    console.print(f"simulator at {root} ({where})", markup=False)
+    table, footnotes = _demo_table(outcomes)
+    console.print(table)
+    for number, text in enumerate(footnotes, 1):
+        console.print(f"[{number}] {text}", markup=False)
+    for provider, reason in skipped.items():
+        console.print(f"skipped {provider}: {reason}", markup=False)
+    failed = [o for o in outcomes if not o.as_expected]
+    if failed:
+        console.print(
+            f"{len(failed)} of {len(outcomes)} calls did not end as expected", markup=False
+        )
+        return EXIT_FAILED
+    console.print(f"{len(outcomes)} calls, each ended as expected", markup=False)
+    return EXIT_OK

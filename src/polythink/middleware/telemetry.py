@@ -1,0 +1,674 @@
+"""The telemetry layer: one OpenTelemetry GenAI span and a few metrics per logical call.
+
+Outermost layer of the onion, so one span covers the whole call as the application saw it:
+cache hits, failover across sources and retries included. The span is ended, and the
+metrics recorded, exactly once: when ``complete`` returns or raises, when a stream's
+``done`` event arrives, when a stream raises, or when the consumer closes or cancels a
+stream early.
+
+Names follow the OpenTelemetry GenAI semantic conventions in their v1.37-v1.41 shape
+(``gen_ai.provider.name``, ``gen_ai.usage.cache_read.input_tokens`` …; never the
+deprecated ``gen_ai.system`` or ``gen_ai.usage.prompt_tokens``). Every name is a string
+constant in this module, so a rename upstream is a change here only; the semconv package
+is not a dependency (its gen_ai constants are marked as moved). Sources:
+https://github.com/open-telemetry/semantic-conventions/tree/v1.41.0/docs/gen-ai
+(``gen-ai-spans.md``, ``gen-ai-metrics.md``; summarised with dates in
+``../shared/wire/TELEMETRY_RETRY_LIBRARIES.md`` Part A) and, for ``error.type``,
+https://opentelemetry.io/docs/specs/semconv/registry/attributes/error/ ("If the operation
+has completed successfully, instrumentations SHOULD NOT set error.type").
+
+Span ``chat {model}``, kind CLIENT. Request-side attributes (``gen_ai.provider.name``,
+``gen_ai.request.model``) describe the client's first source, set at creation so samplers
+see them; response-side ones (``gen_ai.response.model``, ``server.address``,
+``polythink.source.index``) describe the source that answered. Ours, under ``polythink.*``:
+requested and applied reasoning tier, the reasoning observation, cache hit, source index,
+attempts (when an inner layer reports them through :func:`record_attempt`) and the number
+of warnings (each warning is also a ``polythink.warning`` span event).
+
+Metrics: ``gen_ai.client.operation.duration`` (s), ``gen_ai.client.token.usage``
+(``{token}``, one point per reported side, ``gen_ai.token.type`` ``input``/``output``),
+``gen_ai.client.operation.time_to_first_chunk`` (s, streams), and
+``polythink.reasoning.tokens`` (``{token}``, with the applied tier as
+``polythink.reasoning.applied_effort``; the conventions define no reasoning token type).
+Every point of one instrument carries the same attribute keys; ``error.type`` is added to
+the duration points of failed calls only, as the conventions require.
+
+Rules kept here:
+
+- Usage the provider did not report is not recorded (no attribute, no histogram point);
+  a reported 0 is recorded as 0. ``Usage`` is recorded as the transports normalised it
+  (input includes cached tokens on every provider).
+- A cache hit consumed no tokens: its usage is neither on the span nor in the token
+  histograms (the duration is recorded; ``polythink.cache.hit`` says it was a hit).
+- ``error.type`` is the exception's class (``polythink.errors.RateLimitedError``,
+  ``TimeoutError``, ``GeneratorExit`` for a stream the consumer closed early,
+  ``asyncio.exceptions.CancelledError``), never its message; ``_OTHER`` for a stream that
+  ended without its ``done`` event. The span status is ERROR for failures; a cancelled or
+  early-closed stream leaves it unset (the application stopped the call; nothing failed).
+- No prompt or completion text unless ``capture_content=True``; then
+  ``gen_ai.input.messages``, ``gen_ai.output.messages`` and ``gen_ai.tool.definitions``
+  as JSON strings on the span. API keys are never recorded; exception messages pass
+  through :func:`polythink.errors.redact` with the sources' keys.
+- Cheap when nothing records: attributes are built only when ``span.is_recording()``.
+- Telemetry never raises into the call: a failure here is logged and the call goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from polythink.config import Source
+from polythink.errors import StreamInterruptedError, redact
+from polythink.middleware.base import CompleteNext, StreamNext
+from polythink.types import Message, Request, Response, StreamEvent, Tool, Usage
+
+__all__ = [
+    "ERROR_TYPE",
+    "GEN_AI_CLIENT_OPERATION_DURATION",
+    "GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK",
+    "GEN_AI_CLIENT_TOKEN_USAGE",
+    "GEN_AI_INPUT_MESSAGES",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_OUTPUT_MESSAGES",
+    "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REQUEST_MAX_TOKENS",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_REQUEST_STOP_SEQUENCES",
+    "GEN_AI_REQUEST_STREAM",
+    "GEN_AI_REQUEST_TEMPERATURE",
+    "GEN_AI_REQUEST_TOP_P",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_ID",
+    "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK",
+    "GEN_AI_TOKEN_TYPE",
+    "GEN_AI_TOOL_DEFINITIONS",
+    "GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
+    "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
+    "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
+    "HTTP_RESPONSE_STATUS_CODE",
+    "POLYTHINK_APPLIED_EFFORT",
+    "POLYTHINK_ATTEMPTS",
+    "POLYTHINK_CACHE_HIT",
+    "POLYTHINK_OBSERVATION",
+    "POLYTHINK_REASONING_TOKENS",
+    "POLYTHINK_REQUESTED_EFFORT",
+    "POLYTHINK_SOURCE_INDEX",
+    "POLYTHINK_WARNING_COUNT",
+    "POLYTHINK_WARNING_EVENT",
+    "SERVER_ADDRESS",
+    "SERVER_PORT",
+    "TelemetryMiddleware",
+    "error_type",
+    "provider_name",
+    "record_attempt",
+]
+
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+
+POLYTHINK_REQUESTED_EFFORT = "polythink.reasoning.requested_effort"
+POLYTHINK_APPLIED_EFFORT = "polythink.reasoning.applied_effort"
+POLYTHINK_OBSERVATION = "polythink.reasoning.observation"
+POLYTHINK_CACHE_HIT = "polythink.cache.hit"
+POLYTHINK_SOURCE_INDEX = "polythink.source.index"
+POLYTHINK_ATTEMPTS = "polythink.attempts"
+POLYTHINK_WARNING_COUNT = "polythink.warning.count"
+POLYTHINK_WARNING_EVENT = "polythink.warning"
+
+GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
+GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
+POLYTHINK_REASONING_TOKENS = "polythink.reasoning.tokens"
+
+_OPERATION = "chat"
+_UNSET_TIER = "unset"
+_OTHER_ERROR = "_OTHER"
+
+# Bucket advice from the conventions' metric definitions (gen-ai-metrics.md, v1.41.0).
+_DURATION_BUCKETS = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92
+)  # fmt: skip
+_TOKEN_BUCKETS = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
+
+# Well-known gen_ai.provider.name values (semconv v1.41.0 registry; moonshot_ai from the
+# semantic-conventions-genai repository). Providers without one report their polythink id.
+_PROVIDER_NAMES = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+    "deepseek": "deepseek",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+    "kimi": "moonshot_ai",
+}
+
+# The output-message schema spells the tool finish reason in the singular.
+_OUTPUT_FINISH = {"tool_calls": "tool_call"}
+
+_CALL_KEY = otel_context.create_key("polythink-telemetry-call")
+_log = logging.getLogger("polythink.telemetry")
+
+
+def provider_name(provider: str) -> str:
+    """Return the ``gen_ai.provider.name`` for a polythink provider id.
+
+    Well-known values where the conventions define one (``gemini`` -> ``gcp.gemini``,
+    ``xai`` -> ``x_ai``, ``mistral`` -> ``mistral_ai``, ``kimi`` -> ``moonshot_ai``,
+    ``openai-responses`` -> ``openai``); otherwise the id itself (``openrouter``, ``qwen``…).
+    """
+    return _PROVIDER_NAMES.get(provider, provider)
+
+
+def error_type(exc: BaseException) -> str:
+    """Return the ``error.type`` for an exception: its class, never its message.
+
+    Fully qualified for classes outside builtins (``polythink.errors.TransientError``,
+    ``asyncio.exceptions.CancelledError``), bare for builtins (``TimeoutError``,
+    ``GeneratorExit``), as ``opentelemetry-util-genai`` and ``exception.type`` do. The
+    result only holds letters, digits, ``_`` and ``.``.
+    """
+    cls = type(exc)
+    name = cls.__qualname__ if "<" not in cls.__qualname__ else cls.__name__
+    return name if cls.__module__ == "builtins" else f"{cls.__module__}.{name}"
+
+
+def record_attempt() -> None:
+    """Count one upstream attempt for the call being traced in this context.
+
+    Inner layers (the retry layer) call this once per request they send; the count goes
+    on the span as ``polythink.attempts``, summed over every source the call tried. A
+    no-op outside a traced call or when the span is not recording; never raises.
+    """
+    call = otel_context.get_value(_CALL_KEY)
+    if isinstance(call, _Call):
+        call.attempts += 1
+
+
+class _SourceInfo:
+    """What telemetry says about one source, computed once at client start."""
+
+    __slots__ = ("address", "base", "input", "model", "output", "port", "provider")
+
+    def __init__(self, source: Source, first: _SourceInfo | None) -> None:
+        self.model = source.model
+        self.provider = provider_name(source.provider)
+        self.address, self.port = _server(source.endpoint)
+        # Metric points carry the first source's provider and model (the request side)
+        # and the address of the server that answered, so every point has the same keys.
+        head = first if first is not None else self
+        self.base: dict[str, Any] = {
+            GEN_AI_OPERATION_NAME: _OPERATION,
+            GEN_AI_PROVIDER_NAME: head.provider,
+            GEN_AI_REQUEST_MODEL: head.model,
+        }
+        if head.address is not None:
+            self.base[SERVER_ADDRESS] = self.address or head.address
+        if head.port is not None:
+            self.base[SERVER_PORT] = self.port or head.port
+        self.input = {**self.base, GEN_AI_TOKEN_TYPE: "input"}
+        self.output = {**self.base, GEN_AI_TOKEN_TYPE: "output"}
+
+
+def _server(endpoint: str) -> tuple[str | None, int | None]:
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError:
+        return None, None
+    if not parts.hostname:
+        return None, None
+    return parts.hostname, port or {"https": 443, "http": 80}.get(parts.scheme)
+
+
+class _Call:
+    """The state of one traced call, from its start to the single end."""
+
+    __slots__ = ("attempts", "context", "ended", "first_chunk", "recording", "span", "start")
+
+    def __init__(self, span: Span, recording: bool, start: float) -> None:
+        self.span = span
+        self.recording = recording
+        self.start = start
+        self.context: otel_context.Context | None = None
+        self.first_chunk: float | None = None
+        self.attempts = 0
+        self.ended = False
+
+
+class TelemetryMiddleware:
+    """Trace and measure every call with OpenTelemetry (GenAI semantic conventions).
+
+    Args:
+        sources: the client's sources, in order. The first one names the span
+            (``chat {model}``) and gives the request-side provider and model; the one
+            that answered gives the response side.
+        tracer_provider: where spans go; ``None`` uses the global provider (a no-op until
+            the application installs the SDK). Never set globally by polythink.
+        meter_provider: where metrics go; ``None`` uses the global provider.
+        capture_content: record prompts, completions and tool definitions on the span
+            (opt-in; off by default).
+        clock: monotonic seconds for durations (``time.perf_counter``; injectable).
+
+    Raises:
+        ValueError: for an empty source list.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        capture_content: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if not sources:
+            raise ValueError("telemetry needs at least one source")
+        first = _SourceInfo(sources[0], None)
+        self._sources = (first, *(_SourceInfo(s, first) for s in sources[1:]))
+        self._secrets = tuple(key for s in sources if (key := s.resolve_api_key()))
+        self._default_effort = sources[0].effort
+        self._capture = capture_content
+        self._clock = clock
+        self._span_name = f"{_OPERATION} {first.model}"
+        self._start_attributes: dict[str, Any] = {
+            GEN_AI_OPERATION_NAME: _OPERATION,
+            GEN_AI_PROVIDER_NAME: first.provider,
+            GEN_AI_REQUEST_MODEL: first.model,
+        }
+        if first.address is not None:
+            self._start_attributes[SERVER_ADDRESS] = first.address
+            if first.port is not None:
+                self._start_attributes[SERVER_PORT] = first.port
+        version = _version()
+        self._tracer = trace.get_tracer("polythink", version, tracer_provider=tracer_provider)
+        meter = metrics.get_meter("polythink", version, meter_provider=meter_provider)
+        self._duration = _histogram(
+            meter,
+            GEN_AI_CLIENT_OPERATION_DURATION,
+            "s",
+            "Duration of a GenAI call as the application saw it.",
+            _DURATION_BUCKETS,
+        )
+        self._first_chunk = _histogram(
+            meter,
+            GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+            "s",
+            "Time from the start of a streamed call to its first event.",
+            _DURATION_BUCKETS,
+        )
+        self._tokens = _histogram(
+            meter,
+            GEN_AI_CLIENT_TOKEN_USAGE,
+            "{token}",
+            "Tokens used per call, by gen_ai.token.type.",
+            _TOKEN_BUCKETS,
+        )
+        self._reasoning = _histogram(
+            meter,
+            POLYTHINK_REASONING_TOKENS,
+            "{token}",
+            "Reasoning tokens per call, by applied reasoning tier.",
+            _TOKEN_BUCKETS,
+        )
+
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        """Run the call inside its span; record the outcome, then return or re-raise."""
+        call = self._begin(request)
+        token = otel_context.attach(call.context) if call.context is not None else None
+        try:
+            response = await call_next(request)
+        except BaseException as exc:
+            self._end(call, _partial(exc), exc, None)
+            raise
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+        self._end(call, response, None, None)
+        return response
+
+    async def stream(
+        self, request: Request, call_next: StreamNext
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Pass events through; end the span at ``done``, on error, or on early close.
+
+        The span is the current span only while the inner layers run (each step of the
+        inner generator), never while the consumer holds an event.
+        """
+        call = self._begin(request)
+        usage: Usage | None = None
+        done = False
+        try:
+            async with aclosing(call_next(request)) as events:
+                while True:
+                    token = otel_context.attach(call.context) if call.context is not None else None
+                    try:
+                        event = await anext(events)
+                    except StopAsyncIteration:
+                        break
+                    finally:
+                        if token is not None:
+                            otel_context.detach(token)
+                    if call.first_chunk is None:
+                        call.first_chunk = self._clock()
+                    if event.type == "done":
+                        done = True
+                        self._end(call, event.response, None, usage)
+                    elif event.type == "usage":
+                        usage = event.usage
+                    yield event
+        except BaseException as exc:
+            self._end(call, _partial(exc), exc, usage)
+            raise
+        if not done:
+            self._end(call, None, None, usage, incomplete=True)
+
+    def _begin(self, request: Request) -> _Call:
+        start = self._clock()
+        try:
+            span = self._tracer.start_span(
+                self._span_name, kind=SpanKind.CLIENT, attributes=self._start_attributes
+            )
+            call = _Call(span, span.is_recording(), start)
+        except Exception:
+            _log.warning("telemetry could not start a span; the call goes on", exc_info=True)
+            return _Call(trace.INVALID_SPAN, False, start)
+        if call.recording:
+            try:
+                span.set_attributes(self._request_attributes(request))
+                call.context = otel_context.set_value(
+                    _CALL_KEY, call, trace.set_span_in_context(span)
+                )
+            except Exception:
+                _log.warning("telemetry could not describe a request", exc_info=True)
+        return call
+
+    def _request_attributes(self, request: Request) -> dict[str, Any]:
+        attributes: dict[str, Any] = {}
+        if request.max_tokens is not None:
+            attributes[GEN_AI_REQUEST_MAX_TOKENS] = request.max_tokens
+        if request.temperature is not None:
+            attributes[GEN_AI_REQUEST_TEMPERATURE] = float(request.temperature)
+        if request.top_p is not None:
+            attributes[GEN_AI_REQUEST_TOP_P] = float(request.top_p)
+        if request.stop:
+            attributes[GEN_AI_REQUEST_STOP_SEQUENCES] = list(request.stop)
+        if request.stream:
+            attributes[GEN_AI_REQUEST_STREAM] = True
+        requested = request.reasoning_effort or self._default_effort
+        if requested is not None:
+            attributes[POLYTHINK_REQUESTED_EFFORT] = requested.value
+        if self._capture:
+            attributes[GEN_AI_INPUT_MESSAGES] = _dumps([_message_json(m) for m in request.messages])
+            if request.tools:
+                attributes[GEN_AI_TOOL_DEFINITIONS] = _dumps([_tool_json(t) for t in request.tools])
+        return attributes
+
+    def _source(self, index: int | None) -> _SourceInfo:
+        if index is not None and 0 <= index < len(self._sources):
+            return self._sources[index]
+        return self._sources[0]
+
+    def _end(
+        self,
+        call: _Call,
+        response: Response | None,
+        exc: BaseException | None,
+        usage: Usage | None,
+        *,
+        incomplete: bool = False,
+    ) -> None:
+        if call.ended:
+            return
+        call.ended = True
+        try:
+            elapsed = self._clock() - call.start
+            if response is not None:
+                index: int | None = response.source_index
+                if response.usage is not None:
+                    usage = response.usage
+                if response.cache_hit:
+                    usage = None
+            else:
+                index = getattr(exc, "source_index", None)
+            source = self._source(index if isinstance(index, int) else None)
+            kind = error_type(exc) if exc is not None else (_OTHER_ERROR if incomplete else None)
+            if call.recording:
+                self._describe(call, source, response, exc, kind, usage)
+            self._measure(call, source, response, kind, usage, elapsed)
+        except Exception:
+            _log.warning("telemetry could not record a call; the call is unaffected", exc_info=True)
+        finally:
+            try:
+                call.span.end()
+            except Exception:
+                _log.warning("telemetry could not end a span", exc_info=True)
+
+    def _describe(
+        self,
+        call: _Call,
+        source: _SourceInfo,
+        response: Response | None,
+        exc: BaseException | None,
+        kind: str | None,
+        usage: Usage | None,
+    ) -> None:
+        span = call.span
+        attributes: dict[str, Any] = {}
+        if source is not self._sources[0] and source.address is not None:
+            attributes[SERVER_ADDRESS] = source.address
+            if source.port is not None:
+                attributes[SERVER_PORT] = source.port
+        if response is not None:
+            attributes[GEN_AI_RESPONSE_MODEL] = response.model
+            if response.id:
+                attributes[GEN_AI_RESPONSE_ID] = response.id
+            attributes[GEN_AI_RESPONSE_FINISH_REASONS] = [response.finish_reason]
+            attributes[POLYTHINK_SOURCE_INDEX] = response.source_index
+            attributes[POLYTHINK_CACHE_HIT] = response.cache_hit
+            if response.requested_effort is not None:
+                attributes[POLYTHINK_REQUESTED_EFFORT] = response.requested_effort.value
+            if response.applied_effort is not None:
+                attributes[POLYTHINK_APPLIED_EFFORT] = response.applied_effort.value
+            attributes[POLYTHINK_OBSERVATION] = response.thinking.value
+            attributes[POLYTHINK_WARNING_COUNT] = len(response.warnings)
+            for warning in response.warnings:
+                span.add_event(POLYTHINK_WARNING_EVENT, {"message": warning})
+            if self._capture:
+                attributes[GEN_AI_OUTPUT_MESSAGES] = _dumps([_output_json(response)])
+        elif call.first_chunk is not None:
+            # The stream began but its finish reason never arrived.
+            attributes[GEN_AI_RESPONSE_FINISH_REASONS] = ["error"]
+        if usage is not None:
+            _usage_attributes(usage, attributes)
+        if call.attempts:
+            attributes[POLYTHINK_ATTEMPTS] = call.attempts
+        if call.first_chunk is not None:
+            attributes[GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = call.first_chunk - call.start
+        if kind is not None:
+            attributes[ERROR_TYPE] = kind
+        if exc is not None:
+            status_code = getattr(exc, "status_code", None)
+            if isinstance(status_code, int):
+                attributes[HTTP_RESPONSE_STATUS_CODE] = status_code
+            index = getattr(exc, "source_index", None)
+            if response is None and isinstance(index, int):
+                attributes[POLYTHINK_SOURCE_INDEX] = index
+            if isinstance(exc, Exception):
+                message = redact(str(exc), self._secrets)
+                stack = redact("".join(traceback.format_exception(exc)), self._secrets)
+                span.record_exception(
+                    exc,
+                    attributes={"exception.message": message, "exception.stacktrace": stack},
+                    escaped=True,
+                )
+                span.set_status(Status(StatusCode.ERROR, message))
+        elif kind is not None:
+            span.set_status(Status(StatusCode.ERROR, "the stream ended without its final event"))
+        span.set_attributes(attributes)
+
+    def _measure(
+        self,
+        call: _Call,
+        source: _SourceInfo,
+        response: Response | None,
+        kind: str | None,
+        usage: Usage | None,
+        elapsed: float,
+    ) -> None:
+        base = source.base
+        self._duration.record(elapsed, {**base, ERROR_TYPE: kind} if kind is not None else base)
+        if call.first_chunk is not None:
+            self._first_chunk.record(call.first_chunk - call.start, base)
+        if usage is None:
+            return
+        if usage.input_tokens is not None:
+            self._tokens.record(usage.input_tokens, source.input)
+        if usage.output_tokens is not None:
+            self._tokens.record(usage.output_tokens, source.output)
+        if usage.reasoning_tokens is not None:
+            applied = response.applied_effort if response is not None else None
+            tier = applied.value if applied is not None else _UNSET_TIER
+            self._reasoning.record(usage.reasoning_tokens, {**base, POLYTHINK_APPLIED_EFFORT: tier})
+
+
+def _usage_attributes(usage: Usage, attributes: dict[str, Any]) -> None:
+    for name, value in (
+        (GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
+        (GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
+        (GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens),
+        (GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens),
+        (GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
+    ):
+        if value is not None:
+            attributes[name] = value
+
+
+def _partial(exc: BaseException) -> Response | None:
+    return exc.partial if isinstance(exc, StreamInterruptedError) else None
+
+
+def _histogram(
+    meter: metrics.Meter, name: str, unit: str, description: str, buckets: Sequence[float]
+) -> metrics.Histogram:
+    try:
+        return meter.create_histogram(
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+        )
+    except TypeError:
+        # opentelemetry-api before 1.31 has no bucket advice.
+        return meter.create_histogram(name, unit=unit, description=description)
+
+
+def _version() -> str:
+    # Imported late: the package's __init__ imports this module before it defines __version__.
+    from polythink import __version__
+
+    return __version__
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    return str(value)
+
+
+def _content_parts(content: str | list[Any] | None) -> list[dict[str, Any]]:
+    if not content:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        kind = str(part.get("type") or "unknown")
+        if kind == "text":
+            parts.append({"type": "text", "content": str(part.get("text", ""))})
+        else:
+            # Images and files are recorded by type only: their payloads can be megabytes.
+            parts.append({"type": kind})
+    return parts
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        parts: list[dict[str, Any]] = [
+            {"type": "tool_call_response", "id": message.tool_call_id, "response": message.text()}
+        ]
+    else:
+        parts = []
+        if message.reasoning:
+            parts.append({"type": "reasoning", "content": message.reasoning})
+        parts.extend(_content_parts(message.content))
+        parts.extend(
+            {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
+            for c in message.tool_calls
+        )
+    return {"role": message.role, "parts": parts}
+
+
+def _output_json(response: Response) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    if response.reasoning:
+        parts.append({"type": "reasoning", "content": response.reasoning})
+    if response.text:
+        parts.append({"type": "text", "content": response.text})
+    parts.extend(
+        {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
+        for c in response.tool_calls
+    )
+    finish = _OUTPUT_FINISH.get(response.finish_reason, response.finish_reason)
+    return {"role": "assistant", "parts": parts, "finish_reason": finish}
+
+
+def _tool_json(tool: Tool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+    }

@@ -1,0 +1,489 @@
+"""Simulated Anthropic Messages API: ``POST /{provider}/v1/messages``.
+
+Reasoning behaves like Anthropic's, from the same capability registry polythink resolves
+against (WIRE.md §3):
+
+- the request needs the ``anthropic-version`` header, ``model``, ``max_tokens`` and non-empty
+  ``messages``; ``max_tokens`` above a registered model's maximum output is a 400;
+- ``thinking: {type: enabled, budget_tokens}`` is accepted on ``manual`` models with
+  ``1024 <= budget_tokens < max_tokens`` and rejected on ``adaptive`` ones with the message
+  Anthropic sends for 4.7 and later (3rd-party NousResearch/hermes-agent#11137);
+  ``{type: adaptive}`` is rejected on ``manual`` models; ``{type: disabled}`` is rejected on
+  models that cannot switch thinking off; ``output_config.effort`` outside an adaptive model's
+  tiers is rejected (Anthropic returns an error for ``max`` where the model lacks it,
+  ANT-DOC-effort); ``output_config.effort`` alone does not switch thinking on where the model's
+  default is off (recorded: llmanthropic_effort_no_thinking_stream);
+- with thinking on, ``temperature`` other than 1, ``top_k``, ``top_p`` outside [0.95, 1] and,
+  with manual thinking, a forced ``tool_choice`` are 400s; adaptive thinking with a forced tool
+  answers without thinking (recorded: pai_anthropic_count_tokens_adaptive_thinking);
+- every error body is ``{"type": "error", "error": {"type": "invalid_request_error",
+  "message": ...}}``;
+- the reasoning depth follows the tier (manual budgets map to the nearest tier's budget),
+  arrives as a ``thinking`` block with a signature (empty text where the model omits it by
+  default and ``display: summarized`` was not asked), or as a ``redacted_thinking`` block when
+  the prompt carries Anthropic's documented trigger string; usage reports
+  ``output_tokens_details.thinking_tokens``;
+- thinking blocks sent back must carry the signature the simulator made for their text, and
+  with manual thinking on, the assistant turn before the final ``tool_result`` turn must start
+  with its thinking block (the API's rule for tool use with thinking, ANT-DOC-ext);
+- offered tools are called for ``tool_rounds`` turns (a forced ``tool_choice`` always on the
+  first), then the model answers in text.
+
+Streams follow the recorded event order (``message_start``, blocks with ``ping`` after the
+first start, ``signature_delta`` before a thinking block's stop, ``message_delta`` with
+cumulative usage, ``message_stop``) and pad ``data:`` lines with trailing spaces as the
+recordings do. Manual thinking is also accepted on adaptive models from 4.6 (deprecated there,
+ANT-DOC-adaptive) by the real API; the registry does not tell 4.6 from 4.7, so the simulator
+rejects it on every adaptive model. ``output_config.effort`` on manual models is not checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from polythink.reasoning.resolve import ANTHROPIC_MIN_BUDGET, TIER_BUDGET_TOKENS
+from polythink.simulator import behaviour
+from polythink.simulator.server import SimRequest, SimResponse
+from polythink.types import Effort
+
+__all__ = ["REDACTED_TRIGGER", "handle", "matches", "signature_for"]
+
+REDACTED_TRIGGER = "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_"
+"""Prompt prefix that makes the model answer with redacted thinking (Anthropic's test string,
+recorded: pai_anthropic_redacted_thinking_nonstream)."""
+
+_SECRET = b"polythink-simulator"
+_SIGNATURE_PREFIX = "sim1."
+_REDACTED_PREFIX = "sim1r."
+_THINKING_TYPES = ("enabled", "adaptive", "disabled", "between_tools")
+_TOOL_USE_TOKENS = 8
+
+
+class _Rejected(Exception):
+    """A request the API answers with 400 ``invalid_request_error``."""
+
+
+def matches(path: str) -> bool:
+    """Whether ``path`` is a Messages API route."""
+    return path.endswith("/messages")
+
+
+def signature_for(thinking: str) -> str:
+    """The signature the simulator puts on a thinking block with this (full) text."""
+    digest = hashlib.sha256(_SECRET + thinking.encode()).digest()
+    return _SIGNATURE_PREFIX + base64.urlsafe_b64encode(digest).decode()
+
+
+def _redacted_data(thinking: str) -> str:
+    digest = hashlib.sha256(_SECRET + b"redacted" + thinking.encode()).digest()
+    return _REDACTED_PREFIX + base64.urlsafe_b64encode(digest).decode()
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return " ".join(
+        str(b.get("text", ""))
+        for b in content
+        if isinstance(b, Mapping) and b.get("type") == "text"
+    )
+
+
+def _prompt(messages: list[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            text = _text_of(message.get("content"))
+            if text:
+                return text
+    return ""
+
+
+def _blocks(message: Any) -> list[Mapping[str, Any]]:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, Mapping)]
+
+
+def _check_history(messages: list[Any], manual_thinking: bool) -> None:
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
+            raise _Rejected(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        for j, block in enumerate(_blocks(message)):
+            kind = block.get("type")
+            if kind == "thinking":
+                thinking = block.get("thinking")
+                signature = block.get("signature")
+                valid = isinstance(signature, str) and signature.startswith(_SIGNATURE_PREFIX)
+                if valid and thinking:
+                    valid = signature == signature_for(str(thinking))
+                if not valid:
+                    raise _Rejected(
+                        f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                    )
+            elif kind == "redacted_thinking" and not str(block.get("data", "")).startswith(
+                _REDACTED_PREFIX
+            ):
+                raise _Rejected(
+                    f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+                )
+    if not manual_thinking or len(messages) < 2:
+        return
+    last, previous = messages[-1], messages[-2]
+    answers_tools = any(b.get("type") == "tool_result" for b in _blocks(last))
+    if not answers_tools or previous.get("role") != "assistant":
+        return
+    blocks = _blocks(previous)
+    if blocks and blocks[0].get("type") not in ("thinking", "redacted_thinking"):
+        index = len(messages) - 2
+        raise _Rejected(
+            f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+            f"found `{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` "
+            "message must start with a thinking block (preceding the lastmost set of `tool_use` "
+            "and `tool_result` blocks). We recommend you include thinking blocks from previous "
+            "turns. To avoid this requirement, disable `thinking`."
+        )
+
+
+def _nearest_budget_tier(budget: int) -> Effort:
+    return min(TIER_BUDGET_TOKENS, key=lambda e: abs(TIER_BUDGET_TOKENS[e] - budget))
+
+
+def _forced(choice: Any) -> bool:
+    return isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
+
+
+def _depth(body: Mapping[str, Any], model: str, max_tokens: int) -> tuple[Effort, bool]:
+    """Validate the reasoning fields; return (depth reasoned at, manual thinking on).
+
+    Raises:
+        _Rejected: for what the API answers with 400.
+    """
+    cap = behaviour.capability(model)
+    raw_thinking = body.get("thinking")
+    thinking: Mapping[str, Any] = raw_thinking if isinstance(raw_thinking, Mapping) else {}
+    kind: Any = None
+    if raw_thinking is not None:
+        kind = thinking.get("type")
+        if kind not in _THINKING_TYPES:
+            raise _Rejected(
+                f"thinking.type: Input tag {kind!r} found using 'type' does not match any of the "
+                "expected tags: 'adaptive', 'disabled', 'enabled'"
+            )
+    config = body.get("output_config")
+    effort_raw = config.get("effort") if isinstance(config, Mapping) else None
+    effort: Effort | None = None
+    if effort_raw is not None:
+        try:
+            parsed = Effort.parse(effort_raw) if isinstance(effort_raw, str) else None
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed in (Effort.NONE, Effort.AUTO, Effort.MINIMAL):
+            raise _Rejected(
+                f"output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or "
+                f"'max'; got {effort_raw!r}"
+            )
+        effort = parsed
+    style = cap.thinking if cap is not None else None
+    if (
+        cap is not None
+        and style == "adaptive"
+        and effort is not None
+        and effort not in cap.strengths
+    ):
+        accepted = ", ".join(f"'{e.value}'" for e in cap.strengths)
+        raise _Rejected(
+            f"output_config.effort: '{effort.value}' is not supported for model {model}; "
+            f"supported values: {accepted}"
+        )
+    if kind == "enabled":
+        if style == "adaptive":
+            raise _Rejected(
+                '"thinking.type.enabled" is not supported for this model. Use '
+                '"thinking.type.adaptive" and "output_config.effort" to control thinking '
+                "behavior."
+            )
+        budget = thinking.get("budget_tokens")
+        if type(budget) is not int or budget < ANTHROPIC_MIN_BUDGET:
+            raise _Rejected(
+                f"thinking.enabled.budget_tokens: Input should be greater than or equal to "
+                f"{ANTHROPIC_MIN_BUDGET}"
+            )
+        if budget >= max_tokens:
+            raise _Rejected(
+                "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+                "documentation at https://docs.claude.com/en/docs/build-with-claude/"
+                "extended-thinking#max-tokens-and-context-window-size"
+            )
+        if _forced(body.get("tool_choice")):
+            raise _Rejected("Thinking may not be enabled when tool_choice forces tool use.")
+        return _nearest_budget_tier(budget), True
+    if kind == "adaptive":
+        if style == "manual":
+            raise _Rejected(
+                '"thinking.type.adaptive" is not supported for this model. Use '
+                '"thinking.type.enabled" with "budget_tokens".'
+            )
+        if _forced(body.get("tool_choice")):
+            return Effort.NONE, False
+        return effort or Effort.AUTO, False
+    if kind in ("disabled", "between_tools"):
+        if kind == "disabled" and cap is not None and not cap.can_disable:
+            raise _Rejected(
+                f'"thinking.type.disabled" is not supported for model {model}; thinking cannot '
+                "be switched off on it."
+            )
+        return Effort.NONE, False
+    default = behaviour.default_tier(model)
+    if default is Effort.NONE:
+        return Effort.NONE, False
+    return effort or default, False
+
+
+def _sampling(body: Mapping[str, Any]) -> None:
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        raise _Rejected(
+            "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode. "
+            "Please consult our documentation at https://docs.claude.com/en/docs/"
+            "build-with-claude/extended-thinking#feature-compatibility"
+        )
+    if "top_k" in body:
+        raise _Rejected("`top_k` is not supported when thinking is enabled.")
+    top_p = body.get("top_p")
+    if top_p is not None and not 0.95 <= top_p <= 1:
+        raise _Rejected("`top_p` must be between 0.95 and 1 when thinking is enabled.")
+
+
+def _validate(request: SimRequest, body: Any) -> tuple[str, list[Any], int]:
+    if "anthropic-version" not in request.headers:
+        raise _Rejected("anthropic-version: header is required")
+    if not isinstance(body, Mapping):
+        raise _Rejected("The request body is not valid JSON.")
+    model = body.get("model")
+    messages = body.get("messages")
+    max_tokens = body.get("max_tokens")
+    if not isinstance(model, str) or not model:
+        raise _Rejected("model: Field required")
+    if type(max_tokens) is not int or max_tokens < 1:
+        raise _Rejected("max_tokens: Field required (an integer of at least 1)")
+    if not isinstance(messages, list) or not messages:
+        raise _Rejected("messages: at least one message is required")
+    cap = behaviour.capability(model)
+    if cap is not None and cap.max_output_tokens is not None and max_tokens > cap.max_output_tokens:
+        raise _Rejected(
+            f"max_tokens: {max_tokens} > {cap.max_output_tokens}, which is the maximum allowed "
+            f"number of output tokens for {model}"
+        )
+    return model, messages, max_tokens
+
+
+def _tool_use(body: Mapping[str, Any], messages: list[Any], rounds: int) -> dict[str, Any] | None:
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    if not isinstance(tools, list) or not tools:
+        return None
+    if isinstance(choice, Mapping) and choice.get("type") == "none":
+        return None
+    done = sum(
+        1
+        for m in messages
+        if isinstance(m, Mapping)
+        and m.get("role") == "assistant"
+        and any(b.get("type") == "tool_use" for b in _blocks(m))
+    )
+    if done >= rounds and not (_forced(choice) and done == 0):
+        return None
+    tool = tools[0]
+    if isinstance(choice, Mapping) and choice.get("type") == "tool":
+        for candidate in tools:
+            if isinstance(candidate, Mapping) and candidate.get("name") == choice.get("name"):
+                tool = candidate
+    seed = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
+    return {
+        "type": "tool_use",
+        "id": f"toolu_sim_{seed}",
+        "name": tool.get("name", "tool"),
+        "input": json.loads(behaviour.tool_arguments(tool.get("input_schema"))),
+    }
+
+
+def _shows_thinking(body: Mapping[str, Any], model: str) -> bool:
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("display") in ("summarized", "omitted"):
+        return bool(thinking["display"] == "summarized")
+    cap = behaviour.capability(model)
+    return cap is None or cap.thinking_display != "omitted"
+
+
+async def handle(request: SimRequest, response: SimResponse) -> None:
+    """Answer one Messages API request."""
+    try:
+        try:
+            body = request.json()
+        except ValueError:
+            raise _Rejected("The request body is not valid JSON.") from None
+        model, messages, max_tokens = _validate(request, body)
+        depth, manual = _depth(body, model, max_tokens)
+        thinking_on = depth is not Effort.NONE or (
+            isinstance(body.get("thinking"), Mapping)
+            and body["thinking"].get("type") in ("enabled", "adaptive")
+        )
+        if thinking_on:
+            _sampling(body)
+        _check_history(messages, manual)
+    except _Rejected as exc:
+        await response.send_json(400, _error(str(exc)))
+        return
+    settings = response.settings
+    words = int(request.header_float("x-sim-answer-words", settings.answer_words))
+    rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
+    prompt = _prompt(messages)
+    conversation = [body["system"], *messages] if body.get("system") else messages
+    answer = behaviour.answer_for(model, prompt, depth, words, conversation)
+    call = _tool_use(body, messages, rounds)
+    answer_words = answer.words if call is None else answer.words[: min(3, len(answer.words))]
+    thinking_tokens = answer.reasoning_tokens
+    stop_reason = "tool_use" if call is not None else "end_turn"
+    if thinking_tokens + len(answer_words) > max_tokens:
+        thinking_tokens = min(thinking_tokens, max_tokens)
+        answer_words = answer_words[: max(0, max_tokens - thinking_tokens)]
+        stop_reason, call = "max_tokens", None
+    content: list[dict[str, Any]] = []
+    if thinking_tokens:
+        full = answer.reasoning
+        if prompt.startswith(REDACTED_TRIGGER):
+            content.append({"type": "redacted_thinking", "data": _redacted_data(full)})
+        else:
+            shown = full if _shows_thinking(body, model) else ""
+            content.append(
+                {"type": "thinking", "thinking": shown, "signature": signature_for(full)}
+            )
+    if answer_words:
+        content.append({"type": "text", "text": "".join(answer_words)})
+    if call is not None:
+        content.append(call)
+    output = thinking_tokens + len(answer_words) + (_TOOL_USE_TOKENS if call else 0)
+    usage = {
+        "input_tokens": answer.prompt_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": output,
+        "output_tokens_details": {"thinking_tokens": thinking_tokens},
+    }
+    seed = hashlib.sha256(request.body).hexdigest()[:20]
+    message = {
+        "id": f"msg_sim_{seed}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    headers = {"request-id": f"req_sim_{seed}"}
+    if body.get("stream"):
+        await _stream(response, message, headers)
+    else:
+        await response.send_json(200, message, headers=headers)
+
+
+def _dump(payload: Mapping[str, Any], pad: int) -> str:
+    return json.dumps(payload, separators=(",", ":")) + " " * pad
+
+
+async def _stream(
+    response: SimResponse, message: Mapping[str, Any], headers: Mapping[str, str]
+) -> None:
+    await response.start_stream(headers=headers)
+    sent = 0
+
+    async def event(name: str, payload: Mapping[str, Any]) -> None:
+        nonlocal sent
+        sent += 1
+        await response.write_event(_dump(payload, sent % 5), event=name)
+
+    usage = message["usage"]
+    start_usage = {**usage, "output_tokens": 1}
+    del start_usage["output_tokens_details"]
+    await event(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                **message,
+                "content": [],
+                "stop_reason": None,
+                "usage": start_usage,
+            },
+        },
+    )
+    for index, block in enumerate(message["content"]):
+        kind = block["type"]
+        opening: dict[str, Any]
+        if kind == "thinking":
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+        elif kind == "text":
+            opening = {"type": "text", "text": ""}
+        elif kind == "tool_use":
+            opening = {**block, "input": {}}
+        else:
+            opening = dict(block)
+        await event(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": opening},
+        )
+        if index == 0:
+            await response.write_event(json.dumps({"type": "ping"}), event="ping")
+        for delta in _deltas(block):
+            await event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            )
+        await event("content_block_stop", {"type": "content_block_stop", "index": index})
+    await event(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": usage,
+        },
+    )
+    await event("message_stop", {"type": "message_stop"})
+
+
+def _deltas(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    kind = block["type"]
+    if kind == "thinking":
+        words = block["thinking"].split(" ") if block["thinking"] else []
+        deltas: list[dict[str, Any]] = [
+            {"type": "thinking_delta", "thinking": w if i == 0 else " " + w}
+            for i, w in enumerate(words)
+        ]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        return deltas
+    if kind == "text":
+        words = block["text"].split(" ")
+        return [
+            {"type": "text_delta", "text": w if i == 0 else " " + w} for i, w in enumerate(words)
+        ]
+    if kind == "tool_use":
+        arguments = json.dumps(block["input"], separators=(",", ":"))
+        half = len(arguments) // 2
+        return [
+            {"type": "input_json_delta", "partial_json": part}
+            for part in (arguments[:half], arguments[half:])
+            if part
+        ]
+    return []

@@ -1,0 +1,462 @@
+"""Simulated OpenAI Chat Completions, in the dialect of the provider named by the path.
+
+``POST /{provider}/v1/chat/completions``. Reasoning behaves like the provider's:
+
+- the tier is read from the provider's own request fields (``reasoning_effort``; OpenRouter
+  ``reasoning``; DeepSeek/GLM/Kimi ``thinking.type``; Qwen ``enable_thinking`` /
+  ``thinking_budget``; vLLM ``chat_template_kwargs``), else the model's default;
+- on effort-validating providers (OpenAI, xAI, Groq, Mistral, MiniMax) a registered model
+  given a tier it does not accept gets OpenAI's 400 ``unsupported_value`` error, and a model
+  that does not reason gets 400 ``unsupported_parameter``; OpenAI also rejects ``max_tokens``
+  on reasoning models (recorded: vercel_openai_chat_reasoning_max_tokens_error.json);
+- providers that do not validate reason anyway when asked to switch off a model that cannot
+  (as measured on GLM-5.3, 2026-09-05), which polythink's reconciliation reports;
+- reasoning text comes back where the provider puts it (none on OpenAI, ``reasoning_content``,
+  ``reasoning`` + OpenRouter ``reasoning_details``, Mistral thinking chunks), with token counts
+  that grow with the tier;
+- DeepSeek answers 400 when an earlier assistant tool-call turn lacks its
+  ``reasoning_content`` while thinking is on (DS-DOC thinking_mode, 2026).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from polythink.providers import PROVIDERS
+from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
+from polythink.simulator import behaviour
+from polythink.simulator.server import SimRequest, SimResponse
+from polythink.types import Effort
+
+__all__ = ["handle", "matches"]
+
+_VALIDATING = frozenset({"openai", "xai", "groq", "mistral", "minimax"})
+_REASONING_CONTENT = frozenset({"deepseek", "qwen", "glm", "kimi", "minimax", "xai"})
+_REASONING_FIELD = frozenset({"groq", "vllm", "ollama", "openrouter"})
+
+
+def matches(path: str) -> bool:
+    """Whether ``path`` is a Chat Completions route."""
+    return path.endswith("/chat/completions")
+
+
+def _error(message: str, *, param: str | None, code: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def _listing(values: list[str]) -> str:
+    quoted = [f"'{v}'" for v in values]
+    if len(quoted) <= 1:
+        return "".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def _parse(raw: str, model: str) -> Effort:
+    """Read a sent tier; a value outside the vocabulary reasons at the model's default."""
+    try:
+        parsed = Effort.parse(raw)
+    except ValueError:
+        parsed = None
+    return parsed if parsed is not None else behaviour.default_tier(model)
+
+
+def _tier(provider: str, body: Mapping[str, Any], model: str) -> tuple[Effort, str | None]:
+    """Return (tier, raw effort value sent) from the provider's request fields."""
+    wire = PROVIDERS[provider].reasoning_wire if provider in PROVIDERS else "effort"
+    raw = body.get("reasoning_effort")
+    if wire == "openrouter":
+        reasoning = body.get("reasoning")
+        if isinstance(reasoning, Mapping):
+            if reasoning.get("enabled") is False or reasoning.get("effort") == "none":
+                return Effort.NONE, "none"
+            if isinstance(reasoning.get("effort"), str):
+                return _parse(reasoning["effort"], model), reasoning["effort"]
+            return Effort.AUTO, None
+    elif wire == "thinking_type":
+        thinking = body.get("thinking")
+        if isinstance(thinking, Mapping) and thinking.get("type") == "disabled":
+            return Effort.NONE, "none"
+        # DeepSeek V4 and Kimi K3 reason by default, so an effort alone sets the depth.
+        if isinstance(raw, str):
+            return _parse(raw, model), raw
+        if isinstance(thinking, Mapping):
+            return Effort.AUTO, None
+    elif wire == "qwen":
+        if body.get("enable_thinking") is False:
+            return Effort.NONE, "none"
+        budget = body.get("thinking_budget")
+        if isinstance(budget, int):
+            nearest = min(TIER_BUDGET_TOKENS, key=lambda e: abs(TIER_BUDGET_TOKENS[e] - budget))
+            return nearest, None
+        if body.get("enable_thinking") is True:
+            return Effort.AUTO, None
+    elif wire == "vllm":
+        kwargs = body.get("chat_template_kwargs")
+        if isinstance(kwargs, Mapping) and kwargs.get("enable_thinking") is False:
+            return Effort.NONE, "none"
+        if isinstance(raw, str):
+            return _parse(raw, model), raw
+        if isinstance(kwargs, Mapping) and kwargs.get("enable_thinking") is True:
+            return Effort.AUTO, None
+    elif isinstance(raw, str):
+        return _parse(raw, model), raw
+    return behaviour.default_tier(model), None
+
+
+def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None) -> Any:
+    """Return an error payload when the provider would reject this body, else ``None``."""
+    cap = behaviour.capability(model)
+    if provider == "openai" and "max_tokens" in body and (cap is None or cap.reasons):
+        return _error(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            param="max_tokens",
+            code="unsupported_parameter",
+        )
+    if provider not in _VALIDATING or raw is None or cap is None:
+        return None
+    supported = [e.value for e in cap.supported_efforts if e is not Effort.AUTO]
+    if not cap.reasons or not supported:
+        # Non-reasoning models, and reasoning models with no strength to choose (xAI
+        # grok-4, XAI-DOC 2025), refuse the field itself (wording: WIRE §1.2).
+        return _error(
+            "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+            param="reasoning_effort",
+            code="unsupported_parameter",
+        )
+    if raw not in supported:
+        return _error(
+            f"Unsupported value: 'reasoning_effort' does not support '{raw}' with this model. "
+            f"Supported values are: {_listing(supported)}.",
+            param="reasoning_effort",
+            code="unsupported_value",
+        )
+    return None
+
+
+def _effective(model: str, tier: Effort) -> Effort:
+    """The depth the model really reasons at: a model that cannot switch off still reasons."""
+    cap = behaviour.capability(model)
+    if cap is None:
+        return tier
+    if tier is Effort.NONE:
+        return Effort.NONE if cap.can_disable else (cap.cheapest_effort or Effort.AUTO)
+    return tier if cap.reasons else Effort.NONE
+
+
+def _last_user_text(messages: list[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def _missing_reasoning_content(messages: list[Any]) -> int | None:
+    for index, message in enumerate(messages):
+        if (
+            isinstance(message, Mapping)
+            and message.get("role") == "assistant"
+            and message.get("tool_calls")
+            and not message.get("reasoning_content")
+        ):
+            return index
+    return None
+
+
+def _malformed_tools(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Return an error payload when ``tools`` or ``tool_choice`` is not shaped as OpenAI's."""
+    tools = body.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list)
+        and all(
+            isinstance(tool, Mapping)
+            and isinstance(tool.get("function"), Mapping)
+            and isinstance(tool["function"].get("name"), str)
+            for tool in tools
+        )
+    ):
+        return _error(
+            "Invalid 'tools': expected an array of {'type': 'function', 'function': "
+            "{'name': ..., 'parameters': ...}} objects.",
+            param="tools",
+            code="invalid_value",
+        )
+    choice = body.get("tool_choice")
+    if choice is None or choice in ("none", "auto", "required"):
+        return None
+    if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+        return None
+    return _error(
+        "Invalid 'tool_choice': expected 'none', 'auto', 'required' or "
+        "{'type': 'function', 'function': {'name': ...}}.",
+        param="tool_choice",
+        code="invalid_value",
+    )
+
+
+def _tool_call(body: Mapping[str, Any], messages: list[Any], rounds: int) -> dict[str, Any] | None:
+    tools = body.get("tools")
+    if not tools or body.get("tool_choice") == "none":
+        return None
+    done = sum(
+        1
+        for m in messages
+        if isinstance(m, Mapping) and m.get("role") == "assistant" and m.get("tool_calls")
+    )
+    forced = body.get("tool_choice") in ("required",) or isinstance(body.get("tool_choice"), dict)
+    if done >= rounds and not (forced and done == 0):
+        return None
+    choice = body.get("tool_choice")
+    function = tools[0].get("function", {})
+    if isinstance(choice, Mapping):
+        wanted = (choice.get("function") or {}).get("name")
+        for tool in tools:
+            if tool.get("function", {}).get("name") == wanted:
+                function = tool["function"]
+    seed = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:12]
+    return {
+        "id": f"call_{seed}",
+        "type": "function",
+        "function": {
+            "name": function.get("name", "tool"),
+            "arguments": behaviour.tool_arguments(function.get("parameters")),
+        },
+    }
+
+
+def _limit(body: Mapping[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _reasoning_fields(provider: str, text: str, seed: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    if provider == "openrouter":
+        return {
+            "reasoning": text,
+            "reasoning_details": [
+                {
+                    "type": "reasoning.text",
+                    "text": text,
+                    "signature": f"sim-signature-{seed}",
+                    "format": "anthropic-claude-v1",
+                    "index": 0,
+                }
+            ],
+        }
+    if provider in _REASONING_CONTENT:
+        return {"reasoning_content": text}
+    if provider in _REASONING_FIELD:
+        return {"reasoning": text}
+    return {}
+
+
+async def handle(request: SimRequest, response: SimResponse) -> None:
+    """Answer one Chat Completions request in the dialect of ``request.provider``."""
+    try:
+        body = request.json()
+    except ValueError:
+        await response.send_json(
+            400,
+            _error(
+                "We could not parse the JSON body of your request.", param=None, code="invalid_json"
+            ),
+        )
+        return
+    provider = request.provider
+    model = body.get("model") if isinstance(body, Mapping) else None
+    messages = body.get("messages") if isinstance(body, Mapping) else None
+    if not isinstance(model, str) or not isinstance(messages, list) or not messages:
+        await response.send_json(
+            400,
+            _error(
+                "'model' and a non-empty 'messages' are required.",
+                param="messages",
+                code="missing_required_parameter",
+            ),
+        )
+        return
+    tier, raw = _tier(provider, body, model)
+    rejection = _malformed_tools(body) or _reject(provider, body, model, raw)
+    if rejection is not None:
+        await response.send_json(400, rejection)
+        return
+    depth = _effective(model, tier)
+    if provider == "deepseek" and depth is not Effort.NONE:
+        index = _missing_reasoning_content(messages)
+        if index is not None:
+            await response.send_json(
+                400,
+                _error(
+                    f"Missing reasoning_content field in the assistant message at message index "
+                    f"{index}. The reasoning_content in the thinking mode must be passed back to "
+                    "the API.",
+                    param="messages",
+                    code="invalid_request_error",
+                ),
+            )
+            return
+    settings = response.settings
+    words = int(request.header_float("x-sim-answer-words", settings.answer_words))
+    rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
+    answer = behaviour.answer_for(model, _last_user_text(messages), depth, words, messages)
+    call = _tool_call(body, messages, rounds)
+    seed = hashlib.sha256(request.body).hexdigest()[:10]
+    limit = _limit(body)
+    answer_words = answer.words if call is None else []
+    finish = "tool_calls" if call is not None else "stop"
+    reasoning_tokens = answer.reasoning_tokens
+    if limit is not None and reasoning_tokens + len(answer_words) > limit:
+        answer_words = answer_words[: max(0, limit - reasoning_tokens)]
+        reasoning_tokens = min(reasoning_tokens, limit)
+        finish = "length"
+    completion = reasoning_tokens + len(answer_words) + (8 if call else 0)
+    usage: dict[str, Any] = {
+        "prompt_tokens": answer.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": answer.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
+    }
+    reasoning = answer.reasoning if reasoning_tokens else ""
+    response_id = f"chatcmpl-sim-{seed}"
+    if body.get("stream"):
+        await _stream(
+            response,
+            provider,
+            model,
+            response_id,
+            reasoning,
+            answer_words,
+            call,
+            finish,
+            usage,
+            body,
+            seed,
+        )
+        return
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(answer_words)}
+    if call is not None:
+        message["content"] = None
+        message["tool_calls"] = [call]
+    if provider == "mistral" and reasoning:
+        message["content"] = [
+            {"type": "thinking", "thinking": [{"type": "text", "text": reasoning}]},
+            {"type": "text", "text": message["content"] or ""},
+        ]
+    else:
+        message.update(_reasoning_fields(provider, reasoning, seed))
+    await response.send_json(
+        200,
+        {
+            "id": response_id,
+            "object": "chat.completion",
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        },
+    )
+
+
+async def _stream(
+    response: SimResponse,
+    provider: str,
+    model: str,
+    response_id: str,
+    reasoning: str,
+    words: list[str],
+    call: dict[str, Any] | None,
+    finish: str,
+    usage: dict[str, Any],
+    body: Mapping[str, Any],
+    seed: str,
+) -> None:
+    await response.start_stream()
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        return json.dumps(
+            {
+                "id": response_id,
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            },
+            separators=(",", ":"),
+        )
+
+    await response.write_event(chunk({"role": "assistant", "content": ""}))
+    if reasoning:
+        pieces = reasoning.split(" ")
+        for i, piece in enumerate(pieces):
+            text = piece if i == 0 else " " + piece
+            if provider == "mistral":
+                delta: dict[str, Any] = {
+                    "content": [{"type": "thinking", "thinking": [{"type": "text", "text": text}]}]
+                }
+            elif provider == "openrouter":
+                detail: dict[str, Any] = {
+                    "type": "reasoning.text",
+                    "text": text,
+                    "format": "anthropic-claude-v1",
+                    "index": 0,
+                }
+                if i == len(pieces) - 1:
+                    detail["signature"] = f"sim-signature-{seed}"
+                delta = {"reasoning": text, "reasoning_details": [detail]}
+            else:
+                fields = _reasoning_fields(provider, text, seed)
+                if not fields:
+                    break
+                delta = fields
+            await response.write_event(chunk(delta))
+    for word in words:
+        await response.write_event(chunk({"content": word}))
+    if call is not None:
+        head = {
+            "index": 0,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        await response.write_event(chunk({"tool_calls": [head]}))
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        for part in (arguments[:half], arguments[half:]):
+            if part:
+                await response.write_event(
+                    chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+                )
+    await response.write_event(chunk({}, finish))
+    options = body.get("stream_options")
+    if isinstance(options, Mapping) and options.get("include_usage"):
+        await response.write_event(
+            json.dumps(
+                {
+                    "id": response_id,
+                    "object": "chat.completion.chunk",
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                },
+                separators=(",", ":"),
+            )
+        )
+    await response.write_event("[DONE]")

@@ -1,0 +1,816 @@
+"""Anthropic Messages API (``POST {base_url}/messages``) for one source.
+
+The request is built from polythink's neutral messages: system and developer turns become the
+top-level ``system``; user turns become content blocks; assistant turns become text and
+``tool_use`` blocks, or, when the turn came from this wire, its own content blocks verbatim
+(thinking and redacted_thinking blocks with their signatures, in order, as the API requires
+around tool use); tool results become ``tool_result`` blocks of one user turn. Reasoning comes
+from the resolution's fragment (``thinking``, ``output_config``, a raised ``max_tokens``).
+
+With thinking on the API rejects a non-default ``temperature``, any ``top_k``, ``top_p`` below
+0.95 and, with manual thinking, a forced ``tool_choice``; the transport refuses those before
+any HTTP call, or drops them with one warning when the source has ``drop_params=True``.
+
+Facts: WIRE.md §3 (ANT-SDK @009b0353 2026-08-07, ANT-DOC pages to 2026-10), the docs copy in
+``../shared/wire/specs/anthropic_messages_openapi_docs_copy.md`` (2025-09), and the recordings
+``pai_anthropic_*`` (2025-2026) and ``llmanthropic_*`` (2026-02-17) in
+``../shared/fixtures/real``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any, Literal
+
+from polythink.errors import (
+    PolythinkError,
+    RequestRejectedError,
+    StreamInterruptedError,
+    TransientError,
+)
+from polythink.providers import ProviderProfile
+from polythink.reasoning.capabilities import get_capability
+from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.types import (
+    Message,
+    Request,
+    Response,
+    StreamEvent,
+    ThinkingObservation,
+    ToolCall,
+    Usage,
+)
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "AnthropicStreamAssembler",
+    "AnthropicTransport",
+    "build_body",
+    "finish_reason",
+    "parse_message",
+    "parse_usage",
+    "thinking_conflicts",
+]
+
+logger = logging.getLogger("polythink.transports.anthropic")
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` header every call carries (ANT-SDK ``_constants``)."""
+
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+_FORCED_CHOICES = frozenset({"any", "tool"})
+_ANTHROPIC_CHOICES = frozenset({"auto", "any", "tool", "none"})
+_OPENAI_CHOICES = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
+_REASONING_JOIN = "\n\n"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _rejected(message: str) -> RequestRejectedError:
+    return RequestRejectedError(message, provider="anthropic", error_type="invalid_request")
+
+
+def _image_block(part: Mapping[str, Any]) -> dict[str, Any]:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else image
+    if not isinstance(url, str) or not url:
+        raise _rejected(f"an image_url content part needs a url; got {dict(part)!r}")
+    if url.startswith("data:"):
+        header, _, data = url[5:].partition(",")
+        media_type, _, encoding = header.partition(";")
+        if encoding != "base64" or not data:
+            raise _rejected("an image data URL must be base64: data:<media type>;base64,<data>")
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": data},
+        }
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _blocks(content: str | list[Any] | None, *, keep_empty: bool) -> list[dict[str, Any]]:
+    """Content as Anthropic blocks: text parts, images from ``image_url``, others as given."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content or keep_empty else []
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, str):
+            part = {"type": "text", "text": part}
+        if not isinstance(part, Mapping):
+            raise _rejected(f"a content part must be an object or a string; got {part!r}")
+        kind = part.get("type")
+        if kind == "image_url":
+            blocks.append(_image_block(part))
+        elif kind == "text" and not part.get("text") and not keep_empty:
+            continue
+        else:
+            blocks.append(dict(part))
+    return blocks
+
+
+def _tool_input(call: ToolCall) -> Any:
+    try:
+        value = json.loads(call.arguments or "{}")
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise _rejected(
+            f"tool call {call.id!r} ({call.name}) has arguments that are not a JSON object "
+            f"({call.arguments[:200]!r}); Anthropic's tool_use.input must be an object"
+        )
+    return value
+
+
+def _assistant_content(message: Message) -> list[dict[str, Any]]:
+    if message.reasoning_format == "anthropic" and message.reasoning_items:
+        return [dict(item) for item in message.reasoning_items]
+    blocks = _blocks(message.content, keep_empty=False)
+    for call in message.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": _tool_input(call)}
+        )
+    return blocks
+
+
+def _tool_result(message: Message) -> dict[str, Any]:
+    if not message.tool_call_id:
+        raise _rejected("a tool message needs the tool_call_id of the call it answers")
+    content = message.content
+    return {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id,
+        "content": content if isinstance(content, str) else _blocks(content, keep_empty=False),
+    }
+
+
+def _system(parts: list[str | list[Any] | None]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, str) or p is None for p in parts):
+        return "\n\n".join(p for p in parts if isinstance(p, str) and p)
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        blocks.extend(_blocks(part, keep_empty=False))
+    return blocks
+
+
+def _messages(
+    messages: Sequence[Message],
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    system: list[str | list[Any] | None] = []
+    turns: list[dict[str, Any]] = []
+    merging_results = False
+    for message in messages:
+        role = message.role
+        if role in ("system", "developer"):
+            system.append(message.content)
+            merging_results = False
+        elif role == "tool":
+            block = _tool_result(message)
+            if merging_results:
+                turns[-1]["content"].append(block)
+            else:
+                turns.append({"role": "user", "content": [block]})
+                merging_results = True
+        elif role == "user":
+            turns.append({"role": "user", "content": _blocks(message.content, keep_empty=True)})
+            merging_results = False
+        elif role == "assistant":
+            turns.append({"role": "assistant", "content": _assistant_content(message)})
+            merging_results = False
+        else:
+            raise _rejected(
+                f"message role {role!r} cannot be sent to Anthropic; accepted: system, "
+                "developer, user, assistant, tool"
+            )
+    return (_system(system) if system else None), turns
+
+
+def _tool_choice(choice: str | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(choice, str):
+        kind = _OPENAI_CHOICES.get(choice)
+        if kind is None:
+            raise _rejected(
+                f"unknown tool_choice {choice!r}; accepted: auto, required, none, "
+                '{"type": "function", "function": {"name": ...}} or an Anthropic tool_choice'
+            )
+        return {"type": kind}
+    kind = choice.get("type")
+    if kind == "function":
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise _rejected(f"tool_choice {dict(choice)!r} names no function")
+        return {"type": "tool", "name": name}
+    if kind in _ANTHROPIC_CHOICES:
+        return dict(choice)
+    raise _rejected(
+        f"unknown tool_choice {dict(choice)!r}; accepted types: function (OpenAI shape), "
+        "auto, any, tool, none"
+    )
+
+
+def build_body(
+    request: Request,
+    *,
+    model: str,
+    profile: ProviderProfile,
+    extra_body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the Messages API request body for ``request``.
+
+    Sets ``model``; ``max_tokens`` (required by the API: the caller's value, else the
+    profile's default, 4096); ``system`` from system and developer turns (one string when
+    they are strings, else text blocks); ``messages`` as content blocks; ``stream``;
+    ``temperature``, ``top_p``, ``stop_sequences``, ``tools`` (``name``, ``description``,
+    ``input_schema``) and ``tool_choice`` (OpenAI's ``auto``/``required``/``none``/
+    ``{"type": "function", ...}`` mapped to ``auto``/``any``/``none``/``{"type": "tool"}``;
+    Anthropic-shaped values pass through) when given. Then deep-merges the reasoning fragment
+    of ``request.resolution`` (which may raise ``max_tokens``), the source's ``extra_body``
+    and the call's ``extra_body``, in that order (later wins).
+
+    Raises:
+        RequestRejectedError: for a message or ``tool_choice`` Anthropic cannot take (an
+            unknown role, a tool message without ``tool_call_id``, tool-call arguments that
+            are not a JSON object, an unknown ``tool_choice``).
+    """
+    system, turns = _messages(request.messages)
+    max_tokens = request.max_tokens
+    if max_tokens is None:
+        max_tokens = profile.default_max_tokens or 4096
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    if system is not None:
+        body["system"] = system
+    body["messages"] = turns
+    body["stream"] = request.stream
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    if request.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+            for t in request.tools
+        ]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.resolution is not None and request.resolution.payload:
+        deep_merge(body, request.resolution.payload)
+    if extra_body:
+        deep_merge(body, extra_body)
+    if request.extra_body:
+        deep_merge(body, request.extra_body)
+    return body
+
+
+def thinking_conflicts(
+    body: Mapping[str, Any], *, thinking_by_default: bool = False
+) -> list[tuple[str, str]]:
+    """Return ``(parameter, reason)`` for each body field the API rejects with thinking on.
+
+    Thinking is on when ``thinking.type`` is ``enabled`` or ``adaptive``, or when the body
+    has no ``thinking`` and the model thinks by default (``thinking_by_default``). Then
+    ``temperature`` must be absent or 1, ``top_k`` absent, ``top_p`` absent or within
+    [0.95, 1] ("Thinking isn't compatible with temperature or top_k modifications as well as
+    forced tool use … you can set top_p to values between 1 and 0.95", ANT-DOC-ext, WIRE
+    §3.2). A forced ``tool_choice`` (``any``/``tool``) conflicts only with manual thinking
+    (``enabled``): adaptive thinking with ``tool_choice: any`` was answered 200, the model
+    simply not thinking (recorded: pai_anthropic_count_tokens_adaptive_thinking,
+    ``thinking_tokens: 0``).
+    """
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, Mapping) else None
+    if not (kind in ("enabled", "adaptive") or (thinking is None and thinking_by_default)):
+        return []
+    mode = f"thinking.type={kind}" if kind else "thinking on by default"
+    conflicts: list[tuple[str, str]] = []
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        conflicts.append(
+            ("temperature", f"temperature={temperature!r} (only 1 or unset with {mode})")
+        )
+    if "top_k" in body:
+        conflicts.append(("top_k", f"top_k={body['top_k']!r} (not accepted with {mode})"))
+    top_p = body.get("top_p")
+    if top_p is not None and not 0.95 <= top_p <= 1:
+        conflicts.append(("top_p", f"top_p={top_p!r} (only 0.95 to 1 or unset with {mode})"))
+    choice = body.get("tool_choice")
+    if kind == "enabled" and isinstance(choice, Mapping) and choice.get("type") in _FORCED_CHOICES:
+        conflicts.append(
+            (
+                "tool_choice",
+                f"tool_choice={choice.get('type')!r} forces tool use (only auto or none with "
+                f"{mode})",
+            )
+        )
+    return conflicts
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def parse_usage(usage: Any) -> Usage | None:
+    """Normalise an Anthropic ``usage`` object; ``None`` when absent.
+
+    Anthropic's ``input_tokens`` counts only the tokens after the last cache breakpoint, so
+    ``Usage.input_tokens`` = ``input_tokens + cache_read_input_tokens +
+    cache_creation_input_tokens`` (ANT-DOC-caching); the two cache counts are exposed as
+    ``cache_read_tokens`` and ``cache_write_tokens``. ``output_tokens`` already includes
+    thinking; ``reasoning_tokens`` comes from ``output_tokens_details.thinking_tokens``
+    (ANT-SDK 2b826760, 2026-05-28) and is ``None`` when the API did not send it. A field the
+    API did not send stays ``None``.
+    """
+    if not isinstance(usage, Mapping):
+        return None
+    uncached = _count(usage.get("input_tokens"))
+    cache_read = _count(usage.get("cache_read_input_tokens"))
+    cache_write = _count(usage.get("cache_creation_input_tokens"))
+    details = usage.get("output_tokens_details")
+    reasoning = _count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
+    total_input = None
+    if uncached is not None:
+        total_input = uncached + (cache_read or 0) + (cache_write or 0)
+    return Usage(
+        input_tokens=total_input,
+        output_tokens=_count(usage.get("output_tokens")),
+        reasoning_tokens=reasoning,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+
+
+def finish_reason(raw: Any, *, has_tool_calls: bool) -> str:
+    """Map ``stop_reason`` to polythink's finish reason.
+
+    ``end_turn``, ``stop_sequence`` and ``pause_turn`` -> ``stop``; ``max_tokens`` and
+    ``model_context_window_exceeded`` -> ``length``; ``tool_use`` -> ``tool_calls``;
+    ``refusal`` -> ``content_filter``; anything else ``stop`` (``tool_calls`` when the answer
+    carries tool calls).
+    """
+    mapped = _FINISH.get(raw, "stop") if isinstance(raw, str) else "stop"
+    if has_tool_calls and mapped == "stop":
+        return "tool_calls"
+    return mapped
+
+
+def _response(
+    *,
+    blocks: list[dict[str, Any]],
+    text: str,
+    reasoning: str | None,
+    calls: list[ToolCall],
+    raw_finish: Any,
+    usage: Usage | None,
+    model: str,
+    response_id: str | None,
+    profile: ProviderProfile,
+    source_index: int,
+    finish: str | None = None,
+) -> Response:
+    finish = finish or finish_reason(raw_finish, has_tool_calls=bool(calls))
+    items: tuple[Mapping[str, Any], ...] = ()
+    if any(block.get("type") in _THINKING_BLOCKS for block in blocks):
+        items = tuple(blocks)
+    # Redacted thinking, or a signed thinking block whose text is omitted, is direct evidence
+    # that the model reasoned even though no reasoning text or token count is visible.
+    opaque = any(
+        block.get("type") == "redacted_thinking"
+        or (block.get("type") == "thinking" and block.get("signature"))
+        for block in blocks
+    )
+    message = Message(
+        role="assistant",
+        content=text if (text or not calls) else None,
+        tool_calls=tuple(calls),
+        reasoning=reasoning,
+        reasoning_items=items,
+        reasoning_format=profile.reasoning_format if items else None,
+    )
+    return Response(
+        text=text,
+        reasoning=reasoning,
+        tool_calls=calls,
+        finish_reason=finish,
+        usage=usage,
+        model=model,
+        provider=profile.id,
+        source_index=source_index,
+        message=message,
+        output_limited=finish == "length",
+        id=response_id,
+        thinking=ThinkingObservation.OBSERVED if opaque else ThinkingObservation.UNKNOWN,
+    )
+
+
+def parse_message(
+    data: Any,
+    *,
+    profile: ProviderProfile,
+    source_index: int,
+    model: str,
+) -> Response:
+    """Parse a non-streaming Messages API answer into a :class:`Response`.
+
+    ``text`` joins the text blocks; ``reasoning`` joins the non-empty thinking texts with a
+    blank line (``None`` when there are none: redacted or omitted thinking carries no text);
+    each ``tool_use`` block becomes a :class:`ToolCall` whose ``arguments`` is the compact
+    JSON of its ``input``. When the answer has thinking or redacted_thinking blocks, the
+    assistant ``message`` carries every content block verbatim in ``reasoning_items`` (with
+    ``reasoning_format="anthropic"``) so the next turn sends them back unchanged.
+
+    Raises:
+        TransientError: when the body has no ``content`` list.
+    """
+    content = data.get("content") if isinstance(data, Mapping) else None
+    if not isinstance(content, list):
+        raise TransientError(
+            f"{profile.id} answered without a content list",
+            provider=profile.id,
+            source_index=source_index,
+        )
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ToolCall] = []
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        blocks.append(dict(block))
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text") or ""))
+        elif kind == "thinking":
+            thought = block.get("thinking")
+            if isinstance(thought, str) and thought:
+                thoughts.append(thought)
+        elif kind == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=str(block.get("id") or ""),
+                    name=str(block.get("name") or ""),
+                    arguments=_compact(block.get("input", {})),
+                )
+            )
+    return _response(
+        blocks=blocks,
+        text="".join(texts),
+        reasoning=_REASONING_JOIN.join(thoughts) or None,
+        calls=calls,
+        raw_finish=data.get("stop_reason"),
+        usage=parse_usage(data.get("usage")),
+        model=data.get("model") or model,
+        response_id=data.get("id"),
+        profile=profile,
+        source_index=source_index,
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _Block:
+    """One content block being streamed: its start object and the pieces that follow."""
+
+    start: dict[str, Any]
+    pieces: list[str] = dataclasses.field(default_factory=list)
+    signature: str | None = None
+    closed: bool = False
+
+    @property
+    def kind(self) -> Any:
+        return self.start.get("type")
+
+    def final(self) -> dict[str, Any]:
+        """The block as a non-streaming answer would carry it."""
+        kind = self.kind
+        joined = "".join(self.pieces)
+        if kind == "text":
+            return {**self.start, "text": joined}
+        if kind == "thinking":
+            signature = (
+                self.signature if self.signature is not None else self.start.get("signature")
+            )
+            return {**self.start, "thinking": joined, "signature": signature or ""}
+        if self.pieces:
+            try:
+                parsed = json.loads(joined)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                return {**self.start, "input": parsed}
+        return dict(self.start)
+
+
+class AnthropicStreamAssembler:
+    """Turn Messages API stream events into :class:`StreamEvent` s and, at the end, a
+    :class:`Response`.
+
+    ``message_start`` gives the id, model and input usage; ``content_block_start`` /
+    ``_delta`` / ``_stop`` build text, thinking (``thinking_delta``, then one
+    ``signature_delta`` just before the stop), redacted_thinking (no deltas) and ``tool_use``
+    blocks (``input_json_delta`` fragments concatenated verbatim into ``arguments``; the call
+    is yielded when its block stops); ``message_delta`` carries the stop reason and usage,
+    which is cumulative: each field takes its latest value, never a sum (ANT-SDK
+    ``message_delta_usage``); ``message_stop`` ends the message; ``ping`` and unknown events
+    are ignored. Only blocks that reached ``content_block_stop`` go into ``reasoning_items``,
+    so a cut stream never hands back a thinking block without its signature.
+    """
+
+    def __init__(self, profile: ProviderProfile, source_index: int, model: str) -> None:
+        self.profile = profile
+        self.source_index = source_index
+        self.model = model
+        self.response_id: str | None = None
+        self.blocks: dict[int, _Block] = {}
+        self.raw_usage: dict[str, Any] = {}
+        self.raw_finish: Any = None
+        self.stopped = False
+        self.content_seen = False
+        self._thinking_started = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the message ended (``message_stop``, or a stop reason was given)."""
+        return self.stopped or self.raw_finish is not None
+
+    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        """Consume one parsed event; return the stream events it produces."""
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            return self._delta(event)
+        if kind == "content_block_start":
+            return self._start(event)
+        if kind == "content_block_stop":
+            return self._stop(event)
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, Mapping):
+                self.response_id = message.get("id") or self.response_id
+                self.model = message.get("model") or self.model
+                self._merge_usage(message.get("usage"))
+            return []
+        if kind == "message_delta":
+            delta = event.get("delta")
+            if isinstance(delta, Mapping) and delta.get("stop_reason"):
+                self.raw_finish = delta["stop_reason"]
+            if isinstance(event.get("usage"), Mapping):
+                self._merge_usage(event["usage"])
+                return [StreamEvent("usage", usage=parse_usage(self.raw_usage))]
+            return []
+        if kind == "message_stop":
+            self.stopped = True
+        return []
+
+    def _merge_usage(self, usage: Any) -> None:
+        if isinstance(usage, Mapping):
+            for key, value in usage.items():
+                if value is not None:
+                    self.raw_usage[key] = value
+
+    def _start(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        block = event.get("content_block")
+        index = event.get("index", len(self.blocks))
+        if not isinstance(block, Mapping):
+            return []
+        state = self.blocks[index] = _Block(dict(block))
+        if state.kind == "text" and block.get("text"):
+            return self._piece(state, "text", str(block["text"]))
+        if state.kind == "thinking" and block.get("thinking"):
+            return self._piece(state, "reasoning", str(block["thinking"]))
+        return []
+
+    def _delta(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self.blocks.get(event.get("index", -1))
+        delta = event.get("delta")
+        if state is None or not isinstance(delta, Mapping):
+            return []
+        kind = delta.get("type")
+        if kind == "text_delta":
+            return self._piece(state, "text", str(delta.get("text") or ""))
+        if kind == "thinking_delta":
+            return self._piece(state, "reasoning", str(delta.get("thinking") or ""))
+        if kind == "signature_delta":
+            state.signature = str(delta.get("signature") or "")
+        elif kind == "input_json_delta":
+            partial = delta.get("partial_json")
+            if partial:
+                state.pieces.append(str(partial))
+        elif kind == "citations_delta":
+            state.start.setdefault("citations", []).append(delta.get("citation"))
+        return []
+
+    def _piece(
+        self, state: _Block, kind: Literal["text", "reasoning"], piece: str
+    ) -> list[StreamEvent]:
+        if not piece:
+            return []
+        out = piece
+        if kind == "reasoning":
+            if not state.pieces and self._thinking_started:
+                out = _REASONING_JOIN + piece
+            self._thinking_started = True
+        state.pieces.append(piece)
+        self.content_seen = True
+        return [StreamEvent(kind, text=out)]
+
+    def _stop(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self.blocks.get(event.get("index", -1))
+        if state is None or state.closed:
+            return []
+        state.closed = True
+        if state.kind == "tool_use":
+            self.content_seen = True
+            return [StreamEvent("tool_call", tool_call=self._call(state))]
+        return []
+
+    @staticmethod
+    def _call(state: _Block) -> ToolCall:
+        arguments = "".join(state.pieces) or _compact(state.start.get("input", {}))
+        return ToolCall(
+            id=str(state.start.get("id") or ""),
+            name=str(state.start.get("name") or ""),
+            arguments=arguments,
+        )
+
+    def response(self, *, finish: str | None = None) -> Response:
+        """Assemble the response from everything consumed so far."""
+        ordered = [self.blocks[i] for i in sorted(self.blocks)]
+        thoughts = ["".join(b.pieces) for b in ordered if b.kind == "thinking" and b.pieces]
+        return _response(
+            blocks=[b.final() for b in ordered if b.closed],
+            text="".join("".join(b.pieces) for b in ordered if b.kind == "text"),
+            reasoning=_REASONING_JOIN.join(thoughts) or None,
+            calls=[self._call(b) for b in ordered if b.kind == "tool_use" and b.closed],
+            raw_finish=self.raw_finish,
+            usage=parse_usage(self.raw_usage) if self.raw_usage else None,
+            model=self.model,
+            response_id=self.response_id,
+            profile=self.profile,
+            source_index=self.source_index,
+            finish=finish,
+        )
+
+
+class AnthropicTransport(HTTPTransport):
+    """Messages API over HTTP for one source (``POST {base_url}/messages``).
+
+    Sends ``x-api-key`` (from the profile) and ``anthropic-version: 2023-06-01``. Before any
+    HTTP call, a body that conflicts with thinking (see :func:`thinking_conflicts`) raises
+    :class:`RequestRejectedError` naming the parameter, or, with ``drop_params=True`` on the
+    source, loses those parameters: the first drop of each parameter is logged as a warning,
+    and every response it affects carries a note in ``warnings``.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.url = f"{self.source.endpoint}/messages"
+        self._extra_body = self.source.extra_body
+        capability = get_capability(self.source.model)
+        self._thinking_by_default = capability is not None and capability.default_reasons
+        self._logged_drops: set[str] = set()
+
+    def extra_headers(self) -> dict[str, str]:
+        """``anthropic-version``, required on every Messages API call."""
+        return {"anthropic-version": ANTHROPIC_VERSION}
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """Return the exact body this transport sends for ``request``.
+
+        Raises:
+            RequestRejectedError: for input Anthropic cannot take (see :func:`build_body`),
+                or a parameter that conflicts with thinking while ``drop_params`` is off.
+        """
+        return self._prepare(request)[0]
+
+    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        try:
+            body = build_body(
+                request, model=self.source.model, profile=self.profile, extra_body=self._extra_body
+            )
+        except RequestRejectedError as exc:
+            exc.source_index = self.index
+            raise
+        conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
+        if not conflicts:
+            return body, []
+        if not self.source.drop_params:
+            names = ", ".join(name for name, _ in conflicts)
+            reasons = "; ".join(reason for _, reason in conflicts)
+            raise RequestRejectedError(
+                f"anthropic model {self.source.model!r} rejects {names} while thinking is on: "
+                f"{reasons}. Remove it, switch reasoning off, or set drop_params=True on the "
+                "source to drop it with a warning",
+                provider=self.profile.id,
+                source_index=self.index,
+                error_type="thinking_parameter_conflict",
+            )
+        notes = []
+        for name, reason in conflicts:
+            del body[name]
+            note = f"dropped {reason} for anthropic model {self.source.model!r} (drop_params=True)"
+            notes.append(note)
+            if name not in self._logged_drops:
+                self._logged_drops.add(name)
+                logger.warning("source %d: %s", self.index, note)
+        return body, notes
+
+    @staticmethod
+    def _noted(response: Response, notes: list[str]) -> Response:
+        if not notes:
+            return response
+        return dataclasses.replace(response, warnings=[*response.warnings, *notes])
+
+    async def complete(self, request: Request) -> Response:
+        """Send a non-streaming call and parse the answer.
+
+        Raises:
+            PolythinkError: a local rejection (before any HTTP call), or the mapped HTTP,
+                transport or in-band error.
+        """
+        if request.stream:
+            request = request.with_(stream=False)
+        body, notes = self._prepare(request)
+        data = await self.post_json(self.url, body, request)
+        if isinstance(data, Mapping) and data.get("type") == "error":
+            raise self.in_band_error(data)
+        response = parse_message(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+        return self._noted(response, notes)
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Send a streaming call; yield text, reasoning, tool-call and usage events, then
+        ``done`` with the assembled response.
+
+        An in-band ``error`` event is mapped by its ``error.type`` (``overloaded_error`` and
+        ``api_error`` -> :class:`~polythink.errors.TransientError`, ``rate_limit_error`` ->
+        :class:`~polythink.errors.RateLimitedError`, ``invalid_request_error`` ->
+        :class:`RequestRejectedError`, …).
+
+        Raises:
+            PolythinkError: before the first content event, the mapped error (retryable
+                where its class is); after it, :class:`StreamInterruptedError` carrying the
+                partial response, with the underlying error as ``__cause__``.
+        """
+        if not request.stream:
+            request = request.with_(stream=True)
+        body, notes = self._prepare(request)
+        assembler = AnthropicStreamAssembler(self.profile, self.index, self.source.model)
+        try:
+            async with self.open_stream(self.url, body, request) as response:
+                async for _, data in self.sse_events(response):
+                    if not data or data.isspace():
+                        continue
+                    try:
+                        event = json.loads(data)
+                    except ValueError as exc:
+                        raise TransientError(
+                            f"{self.profile.id} sent a stream event that is not JSON",
+                            provider=self.profile.id,
+                            source_index=self.index,
+                            status_code=response.status_code,
+                            body=data[:2000],
+                        ) from exc
+                    if not isinstance(event, Mapping):
+                        continue
+                    if event.get("type") == "error":
+                        raise self.in_band_error(event, response)
+                    for item in assembler.feed(event):
+                        yield item
+                    if assembler.stopped:
+                        break
+                if not assembler.finished:
+                    raise TransientError(
+                        f"{self.profile.id} closed the stream before it finished",
+                        provider=self.profile.id,
+                        source_index=self.index,
+                        status_code=response.status_code,
+                        error_type="stream_incomplete",
+                    )
+        except PolythinkError as exc:
+            if assembler.content_seen:
+                raise StreamInterruptedError(
+                    f"stream from {self.profile.id} broke after output began: {exc.message}",
+                    partial=assembler.response(finish="error"),
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=exc.status_code,
+                    error_type=exc.error_type,
+                    request_id=exc.request_id,
+                ) from exc
+            raise
+        yield StreamEvent("done", response=self._noted(assembler.response(), notes))

@@ -1,0 +1,530 @@
+"""The ``polythink`` command line: resolve, models, simulate, and bad arguments.
+
+``main(argv)`` runs in-process; ``simulate`` runs as a subprocess so that Ctrl-C can be
+sent to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from polythink.cli import DEMO_CALLS, DemoCall, main
+from polythink.errors import ThinkingUnsupportedError
+from polythink.providers import PROVIDERS
+from polythink.reasoning import all_capabilities, resolve
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def resolve_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
+    code, out, err = run(capsys, "resolve", *argv, "--json")
+    assert err == ""
+    return code, json.loads(out)
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def test_resolve_prints_applied_tier_and_fragment(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "resolve", "--provider", "glm", "--model", "glm-5.3", "--effort", "medium"
+    )
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "requested  medium",
+        "applied    low",
+        'payload    {"thinking": {"type": "enabled"}, "reasoning_effort": "low"}',
+        "warning    model 'glm-5.3' does not accept reasoning_effort='medium' (accepted: low, "
+        "high, max); applied 'low' by effort_fallback='nearest'",
+    ]
+
+
+def test_resolve_prints_the_budget_of_budget_wires(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "resolve",
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-sonnet-4-5",
+        "--effort",
+        "high",
+        "--max-tokens",
+        "1000",
+    )
+    assert code == 0
+    assert out.splitlines() == [
+        "requested  high",
+        "applied    high",
+        'payload    {"thinking": {"type": "enabled", "budget_tokens": 16384}, "max_tokens": 17384}',
+        "budget     16384 tokens",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "effort", "applied", "payload"),
+    [
+        # a model accepting low, high, max asked medium: nearest, ties to the cheaper side
+        (
+            "glm",
+            "glm-5.3",
+            "medium",
+            "low",
+            {"thinking": {"type": "enabled"}, "reasoning_effort": "low"},
+        ),
+        ("openai", "gpt-5.1", "minimal", "low", {"reasoning_effort": "low"}),
+        ("openai", "gpt-5.4", "xhigh", "xhigh", {"reasoning_effort": "xhigh"}),
+        ("glm", "glm-5.3", "auto", "auto", {"thinking": {"type": "enabled"}}),
+        ("deepseek", "deepseek-reasoner", "auto", "auto", {"thinking": {"type": "enabled"}}),
+        ("openai", "gpt-5.5", "auto", "auto", {}),
+        ("openai", "gpt-5.1", "off", "none", {"reasoning_effort": "none"}),
+        (
+            "anthropic",
+            "claude-opus-4-6",
+            "xhigh",
+            "high",
+            {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+        ),
+        (
+            "gemini",
+            "gemini-3-pro-preview",
+            "medium",
+            "low",
+            {
+                "generationConfig": {
+                    "thinkingConfig": {"thinkingLevel": "low", "includeThoughts": True}
+                }
+            },
+        ),
+    ],
+)
+def test_resolve_json_seed_scenarios(
+    capsys: pytest.CaptureFixture[str],
+    provider: str,
+    model: str,
+    effort: str,
+    applied: str,
+    payload: dict[str, Any],
+) -> None:
+    code, result = resolve_json(
+        capsys, "--provider", provider, "--model", model, "--effort", effort
+    )
+    assert code == 0
+    assert set(result) == {"requested_effort", "applied_effort", "payload", "warnings"}
+    assert result["applied_effort"] == applied
+    assert result["payload"] == payload
+    mapped = result["requested_effort"] != applied
+    assert len(result["warnings"]) == (1 if mapped else 0)
+
+
+def test_resolve_json_reports_requested_tier_and_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, result = resolve_json(
+        capsys, "--provider", "openai", "--model", "gpt-5.1", "--effort", "minimal"
+    )
+    assert code == 0
+    assert result == {
+        "requested_effort": "minimal",
+        "applied_effort": "low",
+        "payload": {"reasoning_effort": "low"},
+        "warnings": [
+            "model 'gpt-5.1' does not accept reasoning_effort='minimal' (accepted: none, low, "
+            "medium, high); applied 'low' by effort_fallback='nearest'"
+        ],
+    }
+
+
+EVERY_PROVIDER = {
+    "openai": ("gpt-5.5", {"reasoning_effort": "high"}),
+    "openai-responses": ("gpt-5.5", {"reasoning": {"effort": "high"}}),
+    "openrouter-responses": ("openai/gpt-oss-20b", {"reasoning": {"effort": "high"}}),
+    "anthropic": (
+        "claude-opus-4-6",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ),
+    "gemini": (
+        "gemini-3-pro-preview",
+        {
+            "generationConfig": {
+                "thinkingConfig": {"thinkingLevel": "high", "includeThoughts": True}
+            }
+        },
+    ),
+    "openrouter": (
+        "anthropic/claude-sonnet-4.5",
+        {"reasoning": {"effort": "high", "enabled": True}},
+    ),
+    "deepseek": ("deepseek-v4-pro", {"thinking": {"type": "enabled"}, "reasoning_effort": "high"}),
+    "qwen": ("qwen3.7-plus", {"enable_thinking": True, "thinking_budget": 16384}),
+    "glm": ("glm-5.3", {"thinking": {"type": "enabled"}, "reasoning_effort": "high"}),
+    "kimi": ("kimi-k3", {"thinking": {"type": "enabled"}, "reasoning_effort": "high"}),
+    "minimax": ("MiniMax-M3", {"reasoning_effort": "high"}),
+    "xai": ("grok-4.3", {"reasoning_effort": "high"}),
+    "groq": ("gpt-oss-120b", {"reasoning_effort": "high"}),
+    "mistral": ("mistral-small-latest", {"reasoning_effort": "high"}),
+    "vllm": (
+        "gpt-oss-120b",
+        {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "high"},
+    ),
+    "ollama": ("gpt-oss-20b", {"reasoning_effort": "high"}),
+}
+
+
+def test_every_provider_id_has_a_resolve_case() -> None:
+    assert set(EVERY_PROVIDER) == set(PROVIDERS)
+
+
+@pytest.mark.parametrize("provider", sorted(EVERY_PROVIDER))
+def test_resolve_covers_every_provider(capsys: pytest.CaptureFixture[str], provider: str) -> None:
+    model, payload = EVERY_PROVIDER[provider]
+    code, result = resolve_json(
+        capsys, "--provider", provider, "--model", model, "--effort", "high"
+    )
+    assert code == 0
+    assert result == {
+        "requested_effort": "high",
+        "applied_effort": "high",
+        "payload": payload,
+        "warnings": [],
+    }
+
+
+def test_resolve_budget_wire_raises_the_output_ceiling(capsys: pytest.CaptureFixture[str]) -> None:
+    code, result = resolve_json(
+        capsys,
+        "--provider",
+        "gemini",
+        "--model",
+        "gemini-2.5-flash",
+        "--effort",
+        "low",
+        "--max-tokens",
+        "500",
+    )
+    assert code == 0
+    assert result["payload"] == {
+        "generationConfig": {
+            "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True},
+            "maxOutputTokens": 2548,
+        }
+    }
+
+
+def test_resolve_unregistered_model_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, result = resolve_json(
+        capsys, "--provider", "openai", "--model", "my-finetune", "--effort", "low"
+    )
+    assert code == 0
+    assert result["applied_effort"] == "low"
+    assert result["payload"] == {"reasoning_effort": "low"}
+    assert result["warnings"] == [
+        "model 'my-finetune' is not in the capability registry; sent {'reasoning_effort': "
+        "'low'} for reasoning_effort='low' by the openai wire without checking the tier "
+        "(register it with polythink.register_capability once known)"
+    ]
+
+
+@pytest.mark.parametrize(("policy", "applied"), [("drop", "auto"), ("nearest", "low")])
+def test_resolve_policy(capsys: pytest.CaptureFixture[str], policy: str, applied: str) -> None:
+    code, result = resolve_json(
+        capsys, "--provider", "glm", "--model", "glm-5.3", "--effort", "medium", "--policy", policy
+    )
+    assert code == 0
+    assert result["applied_effort"] == applied
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "cheapest"),
+    [("glm", "glm-5.3", "low"), ("deepseek", "deepseek-reasoner", "auto")],
+)
+def test_resolve_none_on_a_model_that_cannot_switch_off(
+    capsys: pytest.CaptureFixture[str], provider: str, model: str, cheapest: str
+) -> None:
+    code, result = resolve_json(
+        capsys, "--provider", provider, "--model", model, "--effort", "none"
+    )
+    assert code == 1
+    assert list(result) == ["error"]
+    assert set(result["error"]) == {"type", "message"}
+    assert result["error"]["type"] == "ThinkingUnsupportedError"
+    assert result["error"]["message"].startswith(
+        f"model {model!r} cannot switch reasoning off, so reasoning_effort='none' cannot be "
+        f"satisfied; its cheapest tier is {cheapest!r}: ask for reasoning_effort={cheapest!r}"
+    )
+
+
+def test_resolve_error_policy_lists_accepted_tiers(capsys: pytest.CaptureFixture[str]) -> None:
+    code, result = resolve_json(
+        capsys, "--provider", "glm", "--model", "glm-5.3", "--effort", "medium", "--policy", "error"
+    )
+    assert code == 1
+    assert result == {
+        "error": {
+            "type": "ThinkingUnsupportedError",
+            "message": "model 'glm-5.3' does not accept reasoning_effort='medium'; accepted "
+            "tiers: low, high, max (effort_fallback='error'; 'nearest' maps to the nearest "
+            "accepted tier)",
+        }
+    }
+
+
+def test_resolve_human_error_exits_1_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "resolve", "--provider", "glm", "--model", "glm-5.3", "--effort", "none"
+    )
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1
+    assert err.startswith(
+        "polythink resolve: ThinkingUnsupportedError: model 'glm-5.3' cannot switch reasoning "
+        "off, so reasoning_effort='none' cannot be satisfied; its cheapest tier is 'low'"
+    )
+
+
+# --------------------------------------------------------------------------- models
+
+
+def test_models_json_lists_every_registered_model(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "models", "--json")
+    assert (code, err) == (0, "")
+    listed = json.loads(out)
+    assert [m["model"] for m in listed] == [c.model for c in all_capabilities()]
+    assert {"gpt-5.5", "glm-5.3", "claude-opus-4-7", "deepseek-reasoner", "kimi-k3"} <= {
+        m["model"] for m in listed
+    }
+    by_name = {m["model"]: m for m in listed}
+    assert by_name["gpt-5.5"] == {
+        "model": "gpt-5.5",
+        "provider": "openai",
+        "supported_efforts": ["none", "low", "medium", "high", "xhigh"],
+        "default_effort": "medium",
+        "budget_min": None,
+        "budget_max": None,
+        "max_output_tokens": 128000,
+        "evidence": by_name["gpt-5.5"]["evidence"],
+        "aliases": [],
+    }
+    assert by_name["gpt-5.5"]["evidence"].startswith("documented: OAI-DOC-deploy")
+    assert by_name["gemini-2.5-pro"]["budget_min"] == 128
+    assert by_name["gemini-2.5-pro"]["budget_max"] == 32768
+    assert by_name["gemini-3-pro-preview"]["aliases"] == ["gemini-3-pro"]
+
+
+def test_models_table_lists_every_registered_model(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    first_cells = {line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")}
+    assert {c.model for c in all_capabilities()} <= first_cells
+    row = next(line for line in out.splitlines() if line.startswith("│ gemini-2.5-pro "))
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[:6] == [
+        "gemini-2.5-pro",
+        "gemini",
+        "minimal low medium high xhigh max",
+        "auto",
+        "128-32768",
+        "65536",
+    ]
+    assert cells[6].startswith("documented: GEM-DOC-thinking budget table")
+
+
+def test_models_provider_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "models", "--provider", "gemini", "--json")
+    assert code == 0
+    names = [m["model"] for m in json.loads(out)]
+    assert names == [c.model for c in all_capabilities() if c.provider == "gemini"]
+    assert "gemini-2.5-pro" in names
+    assert {m["provider"] for m in json.loads(out)} == {"gemini"}
+
+
+def test_models_openai_responses_lists_openai_models(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "models", "--provider", "openai-responses", "--json")
+    assert code == 0
+    assert [m["model"] for m in json.loads(out)] == [c.model for c in all_capabilities("openai")]
+
+
+def test_models_provider_without_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "models", "--provider", "vllm")
+    assert code == 0
+    assert out == (
+        "no models registered for provider 'vllm'; a model of another provider resolves by "
+        "its name (polythink resolve --model M)\n"
+    )
+
+
+# --------------------------------------------------------------------------- bad arguments
+
+ACCEPTED_EFFORTS = (
+    "none, minimal, low, medium, high, xhigh, max, auto (aliases: off, on, true, false)"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["frob"],
+            "polythink: error: argument command: invalid choice: 'frob' (choose from 'demo', "
+            "'resolve', 'models', 'simulate')",
+        ),
+        ([], "polythink: error: a command is required; accepted: demo, resolve, models, simulate"),
+        (
+            ["resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "hgih"],
+            f"polythink resolve: error: argument --effort: unknown reasoning effort 'hgih'; "
+            f"accepted: {ACCEPTED_EFFORTS}",
+        ),
+        (
+            ["resolve", "--provider", "bogus", "--model", "m", "--effort", "low"],
+            "polythink resolve: error: argument --provider: invalid choice: 'bogus' (choose from "
+            + ", ".join(repr(p) for p in PROVIDERS)
+            + ")",
+        ),
+        (
+            ["resolve", "--provider", "openai", "--model", "gpt-5.5"],
+            "polythink resolve: error: the following arguments are required: --effort",
+        ),
+        (
+            [
+                "resolve",
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "--effort",
+                "low",
+                "--max-tokens",
+                "0",
+            ],
+            "polythink resolve: error: argument --max-tokens: expected a positive whole number of "
+            "tokens, got '0'",
+        ),
+        (
+            ["resolve", "--provider", "openai", "--model", "m", "--effort", "low", "--policy", "x"],
+            "polythink resolve: error: argument --policy: invalid choice: 'x' (choose from "
+            "'nearest', 'error', 'drop')",
+        ),
+        (
+            ["models", "--frob"],
+            "polythink models: error: unrecognized arguments: --frob; accepted options: --help, "
+            "--provider, --json",
+        ),
+        (
+            ["simulate", "--port", "70000"],
+            "polythink simulate: error: argument --port: expected a port from 0 to 65535 "
+            "(0 = any free port), got '70000'",
+        ),
+        (
+            ["simulate", "--latency", "-1"],
+            "polythink simulate: error: argument --latency: expected seconds as a number >= 0, "
+            "got '-1'",
+        ),
+        (
+            ["demo", "--base-url-root", "127.0.0.1:8787"],
+            "polythink demo: error: argument --base-url-root: expected an http:// or https:// URL "
+            "such as http://127.0.0.1:8787, got '127.0.0.1:8787'",
+        ),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out, err) == (2, "", line + "\n")
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "resolve", "--help")
+    assert (code, err) == (0, "")
+    assert out.startswith("usage: polythink resolve")
+    assert "--max-tokens N" in out
+
+
+# --------------------------------------------------------------------------- simulate
+
+
+def test_simulate_serves_until_interrupted() -> None:
+    assert CONSOLE_SCRIPT.exists(), f"console script missing: {CONSOLE_SCRIPT} (pip install -e .)"
+    process = subprocess.Popen(
+        [str(CONSOLE_SCRIPT), "simulate", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        match = re.fullmatch(
+            r"polythink simulator listening on (http://127\.0\.0\.1:\d+); a provider's base URL "
+            r"is \1/\{provider\}/v1 \(Ctrl-C stops\)\n",
+            banner,
+        )
+        assert match, banner
+        body = {
+            "model": "gpt-5.5",
+            "messages": [{"role": "user", "content": "hi"}],
+            "reasoning_effort": "high",
+        }
+        response = httpx.post(f"{match[1]}/openai/v1/chat/completions", json=body, timeout=10)
+        assert response.status_code == 200
+        assert response.json()["usage"]["completion_tokens_details"]["reasoning_tokens"] == 320
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (process.returncode, out, err) == (0, "", "")
+
+
+def test_simulate_port_in_use_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = run(capsys, "simulate", "--port", str(port))
+    assert (code, out) == (1, "")
+    assert err == f"polythink simulate: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+# --------------------------------------------------------------------------- demo data
+
+
+@pytest.mark.parametrize("call", DEMO_CALLS, ids=lambda c: f"{c.provider}:{c.model}:{c.effort}")
+def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
+    # Rows of every protocol are checked here, also those whose transport is not built yet.
+    try:
+        applied = resolve(call.effort, provider=call.provider, model=call.model).applied_effort
+    except ThinkingUnsupportedError:
+        assert call.expect == "ThinkingUnsupportedError"
+    else:
+        assert applied is not None
+        assert applied.value == call.expect
+
+
+def test_demo_rows_cover_mapping_refusal_streaming_and_tools() -> None:
+    mapped = [c for c in DEMO_CALLS if c.expect not in (c.effort, "ThinkingUnsupportedError")]
+    refused = [c for c in DEMO_CALLS if c.expect == "ThinkingUnsupportedError"]
+    assert ("gpt-5.1", "minimal", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    assert ("glm-5.3", "medium", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    assert [(c.model, c.effort) for c in refused] == [("glm-5.3", "none")]
+    assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools"}
+    assert {c.provider for c in DEMO_CALLS} >= {"openai", "anthropic", "openai-responses", "gemini"}
