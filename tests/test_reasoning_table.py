@@ -14,6 +14,10 @@ model's ``supported_efforts`` and ``default_effort`` from ``capabilities.toml``:
 - where the wire cannot say "on" without a strength (top-level ``reasoning_effort`` on a tiered
   model whose default does not reason; Anthropic manual budgets), ``auto`` is sent as the
   model's default strength, else its middle strength (the cheaper of two middles).
+- fragments per wire as documented in ``resolve``: Anthropic adaptive asks for
+  ``display: summarized`` where the model omits thinking text by default; Gemini 2.5 ``auto``
+  sends a dynamic budget (-1) only where the model would not think on its own; manual budgets
+  shrink near the model's output ceiling to keep the caller's answer room.
 
 Notation: one tuple per model, ``(nearest, error, drop)``; each string lists the applied tier
 for the requested tiers ``none minimal low medium high xhigh max auto`` in that order; ``!`` is
@@ -136,17 +140,17 @@ TABLE: dict[str, tuple[str, str, str]] = {
 
 # Reasoning budgets in tokens per strength (minimal low medium high xhigh max), after clamping
 # to each model's range: the tier table is 1024 2048 8192 16384 24576 32768; Gemini 2.5 Flash
-# and Flash-Lite stop at 24576 (GEM-DOC-thinking); Claude Opus 4.0/4.1 stop one token under
-# their 32000 output ceiling.
+# and Flash-Lite stop at 24576 (GEM-DOC-thinking); on Claude Opus 4.0/4.1 (32000 output
+# tokens) ``max`` shrinks to 32000 - 4096 so the default 4096-token answer room stays whole.
 STRENGTHS = ("minimal", "low", "medium", "high", "xhigh", "max")
 _TABLE_BUDGETS = (1024, 2048, 8192, 16384, 24576, 32768)
 _CAP_24576 = (1024, 2048, 8192, 16384, 24576, 24576)
-_CAP_31999 = (1024, 2048, 8192, 16384, 24576, 31999)
+_CAP_27904 = (1024, 2048, 8192, 16384, 24576, 27904)
 BUDGETS: dict[str, tuple[int, ...]] = {
     "claude-3-7-sonnet": _TABLE_BUDGETS,
     "claude-sonnet-4-0": _TABLE_BUDGETS,
-    "claude-opus-4-0": _CAP_31999,
-    "claude-opus-4-1": _CAP_31999,
+    "claude-opus-4-0": _CAP_27904,
+    "claude-opus-4-1": _CAP_27904,
     "claude-sonnet-4-5": _TABLE_BUDGETS,
     "claude-haiku-4-5": _TABLE_BUDGETS,
     "claude-opus-4-5": _TABLE_BUDGETS,
@@ -172,8 +176,19 @@ ANTHROPIC_CEILINGS: dict[str, tuple[int, ...]] = {
 }
 
 # Models whose own default reasons, where "none" must be sent explicitly on the Anthropic and
-# Gemini wires (elsewhere omitting thinking is how it is switched off).
-DEFAULT_REASONS = {"claude-opus-5", "claude-sonnet-5", "gemini-2.5-flash"}
+# Gemini wires (elsewhere omitting thinking is how it is switched off), and where Gemini's
+# ``auto`` needs no dynamic budget (-1) because the model already thinks dynamically.
+DEFAULT_REASONS = {"claude-opus-5", "claude-sonnet-5", "gemini-2.5-pro", "gemini-2.5-flash"}
+# Anthropic models that omit thinking text unless ``display: summarized`` is asked (WIRE §3.1).
+OMITTED_DISPLAY = {
+    "claude-opus-4-7",
+    "claude-opus-4-8",
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-sonnet-5-5",
+    "claude-fable-5",
+    "claude-mythos-5",
+}
 NOT_REASONING = {"gpt-4o", "gpt-4o-mini", "gpt-4.1", "grok-3"}
 
 
@@ -204,17 +219,22 @@ def fragment(model: str, provider: str, thinking: str | None, applied: str) -> d
                 "thinking": {"type": "enabled", "budget_tokens": BUDGETS[model][i]},
                 "max_tokens": ANTHROPIC_CEILINGS[model][i],
             }
+        adaptive = {"type": "adaptive"}
+        if model in OMITTED_DISPLAY:
+            adaptive["display"] = "summarized"
         if applied == "auto":
-            return {"thinking": {"type": "adaptive"}}
-        return {"thinking": {"type": "adaptive"}, "output_config": {"effort": applied}}
+            return {"thinking": adaptive}
+        return {"thinking": adaptive, "output_config": {"effort": applied}}
     assert provider == "gemini"
     if applied == "none":
         if model not in DEFAULT_REASONS:
             return {}
         return {"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}}
     if thinking == "budget":
-        if applied == "auto":
-            config: dict[str, Any] = {"thinkingBudget": -1, "includeThoughts": True}
+        if applied == "auto" and model in DEFAULT_REASONS:
+            config: dict[str, Any] = {"includeThoughts": True}
+        elif applied == "auto":
+            config = {"thinkingBudget": -1, "includeThoughts": True}
         else:
             budget = BUDGETS[model][STRENGTHS.index(applied)]
             config = {"thinkingBudget": budget, "includeThoughts": True}
@@ -329,7 +349,12 @@ def test_none_on_a_model_that_cannot_switch_off_names_its_cheapest_tier(
         ("o3-mini", "openai", {}),
         ("gpt-5.4", "openai", {}),
         ("deepseek-reasoner", "deepseek", {"thinking": {"type": "enabled"}}),
-        ("claude-opus-4-7", "anthropic", {"thinking": {"type": "adaptive"}}),
+        ("claude-opus-4-6", "anthropic", {"thinking": {"type": "adaptive"}}),
+        (
+            "claude-opus-4-7",
+            "anthropic",
+            {"thinking": {"type": "adaptive", "display": "summarized"}},
+        ),
         (
             "gemini-3-pro-preview",
             "gemini",
@@ -398,8 +423,11 @@ def test_budget_below_the_model_minimum_is_raised_to_it() -> None:
         (1000, "minimal", 1024, 2024),
         (1000, "high", 16384, 17384),
         (100, "low", 2048, 2148),
-        (50000, "high", 16384, 64000),
-        (64000, "max", 32768, 64000),
+        # near the 64000-token ceiling the budget shrinks to keep the caller's answer room,
+        # never below Anthropic's 1024
+        (50000, "high", 14000, 64000),
+        (60000, "xhigh", 4000, 64000),
+        (64000, "max", 1024, 64000),
     ],
 )
 def test_anthropic_manual_budget_and_raised_ceiling(
@@ -439,7 +467,7 @@ def test_anthropic_budget_stays_below_a_small_max_output() -> None:
         "max", provider="anthropic", model="claude-small-out", capability=cap, max_tokens=2000
     )
     assert dict(result.payload) == {
-        "thinking": {"type": "enabled", "budget_tokens": 8191},
+        "thinking": {"type": "enabled", "budget_tokens": 6192},
         "max_tokens": 8192,
     }
 
@@ -483,10 +511,10 @@ def test_openrouter_wire(tier: str, payload: dict[str, Any]) -> None:
     ("model", "tier", "applied", "payload"),
     [
         ("gpt-5.5", "none", "none", {"reasoning": {"effort": "none"}}),
-        ("gpt-5.5", "xhigh", "xhigh", {"reasoning": {"effort": "xhigh", "summary": "auto"}}),
-        ("gpt-5.5", "auto", "auto", {"reasoning": {"summary": "auto"}}),
-        ("gpt-5.1", "auto", "medium", {"reasoning": {"effort": "medium", "summary": "auto"}}),
-        ("gpt-5.1", "minimal", "low", {"reasoning": {"effort": "low", "summary": "auto"}}),
+        ("gpt-5.5", "xhigh", "xhigh", {"reasoning": {"effort": "xhigh"}}),
+        ("gpt-5.5", "auto", "auto", {}),
+        ("gpt-5.1", "auto", "medium", {"reasoning": {"effort": "medium"}}),
+        ("gpt-5.1", "minimal", "low", {"reasoning": {"effort": "low"}}),
         ("gpt-4o", "none", "none", {}),
     ],
 )
