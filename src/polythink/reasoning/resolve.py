@@ -14,6 +14,11 @@
    passes on every model that reasons; a model that only switches on and off maps any
    strength to ``auto`` (``nearest``/``drop``).
 
+Where a wire cannot ask for reasoning without naming a strength (top-level
+``reasoning_effort`` on a tiered model whose own default does not reason; Anthropic manual
+budgets), ``auto`` is sent as the model's default strength, else its middle strength (the
+cheaper of two middles), and that strength is the applied tier.
+
 Budget wires (Anthropic manual thinking, Gemini 2.5 ``thinkingBudget``, Qwen
 ``thinking_budget``) turn a tier into tokens with :data:`TIER_BUDGET_TOKENS`, clamp to the
 model's range, keep Anthropic's ``1024 <= budget_tokens < max_tokens``, and raise the output
