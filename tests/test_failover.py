@@ -19,7 +19,7 @@ from polythink.errors import (
     ThinkingUnsupportedError,
     TransientError,
 )
-from polythink.middleware.failover import CircuitBreaker, Failover
+from polythink.middleware.failover import CircuitBreaker, Failover, counts_against
 from polythink.types import Message, Request, Response, StreamEvent
 from tests.resilience_helpers import (
     MESSAGES,
@@ -408,3 +408,15 @@ async def test_client_raises_the_last_sources_error_when_all_fail() -> None:
         (TransientError, "connection_error", 3)
     ]
     assert clock.sleeps == [0.5, 1.0, 1.5, 1.5]
+
+
+def test_what_counts_against_a_source() -> None:
+    assert counts_against(_rate(0))
+    assert counts_against(_down(0))
+    assert counts_against(TransientError("reset", error_type="connection_error"))
+    assert counts_against(AuthError("bad key", status_code=401))
+    assert counts_against(StreamInterruptedError("cut"))
+    refused = RateLimitedError("not sent", error_type="concurrency_limit", retry_after=1.0)
+    assert not counts_against(refused)
+    assert not counts_against(RequestRejectedError("bad", status_code=400))
+    assert not counts_against(ThinkingUnsupportedError("no such tier"))

@@ -23,7 +23,9 @@ from opentelemetry.trace import TracerProvider
 
 from polythink.config import Source, sources_from_env, sources_from_toml
 from polythink.middleware.base import Chain, Middleware, compose
+from polythink.middleware.cache import CacheMiddleware, cache_store
 from polythink.middleware.failover import Failover
+from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
 from polythink.middleware.retry import RetryMiddleware
 from polythink.middleware.telemetry import TelemetryMiddleware
@@ -49,10 +51,18 @@ _LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 class Client:
     """A chat client over an ordered list of sources.
 
+    Each source keeps its own ``rpm``, ``tpm`` and ``max_concurrency``: a call that a source
+    cannot take at once goes to the next source, and the last source makes it wait, up to the
+    call's deadline (see :class:`~polythink.middleware.ratelimit.RateLimitMiddleware`).
+
     Args:
         sources: where calls may go, tried in order (see :class:`~polythink.Source`).
-        cache: response cache: ``None``/``False`` (off), ``True`` (the user cache
-            directory), a path, or a cache object.
+        cache: response cache: ``None``/``False`` (off), ``True`` (a diskcache in the user
+            cache directory, ``$XDG_CACHE_HOME/polythink`` or ``~/.cache/polythink``), a
+            directory path, or a store object with ``get``/``set``/``delete`` such as a
+            ``diskcache.Cache`` or a :class:`~polythink.middleware.cache.DiskStore` (which
+            also takes a TTL and a size limit); see
+            :class:`~polythink.middleware.cache.CacheStore`.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
             keeps ownership (it is not closed with the client).
         tracer_provider: OpenTelemetry tracer provider for the one span per call; ``None``
@@ -62,8 +72,8 @@ class Client:
         capture_content: record prompts and completions on spans (off by default).
 
     Raises:
-        ValueError: for an empty source list, a bad source, a missing API key, or a
-            provider whose transport is not available.
+        ValueError: for an empty source list, a bad source, a missing API key, a
+            provider whose transport is not available, or an unusable ``cache`` value.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -92,6 +102,7 @@ class Client:
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
         self._reasoning: list[ReasoningMiddleware] = []
+        self._limits: list[RateLimitMiddleware] = []
         self._retry: list[RetryMiddleware] = []
         for i, source in enumerate(sources):
             profile = get_provider(source.provider)
@@ -105,6 +116,15 @@ class Client:
             self._transport_classes.append(transport_class(profile.wire))
             self._reasoning.append(ReasoningMiddleware(source, i, profile))
             self._retry.append(RetryMiddleware(source, i))
+            # Every source but the last hands a call it cannot take at once to the next one.
+            wait = None if i == len(sources) - 1 else 0.0
+            self._limits.append(RateLimitMiddleware(source, i, profile, max_wait=wait))
+        store = cache_store(cache)
+        self._cache = (
+            CacheMiddleware(store, sources, ttl=getattr(store, "ttl", None))
+            if store is not None
+            else None
+        )
         self._telemetry = TelemetryMiddleware(
             sources,
             tracer_provider=tracer_provider,
@@ -161,11 +181,13 @@ class Client:
 
     def _source_layers(self, index: int) -> list[Middleware]:
         """Per-source layers, outermost first: rate limit, retry, reasoning."""
-        return [self._retry[index], self._reasoning[index]]
+        return [self._limits[index], self._retry[index], self._reasoning[index]]
 
     def _call_layers(self) -> list[Middleware]:
         """Per-call layers above failover, outermost first: telemetry, cache."""
-        return [self._telemetry]
+        if self._cache is None:
+            return [self._telemetry]
+        return [self._telemetry, self._cache]
 
     async def aclose(self) -> None:
         """Close the HTTP client if this client created it."""
@@ -197,9 +219,12 @@ class Client:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
 
         Raises:
-            ValueError: for malformed messages or tools, an unknown effort, or a
-                non-positive ``max_tokens`` or ``timeout``.
+            ValueError: for malformed messages or tools, an unknown effort, a
+                non-positive ``max_tokens`` or ``timeout``, or a ``cache`` other than
+                ``True``, ``False`` or ``"refresh"``.
         """
+        if cache is not True and cache is not False and cache != "refresh":
+            raise ValueError(f'cache must be True, False or "refresh"; got {cache!r}')
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
             raise ValueError(f"max_tokens must be a positive int (tokens); got {max_tokens!r}")
         if timeout is not None and (isinstance(timeout, bool) or not 0 < timeout < math.inf):

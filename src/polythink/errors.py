@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from polythink.types import Response
+    from polythink.types import RateLimit, Response
 
 __all__ = [
     "AuthError",
@@ -64,6 +64,7 @@ class PolythinkError(Exception):
         attempts: upstream calls made to this source for this error (set by the retry
             layer; ``None`` when no retry layer saw it).
         previous: errors of sources tried earlier in the same call (failover), oldest first.
+        rate_limit: the rate-limit state the provider's headers reported with the error.
     """
 
     def __init__(
@@ -91,6 +92,7 @@ class PolythinkError(Exception):
         self.body = body[:_MAX_BODY_CHARS] if body is not None else None
         self.attempts: int | None = None
         self.previous: list[PolythinkError] = []
+        self.rate_limit: RateLimit | None = None
 
     def __str__(self) -> str:
         parts = [self.message]

@@ -71,10 +71,14 @@ def fails_over(error: PolythinkError) -> bool:
 def counts_against(error: PolythinkError) -> bool:
     """Whether ``error`` says the source itself is unhealthy (feeds its circuit breaker).
 
-    Rate limits, transient failures, auth failures and streams cut mid-way do; a rejected
-    request (including a reasoning tier the model lacks) says nothing about the source.
+    Rate limits the provider reported, transient failures (timeouts included), auth failures
+    and streams cut mid-way do. A rejected request (including a reasoning tier the model
+    lacks) says nothing about the source, nor does a refusal by polythink's own rate limiter
+    (a :class:`~polythink.errors.RateLimitedError` without a status: the call was not sent).
     """
-    return isinstance(error, RateLimitedError | TransientError | AuthError | StreamInterruptedError)
+    if isinstance(error, RateLimitedError):
+        return error.status_code is not None
+    return isinstance(error, TransientError | AuthError | StreamInterruptedError)
 
 
 class CircuitBreaker:

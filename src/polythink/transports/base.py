@@ -8,7 +8,6 @@ failure to polythink's error taxonomy exactly once, here, with ``raise … from`
 from __future__ import annotations
 
 import codecs
-import datetime
 import email.utils
 import json
 import math
@@ -16,6 +15,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import anyio
@@ -33,7 +33,7 @@ from polythink.errors import (
     redact,
 )
 from polythink.providers import ProviderProfile
-from polythink.types import Request, Response, StreamEvent
+from polythink.types import RateLimit, Request, Response, StreamEvent
 
 __all__ = [
     "TRANSPORT_ERRORS",
@@ -44,6 +44,8 @@ __all__ = [
     "error_from_body",
     "error_from_status",
     "error_from_transport",
+    "parse_duration",
+    "parse_rate_limit",
     "parse_retry_after",
 ]
 
@@ -186,8 +188,111 @@ def parse_retry_after(
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.UTC)
+        parsed = parsed.replace(tzinfo=UTC)
     return max(0.0, parsed.timestamp() - (now or time.time)())
+
+
+_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_GO_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+def parse_duration(raw: str) -> float | None:
+    """Return a Go duration string (``6m0s``, ``1s``, ``12ms``, ``1h2m3.5s``) in seconds.
+
+    OpenAI sends its ``x-ratelimit-reset-*`` values in this form (WIRE.md §8.1; go-openai
+    parses them with ``time.ParseDuration``). A bare number is taken as seconds. Anything
+    else, or a negative value, gives ``None``.
+    """
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 and math.isfinite(seconds) else None
+    total = 0.0
+    position = 0
+    for match in _GO_DURATION.finditer(text):
+        if match.start() != position:
+            return None
+        total += float(match[1]) * _GO_UNITS[match[2]]
+        position = match.end()
+    if position != len(text) or position == 0:
+        return None
+    return total
+
+
+def _header_int(headers: Mapping[str, str], name: str) -> int | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def _reset_instant(raw: str | None, now: Callable[[], float]) -> float | None:
+    if raw is None:
+        return None
+    try:
+        instant = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        return parse_duration(raw)
+    if instant.tzinfo is None:
+        return None
+    return max(0.0, instant.timestamp() - now())
+
+
+def parse_rate_limit(
+    headers: Mapping[str, str], now: Callable[[], float] = time.time
+) -> RateLimit | None:
+    """Read the provider's rate-limit headers; ``None`` when it sent none.
+
+    OpenAI (and the OpenAI-compatible providers that copy it):
+    ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, resets as Go durations.
+    Anthropic: ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}``, resets as
+    RFC 3339 instants, turned into seconds from ``now()`` (wall clock, never below 0).
+    Negative or malformed values become ``None``. Sources: WIRE.md §8.1-8.2; recorded
+    headers in ``llm_openai_responses_plain_stream.yaml`` and ``llmanthropic_plain_stream.yaml``.
+    """
+    if headers.get("x-ratelimit-limit-requests") is not None or (
+        headers.get("x-ratelimit-remaining-tokens") is not None
+    ):
+        reset_requests = headers.get("x-ratelimit-reset-requests")
+        reset_tokens = headers.get("x-ratelimit-reset-tokens")
+        return RateLimit(
+            requests_limit=_header_int(headers, "x-ratelimit-limit-requests"),
+            requests_remaining=_header_int(headers, "x-ratelimit-remaining-requests"),
+            requests_reset=parse_duration(reset_requests) if reset_requests else None,
+            tokens_limit=_header_int(headers, "x-ratelimit-limit-tokens"),
+            tokens_remaining=_header_int(headers, "x-ratelimit-remaining-tokens"),
+            tokens_reset=parse_duration(reset_tokens) if reset_tokens else None,
+        )
+    if headers.get("anthropic-ratelimit-requests-limit") is not None or (
+        headers.get("anthropic-ratelimit-tokens-remaining") is not None
+    ):
+        return RateLimit(
+            requests_limit=_header_int(headers, "anthropic-ratelimit-requests-limit"),
+            requests_remaining=_header_int(headers, "anthropic-ratelimit-requests-remaining"),
+            requests_reset=_reset_instant(headers.get("anthropic-ratelimit-requests-reset"), now),
+            tokens_limit=_header_int(headers, "anthropic-ratelimit-tokens-limit"),
+            tokens_remaining=_header_int(headers, "anthropic-ratelimit-tokens-remaining"),
+            tokens_reset=_reset_instant(headers.get("anthropic-ratelimit-tokens-reset"), now),
+        )
+    return None
 
 
 def _request_id(headers: Mapping[str, str]) -> str | None:
@@ -296,7 +401,8 @@ def error_from_status(
     ``retry_after`` comes from ``retry-after-ms`` / ``retry-after`` (see
     :func:`parse_retry_after`; ``now`` is its wall clock), else from a Gemini
     ``RetryInfo`` detail. ``should_retry`` is the ``x-should-retry`` header, else ``False``
-    for an exhausted quota. A body that is not JSON is kept (redacted) as the message.
+    for an exhausted quota. A body that is not JSON is kept (redacted) as the message. The
+    error's ``rate_limit`` holds the parsed rate-limit headers (:func:`parse_rate_limit`).
     """
     text = redact(content.decode("utf-8", errors="replace"), secrets)
     try:
@@ -322,7 +428,7 @@ def error_from_status(
         cls = ThinkingUnsupportedError
     else:
         cls = RequestRejectedError
-    return cls(
+    error = cls(
         f"{provider} answered HTTP {status}: {redact(summary, secrets)}",
         provider=provider,
         source_index=source_index,
@@ -333,6 +439,8 @@ def error_from_status(
         should_retry=should_retry,
         body=text,
     )
+    error.rate_limit = parse_rate_limit(headers)
+    return error
 
 
 _RATE_TYPES = frozenset(
@@ -591,6 +699,17 @@ class HTTPTransport:
                 timeout, the deadline (:class:`RequestTimeoutError`, ``"deadline"``), or a
                 body that is not JSON (:class:`TransientError`, ``"malformed_body"``).
         """
+        data, _ = await self.post_json_with_rate_limit(url, body, request)
+        return data
+
+    async def post_json_with_rate_limit(
+        self, url: str, body: Mapping[str, Any], request: Request
+    ) -> tuple[Any, RateLimit | None]:
+        """POST ``body``; return the parsed JSON of a 2xx answer and its rate-limit headers.
+
+        Raises:
+            PolythinkError: as :meth:`post_json`.
+        """
         response: httpx.Response | None = None
         try:
             with anyio.move_on_after(self._budget(request)):
@@ -612,7 +731,7 @@ class HTTPTransport:
                 secrets=self._secrets,
             )
         try:
-            return json.loads(content)
+            return json.loads(content), parse_rate_limit(response.headers)
         except ValueError as exc:
             raise TransientError(
                 f"{self.profile.id} answered HTTP {response.status_code} with a body that is "
@@ -721,8 +840,8 @@ class HTTPTransport:
                     yield event
 
     def in_band_error(self, error: Any, response: httpx.Response | None = None) -> PolythinkError:
-        """Map an error found inside a 2xx stream or body."""
-        return error_from_body(
+        """Map an error found inside a 2xx stream or body (with the answer's rate limits)."""
+        mapped = error_from_body(
             error,
             provider=self.profile.id,
             source_index=self.index,
@@ -730,3 +849,6 @@ class HTTPTransport:
             request_id=_request_id(response.headers) if response is not None else None,
             secrets=self._secrets,
         )
+        if response is not None:
+            mapped.rate_limit = parse_rate_limit(response.headers)
+        return mapped
