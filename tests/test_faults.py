@@ -12,6 +12,8 @@ import anyio
 import httpx
 import pytest
 
+from polythink import Client, Source
+from polythink.errors import StreamInterruptedError, TransientError
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import (
     DEFAULT_MIX,
@@ -22,7 +24,7 @@ from polythink.simulator.faults import (
     error_payload,
     in_band_frame,
 )
-from tests.resilience_helpers import FakeClock
+from tests.resilience_helpers import MESSAGES, FakeClock, client_with, collect
 
 WHEN = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -286,3 +288,63 @@ def test_script_then_seeded_random_draws() -> None:
 def test_plan_rejects_bad_settings(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="rate"):
         FaultPlan(**kwargs)
+
+
+WIRES = [
+    ("openai", "gpt-4o"),
+    ("openai-responses", "gpt-5.5"),
+    ("anthropic", "claude-sonnet-4-5"),
+    ("gemini", "gemini-2.5-flash"),
+]
+
+
+def _wire_client(sim: Simulator, provider: str, model: str, clock: FakeClock) -> Client:
+    src = Source(provider, model, api_key="sk-sim", base_url=sim.base_url(provider))
+    return client_with([src], clock=clock)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("provider", "model"), WIRES)
+async def test_every_wire_retries_faults_before_output(
+    sim: Simulator, plan: FaultPlan, provider: str, model: str
+) -> None:
+    clock = FakeClock()
+    async with _wire_client(sim, provider, model, clock) as client:
+        clean: list[str] = []
+        await collect(client.stream(MESSAGES), clean)
+        for fault in (
+            Fault.http(503),
+            Fault.http(429, retry_after=3),
+            Fault.reset(),
+            Fault.malformed(after_chunks=0),
+            Fault.in_band("overloaded_error", after_chunks=0),
+        ):
+            plan.add(fault)
+            before = sim.stats.requests
+            texts: list[str] = []
+            await collect(client.stream(MESSAGES), texts)
+            assert (fault.label, sim.stats.requests - before, texts) == (fault.label, 2, clean)
+    assert len(clean) == 12
+    assert clock.sleeps == [0.5, 3.0, 0.5, 0.5, 0.5]
+    assert plan.injected == {"503": 1, "429": 1, "reset": 1, "malformed_mid": 1, "in_band_mid": 1}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("provider", "model"), WIRES)
+async def test_every_wire_reports_a_cut_after_output(
+    sim: Simulator, plan: FaultPlan, provider: str, model: str
+) -> None:
+    clock = FakeClock()
+    async with _wire_client(sim, provider, model, clock) as client:
+        for fault in (Fault.reset(after_chunks=9), Fault.in_band("api_error", after_chunks=9)):
+            plan.add(fault)
+            before = sim.stats.requests
+            texts: list[str] = []
+            with pytest.raises(StreamInterruptedError) as caught:
+                await collect(client.stream(MESSAGES), texts)
+            assert sim.stats.requests - before == 1
+            assert texts
+            assert caught.value.partial is not None
+            assert caught.value.partial.text == "".join(texts)
+            assert type(caught.value.__cause__) is TransientError
+    assert clock.sleeps == []

@@ -334,10 +334,12 @@ class _FaultyResponse(SimResponse):
         fault: Fault | None,
         headers: Mapping[str, str],
         wire: str,
+        injected: Counter[str],
     ) -> None:
         super().__init__(inner._writer, inner.request, inner.settings)
         self.chunk_delay = inner.chunk_delay
         self._fault = fault
+        self._injected = injected
         self._extra = dict(headers)
         self._wire = wire
         self.chunks = 0
@@ -376,6 +378,7 @@ class _FaultyResponse(SimResponse):
 
     async def mid_stream(self, fault: Fault) -> None:
         """Apply ``fault`` between two chunks of a streamed answer."""
+        self._injected[fault.label] += 1
         if fault.kind == "reset":
             self.reset()
         elif fault.kind == "stall":
@@ -438,7 +441,8 @@ class FaultPlan:
         self._clock = clock
         self._wall = wall
         self.injected: Counter[str] = Counter()
-        """Faults injected so far, by :attr:`Fault.label`."""
+        """Faults applied so far, by :attr:`Fault.label` (a mid-stream fault past the end of
+        a shorter stream is never applied)."""
 
     def add(self, *faults: Fault | None) -> None:
         """Queue faults for the next requests (``None`` = a clean answer)."""
@@ -470,13 +474,11 @@ class FaultPlan:
     def _run(
         self, fault: Fault | None, headers: dict[str, str], wire: str, handle: Handler
     ) -> Handler:
-        if fault is not None:
-            self.injected[fault.label] += 1
-
         async def run(request: SimRequest, response: SimResponse) -> None:
             streamed = _wants_stream(request)
             early = fault is not None and (fault.after_chunks is None or not streamed)
-            proxy = _FaultyResponse(response, None if early else fault, headers, wire)
+            mid = None if early else fault
+            proxy = _FaultyResponse(response, mid, headers, wire, self.injected)
             try:
                 if (
                     fault is not None
@@ -502,6 +504,7 @@ class FaultPlan:
         streamed: bool,
     ) -> bool:
         """Apply ``fault`` before any byte of the answer; return whether it answered."""
+        self.injected[fault.label] += 1
         if fault.kind == "status":
             await response.send_json(
                 fault.status,
