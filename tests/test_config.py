@@ -29,7 +29,7 @@ def test_source_defaults_and_endpoint() -> None:
     assert source.endpoint == "https://api.anthropic.com/v1"
     assert source.effort is None
     assert source.effort_fallback == "nearest"
-    assert source.timeouts == Timeout(connect=5.0, first_byte=120.0, idle=120.0, total=600.0)
+    assert source.timeouts == Timeout(connect=5.0, first_byte=None, idle=120.0, total=600.0)
     custom = Source("openai", "gpt-5.5", base_url="https://proxy.example.test/v1/", timeout=30)
     assert custom.endpoint == "https://proxy.example.test/v1"
     assert custom.timeouts.total == 30.0

@@ -51,6 +51,24 @@ async def test_no_first_byte_fails_at_the_first_byte_timeout(
 
 
 @pytest.mark.anyio
+async def test_unset_first_byte_bounds_a_streams_head_by_idle_only(
+    sim: Simulator, plan: FaultPlan
+) -> None:
+    plan.add(Fault.stall(5.0), Fault.stall(0.8))
+    src = _source(sim, timeout=Timeout(idle=0.4), max_retries=0)
+    async with Client([src]) as client:
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as caught:
+            await collect(client.stream(MESSAGES), [])
+        elapsed = time.monotonic() - started
+        # A non-streamed answer comes only when the model is done: no idle limit applies.
+        slow = await client.complete(MESSAGES)
+    assert caught.value.error_type == "first_byte_timeout"
+    assert 0.4 <= elapsed < 0.9
+    assert slow.text.startswith("Simulated gpt-4o")
+
+
+@pytest.mark.anyio
 async def test_silence_after_output_fails_at_the_idle_timeout(
     sim: Simulator, plan: FaultPlan
 ) -> None:
@@ -147,7 +165,7 @@ def test_timeout_rejects_what_is_not_a_positive_finite_number(kwargs: dict[str, 
 
 def test_source_timeout_accepts_seconds_or_a_timeout() -> None:
     assert Source("openai", "gpt-4o", api_key="k", timeout=30).timeouts == Timeout(total=30.0)
-    assert Source("openai", "gpt-4o", api_key="k").timeouts == Timeout(5.0, 120.0, 120.0, 600.0)
+    assert Source("openai", "gpt-4o", api_key="k").timeouts == Timeout(5.0, None, 120.0, 600.0)
     custom = Timeout(connect=1.0, first_byte=2.0, idle=None, total=None)
     assert Source("openai", "gpt-4o", api_key="k", timeout=custom).timeouts is custom
 

@@ -35,8 +35,11 @@ class Timeout:
     Attributes:
         connect: to establish the connection (TCP + TLS); also bounds writing the request
             and waiting for a free pooled connection.
-        first_byte: from sending the request to the first byte of the response (for a
-            non-streamed call, the model's whole generation happens in this wait).
+        first_byte: from sending the request to the first byte of the response. ``None``
+            (the default): a streamed call waits for its head at most ``idle``, and a
+            non-streamed call — whose first byte comes only once the model has finished
+            reasoning and answering — only up to ``total``, so a long answer is not cut off
+            and paid for again on retry.
         idle: longest silence between two chunks of a streamed response.
         total: deadline for the whole call on this source: every attempt, the waits between
             them, and a stream to its last chunk. A per-call ``timeout`` replaces it.
@@ -46,7 +49,7 @@ class Timeout:
     """
 
     connect: float | None = 5.0
-    first_byte: float | None = 120.0
+    first_byte: float | None = None
     idle: float | None = 120.0
     total: float | None = 600.0
 

@@ -615,7 +615,8 @@ class HTTPTransport:
 
     Timeouts (:class:`~polythink.config.Timeout` of the source): ``connect`` bounds the
     connection (and a write, and waiting for a pooled connection); ``first_byte`` the wait
-    for the response head after sending; ``idle`` the silence between two chunks of a
+    for the response head after sending (unset: ``idle`` for a stream, nothing but the
+    deadline for a non-streamed answer); ``idle`` the silence between two chunks of a
     streamed body; the deadline (``request.timeout`` when set — the retry layer sets it to
     what is left of the total — else ``total``) the whole exchange, streams included.
 
@@ -655,6 +656,10 @@ class HTTPTransport:
         t = source.timeouts
         self._timeout = httpx.Timeout(
             connect=t.connect, read=t.first_byte, write=t.connect, pool=t.connect
+        )
+        head = t.first_byte if t.first_byte is not None else t.idle
+        self._stream_timeout = httpx.Timeout(
+            connect=t.connect, read=head, write=t.connect, pool=t.connect
         )
         self._idle = t.idle
         self._total = t.total
@@ -764,7 +769,7 @@ class HTTPTransport:
             url,
             content=dumps(body),
             headers=self.stream_headers,
-            timeout=self._timeout,
+            timeout=self._stream_timeout,
         )
         response: httpx.Response | None = None
         try:
