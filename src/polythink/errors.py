@@ -121,7 +121,8 @@ class RateLimitedError(PolythinkError):
 
     An exhausted quota or spend limit (OpenAI ``insufficient_quota``) is a 429 too, but
     waiting does not lift it: it carries ``should_retry=False`` so the retry layer gives up
-    at once and failover moves on.
+    at once and failover moves on. Without a ``status_code`` it is polythink's own rate
+    limiter refusing a call it could not send in time (``error_type`` names the limit).
     """
 
 
@@ -140,7 +141,8 @@ class RequestTimeoutError(TransientError):
     """A timeout; ``error_type`` says which one fired.
 
     - ``"connect_timeout"``: establishing the connection took longer than ``Timeout.connect``.
-    - ``"first_byte_timeout"``: no response within ``Timeout.first_byte`` of sending.
+    - ``"first_byte_timeout"``: no response head within ``Timeout.first_byte`` of sending
+      (for a stream with ``first_byte`` unset, within ``Timeout.idle``).
     - ``"idle_timeout"``: a stream was silent for longer than ``Timeout.idle``.
     - ``"write_timeout"`` / ``"pool_timeout"``: sending the body, or waiting for a free
       connection in the pool, took longer than ``Timeout.connect``.

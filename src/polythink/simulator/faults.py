@@ -336,6 +336,8 @@ class _FaultyResponse(SimResponse):
         wire: str,
         injected: Counter[str],
     ) -> None:
+        # Same connection as the server's own answer channel, so the wire module's bytes and
+        # the fault's go out interleaved exactly as written.
         super().__init__(inner._writer, inner.request, inner.settings)
         self.chunk_delay = inner.chunk_delay
         self._fault = fault
@@ -394,6 +396,8 @@ class _FaultyResponse(SimResponse):
 
     async def stall(self, seconds: float) -> None:
         """Send nothing for ``seconds``; reset at once when the client hangs up first."""
+        # Nothing reads the connection while an answer is written, so the reader's EOF (kept
+        # by asyncio's StreamWriter) is the only sign that the client hung up.
         reader = getattr(self._writer, "_reader", None)
         transport = self._writer.transport
         end = time.monotonic() + seconds
