@@ -134,6 +134,7 @@ async def test_per_call_timeout_is_the_total_deadline(sim: Simulator, plan: Faul
 
 
 @pytest.mark.anyio
+@pytest.mark.real_backoff
 async def test_the_deadline_covers_retries(sim: Simulator, plan: FaultPlan) -> None:
     plan.add(*[Fault.stall(5.0)] * 6)
     src = _source(sim, timeout=Timeout(first_byte=0.3, total=0.9), max_retries=5)
