@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 import respx.mocks
 
+from polythink.middleware.retry import RetryMiddleware
 from tests.cassettes import Cassette
 
 # respx patches httpcore by default, which only intercepts httpx's own pool; patching the
@@ -42,3 +45,22 @@ def shared_file(path: Path) -> Path:
 def cassette(name: str) -> Cassette:
     """Load the recording ``name`` from ../shared/fixtures/real (skip or fail if absent)."""
     return Cassette.load(shared_file(REAL / name))
+
+
+async def _no_wait(seconds: float) -> None:
+    await anyio.lowlevel.checkpoint()
+
+
+@pytest.fixture(autouse=True)
+def instant_retry_backoff(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the retry layer's backoff waits instant in clients built by tests.
+
+    Tests that assert exact waits inject their own ``sleep`` into ``RetryMiddleware``;
+    everywhere else a real 0.5-8 s backoff would only slow the suite. A test that needs the
+    real wait is marked ``@pytest.mark.real_backoff``.
+    """
+    if request.node.get_closest_marker("real_backoff"):
+        return
+    defaults = dict(RetryMiddleware.__init__.__kwdefaults__ or {})
+    defaults["sleep"] = _no_wait
+    monkeypatch.setattr(RetryMiddleware.__init__, "__kwdefaults__", defaults)

@@ -870,7 +870,7 @@ async def test_c18_in_band_error_is_typed_by_error_type(
     )
     with respx.mock(assert_all_called=True) as mock:
         mock.post(URL).mock(side_effect=[_sse_response(before), _sse_response(after)])
-        async with _client() as client:
+        async with _client(max_retries=0) as client:
             with pytest.raises(error_class) as first:
                 await _events(client, HI)
             seen: list[StreamEvent] = []

@@ -153,7 +153,8 @@ def test_resolve_json_reports_requested_tier_and_warning(
 
 EVERY_PROVIDER = {
     "openai": ("gpt-5.5", {"reasoning_effort": "high"}),
-    "openai-responses": ("gpt-5.5", {"reasoning": {"effort": "high", "summary": "auto"}}),
+    "openai-responses": ("gpt-5.5", {"reasoning": {"effort": "high"}}),
+    "openrouter-responses": ("openai/gpt-oss-20b", {"reasoning": {"effort": "high"}}),
     "anthropic": (
         "claude-opus-4-6",
         {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},

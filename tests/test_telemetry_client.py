@@ -110,6 +110,7 @@ async def test_complete_records_the_exact_span_and_metrics(
         "polythink.reasoning.applied_effort": "xhigh",
         "polythink.reasoning.observation": "observed",
         "polythink.warning.count": 1,
+        "polythink.attempts": 1,
     }
     assert [(e.name, attrs(e)) for e in span.events] == [
         ("polythink.warning", {"message": NEAREST})
@@ -174,6 +175,7 @@ async def test_simulated_stream_records_the_exact_span(otel: Otel, simulator: Si
         "polythink.reasoning.applied_effort": "high",
         "polythink.reasoning.observation": "observed",
         "polythink.warning.count": 0,
+        "polythink.attempts": 1,
     }
     assert [e.type for e in events].count("done") == 1
     (first,) = otel.points(FIRST_CHUNK)

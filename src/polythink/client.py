@@ -13,6 +13,7 @@ aiohttp's through the ``httpx-aiohttp`` transport (see :mod:`polythink.http`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -26,8 +27,11 @@ from opentelemetry.trace import TracerProvider
 from polythink.config import Source, sources_from_env, sources_from_toml
 from polythink.http import HTTPLayer, build_http_client, check_http_layer
 from polythink.middleware.base import Chain, Middleware, compose
+from polythink.middleware.cache import CacheMiddleware, cache_store
 from polythink.middleware.failover import Failover
+from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.middleware.retry import RetryMiddleware
 from polythink.middleware.telemetry import TelemetryMiddleware
 from polythink.providers import get_provider
 from polythink.transports import transport_class
@@ -49,10 +53,18 @@ __all__ = ["Client"]
 class Client:
     """A chat client over an ordered list of sources.
 
+    Each source keeps its own ``rpm``, ``tpm`` and ``max_concurrency``: a call that a source
+    cannot take at once goes to the next source, and the last source makes it wait, up to the
+    call's deadline (see :class:`~polythink.middleware.ratelimit.RateLimitMiddleware`).
+
     Args:
         sources: where calls may go, tried in order (see :class:`~polythink.Source`).
-        cache: response cache: ``None``/``False`` (off), ``True`` (the user cache
-            directory), a path, or a cache object.
+        cache: response cache: ``None``/``False`` (off), ``True`` (a diskcache in the user
+            cache directory, ``$XDG_CACHE_HOME/polythink`` or ``~/.cache/polythink``), a
+            directory path, or a store object with ``get``/``set``/``delete`` such as a
+            ``diskcache.Cache`` or a :class:`~polythink.middleware.cache.DiskStore` (which
+            also takes a TTL and a size limit); see
+            :class:`~polythink.middleware.cache.CacheStore`.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
             keeps ownership (it is not closed with the client).
         tracer_provider: OpenTelemetry tracer provider for the one span per call; ``None``
@@ -68,8 +80,8 @@ class Client:
 
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, a
-            provider whose transport is not available, or an unknown or unavailable
-            ``http``.
+            provider whose transport is not available, an unusable ``cache`` value, or an
+            unknown or unavailable ``http``.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -101,6 +113,8 @@ class Client:
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
         self._reasoning: list[ReasoningMiddleware] = []
+        self._limits: list[RateLimitMiddleware] = []
+        self._retry: list[RetryMiddleware] = []
         for i, source in enumerate(sources):
             profile = get_provider(source.provider)
             key = source.resolve_api_key()
@@ -112,6 +126,16 @@ class Client:
             self._keys.append(key)
             self._transport_classes.append(transport_class(profile.wire))
             self._reasoning.append(ReasoningMiddleware(source, i, profile))
+            self._retry.append(RetryMiddleware(source, i))
+            # Every source but the last hands a call it cannot take at once to the next one.
+            wait = None if i == len(sources) - 1 else 0.0
+            self._limits.append(RateLimitMiddleware(source, i, profile, max_wait=wait))
+        store = cache_store(cache)
+        self._cache = (
+            CacheMiddleware(store, sources, ttl=getattr(store, "ttl", None))
+            if store is not None
+            else None
+        )
         self._telemetry = TelemetryMiddleware(
             sources,
             tracer_provider=tracer_provider,
@@ -163,15 +187,18 @@ class Client:
                 api_key=self._keys[i],
             )
             stacks.append(compose(self._source_layers(i), transport))
-        self._chain = compose(self._call_layers(), Failover(stacks))
+        names = [f"{source.provider} {source.model}" for source in self.sources]
+        self._chain = compose(self._call_layers(), Failover(stacks, names=names))
 
     def _source_layers(self, index: int) -> list[Middleware]:
         """Per-source layers, outermost first: rate limit, retry, reasoning."""
-        return [self._reasoning[index]]
+        return [self._limits[index], self._retry[index], self._reasoning[index]]
 
     def _call_layers(self) -> list[Middleware]:
         """Per-call layers above failover, outermost first: telemetry, cache."""
-        return [self._telemetry]
+        if self._cache is None:
+            return [self._telemetry]
+        return [self._telemetry, self._cache]
 
     async def aclose(self) -> None:
         """Close the HTTP client if this client created it."""
@@ -203,12 +230,15 @@ class Client:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
 
         Raises:
-            ValueError: for malformed messages or tools, an unknown effort, or a
-                non-positive ``max_tokens`` or ``timeout``.
+            ValueError: for malformed messages or tools, an unknown effort, a
+                non-positive ``max_tokens`` or ``timeout``, or a ``cache`` other than
+                ``True``, ``False`` or ``"refresh"``.
         """
+        if cache is not True and cache is not False and cache != "refresh":
+            raise ValueError(f'cache must be True, False or "refresh"; got {cache!r}')
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
             raise ValueError(f"max_tokens must be a positive int (tokens); got {max_tokens!r}")
-        if timeout is not None and (isinstance(timeout, bool) or timeout <= 0):
+        if timeout is not None and (isinstance(timeout, bool) or not 0 < timeout < math.inf):
             raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
         return Request(
             messages=coerce_messages(messages),

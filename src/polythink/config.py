@@ -11,6 +11,7 @@ applies to sources without their own ``reasoning_effort``.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -29,25 +30,40 @@ _POLICIES = ("nearest", "error", "drop")
 
 @dataclass(frozen=True, slots=True)
 class Timeout:
-    """Timeouts in seconds; ``None`` disables one.
+    """Timeouts of one source, in seconds; ``None`` disables one.
 
     Attributes:
-        connect: to establish the connection (TCP + TLS).
-        first_byte: from sending the request to the first byte of the response.
+        connect: to establish the connection (TCP + TLS); also bounds writing the request
+            and waiting for a free pooled connection.
+        first_byte: from sending the request to the first byte of the response. ``None``
+            (the default): a streamed call waits for its head at most ``idle``, and a
+            non-streamed call — whose first byte comes only once the model has finished
+            reasoning and answering — only up to ``total``, so a long answer is not cut off
+            and paid for again on retry.
         idle: longest silence between two chunks of a streamed response.
-        total: deadline for the whole call, retries included.
+        total: deadline for the whole call on this source: every attempt, the waits between
+            them, and a stream to its last chunk. A per-call ``timeout`` replaces it.
+
+    Raises:
+        ValueError: for a value that is not a positive, finite number or ``None``.
     """
 
     connect: float | None = 5.0
-    first_byte: float | None = 120.0
+    first_byte: float | None = None
     idle: float | None = 120.0
     total: float | None = 600.0
 
     def __post_init__(self) -> None:
         for name in ("connect", "first_byte", "idle", "total"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int | float) or value <= 0):
-                raise ValueError(f"Timeout.{name} must be a positive number of seconds or None")
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value < math.inf
+            ):
+                raise ValueError(
+                    f"Timeout.{name} must be a positive number of seconds or None; got {value!r}"
+                )
 
     @classmethod
     def coerce(cls, value: Timeout | float | None) -> Timeout:
@@ -80,7 +96,8 @@ class Source:
         rpm, tpm, max_concurrency: requests per minute, tokens per minute, calls in flight.
         timeout: a :class:`Timeout`, or a number of seconds for the total deadline.
         max_retries: retries after the first attempt (``None`` = the default, 2).
-        headers: extra HTTP headers for every call to this source.
+        headers: extra HTTP headers for every call to this source (left out of ``repr``:
+            they may carry credentials).
         drop_params: drop parameters the provider would reject here, with one warning,
             instead of raising :class:`~polythink.errors.RequestRejectedError`.
         extra_body: provider-specific body fields merged into every request (last, so they
@@ -101,7 +118,7 @@ class Source:
     max_concurrency: int | None = None
     timeout: Timeout | float | None = None
     max_retries: int | None = None
-    headers: Mapping[str, str] | None = None
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
     drop_params: bool = False
     extra_body: Mapping[str, Any] | None = None
 
@@ -204,15 +221,31 @@ def _convert(field_name: str, raw: Any, where: str) -> Any:
     return raw
 
 
+def _effort(value: Any, where: str) -> Effort | None:
+    try:
+        return Effort.parse(value)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _flag(value: Any, name: str, where: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"{where}: {name} must be true or false; got {value!r}")
+
+
 def _thinking_default(thinking: Mapping[str, Any] | None, where: str) -> Effort | None:
     if not thinking:
         return None
-    enabled = thinking.get("enabled")
-    effort = Effort.parse(thinking.get("effort"))
+    unknown = set(thinking) - {"enabled", "effort"}
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: ['effort', 'enabled']")
+    enabled = _flag(thinking.get("enabled"), "enabled", where)
+    effort = _effort(thinking.get("effort"), where)
     if enabled is False and effort not in (None, Effort.NONE):
-        raise ValueError(
-            f"{where}: [thinking] enabled = false contradicts effort = {effort.value!r}"
-        )
+        raise ValueError(f"{where}: enabled = false contradicts effort = {effort.value!r}")
+    if enabled is True and effort is Effort.NONE:
+        raise ValueError(f"{where}: enabled = true contradicts effort = 'none'")
     if enabled is False:
         return Effort.NONE
     if effort is not None:
@@ -221,8 +254,8 @@ def _thinking_default(thinking: Mapping[str, Any] | None, where: str) -> Effort 
 
 
 def _build(fields: dict[str, Any], provider: str, where: str, default: Effort | None) -> Source:
-    enable = fields.pop("enable_thinking", None)
-    effort = Effort.parse(fields.get("reasoning_effort"))
+    enable = _flag(fields.pop("enable_thinking", None), "enable_thinking", where)
+    effort = _effort(fields.get("reasoning_effort"), where)
     if enable is not None:
         implied = Effort.AUTO if enable else Effort.NONE
         if effort is not None and (effort is Effort.NONE) != (implied is Effort.NONE):
@@ -234,7 +267,10 @@ def _build(fields: dict[str, Any], provider: str, where: str, default: Effort | 
     fields["reasoning_effort"] = effort if effort is not None else default
     if "model" not in fields:
         raise ValueError(f"{where}: a source needs a MODEL")
-    return Source(provider, **fields)
+    try:
+        return Source(provider, **fields)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> list[Source]:

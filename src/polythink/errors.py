@@ -9,7 +9,7 @@ retry-after (seconds) and a redacted copy of the body:
   cut before its first token.
 - :class:`RequestRejectedError`: 400, 404, 413, 422, and a reasoning configuration that the
   source cannot satisfy at request time.
-- :class:`AuthError`: 401, 403.
+- :class:`AuthError`: 401, 403, and 402 / billing errors.
 
 :class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
 carries what was assembled so far. Configuration mistakes raise ``ValueError`` (or
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from polythink.types import Response
+    from polythink.types import RateLimit, Response
 
 __all__ = [
     "AuthError",
@@ -53,11 +53,18 @@ class PolythinkError(Exception):
         error_type: the provider's error type or code (``"rate_limit_error"``,
             ``"unsupported_value"``, ...).
         request_id: the provider's request id header, for support tickets.
-        retry_after: seconds the server asked to wait (from ``retry-after-ms`` or
-            ``retry-after``).
-        should_retry: the server's ``x-should-retry`` verdict, when it sent one.
+        retry_after: seconds the server asked to wait (from ``retry-after-ms``, or
+            ``retry-after`` as seconds or an HTTP date); ``math.inf`` for a value too large
+            to represent.
+        should_retry: ``True``/``False`` when the server's ``x-should-retry`` header said so,
+            or ``False`` when polythink knows a retry cannot help (quota exhausted, a URL
+            or header the HTTP layer refuses to send); ``None`` otherwise. It overrides the
+            status rule of the retry layer.
         body: the response body, redacted and truncated to 2000 characters.
+        attempts: upstream calls made to this source for this error (set by the retry
+            layer; ``None`` when no retry layer saw it).
         previous: errors of sources tried earlier in the same call (failover), oldest first.
+        rate_limit: the rate-limit state the provider's headers reported with the error.
     """
 
     def __init__(
@@ -83,7 +90,9 @@ class PolythinkError(Exception):
         self.retry_after = retry_after
         self.should_retry = should_retry
         self.body = body[:_MAX_BODY_CHARS] if body is not None else None
+        self.attempts: int | None = None
         self.previous: list[PolythinkError] = []
+        self.rate_limit: RateLimit | None = None
 
     def __str__(self) -> str:
         parts = [self.message]
@@ -108,18 +117,37 @@ class PolythinkError(Exception):
 
 
 class RateLimitedError(PolythinkError):
-    """The provider refused the call for rate or quota (HTTP 429 or an in-band rate error)."""
+    """The provider refused the call for rate or quota (HTTP 429 or an in-band rate error).
+
+    An exhausted quota or spend limit (OpenAI ``insufficient_quota``) is a 429 too, but
+    waiting does not lift it: it carries ``should_retry=False`` so the retry layer gives up
+    at once and failover moves on. Without a ``status_code`` it is polythink's own rate
+    limiter refusing a call it could not send in time (``error_type`` names the limit).
+    """
 
 
 class TransientError(PolythinkError):
-    """A failure that may pass on retry: 5xx, 529/overloaded, connection error, timeout."""
+    """A failure that may pass on retry or on another source.
+
+    HTTP 408, 409, 5xx and 529 (``error_type`` ``"overloaded_error"`` on Anthropic), an
+    in-band server error, a connection that failed or broke before the first token
+    (``error_type`` ``"connection_error"``), a body that is not what the wire promises
+    (``"malformed_body"``), or a request the HTTP layer could not send to this source at
+    all (``should_retry=False``: retrying cannot help, another source may).
+    """
 
 
 class RequestTimeoutError(TransientError):
-    """A timeout: connect, time to first byte, idle time between stream chunks, or deadline.
+    """A timeout; ``error_type`` says which one fired.
 
-    ``error_type`` says which: ``"connect_timeout"``, ``"read_timeout"``,
-    ``"idle_timeout"`` or ``"deadline"``.
+    - ``"connect_timeout"``: establishing the connection took longer than ``Timeout.connect``.
+    - ``"first_byte_timeout"``: no response head within ``Timeout.first_byte`` of sending
+      (for a stream with ``first_byte`` unset, within ``Timeout.idle``).
+    - ``"idle_timeout"``: a stream was silent for longer than ``Timeout.idle``.
+    - ``"write_timeout"`` / ``"pool_timeout"``: sending the body, or waiting for a free
+      connection in the pool, took longer than ``Timeout.connect``.
+    - ``"deadline"``: the call's total deadline (``Timeout.total`` or the per-call
+      ``timeout``) passed.
     """
 
 
@@ -132,7 +160,11 @@ class RequestRejectedError(PolythinkError):
 
 
 class AuthError(PolythinkError):
-    """The credentials were missing, wrong or not allowed (HTTP 401, 403)."""
+    """The credentials were missing, wrong or not allowed (HTTP 401, 403).
+
+    Also HTTP 402 and Anthropic's ``billing_error``: the account cannot pay for the call,
+    which no retry fixes but another source may.
+    """
 
 
 class ThinkingUnsupportedError(RequestRejectedError, ValueError):

@@ -29,7 +29,7 @@ ReasoningWire = Literal[
     "thinking_type",  # "thinking": {"type"} (+ "reasoning_effort"): DeepSeek, GLM, Kimi
     "qwen",  # "enable_thinking": bool, "thinking_budget": N (DashScope)
     "vllm",  # "chat_template_kwargs": {"enable_thinking"} + "reasoning_effort"
-    "responses",  # "reasoning": {"effort", "summary"} (OpenAI Responses)
+    "responses",  # "reasoning": {"effort"} (OpenAI Responses; "summary" is the caller's)
     "anthropic",  # "thinking": {...} (+ "output_config": {"effort"})
     "gemini",  # "generationConfig": {"thinkingConfig": {...}}
 ]
@@ -64,6 +64,11 @@ class ProviderProfile:
         inline_think_tags: the provider may put reasoning inline in ``content`` as
             ``<think>…</think>`` (Groq ``reasoning_format: raw``, vLLM without a parser).
         stream_usage: send ``stream_options: {"include_usage": true}`` on streams.
+        encrypted_reasoning: on the Responses wire, ask for ``reasoning.encrypted_content``
+            (``include``) on models that reason, so reasoning items can be sent back on later
+            turns without server-side state. OpenAI answers 400 "Encrypted content is not
+            supported with this model" when it is asked of a model that does not reason
+            (ShishirPatil/gorilla#1148, 2025-08), so it is never sent to one.
     """
 
     id: str
@@ -80,6 +85,7 @@ class ProviderProfile:
     reasoning_format: str | None = None
     inline_think_tags: bool = False
     stream_usage: bool = True
+    encrypted_reasoning: bool = False
 
 
 PROVIDERS: dict[str, ProviderProfile] = {
@@ -100,6 +106,16 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="responses",
             max_tokens_field="max_output_tokens",
             reasoning_format="openai-responses",
+            encrypted_reasoning=True,
+        ),
+        ProviderProfile(
+            "openrouter-responses",
+            "openai_responses",
+            "https://openrouter.ai/api/v1",
+            ("OPENROUTER_API_KEY",),
+            reasoning_wire="responses",
+            max_tokens_field="max_output_tokens",
+            reasoning_format="openrouter-responses",
         ),
         ProviderProfile(
             "anthropic",

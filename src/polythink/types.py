@@ -21,6 +21,7 @@ __all__ = [
     "Effort",
     "FinishReason",
     "Message",
+    "RateLimit",
     "Request",
     "Resolution",
     "Response",
@@ -211,7 +212,8 @@ class Message:
       ``reasoning_format``; another wire ignores them, because signatures only verify where
       they were made.
     - ``reasoning_format``: the wire that produced ``reasoning_items``
-      (``anthropic``, ``openai-responses``, ``gemini``, ``openrouter``).
+      (``anthropic``, ``openai-responses``, ``openrouter-responses``, ``gemini``,
+      ``openrouter``).
     """
 
     role: str
@@ -296,6 +298,31 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimit:
+    """The rate-limit state a provider reported in the headers of one answer.
+
+    Read from OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` and
+    Anthropic's ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`` (the
+    ``tokens`` family is "the most restrictive limit currently in effect"); sources and
+    formats in WIRE.md §8.1-8.2. ``None`` means the header was absent or unusable (Azure has
+    been seen sending ``-1``).
+
+    - ``*_limit``: the provider's limit per minute (requests, or tokens).
+    - ``*_remaining``: what is left of it now.
+    - ``*_reset``: seconds from the answer until the budget is fully replenished (OpenAI
+      sends a Go duration such as ``6m0s``, Anthropic an RFC 3339 instant; both become
+      seconds here). It is not the wait for the next unit, which is usually shorter.
+    """
+
+    requests_limit: int | None = None
+    requests_remaining: int | None = None
+    requests_reset: float | None = None
+    tokens_limit: int | None = None
+    tokens_remaining: int | None = None
+    tokens_reset: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Resolution:
     """The outcome of resolving a requested effort for one source's model.
 
@@ -352,7 +379,9 @@ class Response:
     ``message`` is the assistant turn to append to the conversation; it carries the
     provider's opaque reasoning items so the next call sends them back. ``usage`` is
     ``None`` when the provider reported none. ``output_limited`` is true when the model hit
-    its output ceiling (``finish_reason == "length"``).
+    its output ceiling (``finish_reason == "length"``). ``rate_limit`` is the rate-limit
+    state the provider's headers reported with this answer, ``None`` when it sent none or
+    when the answer came from the cache.
     """
 
     text: str
@@ -371,6 +400,7 @@ class Response:
     cache_hit: bool = False
     output_limited: bool = False
     id: str | None = None
+    rate_limit: RateLimit | None = None
 
 
 @dataclass(frozen=True, slots=True)

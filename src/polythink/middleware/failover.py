@@ -1,33 +1,64 @@
-"""Failover: try the client's sources in order until one answers.
+"""Failover: try the client's sources in order until one answers; skip sources that keep failing.
 
 This layer is the junction between the per-call layers above it and the per-source stacks
-below it: it holds one composed handler per source. A source is skipped, and the next one
-tried, when it fails in a way another source might not: rate-limit or transient errors
-(after that source's own retries), authentication failures, and a reasoning configuration
-the source cannot satisfy. A request rejected for reasons every source would share is
-raised at once.
+below it: it holds one composed handler per source, each with its own rate limit and retry.
+A source's failure sends the call to the next source when another source might do better:
+rate-limit or transient errors (after that source's own retries), authentication or billing
+failures, and a reasoning configuration the source cannot satisfy. A request rejected for
+reasons every source would share (HTTP 400, 404, 413, 422) is raised at once.
+
+A :class:`CircuitBreaker` per source counts consecutive failed calls (rate limit,
+transient, auth, a stream cut mid-way); after ``threshold`` of them the source is skipped
+for ``cooldown`` seconds, then one probe call is let through: success closes the circuit,
+failure opens it for another cooldown. A skipped source counts as failed with an error of
+the class of its last real failure (``error_type`` ``"circuit_open"``, ``retry_after`` the
+cooldown left).
 
 When every source has failed, the last source's error is raised (its class, status and
-``retry_after``), with the earlier sources' errors in its ``previous`` list. A stream fails
-over only before its first event; after that the error reaches the caller.
+``retry_after``), with the earlier sources' errors in its ``previous`` list. A successful
+response reports the source that answered in ``source_index`` and, in ``warnings``, why
+each earlier source was passed over. A stream fails over only before its first output
+event (usage reports before it are held back); after that, the error reaches the caller.
+
+A per-call ``timeout`` is one deadline for the whole call: each source gets what is left of
+it, and no further source is tried once it is spent. Without one, each source has its own
+``Timeout.total``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+import dataclasses
+import math
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 
 from polythink.errors import (
     AuthError,
     PolythinkError,
     RateLimitedError,
+    RequestTimeoutError,
+    StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
 )
+from polythink.middleware._head import read_head
 from polythink.middleware.base import Handler
 from polythink.types import Request, Response, StreamEvent
 
-__all__ = ["Failover", "fails_over"]
+__all__ = [
+    "BREAKER_COOLDOWN",
+    "BREAKER_THRESHOLD",
+    "CircuitBreaker",
+    "Failover",
+    "counts_against",
+    "fails_over",
+]
+
+BREAKER_THRESHOLD = 5
+"""Consecutive failed calls that open a source's circuit."""
+BREAKER_COOLDOWN = 30.0
+"""Seconds an open circuit skips its source before letting one probe through."""
 
 
 def fails_over(error: PolythinkError) -> bool:
@@ -37,57 +68,310 @@ def fails_over(error: PolythinkError) -> bool:
     )
 
 
+def counts_against(error: PolythinkError) -> bool:
+    """Whether ``error`` says the source itself is unhealthy (feeds its circuit breaker).
+
+    Rate limits the provider reported, transient failures (timeouts included), auth failures
+    and streams cut mid-way do. A rejected request (including a reasoning tier the model
+    lacks) says nothing about the source, nor does a refusal by polythink's own rate limiter
+    (a :class:`~polythink.errors.RateLimitedError` without a status: the call was not sent).
+    """
+    if isinstance(error, RateLimitedError):
+        return error.status_code is not None
+    return isinstance(error, TransientError | AuthError | StreamInterruptedError)
+
+
+class CircuitBreaker:
+    """Skip one source after ``threshold`` consecutive failed calls, for ``cooldown`` seconds.
+
+    States: *closed* (calls pass, failures are counted), *open* (calls are skipped until the
+    cooldown ends), *half-open* (after the cooldown one probe passes and the others are still
+    skipped; its success closes the circuit, its failure opens it for another cooldown).
+    Every :meth:`allow` that returns ``True`` must be followed by exactly one of
+    :meth:`success`, :meth:`failure` or :meth:`release` (an outcome that says nothing about
+    the source's health, such as a cancelled call, frees the probe slot).
+
+    Args:
+        threshold: consecutive failures that open the circuit (>= 1).
+        cooldown: seconds the circuit stays open before a probe (> 0).
+        clock: monotonic seconds (injected by tests).
+
+    Raises:
+        ValueError: for a threshold below 1 or a non-positive cooldown.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_probing",
+        "cooldown",
+        "failures",
+        "last_error",
+        "opened_at",
+        "threshold",
+    )
+
+    def __init__(
+        self,
+        threshold: int = BREAKER_THRESHOLD,
+        cooldown: float = BREAKER_COOLDOWN,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+            raise ValueError(f"threshold must be an int >= 1; got {threshold!r}")
+        if isinstance(cooldown, bool) or not isinstance(cooldown, int | float) or cooldown <= 0:
+            raise ValueError(f"cooldown must be a positive number of seconds; got {cooldown!r}")
+        self.threshold = threshold
+        self.cooldown = float(cooldown)
+        self._clock = clock
+        self.failures = 0
+        """Consecutive failed calls so far."""
+        self.opened_at: float | None = None
+        """Clock time the circuit last opened; ``None`` while closed."""
+        self.last_error: PolythinkError | None = None
+        """The most recent failure counted."""
+        self._probing = False
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"open"`` or ``"half_open"`` (cooldown over or probe in flight)."""
+        if self.opened_at is None:
+            return "closed"
+        if self._probing or self._clock() - self.opened_at >= self.cooldown:
+            return "half_open"
+        return "open"
+
+    def remaining(self) -> float:
+        """Seconds until the circuit lets a probe through (0 when it would now)."""
+        if self.opened_at is None:
+            return 0.0
+        return max(0.0, self.opened_at + self.cooldown - self._clock())
+
+    def allow(self) -> bool:
+        """Whether a call may go to the source now; claims the probe slot when half-open."""
+        if self.opened_at is None:
+            return True
+        if self._probing or self._clock() - self.opened_at < self.cooldown:
+            return False
+        self._probing = True
+        return True
+
+    def success(self) -> None:
+        """Record a call the source answered: close the circuit."""
+        self.failures = 0
+        self.opened_at = None
+        self._probing = False
+
+    def failure(self, error: PolythinkError) -> None:
+        """Record a failed call; open the circuit at the threshold or on a failed probe."""
+        self.failures += 1
+        self.last_error = error
+        if self._probing or self.failures >= self.threshold:
+            self.opened_at = self._clock()
+        self._probing = False
+
+    def release(self) -> None:
+        """End a call that says nothing about the source's health (frees the probe slot)."""
+        self._probing = False
+
+
 class Failover:
     """Try ``sources`` (one composed handler per source) in order.
 
     Args:
         sources: the per-source handlers, in the client's source order.
+        names: how warnings name each source (for example ``"openai gpt-5.5"``);
+            defaults to ``"#N"``.
+        threshold, cooldown: the circuit breaker of each source (see
+            :class:`CircuitBreaker`).
+        clock: monotonic seconds for the breakers and the per-call deadline.
+
+    Raises:
+        ValueError: for an empty source list or a bad breaker setting.
     """
 
-    def __init__(self, sources: Sequence[Handler]) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Handler],
+        *,
+        names: Sequence[str] | None = None,
+        threshold: int = BREAKER_THRESHOLD,
+        cooldown: float = BREAKER_COOLDOWN,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not sources:
             raise ValueError("a client needs at least one source")
         self.sources = tuple(sources)
+        self.names = (
+            tuple(names) if names is not None else tuple(f"#{i}" for i in range(len(sources)))
+        )
+        if len(self.names) != len(self.sources):
+            raise ValueError("names must name every source")
+        self.breakers = tuple(CircuitBreaker(threshold, cooldown, clock) for _ in self.sources)
+        self._clock = clock
+
+    def _deadline(self, request: Request) -> float:
+        return math.inf if request.timeout is None else self._clock() + request.timeout
+
+    def _for_source(
+        self, request: Request, deadline: float, failures: list[PolythinkError]
+    ) -> Request | None:
+        """``request`` with what is left of the call's deadline; ``None`` when none is left.
+
+        The first source tried gets the request unchanged: its whole budget is left.
+        """
+        if deadline == math.inf or not failures:
+            return request
+        left = deadline - self._clock()
+        return request.with_(timeout=left) if left > 0 else None
+
+    def _skipped(self, index: int) -> PolythinkError:
+        breaker = self.breakers[index]
+        last = breaker.last_error
+        cls: type[PolythinkError] = TransientError
+        if last is not None and not isinstance(last, StreamInterruptedError):
+            cls = type(last)
+        wait = breaker.remaining()
+        return cls(
+            f"source {index} ({self.names[index]}) skipped: circuit open for another "
+            f"{wait:.1f} s after {breaker.failures} consecutive failures"
+            + (f" (last: {last.message})" if last is not None else ""),
+            provider=last.provider if last is not None else None,
+            source_index=index,
+            status_code=last.status_code if last is not None else None,
+            error_type="circuit_open",
+            retry_after=wait,
+        )
+
+    def _skip_note(self, index: int) -> str:
+        breaker = self.breakers[index]
+        return (
+            f"failover: source {index} ({self.names[index]}) skipped, circuit open for another "
+            f"{breaker.remaining():.1f} s after {breaker.failures} consecutive failures"
+        )
+
+    def _failure_note(self, index: int, error: PolythinkError) -> str:
+        details = [type(error).__name__]
+        if error.status_code is not None:
+            details.append(f"HTTP {error.status_code}")
+        if error.error_type:
+            details.append(error.error_type)
+        return (
+            f"failover: source {index} ({self.names[index]}) failed ({', '.join(details)}); "
+            "tried the next source"
+        )
+
+    def _outcome(self, index: int, error: PolythinkError) -> None:
+        breaker = self.breakers[index]
+        if counts_against(error):
+            breaker.failure(error)
+        else:
+            breaker.release()
+
+    @staticmethod
+    def _noted(response: Response, notes: list[str]) -> Response:
+        if not notes:
+            return response
+        return dataclasses.replace(response, warnings=[*response.warnings, *notes])
 
     async def complete(self, request: Request) -> Response:
         """Return the first source's answer that succeeds.
 
         Raises:
-            PolythinkError: a non-failover error at once, or the last source's error.
+            PolythinkError: a non-failover error at once, or the last source's error; either
+                way with the earlier sources' errors in ``previous``.
         """
+        deadline = self._deadline(request)
         failures: list[PolythinkError] = []
-        for handler in self.sources:
+        notes: list[str] = []
+        for index, handler in enumerate(self.sources):
+            breaker = self.breakers[index]
+            if not breaker.allow():
+                notes.append(self._skip_note(index))
+                failures.append(self._skipped(index))
+                continue
+            sub = self._for_source(request, deadline, failures)
+            if sub is None:
+                breaker.release()
+                break
             try:
-                return await handler.complete(request)
+                response = await handler.complete(sub)
             except PolythinkError as exc:
+                self._outcome(index, exc)
                 if not fails_over(exc):
+                    exc.previous = failures
                     raise
+                notes.append(self._failure_note(index, exc))
                 failures.append(exc)
+                continue
+            except BaseException:
+                breaker.release()
+                raise
+            breaker.success()
+            return self._noted(response, notes)
         raise _exhausted(failures)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
-        """Stream from the first source that produces an event.
+        """Stream from the first source that produces an output event.
 
         Raises:
-            PolythinkError: as :meth:`complete`; errors after the first event pass through.
+            PolythinkError: as :meth:`complete` before the first output event; after it,
+                the stream's own error (with ``previous`` set), never failed over.
         """
+        deadline = self._deadline(request)
         failures: list[PolythinkError] = []
-        for handler in self.sources:
-            started = False
+        notes: list[str] = []
+        for index, handler in enumerate(self.sources):
+            breaker = self.breakers[index]
+            if not breaker.allow():
+                notes.append(self._skip_note(index))
+                failures.append(self._skipped(index))
+                continue
+            sub = self._for_source(request, deadline, failures)
+            if sub is None:
+                breaker.release()
+                break
             try:
-                async with aclosing(handler.stream(request)) as events:
-                    async for event in events:
-                        started = True
-                        yield event
-                return
+                head, rest = await read_head(handler.stream(sub))
             except PolythinkError as exc:
-                if started or not fails_over(exc):
+                self._outcome(index, exc)
+                if not fails_over(exc):
+                    exc.previous = failures
                     raise
+                notes.append(self._failure_note(index, exc))
                 failures.append(exc)
+                continue
+            except BaseException:
+                breaker.release()
+                raise
+            breaker.success()
+            try:
+                async with aclosing(rest):
+                    for event in head:
+                        yield self._noted_event(event, notes)
+                    if notes:
+                        async for event in rest:
+                            yield self._noted_event(event, notes)
+                    else:
+                        async for event in rest:
+                            yield event
+            except PolythinkError as exc:
+                self._outcome(index, exc)
+                exc.previous = failures
+                raise
+            return
         raise _exhausted(failures)
+
+    def _noted_event(self, event: StreamEvent, notes: list[str]) -> StreamEvent:
+        if notes and event.type == "done" and event.response is not None:
+            return StreamEvent("done", response=self._noted(event.response, notes))
+        return event
 
 
 def _exhausted(failures: list[PolythinkError]) -> PolythinkError:
+    if not failures:
+        return RequestTimeoutError(
+            "deadline exceeded before any source was tried", error_type="deadline"
+        )
     last = failures[-1]
     last.previous = failures[:-1]
     return last

@@ -247,6 +247,15 @@ def all_capabilities(provider: str | None = None) -> list[Capability]:
     return [c for c in entries.values() if provider is None or c.provider == provider]
 
 
+def _known_effort(value: Any) -> Effort | None:
+    # The gateway adds tiers over time; one polythink does not know must not make the
+    # whole /models document unreadable, so it is left out rather than raised.
+    try:
+        return Effort.parse(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 def capabilities_from_openrouter(
     document: Mapping[str, Any] | Sequence[Mapping[str, Any]],
 ) -> list[Capability]:
@@ -256,7 +265,8 @@ def capabilities_from_openrouter(
     ``supported_efforts`` (``null`` = every gateway tier; omitted = no effort selection, on/off
     only), ``mandatory`` (true = cannot switch off), ``default_effort`` (``"none"`` = off by
     default). Models without a ``reasoning`` object are skipped (they do not reason, or are
-    routers). Pass the result to :func:`register_capability` to use it.
+    routers); tier names polythink does not know are left out. Pass the result to
+    :func:`register_capability` to use it.
 
     Raises:
         ValueError: when the document is neither ``{"data": [...]}`` nor a list of models.
@@ -282,7 +292,7 @@ def capabilities_from_openrouter(
         else:
             efforts = [
                 e
-                for e in (Effort.parse(v) for v in reasoning["supported_efforts"])
+                for e in (_known_effort(v) for v in reasoning["supported_efforts"])
                 if e is not None and e is not Effort.NONE
             ]
             if not efforts:
@@ -294,7 +304,7 @@ def capabilities_from_openrouter(
             Capability(
                 model=str(model["id"]),
                 supported_efforts=tuple(efforts),
-                default_effort=Effort.parse(default) if default else None,
+                default_effort=_known_effort(default),
                 provider="openrouter",
                 evidence="documented: OpenRouter /models reasoning metadata",
             )

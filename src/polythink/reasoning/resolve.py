@@ -14,6 +14,11 @@
    passes on every model that reasons; a model that only switches on and off maps any
    strength to ``auto`` (``nearest``/``drop``).
 
+Where a wire cannot ask for reasoning without naming a strength (top-level
+``reasoning_effort`` on a tiered model whose own default does not reason; Anthropic manual
+budgets), ``auto`` is sent as the model's default strength, else its middle strength (the
+cheaper of two middles), and that strength is the applied tier.
+
 Budget wires (Anthropic manual thinking, Gemini 2.5 ``thinkingBudget``, Qwen
 ``thinking_budget``) turn a tier into tokens with :data:`TIER_BUDGET_TOKENS`, clamp to the
 model's range, keep Anthropic's ``1024 <= budget_tokens < max_tokens``, and raise the output
@@ -260,15 +265,20 @@ def _effort_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int 
 
 
 def _responses_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    # No "summary" here: OpenAI answers 400 (param reasoning.summary, unsupported_value) for
+    # organisations that are not verified (continuedev/continue#9854, 2026-01), and the
+    # reasoning-token count already lets polythink observe reasoning. Callers who want the
+    # summary text send {"reasoning": {"summary": "auto"}} through extra_body. A model that
+    # does not reason gets no "reasoning" at all: gpt-4o and gpt-4.1 reject it with 400.
     if e is Effort.NONE:
         if cap is not None and not cap.reasons:
             return {}, e, None
         return {"reasoning": {"effort": "none"}}, e, None
     if e is Effort.AUTO:
         if cap is None or cap.default_reasons or not cap.is_tiered:
-            return {"reasoning": {"summary": "auto"}}, e, None
+            return {}, e, None
         e = _auto_as_strength(cap)
-    return {"reasoning": {"effort": e.value, "summary": "auto"}}, e, None
+    return {"reasoning": {"effort": e.value}}, e, None
 
 
 def _openrouter_wire(
@@ -343,7 +353,21 @@ def _anthropic_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: i
     return {"thinking": thinking, "output_config": {"effort": e.value}}, e, None
 
 
+_GEMINI_LEVELS: dict[Effort, Effort] = {
+    Effort.MINIMAL: Effort.MINIMAL,
+    Effort.LOW: Effort.LOW,
+    Effort.MEDIUM: Effort.MEDIUM,
+    Effort.HIGH: Effort.HIGH,
+    Effort.XHIGH: Effort.HIGH,
+    Effort.MAX: Effort.HIGH,
+}
+"""``thinkingLevel`` is ``MINIMAL | LOW | MEDIUM | HIGH`` (GEM-SDK ``ThinkingLevel``, 2026-08-21);
+stronger tiers are sent as ``high``, as OpenRouter maps them for Gemini 3 (OR-DOC 2026-10-05)."""
+
+
 def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
+    # Budget models (2.5) take thinkingBudget, level models (3.x) thinkingLevel, never both:
+    # the API answers 400 to a request with both (GEM-DOC-thinking via gemini_ex docs).
     style = cap.thinking if cap is not None else "level"
     config: dict[str, Any]
     budget: int | None = None
@@ -352,12 +376,16 @@ def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int 
             return {}, e, None
         config = {"thinkingBudget": 0}
     elif e is Effort.AUTO:
-        config = {"thinkingBudget": -1} if style == "budget" else {}
+        # -1 (dynamic) only where the model would not think on its own: 2.5 Pro and Flash
+        # are dynamic by default, Flash-Lite does not think unless asked (GEM-DOC-thinking).
+        dynamic = style == "budget" and (cap is None or not cap.default_reasons)
+        config = {"thinkingBudget": -1} if dynamic else {}
         config["includeThoughts"] = True
     elif style == "budget":
         budget = budget_for(e, cap)
         config = {"thinkingBudget": budget, "includeThoughts": True}
     else:
+        e = _GEMINI_LEVELS[e]
         config = {"thinkingLevel": e.value, "includeThoughts": True}
     generation: dict[str, Any] = {"thinkingConfig": config}
     if budget is not None and mt is not None:

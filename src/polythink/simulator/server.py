@@ -263,6 +263,7 @@ class SimulatorServer:
         self.stats = Stats()
         self.wires = load_wires()
         self._server: asyncio.base_events.Server | None = None
+        self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self.port = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
@@ -272,9 +273,18 @@ class SimulatorServer:
         return self.port
 
     async def close(self) -> None:
-        """Stop listening and close the server."""
+        """Stop listening, drop open connections, and wait for their handlers to finish.
+
+        Keep-alive connections a client still holds would otherwise leave their handler
+        tasks pending when the loop stops.
+        """
         if self._server is not None:
             self._server.close()
+        for writer in list(self._open.values()):
+            writer.transport.abort()
+        if self._open:
+            await asyncio.wait(list(self._open), timeout=1.0)
+        if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
             self._server = None
@@ -298,6 +308,9 @@ class SimulatorServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.connections += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._open[task] = writer
         try:
             while True:
                 request = await self._read_request(reader)
@@ -320,6 +333,8 @@ class SimulatorServer:
         except (ConnectionReset, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            if task is not None:
+                self._open.pop(task, None)
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -327,9 +342,11 @@ class SimulatorServer:
         latency = request.header_float("x-sim-latency", self.settings.latency)
         if latency:
             await asyncio.sleep(latency)
+        faults = self.settings.faults
         for wire in self.wires:
             if wire.matches(request.path):
-                await wire.handle(request, response)
+                handle = wire.handle if faults is None else faults.wrap(request, wire.handle)
+                await handle(request, response)
                 if response.streaming and not response.finished:
                     await response.end()
                 return

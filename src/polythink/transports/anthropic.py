@@ -33,9 +33,10 @@ from polythink.errors import (
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
-from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.transports.base import HTTPTransport, deep_merge, parse_rate_limit
 from polythink.types import (
     Message,
+    RateLimit,
     Request,
     Response,
     StreamEvent,
@@ -729,10 +730,14 @@ class AnthropicTransport(HTTPTransport):
         return body, notes
 
     @staticmethod
-    def _noted(response: Response, notes: list[str]) -> Response:
-        if not notes:
+    def _noted(
+        response: Response, notes: list[str], rate_limit: RateLimit | None = None
+    ) -> Response:
+        if not notes and rate_limit is None:
             return response
-        return dataclasses.replace(response, warnings=[*response.warnings, *notes])
+        return dataclasses.replace(
+            response, warnings=[*response.warnings, *notes], rate_limit=rate_limit
+        )
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
@@ -744,13 +749,15 @@ class AnthropicTransport(HTTPTransport):
         if request.stream:
             request = request.with_(stream=False)
         body, notes = self._prepare(request)
-        data = await self.post_json(self.url, body, request)
+        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and data.get("type") == "error":
-            raise self.in_band_error(data)
+            error = self.in_band_error(data)
+            error.rate_limit = rate_limit
+            raise error
         response = parse_message(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
-        return self._noted(response, notes)
+        return self._noted(response, notes, rate_limit)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -772,6 +779,7 @@ class AnthropicTransport(HTTPTransport):
         assembler = AnthropicStreamAssembler(self.profile, self.index, self.source.model)
         try:
             async with self.open_stream(self.url, body, request) as response:
+                rate_limit = parse_rate_limit(response.headers)
                 async for _, data in self.sse_events(response):
                     if not data or data.isspace():
                         continue
@@ -813,4 +821,4 @@ class AnthropicTransport(HTTPTransport):
                     request_id=exc.request_id,
                 ) from exc
             raise
-        yield StreamEvent("done", response=self._noted(assembler.response(), notes))
+        yield StreamEvent("done", response=self._noted(assembler.response(), notes, rate_limit))

@@ -22,8 +22,8 @@ from typing import Any
 
 from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
 from polythink.providers import ProviderProfile
-from polythink.transports.base import HTTPTransport, deep_merge
-from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
+from polythink.transports.base import HTTPTransport, deep_merge, parse_rate_limit
+from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
     "ChatStreamAssembler",
@@ -177,9 +177,9 @@ def finish_reason(raw: Any, *, has_tool_calls: bool) -> str:
 def split_think(content: str) -> tuple[str | None, str]:
     """Split a leading ``<think>…</think>`` block off ``content``.
 
-    Returns ``(reasoning, text)``: the reasoning stripped of surrounding whitespace and the
-    text after the closing tag verbatim; ``(None, content)`` when there is no leading block.
-    An unclosed block is all reasoning.
+    Returns ``(reasoning, text)``: the reasoning stripped of surrounding whitespace (``None``
+    when the block is empty) and the text after the closing tag verbatim; ``(None, content)``
+    when there is no leading block. An unclosed block is all reasoning.
     """
     stripped = content.lstrip()
     if not stripped.startswith(_THINK_OPEN):
@@ -187,8 +187,8 @@ def split_think(content: str) -> tuple[str | None, str]:
     body = stripped[len(_THINK_OPEN) :]
     end = body.find(_THINK_CLOSE)
     if end < 0:
-        return body.strip(), ""
-    return body[:end].strip(), body[end + len(_THINK_CLOSE) :]
+        return body.strip() or None, ""
+    return body[:end].strip() or None, body[end + len(_THINK_CLOSE) :]
 
 
 def _content_parts(content: Any) -> tuple[str, str]:
@@ -224,8 +224,11 @@ def parse_completion(
     profile: ProviderProfile,
     source_index: int,
     model: str,
+    rate_limit: RateLimit | None = None,
 ) -> Response:
     """Parse a non-streaming Chat Completions body into a :class:`Response`.
+
+    ``rate_limit`` is the answer's parsed rate-limit headers, carried on the response.
 
     Raises:
         TransientError: when the body has no choices (an in-band error is mapped by the
@@ -258,6 +261,7 @@ def parse_completion(
         response_id=data.get("id"),
         profile=profile,
         source_index=source_index,
+        rate_limit=rate_limit,
     )
 
 
@@ -274,6 +278,7 @@ def _response(
     profile: ProviderProfile,
     source_index: int,
     finish: str | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> Response:
     finish = finish or finish_reason(raw_finish, has_tool_calls=bool(calls))
     message = Message(
@@ -296,41 +301,48 @@ def _response(
         message=message,
         output_limited=finish == "length",
         id=response_id,
+        rate_limit=rate_limit,
     )
 
 
 class _ThinkSplitter:
     """Route streamed content inside a leading ``<think>…</think>`` block to reasoning.
 
-    Holds back at most a tag's length of text while a tag may be split across chunks.
+    Splits exactly as :func:`split_think` does on the whole content: whitespace around the
+    reasoning is dropped, so trailing whitespace is held back until more reasoning follows or
+    the block closes, and so is a closing tag split across chunks.
     """
 
-    __slots__ = ("_pending", "_state")
+    __slots__ = ("_emitted", "_pending", "_state")
 
     def __init__(self) -> None:
         self._state = "start"  # start -> think -> text
         self._pending = ""
+        self._emitted = False
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
         if self._state == "text":
             return [("text", piece)]
-        buf = self._pending + piece
-        out: list[tuple[str, str]] = []
+        buf, self._pending = self._pending + piece, ""
         if self._state == "start":
             stripped = buf.lstrip()
             if len(stripped) < len(_THINK_OPEN) and _THINK_OPEN.startswith(stripped):
                 self._pending = buf
-                return out
+                return []
             if not stripped.startswith(_THINK_OPEN):
-                self._state, self._pending = "text", ""
+                self._state = "text"
                 return [("text", buf)]
             self._state = "think"
             buf = stripped[len(_THINK_OPEN) :]
+        if not self._emitted:
+            buf = buf.lstrip()
+        out: list[tuple[str, str]] = []
         end = buf.find(_THINK_CLOSE)
         if end >= 0:
-            if buf[:end]:
-                out.append(("reasoning", buf[:end]))
-            self._state, self._pending = "text", ""
+            reasoning = buf[:end].rstrip()
+            if reasoning:
+                out.append(("reasoning", reasoning))
+            self._state = "text"
             rest = buf[end + len(_THINK_CLOSE) :]
             if rest:
                 out.append(("text", rest))
@@ -340,16 +352,20 @@ class _ThinkSplitter:
             if _THINK_CLOSE.startswith(buf[-size:]):
                 keep = size
                 break
-        emit, self._pending = (buf[:-keep], buf[-keep:]) if keep else (buf, "")
+        body = buf[: len(buf) - keep]
+        emit = body.rstrip()
+        self._pending = buf[len(emit) :]
         if emit:
+            self._emitted = True
             out.append(("reasoning", emit))
         return out
 
     def flush(self) -> list[tuple[str, str]]:
         pending, self._pending = self._pending, ""
-        if not pending:
-            return []
-        return [("reasoning" if self._state == "think" else "text", pending)]
+        if self._state == "think":
+            reasoning = pending.rstrip()
+            return [("reasoning", reasoning)] if reasoning else []
+        return [("text", pending)] if pending else []
 
 
 class ChatStreamAssembler:
@@ -374,6 +390,7 @@ class ChatStreamAssembler:
         self.raw_finish: Any = None
         self.usage: Usage | None = None
         self.content_seen = False
+        self.rate_limit: RateLimit | None = None
         self._calls_emitted = False
         self._think = _ThinkSplitter() if profile.inline_think_tags else None
 
@@ -509,6 +526,7 @@ class ChatStreamAssembler:
             profile=self.profile,
             source_index=self.source_index,
             finish=finish,
+            rate_limit=self.rate_limit,
         )
 
 
@@ -532,11 +550,19 @@ class OpenAIChatTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
-        data = await self.post_json(self.url, self.body(request), request)
+        data, rate_limit = await self.post_json_with_rate_limit(
+            self.url, self.body(request), request
+        )
         if isinstance(data, Mapping) and data.get("error") and not data.get("choices"):
-            raise self.in_band_error(data)
+            error = self.in_band_error(data)
+            error.rate_limit = rate_limit
+            raise error
         return parse_completion(
-            data, profile=self.profile, source_index=self.index, model=self.source.model
+            data,
+            profile=self.profile,
+            source_index=self.index,
+            model=self.source.model,
+            rate_limit=rate_limit,
         )
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
@@ -554,7 +580,8 @@ class OpenAIChatTransport(HTTPTransport):
         done = False
         try:
             async with self.open_stream(self.url, self.body(request), request) as response:
-                async for _, data in self.sse_events(response):
+                assembler.rate_limit = parse_rate_limit(response.headers)
+                async for event_type, data in self.sse_events(response):
                     if data == "[DONE]":
                         done = True
                         break
@@ -572,7 +599,9 @@ class OpenAIChatTransport(HTTPTransport):
                         ) from exc
                     if not isinstance(chunk, Mapping):
                         continue
-                    if chunk.get("error") and not chunk.get("choices"):
+                    # The event type names the whole event: an "error" event is an error
+                    # whatever its data looks like (CASES.md C19).
+                    if event_type == "error" or (chunk.get("error") and not chunk.get("choices")):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event

@@ -1,0 +1,617 @@
+"""The response cache: answer a call that was answered before without asking a provider.
+
+Per call, above failover (DESIGN §2, §5). The key is the SHA-256 of the canonical JSON
+(object keys sorted at every depth, array order kept) of
+
+- every request field that reaches a provider: messages (with the reasoning items sent back),
+  tools, ``tool_choice``, ``temperature``, ``top_p``, ``stop``, ``max_tokens``, the call's
+  ``extra_body`` (case C05) and whether it streams;
+- the requested reasoning tier: the cache sits above the reasoning layer, so the tier a
+  source would map it to is not known yet;
+- the identity of every source of the client, in order: provider, model, base URL, its
+  configured effort and fallback policy, ``drop_params`` and its own ``extra_body``.
+
+Never secrets, headers, timeouts, limits or other metadata. Because of the canonical form,
+two requests that differ only in the order of JSON object keys share an entry (case C06).
+
+Only complete successes are stored: a raised error, a stream that broke or was closed
+early, and a response with ``finish_reason == "error"`` never are (case C07). A hit on
+``complete`` returns the stored response; a hit on ``stream`` replays the stored events one
+for one (text and reasoning deltas, tool calls, usage, ``done``). Either way the response
+says ``cache_hit=True`` and has no ``rate_limit`` (no provider answered).
+
+Per call, ``cache=False`` bypasses the cache and ``cache="refresh"`` skips the lookup and
+overwrites the entry with the fresh answer. Entries older than ``ttl`` seconds are misses.
+A store that fails (a corrupt or unreadable file, a locked database) degrades to a miss and
+logs one warning; the call goes on to the provider.
+
+The store is synchronous (diskcache); it is called through ``anyio.to_thread.run_sync``
+with a small dedicated :class:`anyio.CapacityLimiter`. Entries are UTF-8 JSON, not pickles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import diskcache  # type: ignore[import-untyped]
+
+from polythink.config import Source
+from polythink.middleware.base import CompleteNext, StreamNext
+from polythink.types import (
+    Effort,
+    Message,
+    Request,
+    Response,
+    StreamEvent,
+    ThinkingObservation,
+    ToolCall,
+    Usage,
+)
+
+__all__ = [
+    "DEFAULT_SIZE_LIMIT",
+    "CacheMiddleware",
+    "CacheStore",
+    "DiskStore",
+    "cache_key",
+    "cache_store",
+    "canonical_request",
+    "canonical_scope",
+    "default_cache_dir",
+]
+
+logger = logging.getLogger("polythink.cache")
+
+_T = TypeVar("_T")
+
+_KEY_VERSION = b"polythink-cache-v1\n"
+_ENTRY_VERSION = 1
+_THREADS = 4
+_DB_FILES = ("cache.db", "cache.db-wal", "cache.db-shm")
+_NO_VALUE_FILES = 2**62
+"""diskcache ``disk_min_file_size``: keep every value inside the SQLite database, whose
+files are created private, rather than as separate files created with the process umask."""
+DEFAULT_SIZE_LIMIT = 2**30
+"""Default size limit of a :class:`DiskStore`, in bytes (1 GiB, diskcache's own default)."""
+
+
+class CacheStore(Protocol):
+    """What the cache needs from a store; a ``diskcache.Cache`` or ``FanoutCache`` is one.
+
+    Methods are synchronous and are called from worker threads. Keys are 64-character hex
+    strings; values are ``bytes``.
+
+    - ``get(key)``: the stored value, or ``None`` when absent.
+    - ``set(key, value, expire=None)``: store ``value``; ``expire`` is the TTL in seconds
+      (``None``: no expiry), for stores that evict on their own.
+    - ``delete(key)``: forget ``key`` (absent keys are not an error).
+
+    An optional ``ttl`` attribute (seconds, or ``None``) gives the entries' freshness when
+    the store is passed to ``Client(cache=...)``. Any exception a method raises makes that
+    lookup a miss (and that write a no-op), with one warning per cache.
+    """
+
+    def get(self, key: str) -> Any:
+        """Return the value stored under ``key``, or ``None``."""
+        ...
+
+    def set(self, key: str, value: bytes, expire: float | None = None) -> Any:
+        """Store ``value`` under ``key`` for ``expire`` seconds (``None``: no expiry)."""
+        ...
+
+    def delete(self, key: str) -> Any:
+        """Remove ``key``."""
+        ...
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Return the user cache directory: ``$XDG_CACHE_HOME/polythink`` or ``~/.cache/polythink``.
+
+    A relative ``XDG_CACHE_HOME`` is ignored, as the XDG base directory specification says.
+    """
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "polythink"
+
+
+class DiskStore:
+    """A diskcache store in a directory private to the user, opened on first use.
+
+    The directory is created (or narrowed) to mode 0700 and the database files to 0600;
+    values are kept inside the database so no other file is written. Opening happens in the
+    worker thread of the first lookup, never in the event loop.
+
+    Args:
+        directory: where the cache lives; ``None``: :func:`default_cache_dir`.
+        size_limit: bytes on disk before the least recently stored entries are culled
+            (approximate, as diskcache enforces it).
+        ttl: seconds an entry stays fresh; ``None``: no expiry.
+
+    Raises:
+        ValueError: for a non-positive ``size_limit`` or ``ttl``.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        size_limit: int = DEFAULT_SIZE_LIMIT,
+        ttl: float | None = None,
+    ) -> None:
+        if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
+            raise ValueError(f"size_limit must be a positive number of bytes; got {size_limit!r}")
+        if ttl is not None and (isinstance(ttl, bool) or not ttl > 0):
+            raise ValueError(f"ttl must be a positive number of seconds or None; got {ttl!r}")
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.size_limit = size_limit
+        self.ttl = ttl
+        self._cache: diskcache.Cache | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> diskcache.Cache:
+        cache = self._cache
+        if cache is not None:
+            return cache
+        with self._lock:
+            if self._cache is None:
+                directory = self.directory
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(directory, 0o700)
+                database = directory / _DB_FILES[0]
+                # SQLite gives the -wal and -shm files the database file's mode, so a
+                # database created private keeps every file private.
+                os.close(os.open(database, os.O_CREAT | os.O_WRONLY, 0o600))
+                for name in _DB_FILES:
+                    path = directory / name
+                    if path.exists():
+                        os.chmod(path, 0o600)
+                self._cache = diskcache.Cache(
+                    str(directory),
+                    timeout=2.0,
+                    size_limit=self.size_limit,
+                    disk_min_file_size=_NO_VALUE_FILES,
+                    # Without it SQLite keeps the write-ahead log at its largest size.
+                    sqlite_journal_size_limit=self.size_limit,
+                )
+            return self._cache
+
+    def get(self, key: str) -> Any:
+        """Return the value under ``key`` or ``None``."""
+        return self._open().get(key)
+
+    def set(self, key: str, value: bytes, expire: float | None = None) -> Any:
+        """Store ``value`` under ``key``; ``expire`` in seconds (``None``: never)."""
+        return self._open().set(key, value, expire=expire)
+
+    def delete(self, key: str) -> Any:
+        """Remove ``key``."""
+        return self._open().delete(key)
+
+    def volume(self) -> int:
+        """Return the estimated size of the cache on disk, in bytes."""
+        return int(self._open().volume())
+
+    def close(self) -> None:
+        """Close the calling thread's database connection."""
+        if self._cache is not None:
+            self._cache.close()
+
+
+def cache_store(option: Any) -> CacheStore | None:
+    """Turn ``Client(cache=...)`` into a store, or ``None`` for no cache.
+
+    ``None``/``False``: off. ``True``: a :class:`DiskStore` in :func:`default_cache_dir`.
+    A ``str`` or path: a :class:`DiskStore` there. Anything with callable ``get``, ``set``
+    and ``delete`` (see :class:`CacheStore`): used as is.
+
+    Raises:
+        ValueError: for any other value.
+    """
+    if option is None or option is False:
+        return None
+    if option is True:
+        return DiskStore()
+    if isinstance(option, str | os.PathLike):
+        return DiskStore(option)
+    if all(callable(getattr(option, name, None)) for name in ("get", "set", "delete")):
+        store: CacheStore = option
+        return store
+    raise ValueError(
+        "cache must be None or False (off), True (the user cache directory), a directory "
+        "path, or an object with get/set/delete methods such as diskcache.Cache; got "
+        f"{type(option).__name__}"
+    )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(
+        value,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+        default=_plain,
+    )
+
+
+def _message(message: Message) -> dict[str, Any]:
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": [[c.id, c.name, c.arguments] for c in message.tool_calls],
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+        "reasoning": message.reasoning,
+        "reasoning_items": list(message.reasoning_items),
+        "reasoning_format": message.reasoning_format,
+    }
+
+
+def _number(value: float | None) -> float | None:
+    # 0 and 0.0 put the same value on the wire for a provider; give them one key.
+    return None if value is None else float(value)
+
+
+def canonical_request(request: Request) -> str:
+    """Return the canonical JSON of the fields of ``request`` that reach a provider.
+
+    Object keys are sorted at every depth; array order (messages, tools, stop) is kept;
+    ``temperature`` and ``top_p`` are compared as numbers (``0`` and ``0.0`` are equal).
+    ``timeout``, ``cache`` and the resolution (set later, per source) are not included.
+
+    Raises:
+        TypeError: a field holds a value JSON cannot represent.
+        ValueError: a field holds NaN or an infinity.
+    """
+    return _canonical_json(
+        {
+            "messages": [_message(m) for m in request.messages],
+            "reasoning_effort": (
+                request.reasoning_effort.value if request.reasoning_effort is not None else None
+            ),
+            "max_tokens": request.max_tokens,
+            "temperature": _number(request.temperature),
+            "top_p": _number(request.top_p),
+            "stop": list(request.stop) if request.stop is not None else None,
+            "tools": [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": t.strict,
+                }
+                for t in request.tools
+            ],
+            "tool_choice": request.tool_choice,
+            "extra_body": request.extra_body,
+            "stream": request.stream,
+        }
+    )
+
+
+def canonical_scope(sources: Sequence[Source]) -> str:
+    """Return the canonical JSON of the sources' identities (never keys or headers).
+
+    Per source, in order: provider, model, base URL in use, configured effort, fallback
+    policy, ``drop_params`` and ``extra_body``.
+
+    Raises:
+        TypeError: an ``extra_body`` holds a value JSON cannot represent.
+    """
+    return _canonical_json(
+        [
+            {
+                "provider": s.provider,
+                "model": s.model,
+                "base_url": s.endpoint,
+                "reasoning_effort": s.effort.value if s.effort is not None else None,
+                "effort_fallback": s.effort_fallback,
+                "drop_params": s.drop_params,
+                "extra_body": s.extra_body,
+            }
+            for s in sources
+        ]
+    )
+
+
+def _digest(scope: bytes, request: Request) -> str:
+    digest = hashlib.sha256(_KEY_VERSION)
+    digest.update(scope)
+    digest.update(b"\n")
+    digest.update(canonical_request(request).encode())
+    return digest.hexdigest()
+
+
+def cache_key(request: Request, sources: Sequence[Source]) -> str:
+    """Return the cache key (64 hex characters) of ``request`` sent to ``sources``.
+
+    Raises:
+        TypeError, ValueError: as :func:`canonical_request`.
+    """
+    return _digest(canonical_scope(sources).encode(), request)
+
+
+def _usage_out(usage: Usage | None) -> list[int | None] | None:
+    if usage is None:
+        return None
+    return [
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.reasoning_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    ]
+
+
+def _usage_in(data: Any) -> Usage | None:
+    return None if data is None else Usage(*data)
+
+
+def _call_in(data: Any) -> ToolCall:
+    call_id, name, arguments = data
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def _message_in(data: Mapping[str, Any]) -> Message:
+    return Message(
+        role=data["role"],
+        content=data["content"],
+        tool_calls=tuple(_call_in(c) for c in data["tool_calls"]),
+        tool_call_id=data["tool_call_id"],
+        name=data["name"],
+        reasoning=data["reasoning"],
+        reasoning_items=tuple(data["reasoning_items"]),
+        reasoning_format=data["reasoning_format"],
+    )
+
+
+def _effort_in(value: Any) -> Effort | None:
+    return None if value is None else Effort(value)
+
+
+def _response_out(response: Response) -> dict[str, Any]:
+    return {
+        "text": response.text,
+        "reasoning": response.reasoning,
+        "tool_calls": [[c.id, c.name, c.arguments] for c in response.tool_calls],
+        "finish_reason": response.finish_reason,
+        "usage": _usage_out(response.usage),
+        "model": response.model,
+        "provider": response.provider,
+        "source_index": response.source_index,
+        "message": _message(response.message),
+        "requested_effort": (
+            response.requested_effort.value if response.requested_effort is not None else None
+        ),
+        "applied_effort": (
+            response.applied_effort.value if response.applied_effort is not None else None
+        ),
+        "thinking": response.thinking.value,
+        "warnings": response.warnings,
+        "output_limited": response.output_limited,
+        "id": response.id,
+    }
+
+
+def _response_in(data: Mapping[str, Any]) -> Response:
+    return Response(
+        text=data["text"],
+        reasoning=data["reasoning"],
+        tool_calls=[_call_in(c) for c in data["tool_calls"]],
+        finish_reason=data["finish_reason"],
+        usage=_usage_in(data["usage"]),
+        model=data["model"],
+        provider=data["provider"],
+        source_index=data["source_index"],
+        message=_message_in(data["message"]),
+        requested_effort=_effort_in(data["requested_effort"]),
+        applied_effort=_effort_in(data["applied_effort"]),
+        thinking=ThinkingObservation(data["thinking"]),
+        warnings=list(data["warnings"]),
+        cache_hit=True,
+        output_limited=data["output_limited"],
+        id=data["id"],
+    )
+
+
+def _event_out(event: StreamEvent) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": event.type}
+    if event.text is not None:
+        out["text"] = event.text
+    if event.tool_call is not None:
+        call = event.tool_call
+        out["tool_call"] = [call.id, call.name, call.arguments]
+    if event.usage is not None:
+        out["usage"] = _usage_out(event.usage)
+    if event.response is not None:
+        out["response"] = _response_out(event.response)
+    return out
+
+
+def _event_in(data: Mapping[str, Any]) -> StreamEvent:
+    kind = data["type"]
+    if kind not in ("text", "reasoning", "tool_call", "usage", "done"):
+        raise ValueError(f"unknown stream event type {kind!r}")
+    call = data.get("tool_call")
+    response = data.get("response")
+    return StreamEvent(
+        kind,
+        text=data.get("text"),
+        tool_call=_call_in(call) if call is not None else None,
+        usage=_usage_in(data.get("usage")),
+        response=_response_in(response) if response is not None else None,
+    )
+
+
+def _complete_success(response: Response | None) -> bool:
+    return response is not None and response.finish_reason != "error"
+
+
+class CacheMiddleware:
+    """Answer repeated calls from a store; keep only complete successes.
+
+    Args:
+        store: where entries live (see :class:`CacheStore`).
+        sources: the client's sources, in order; their identities are part of every key.
+        ttl: seconds an entry stays fresh (an entry is a miss once older); ``None``: no
+            expiry.
+        clock: wall-clock seconds, read when an entry is stored and when it is read
+            (default ``time.time``; inject one in tests).
+
+    Raises:
+        ValueError: for a non-positive ``ttl``, or a source ``extra_body`` that JSON cannot
+            represent.
+    """
+
+    def __init__(
+        self,
+        store: CacheStore,
+        sources: Sequence[Source],
+        *,
+        ttl: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if ttl is not None and (isinstance(ttl, bool) or not ttl > 0):
+            raise ValueError(f"cache ttl must be a positive number of seconds; got {ttl!r}")
+        try:
+            scope = canonical_scope(sources)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"a source's extra_body cannot be part of a cache key: {exc}") from exc
+        self.store = store
+        self.ttl = ttl
+        self._scope = scope.encode()
+        self._clock = clock
+        self._threads = anyio.CapacityLimiter(_THREADS)
+        self._warned = False
+
+    def key(self, request: Request) -> str | None:
+        """Return the cache key of ``request``, or ``None`` (with one warning) when a field
+        cannot be represented in JSON, in which case the call is not cached."""
+        try:
+            return _digest(self._scope, request)
+        except (TypeError, ValueError) as exc:
+            self._degraded("a request field cannot be part of a cache key; not caching it", exc)
+            return None
+
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        """Return the stored response on a hit; otherwise call and store a success."""
+        mode = request.cache
+        if mode is False:
+            return await call_next(request)
+        key = self.key(request)
+        if key is None:
+            return await call_next(request)
+        if mode != "refresh":
+            entry = await self._load(key)
+            if entry is not None:
+                cached = self._decode(entry, lambda e: _response_in(e["response"]))
+                if cached is not None:
+                    return cached
+        response = await call_next(request)
+        if _complete_success(response):
+            await self._save(key, {"response": _response_out(response)})
+        return response
+
+    def stream(self, request: Request, call_next: StreamNext) -> AsyncGenerator[StreamEvent, None]:
+        """Replay a stored stream on a hit; otherwise pass events through and store the
+        stream once its ``done`` event shows a complete success."""
+        if request.cache is False:
+            return call_next(request)
+        return self._stream(request, call_next)
+
+    async def _stream(
+        self, request: Request, call_next: StreamNext
+    ) -> AsyncGenerator[StreamEvent, None]:
+        key = self.key(request)
+        if key is not None and request.cache != "refresh":
+            entry = await self._load(key)
+            if entry is not None:
+                replay = self._decode(entry, lambda e: [_event_in(x) for x in e["events"]])
+                if replay and replay[-1].type == "done":
+                    for event in replay:
+                        yield event
+                    return
+        recorded: list[StreamEvent] = []
+        async with aclosing(call_next(request)) as events:
+            async for event in events:
+                if key is not None:
+                    recorded.append(event)
+                    # Stored before ``done`` is handed over: a caller that stops reading at
+                    # ``done`` still leaves a complete stream in the cache.
+                    if event.type == "done" and _complete_success(event.response):
+                        await self._save(key, {"events": [_event_out(e) for e in recorded]})
+                yield event
+
+    def _decode(self, entry: dict[str, Any], decode: Callable[[dict[str, Any]], _T]) -> _T | None:
+        try:
+            return decode(entry)
+        except (KeyError, TypeError, ValueError) as exc:
+            self._degraded("a cache entry is unreadable; treating it as a miss", exc)
+            return None
+
+    async def _load(self, key: str) -> dict[str, Any] | None:
+        try:
+            raw = await anyio.to_thread.run_sync(self.store.get, key, limiter=self._threads)
+        except Exception as exc:
+            self._degraded("the cache cannot be read; treating it as a miss", exc)
+            return None
+        if raw is None:
+            return None
+        try:
+            entry = json.loads(raw)
+            if not isinstance(entry, dict) or entry.get("v") != _ENTRY_VERSION:
+                raise ValueError("not a polythink cache entry")
+            stored_at = float(entry["at"])
+        except (KeyError, TypeError, ValueError) as exc:
+            self._degraded("a cache entry is unreadable; treating it as a miss", exc)
+            return None
+        if self.ttl is not None and self._clock() - stored_at > self.ttl:
+            return None
+        return entry
+
+    async def _save(self, key: str, body: dict[str, Any]) -> None:
+        body["v"] = _ENTRY_VERSION
+        body["at"] = self._clock()
+        try:
+            value = _canonical_json(body).encode()
+        except (TypeError, ValueError) as exc:
+            self._degraded("a response cannot be stored in the cache", exc)
+            return
+        ttl = self.ttl
+
+        def write() -> None:
+            self.store.set(key, value, expire=ttl)
+
+        try:
+            await anyio.to_thread.run_sync(write, limiter=self._threads)
+        except Exception as exc:
+            self._degraded("the cache cannot be written; the answer was not stored", exc)
+
+    def _degraded(self, what: str, exc: BaseException) -> None:
+        detail = f"{what} ({type(exc).__name__}: {exc})"
+        if self._warned:
+            logger.debug("%s", detail)
+            return
+        self._warned = True
+        logger.warning(
+            "%s; further cache problems are logged at DEBUG level. Deleting the cache "
+            "directory resets it.",
+            detail,
+        )

@@ -1,0 +1,464 @@
+"""The rate-limit layer: keep one source inside its requests, tokens and concurrency budget.
+
+One instance per source, outside that source's retry layer (DESIGN §2). A call passes three
+gates on the way in, in this order:
+
+1. a concurrency slot (``Source.max_concurrency``), held until the call ends however it ends:
+   success, provider error, timeout, cancellation by the caller, or rejection by the next
+   gate (case C12). A stream gives its slot back when its ``done`` event passes, or when it
+   is closed early;
+2. the server's pause: a 429's ``retry-after``, or a rate-limit header reporting nothing
+   left (``remaining == 0``), stops every call to this source until the reported reset;
+3. the requests-per-minute and tokens-per-minute buckets, decided together so a call never
+   holds one bucket's tokens while it waits for the other.
+
+Each bucket holds one minute of its limit, starts full and refills continuously, so a source
+may burst up to its per-minute limit and then keeps to the limit's pace. A TPM call reserves
+an estimate before it is sent (:func:`estimate_tokens`: prompt size plus the output ceiling)
+and is corrected to the real ``usage`` when it ends, streams included (case C11). A call
+refused by the provider, or before it was sent, gives its estimate back; one that timed out
+or lost its connection keeps it (the provider may have run it). A call larger than a whole
+bucket is let through when the bucket is full and leaves it in debt.
+
+When a gate cannot open in time the call is not sent: :class:`~polythink.errors.RateLimitedError`
+is raised at once (``retry_after`` = the wait it would have needed, ``error_type`` naming the
+gate) so failover can try the next source. "In time" means within the call's deadline
+(``Request.timeout``, else the source's total timeout) and within ``max_wait``. Waiting is
+done in the caller's task and is cancellable; a call that waited is sent with the rest of
+its deadline as its timeout.
+
+The budget arithmetic runs on an injectable :class:`Clock`; waits of unknown length (a free
+slot, a place in the queue) are bounded with anyio's own timer, in the same seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Protocol
+
+import anyio
+
+from polythink.config import Source
+from polythink.errors import (
+    PolythinkError,
+    RateLimitedError,
+    StreamInterruptedError,
+    TransientError,
+)
+from polythink.middleware.base import CompleteNext, StreamNext
+from polythink.providers import ProviderProfile
+from polythink.types import RateLimit, Request, Response, StreamEvent, Usage
+
+__all__ = [
+    "Clock",
+    "MonotonicClock",
+    "RateLimitMiddleware",
+    "TokenBucket",
+    "estimate_tokens",
+]
+
+_PERIOD = 60.0
+"""Seconds per budget period: the limits are per minute."""
+_EPSILON = 1e-9
+_CHARS_PER_TOKEN = 4
+_TOKENS_PER_MESSAGE = 3
+
+
+class Clock(Protocol):
+    """Where the rate limiter reads time and sleeps; inject a fake one in tests.
+
+    ``now()`` returns seconds on a monotonic scale; ``sleep(seconds)`` waits that long and
+    must be cancellable (the limiter cuts a sleep short when tokens come back).
+    """
+
+    def now(self) -> float:
+        """Return the current time in seconds (monotonic)."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``."""
+        ...
+
+
+class MonotonicClock:
+    """The real clock: ``time.monotonic`` and ``anyio.sleep``."""
+
+    def now(self) -> float:
+        """Return ``time.monotonic()``."""
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep with ``anyio.sleep``."""
+        await anyio.sleep(seconds)
+
+
+class TokenBucket:
+    """A bucket holding up to one minute of a per-minute limit.
+
+    It starts full and refills continuously at ``per_minute / 60`` units per second. A call
+    may take when the bucket holds its cost, or is full when the cost is larger than the
+    bucket; taking may drive the level below zero (debt), which later callers wait out.
+
+    Args:
+        per_minute: the limit (requests or tokens per minute); the bucket's capacity.
+        now: the clock reading at creation, in seconds.
+    """
+
+    __slots__ = ("_level", "_stamp", "capacity", "rate")
+
+    def __init__(self, per_minute: float, now: float) -> None:
+        self.capacity = float(per_minute)
+        self.rate = self.capacity / _PERIOD
+        self._level = self.capacity
+        self._stamp = now
+
+    def level(self, now: float) -> float:
+        """Return the units available at ``now`` (negative while in debt)."""
+        if now > self._stamp:
+            self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
+            self._stamp = now
+        return self._level
+
+    def wait(self, cost: float, now: float) -> float:
+        """Return the seconds until a call costing ``cost`` may take (0 when it may now)."""
+        need = min(cost, self.capacity)
+        missing = need - self.level(now)
+        return 0.0 if missing <= _EPSILON else missing / self.rate
+
+    def take(self, cost: float, now: float) -> None:
+        """Remove ``cost`` units (the level may go below zero)."""
+        self._level = self.level(now) - cost
+
+    def give(self, amount: float, now: float) -> None:
+        """Add ``amount`` units back (negative to charge more), never above capacity."""
+        self._level = min(self.capacity, self.level(now) + amount)
+
+    def shrink(self, remaining: float, now: float) -> None:
+        """Lower the level to ``remaining`` when the provider reports less than we hold."""
+        self._level = min(self.level(now), remaining)
+
+
+def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> int:
+    """Estimate the tokens a call will count against a tokens-per-minute limit, before it is sent.
+
+    Prompt: one token per 4 characters (rounded up) of the message text, reasoning text,
+    tool-call names and arguments and tool definitions, plus 3 tokens of framing per message
+    (the rules of thumb of OpenAI's "what are tokens" help article and its tiktoken cookbook,
+    where each chat message costs 3 tokens of overhead). Output: ``max_tokens``, else
+    ``default_max_tokens`` (the ceiling the wire sends when the caller gives none), else 0.
+    The estimate is replaced by the real usage when the call ends.
+    """
+    chars = 0
+    for message in request.messages:
+        chars += len(message.text())
+        if message.reasoning:
+            chars += len(message.reasoning)
+        for call in message.tool_calls:
+            chars += len(call.name) + len(call.arguments)
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + len(str(tool.parameters))
+    prompt = -(-chars // _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE * len(request.messages)
+    output = request.max_tokens if request.max_tokens is not None else default_max_tokens
+    return prompt + (output or 0)
+
+
+class _Ticket:
+    """One admitted call: the request to send, its token reservation, whether it is counted
+    in ``in_flight`` (and holds a slot when there is a cap)."""
+
+    __slots__ = ("cost", "counted", "request", "settled")
+
+    def __init__(self, request: Request, cost: int, counted: bool) -> None:
+        self.request = request
+        self.cost = cost
+        self.counted = counted
+        self.settled = False
+
+
+class RateLimitMiddleware:
+    """Keep one source within its RPM, TPM and concurrency limits and its server's pauses.
+
+    Args:
+        source: the source (its ``rpm``, ``tpm``, ``max_concurrency`` and timeouts).
+        index: the source's position in the client.
+        profile: the source's provider profile (its default output ceiling feeds the TPM
+            estimate).
+        max_wait: the longest a call may wait here, in seconds; a longer wait raises
+            :class:`~polythink.errors.RateLimitedError` at once. ``None``: up to the call's
+            deadline. ``0``: never wait (the client uses it for every source but the last, so
+            a busy source hands the call to the next one).
+        clock: time source for the budgets (default :class:`MonotonicClock`).
+
+    Raises:
+        ValueError: for a negative ``max_wait``.
+
+    Attributes ``requests`` and ``tokens`` are the buckets (``None`` when that limit is
+    unset), ``in_flight`` the number of calls inside this layer, ``paused_until`` the clock
+    time before which the server asked for no calls.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        index: int,
+        profile: ProviderProfile,
+        *,
+        max_wait: float | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if max_wait is not None and not max_wait >= 0:
+            raise ValueError(f"max_wait must be >= 0 seconds or None; got {max_wait!r}")
+        self.source = source
+        self.index = index
+        self.provider = profile.id
+        self.max_wait = max_wait
+        self.clock: Clock = clock or MonotonicClock()
+        now = self.clock.now()
+        self.requests = TokenBucket(source.rpm, now) if source.rpm else None
+        self.tokens = TokenBucket(source.tpm, now) if source.tpm else None
+        self.max_concurrency = source.max_concurrency
+        self._slots = anyio.Semaphore(source.max_concurrency) if source.max_concurrency else None
+        self.in_flight = 0
+        self.paused_until = -math.inf
+        self._queue = anyio.Lock()
+        self._napper: anyio.CancelScope | None = None
+        self._default_output = profile.default_max_tokens
+        self._total = source.timeouts.total
+
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        """Admit the call, send it, then settle its token count and release its slot.
+
+        Raises:
+            RateLimitedError: when this source cannot take the call in time (not sent).
+            PolythinkError: whatever the inner layers raise.
+        """
+        ticket = await self._admit(request)
+        try:
+            response = await call_next(ticket.request)
+        except PolythinkError as exc:
+            self._failed(ticket, exc)
+            raise
+        finally:
+            self._release(ticket)
+        self._settle(ticket, response.usage, response.rate_limit)
+        return response
+
+    async def stream(
+        self, request: Request, call_next: StreamNext
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Admit the call, pass its events through, settle when ``done`` passes.
+
+        The slot is released before ``done`` reaches the caller, or when the stream ends
+        any other way (error, ``aclose()``, cancellation).
+
+        Raises:
+            RateLimitedError: when this source cannot take the call in time (not sent).
+            PolythinkError: whatever the inner layers raise.
+        """
+        ticket = await self._admit(request)
+        try:
+            async with aclosing(call_next(ticket.request)) as events:
+                async for event in events:
+                    if event.type == "done" and event.response is not None:
+                        self._release(ticket)
+                        self._settle(ticket, event.response.usage, event.response.rate_limit)
+                    yield event
+        except PolythinkError as exc:
+            self._failed(ticket, exc)
+            raise
+        finally:
+            self._release(ticket)
+
+    async def _admit(self, request: Request) -> _Ticket:
+        start = self.clock.now()
+        deadline = request.timeout if request.timeout is not None else self._total
+        limit = deadline
+        if self.max_wait is not None:
+            limit = self.max_wait if limit is None else min(limit, self.max_wait)
+        cost = estimate_tokens(request, self._default_output) if self.tokens is not None else 0
+        waited = False
+        if self._slots is not None:
+            waited = await self._take_slot(limit)
+        self.in_flight += 1
+        ticket = _Ticket(request, cost, counted=True)
+        try:
+            waited = await self._take_budget(cost, start, limit) or waited
+            if waited and deadline is not None:
+                left = deadline - (self.clock.now() - start)
+                if left <= 0:
+                    raise self._rejected("deadline", None, limit)
+                ticket.request = request.with_(timeout=left)
+        except BaseException:
+            self._release(ticket)
+            raise
+        return ticket
+
+    async def _take_slot(self, limit: float | None) -> bool:
+        slots = self._slots
+        assert slots is not None
+        try:
+            slots.acquire_nowait()
+        except anyio.WouldBlock:
+            pass
+        else:
+            return False
+        if limit is not None and limit <= 0:
+            raise self._rejected("concurrency_limit", None, limit)
+        try:
+            with anyio.fail_after(limit):
+                await slots.acquire()
+        except TimeoutError:
+            raise self._rejected("concurrency_limit", None, limit) from None
+        return True
+
+    async def _take_budget(self, cost: int, start: float, limit: float | None) -> bool:
+        now = self.clock.now()
+        if not self._queue.locked():
+            wait, reason = self._wait(cost, now)
+            if wait <= 0:
+                self._take(cost, now)
+                return False
+            if limit is not None and wait > limit - (now - start):
+                raise self._rejected(reason, wait, limit)
+        elif limit is not None and limit <= 0:
+            raise self._rejected("queue", None, limit)
+        deadline_at = None if limit is None else start + limit
+        try:
+            with anyio.fail_after(None if deadline_at is None else max(0.0, deadline_at - now)):
+                await self._queue.acquire()
+        except TimeoutError:
+            raise self._rejected("queue", None, limit) from None
+        try:
+            while True:
+                now = self.clock.now()
+                wait, reason = self._wait(cost, now)
+                if wait <= 0:
+                    self._take(cost, now)
+                    return True
+                if deadline_at is not None and now + wait > deadline_at:
+                    raise self._rejected(reason, wait, limit)
+                await self._nap(wait)
+        finally:
+            self._queue.release()
+
+    def _wait(self, cost: int, now: float) -> tuple[float, str]:
+        wait, reason = self.paused_until - now, "server_pause"
+        if self.requests is not None:
+            needed = self.requests.wait(1, now)
+            if needed > wait:
+                wait, reason = needed, "rpm_limit"
+        if self.tokens is not None:
+            needed = self.tokens.wait(cost, now)
+            if needed > wait:
+                wait, reason = needed, "tpm_limit"
+        return (wait if wait > _EPSILON else 0.0), reason
+
+    def _take(self, cost: int, now: float) -> None:
+        if self.requests is not None:
+            self.requests.take(1, now)
+        if self.tokens is not None:
+            self.tokens.take(cost, now)
+
+    async def _nap(self, seconds: float) -> None:
+        with anyio.CancelScope() as scope:
+            self._napper = scope
+            try:
+                await self.clock.sleep(seconds)
+            finally:
+                self._napper = None
+
+    def _wake(self) -> None:
+        # Tokens came back: the caller at the head of the queue re-checks now rather than
+        # sleeping out a wait computed from the pessimistic estimates.
+        if self._napper is not None:
+            self._napper.cancel()
+
+    def _release(self, ticket: _Ticket) -> None:
+        if ticket.counted:
+            ticket.counted = False
+            self.in_flight -= 1
+            if self._slots is not None:
+                self._slots.release()
+
+    def _settle(self, ticket: _Ticket, usage: Usage | None, limits: RateLimit | None) -> None:
+        if not ticket.settled:
+            ticket.settled = True
+            actual = usage.total_tokens if usage is not None else None
+            if actual is not None:
+                self._refund(ticket.cost - actual)
+        self._observe(limits)
+
+    def _failed(self, ticket: _Ticket, error: PolythinkError) -> None:
+        limits = error.rate_limit
+        if isinstance(error, StreamInterruptedError):
+            partial = error.partial
+            if partial is not None:
+                limits = limits or partial.rate_limit
+                self._settle(ticket, partial.usage, limits)
+                return
+        elif not ticket.settled and not (
+            isinstance(error, TransientError) and error.status_code is None
+        ):
+            # The provider answered with an error, or the call was refused before it was
+            # sent: nothing was generated. A timeout or a dropped connection may have been
+            # processed anyway, so its estimate stays counted.
+            ticket.settled = True
+            self._refund(ticket.cost)
+        self._observe(limits)
+        if isinstance(error, RateLimitedError) and error.retry_after:
+            self._pause(error.retry_after)
+
+    def _refund(self, amount: int) -> None:
+        if self.tokens is None or amount == 0:
+            return
+        self.tokens.give(amount, self.clock.now())
+        if amount > 0:
+            self._wake()
+
+    def _observe(self, limits: RateLimit | None) -> None:
+        if limits is None:
+            return
+        now = self.clock.now()
+        for remaining, reset, bucket in (
+            (limits.requests_remaining, limits.requests_reset, self.requests),
+            (limits.tokens_remaining, limits.tokens_reset, self.tokens),
+        ):
+            if remaining is None:
+                continue
+            if bucket is not None:
+                bucket.shrink(remaining, now)
+            if remaining == 0 and reset:
+                self._pause(reset, now)
+
+    def _pause(self, seconds: float, now: float | None = None) -> None:
+        if now is None:
+            now = self.clock.now()
+        self.paused_until = max(self.paused_until, now + seconds)
+
+    def _rejected(self, reason: str, wait: float | None, limit: float | None) -> RateLimitedError:
+        source = self.source
+        if reason == "rpm_limit":
+            what = f"at its limit of {source.rpm:g} requests per minute"
+        elif reason == "tpm_limit":
+            what = f"at its limit of {source.tpm:g} tokens per minute"
+        elif reason == "concurrency_limit":
+            what = f"running its maximum of {source.max_concurrency} calls"
+        elif reason == "server_pause":
+            what = "paused by the provider's rate limit"
+        elif reason == "queue":
+            what = "busy with calls queued before this one"
+        else:
+            what = "too busy to start this call before its deadline"
+        opens = f"; it can take a call in {wait:.3g} s" if wait is not None else ""
+        bound = f"{limit:g} s" if limit is not None else "no limit"
+        return RateLimitedError(
+            f"{self.provider} source {self.index} ({source.model}) is {what}{opens}, beyond "
+            f"this call's wait limit ({bound}); the call was not sent",
+            provider=self.provider,
+            source_index=self.index,
+            error_type=reason,
+            retry_after=wait,
+        )

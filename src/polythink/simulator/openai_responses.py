@@ -1,0 +1,370 @@
+"""Simulated OpenAI Responses API (``POST /{provider}/v1/responses``).
+
+Reasoning behaves like OpenAI's (WIRE.md §2; error texts as observed, §1.2):
+
+- the tier is ``reasoning.effort``, else the model's default; a registered model that does
+  not accept the tier gets 400 ``unsupported_value`` (``param: reasoning.effort``), a model
+  that does not reason gets 400 ``unsupported_parameter`` for ``reasoning`` and 400 "Encrypted
+  content is not supported with this model" for ``include: [reasoning.encrypted_content]``;
+- ``stop`` is an unknown parameter (400), as on the real endpoint;
+- reasoning items carry a summary only when ``reasoning.summary`` asks for one, and an
+  ``encrypted_content`` only when ``include`` asks for it. The encrypted content is a keyed
+  digest of the item, checked when the item comes back: an altered one gets 400 "could not be
+  verified", and a reasoning item without it under ``store: false`` gets OpenAI's 404 "Items
+  are not persisted when `store` is set to false". In a stream, the ``.added`` event carries a
+  truncated ``encrypted_content`` (the real one "may be incomplete"); only ``.done`` has the
+  whole value;
+- reasoning tokens grow with the tier; tool calls come back as ``function_call`` items for
+  ``tool_rounds`` turns.
+
+On ``/openrouter-responses/`` it speaks OpenRouter's variant: no tier validation, raw
+reasoning as ``reasoning_text`` content, no ``event:`` lines, ``: OPENROUTER PROCESSING``
+comments and a closing ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from polythink.simulator import behaviour
+from polythink.simulator.server import SimRequest, SimResponse
+from polythink.types import Effort
+
+__all__ = ["handle", "matches"]
+
+_ENCRYPTED = "reasoning.encrypted_content"
+_KEY = b"polythink-simulator-responses"
+
+
+def matches(path: str) -> bool:
+    """Whether ``path`` is a Responses route."""
+    return path.endswith("/responses")
+
+
+def _error(message: str, *, param: str | None, code: str | None) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def _listing(values: list[str]) -> str:
+    quoted = [f"'{v}'" for v in values]
+    if len(quoted) <= 1:
+        return "".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def _seal(item_id: str, model: str) -> str:
+    """The simulated ``encrypted_content`` of a reasoning item."""
+    return "gAAAAB" + hashlib.sha256(_KEY + f"{model}:{item_id}".encode()).hexdigest()
+
+
+def _items(body: Mapping[str, Any]) -> list[Any]:
+    value = body.get("input")
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return value if isinstance(value, list) else []
+
+
+def _reject(provider: str, body: Mapping[str, Any], model: str) -> tuple[int, Any] | None:
+    """Return ``(status, error)`` when OpenAI would reject this body, else ``None``."""
+    if "stop" in body:
+        return 400, _error("Unknown parameter: 'stop'.", param="stop", code="unknown_parameter")
+    for item in _items(body):
+        if not isinstance(item, Mapping) or item.get("type") != "reasoning":
+            continue
+        sealed = item.get("encrypted_content")
+        if sealed is None and body.get("store") is False:
+            return 404, _error(
+                f"Item with id '{item.get('id')}' not found. Items are not persisted when "
+                "`store` is set to false. Try again with `store` set to true, or remove this "
+                "item from your input.",
+                param="input",
+                code=None,
+            )
+        if sealed is not None and sealed != _seal(str(item.get("id")), model):
+            return 400, _error(
+                f"The encrypted content for item {item.get('id')} could not be verified.",
+                param=None,
+                code="invalid_encrypted_content",
+            )
+    cap = behaviour.capability(model)
+    if provider != "openai-responses" or cap is None:
+        return None
+    include = body.get("include")
+    if not cap.reasons and isinstance(include, list) and _ENCRYPTED in include:
+        return 400, _error(
+            "Encrypted content is not supported with this model.", param="include", code=None
+        )
+    reasoning = body.get("reasoning")
+    if not isinstance(reasoning, Mapping) or "effort" not in reasoning:
+        return None
+    if not cap.reasons:
+        return 400, _error(
+            "Unsupported parameter: 'reasoning.effort' is not supported with this model.",
+            param="reasoning.effort",
+            code="unsupported_parameter",
+        )
+    raw = reasoning.get("effort")
+    tier = Effort.parse(raw) if raw in {e.value for e in Effort} else None
+    if tier is None or tier is Effort.AUTO or tier not in cap.supported_efforts:
+        supported = [e.value for e in cap.supported_efforts if e is not Effort.AUTO]
+        return 400, _error(
+            f"Unsupported value: 'reasoning.effort' does not support '{raw}' with this model. "
+            f"Supported values are: {_listing(supported)}.",
+            param="reasoning.effort",
+            code="unsupported_value",
+        )
+    return None
+
+
+def _tier(body: Mapping[str, Any], model: str) -> Effort:
+    reasoning = body.get("reasoning")
+    raw = reasoning.get("effort") if isinstance(reasoning, Mapping) else None
+    if isinstance(raw, str):
+        try:
+            tier = Effort.parse(raw)
+        except ValueError:
+            tier = None
+        if tier is not None:
+            return tier
+    return behaviour.default_tier(model)
+
+
+def _depth(model: str, tier: Effort) -> Effort:
+    cap = behaviour.capability(model)
+    if cap is None:
+        return tier
+    if not cap.reasons:
+        return Effort.NONE
+    if tier is Effort.NONE and not cap.can_disable:
+        return cap.cheapest_effort or Effort.AUTO
+    return tier
+
+
+def _last_user_text(items: list[Any]) -> str:
+    for item in reversed(items):
+        if isinstance(item, Mapping) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def _function_call(
+    body: Mapping[str, Any], items: list[Any], rounds: int, seed: str
+) -> dict[str, Any] | None:
+    tools = [t for t in body.get("tools") or () if isinstance(t, Mapping)]
+    choice = body.get("tool_choice")
+    if not tools or choice == "none":
+        return None
+    done = sum(1 for i in items if isinstance(i, Mapping) and i.get("type") == "function_call")
+    forced = choice == "required" or isinstance(choice, Mapping)
+    if done >= rounds and not (forced and done == 0):
+        return None
+    tool = tools[0]
+    if isinstance(choice, Mapping):
+        tool = next((t for t in tools if t.get("name") == choice.get("name")), tool)
+    return {
+        "type": "function_call",
+        "id": f"fc_{seed}",
+        "call_id": f"call_{seed}",
+        "name": tool.get("name", "tool"),
+        "arguments": behaviour.tool_arguments(tool.get("parameters")),
+        "status": "completed",
+    }
+
+
+def _reasoning_item(
+    provider: str, body: Mapping[str, Any], model: str, text: str, seed: str
+) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": f"rs_{seed}", "type": "reasoning", "summary": []}
+    reasoning = body.get("reasoning")
+    if provider == "openrouter-responses":
+        item["content"] = [{"type": "reasoning_text", "text": text}]
+    elif isinstance(reasoning, Mapping) and reasoning.get("summary"):
+        item["summary"] = [{"type": "summary_text", "text": text}]
+    include = body.get("include")
+    if isinstance(include, list) and _ENCRYPTED in include:
+        item["encrypted_content"] = _seal(item["id"], model)
+    return item
+
+
+async def handle(request: SimRequest, response: SimResponse) -> None:
+    """Answer one Responses request in the dialect of ``request.provider``."""
+    try:
+        body = request.json()
+    except ValueError:
+        await response.send_json(
+            400, _error("We could not parse the JSON body of your request.", param=None, code=None)
+        )
+        return
+    model = body.get("model") if isinstance(body, Mapping) else None
+    if not isinstance(model, str) or not _items(body):
+        await response.send_json(
+            400,
+            _error("'model' and 'input' are required.", param="input", code="missing_required"),
+        )
+        return
+    provider = request.provider
+    rejection = _reject(provider, body, model)
+    if rejection is not None:
+        await response.send_json(*rejection)
+        return
+    items = _items(body)
+    depth = _depth(model, _tier(body, model))
+    settings = response.settings
+    words = int(request.header_float("x-sim-answer-words", settings.answer_words))
+    rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
+    answer = behaviour.answer_for(model, _last_user_text(items), depth, words, items)
+    seed = hashlib.sha256(request.body).hexdigest()[:12]
+    call = _function_call(body, items, rounds, seed)
+    answer_words = answer.words if call is None else []
+    reasoning_tokens = answer.reasoning_tokens
+    status, incomplete = "completed", None
+    limit = body.get("max_output_tokens")
+    if isinstance(limit, int) and limit > 0 and reasoning_tokens + len(answer_words) > limit:
+        answer_words = answer_words[: max(0, limit - reasoning_tokens)]
+        reasoning_tokens = min(reasoning_tokens, limit)
+        status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+    output: list[dict[str, Any]] = []
+    if reasoning_tokens:
+        output.append(_reasoning_item(provider, body, model, answer.reasoning, seed))
+    if answer_words:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{seed}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [
+                    {"type": "output_text", "annotations": [], "text": "".join(answer_words)}
+                ],
+            }
+        )
+    if call is not None:
+        output.append(call)
+    output_tokens = reasoning_tokens + len(answer_words) + (8 if call else 0)
+    result = {
+        "id": f"resp_sim_{seed}",
+        "object": "response",
+        "model": model,
+        "status": status,
+        "incomplete_details": incomplete,
+        "error": None,
+        "output": output,
+        "store": body.get("store", provider == "openai-responses"),
+        "usage": {
+            "input_tokens": answer.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": answer.prompt_tokens + output_tokens,
+        },
+    }
+    if body.get("stream"):
+        await _stream(response, provider, result, answer_words)
+    else:
+        await response.send_json(200, result)
+
+
+async def _stream(
+    response: SimResponse, provider: str, result: dict[str, Any], words: list[str]
+) -> None:
+    openrouter = provider == "openrouter-responses"
+    await response.start_stream()
+    sequence = 0
+
+    async def emit(event: dict[str, Any]) -> None:
+        nonlocal sequence
+        event["sequence_number"] = sequence
+        sequence += 1
+        data = json.dumps(event, separators=(",", ":"))
+        await response.write_event(data, None if openrouter else event["type"])
+
+    if openrouter:
+        await response.write(b": OPENROUTER PROCESSING\n\n")
+    head = {**result, "status": "in_progress", "output": [], "usage": None}
+    await emit({"type": "response.created", "response": head})
+    for index, item in enumerate(result["output"]):
+        kind = item["type"]
+        added = {**item}
+        if kind == "reasoning":
+            added["summary"] = []
+            added.pop("content", None)
+            if "encrypted_content" in item:
+                added["encrypted_content"] = item["encrypted_content"][:20]
+        elif kind == "message":
+            added["content"], added["status"] = [], "in_progress"
+        elif kind == "function_call":
+            added["arguments"], added["status"] = "", "in_progress"
+        await emit({"type": "response.output_item.added", "output_index": index, "item": added})
+        if kind == "reasoning":
+            await _stream_reasoning(emit, index, item)
+        elif kind == "message":
+            for word in words:
+                await emit(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": word,
+                    }
+                )
+        elif kind == "function_call":
+            arguments = item["arguments"]
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                await emit(
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "delta": piece,
+                    }
+                )
+            await emit(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "arguments": arguments,
+                }
+            )
+        await emit({"type": "response.output_item.done", "output_index": index, "item": item})
+    final = "response.incomplete" if result["status"] == "incomplete" else "response.completed"
+    await emit({"type": final, "response": result})
+    if openrouter:
+        await response.write_event("[DONE]")
+
+
+async def _stream_reasoning(
+    emit: Callable[[dict[str, Any]], Awaitable[None]], index: int, item: Mapping[str, Any]
+) -> None:
+    for key, delta_type in (
+        ("summary", "response.reasoning_summary_text.delta"),
+        ("content", "response.reasoning_text.delta"),
+    ):
+        for position, part in enumerate(item.get(key) or ()):
+            pieces = part["text"].split(" ")
+            for i, piece in enumerate(pieces):
+                await emit(
+                    {
+                        "type": delta_type,
+                        "item_id": item["id"],
+                        "output_index": index,
+                        f"{key}_index": position,
+                        "delta": piece if i == 0 else " " + piece,
+                    }
+                )

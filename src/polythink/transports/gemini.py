@@ -1,0 +1,684 @@
+"""Google Gemini API: ``models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``.
+
+The body is the proto3 JSON form of ``GenerateContentRequest`` (lowerCamelCase field names;
+the API also accepts the proto's snake_case names, which google-genai sends for some fields):
+``contents`` with roles ``user``/``model``, ``systemInstruction``, ``generationConfig`` with
+the ``thinkingConfig`` of the reasoning fragment, ``tools`` (``functionDeclarations`` with a
+JSON Schema in ``parametersJsonSchema``) and ``toolConfig``. The key goes in
+``x-goog-api-key`` (set by :class:`~polythink.transports.base.HTTPTransport`).
+
+Thought parts (``thought: true``) are reasoning; every other text part is the answer. They
+come back only when the request sets ``includeThoughts``, which the reasoning fragment does
+for every tier but ``none``; with ``reasoning_effort`` unset nothing is injected (the model's
+own default), and the thoughts can still be asked for through ``extra_body``. A
+part's ``thoughtSignature`` stays on that part: the model turn's parts are kept verbatim in
+``Message.reasoning_items`` (``reasoning_format="gemini"``) and sent back unchanged on the next
+turn, function calls included, which Gemini 3 requires ("Missing signatures will result in
+a 400 error", GEM-DOC-sigs). Signatures are sent back as received (standard base64): the API
+also accepts the URL-safe form a recorded client sent (pai_gemini_stream_function_call_
+thought_signature), but verbatim needs no decision about which form a signature is in.
+A text part with empty text and no signature carries nothing and is not kept (the recorded
+client drops it too).
+
+Usage (``usageMetadata``): ``input_tokens`` is ``promptTokenCount`` (cached content included)
+plus ``toolUsePromptTokenCount``; ``output_tokens`` is ``totalTokenCount - input_tokens``, which
+holds whether ``candidatesTokenCount`` counts the thoughts or not (AI Studio and Vertex have
+differed, simonw/llm-gemini#75); ``reasoning_tokens`` is ``thoughtsTokenCount``. Proto3 JSON
+omits zero counts, so an absent count is reported as ``None`` (not said), not as 0. No
+``usageMetadata`` gives ``usage=None``. Facts: WIRE.md §4, the v1beta ``.proto`` files
+(googleapis bc7e3baa, 2025-12-18) and the Gemini recordings (2025-11 to 2026-01).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any
+
+from polythink.errors import (
+    PolythinkError,
+    RequestRejectedError,
+    StreamInterruptedError,
+    TransientError,
+)
+from polythink.providers import ProviderProfile
+from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
+
+__all__ = [
+    "GeminiStreamAssembler",
+    "GeminiTransport",
+    "build_body",
+    "finish_reason",
+    "parse_response",
+    "parse_usage",
+    "tool_call_id",
+]
+
+_CONTENT_FILTER = "content_filter"
+_FINISH: dict[str, str] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": _CONTENT_FILTER,
+    "RECITATION": _CONTENT_FILTER,
+    "BLOCKLIST": _CONTENT_FILTER,
+    "PROHIBITED_CONTENT": _CONTENT_FILTER,
+    "SPII": _CONTENT_FILTER,
+    "IMAGE_SAFETY": _CONTENT_FILTER,
+    "IMAGE_PROHIBITED_CONTENT": _CONTENT_FILTER,
+    "IMAGE_RECITATION": _CONTENT_FILTER,
+    "LANGUAGE": "error",
+    "OTHER": "error",
+    "IMAGE_OTHER": "error",
+    "NO_IMAGE": "error",
+    "MALFORMED_FUNCTION_CALL": "error",
+    "UNEXPECTED_TOOL_CALL": "error",
+    "TOO_MANY_TOOL_CALLS": "error",
+}
+_TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "any": "ANY"}
+_PLAIN_TEXT_KEYS = frozenset({"text", "thought"})
+_MERGEABLE_KEYS = frozenset({"text", "thought", "thoughtSignature"})
+
+
+def _rejected(message: str, profile: ProviderProfile, source_index: int | None) -> PolythinkError:
+    return RequestRejectedError(
+        message,
+        provider=profile.id,
+        source_index=source_index,
+        error_type="invalid_request",
+    )
+
+
+def _parts(content: Any) -> list[Any]:
+    """Gemini parts for a message's content: a string, or OpenAI-style content parts."""
+    if not isinstance(content, list):
+        return [{"text": content if isinstance(content, str) else ""}]
+    parts: list[Any] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            parts.append({"text": part.get("text", "")})
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = str(image.get("url") if isinstance(image, Mapping) else image)
+            if url.startswith("data:") and ";base64," in url:
+                mime, _, data = url[5:].partition(";base64,")
+                parts.append({"inlineData": {"mimeType": mime, "data": data}})
+            else:
+                parts.append({"fileData": {"fileUri": url}})
+        else:
+            parts.append(part)
+    return parts
+
+
+def _arguments(call: ToolCall, profile: ProviderProfile, source_index: int | None) -> Any:
+    try:
+        args = json.loads(call.arguments) if call.arguments else {}
+    except ValueError:
+        args = None
+    if not isinstance(args, dict):
+        raise _rejected(
+            f"tool call {call.id!r} ({call.name}) has arguments that are not a JSON object; "
+            "Gemini's functionCall.args must be an object",
+            profile,
+            source_index,
+        )
+    return args
+
+
+def _function_response(message: Message) -> dict[str, Any]:
+    """The ``response`` object of a tool result: a JSON object as is, else ``{"result": …}``.
+
+    ``FunctionResponse.response`` is a ``Struct`` (an object), so a result that is not a
+    JSON object is wrapped, as Google's examples do.
+    """
+    text = message.text()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"result": text}
+    return value if isinstance(value, dict) else {"result": value}
+
+
+def _contents(
+    messages: Sequence[Message], profile: ProviderProfile, source_index: int | None
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """Return ``(system instruction text, contents)``.
+
+    System and developer messages, wherever they are, go to ``systemInstruction`` (Gemini
+    contents have no system role). Consecutive tool results form one ``user`` turn, so the
+    responses to parallel calls answer them together.
+    """
+    system: list[str] = []
+    contents: list[dict[str, Any]] = []
+    calls: dict[str, tuple[str, str | None]] = {}
+    tool_turn: list[Any] | None = None
+    for message in messages:
+        role = message.role
+        if role in ("system", "developer"):
+            system.append(message.text())
+            continue
+        if role == "tool":
+            call_id = message.tool_call_id or ""
+            name, gemini_id = calls.get(call_id, (message.name or "", None))
+            if not name:
+                raise _rejected(
+                    f"tool result {call_id!r} answers no earlier tool call; set its name= "
+                    "(Gemini's functionResponse needs the function name)",
+                    profile,
+                    source_index,
+                )
+            answer: dict[str, Any] = {"name": name, "response": _function_response(message)}
+            if gemini_id:
+                answer["id"] = gemini_id
+            if tool_turn is None:
+                tool_turn = []
+                contents.append({"role": "user", "parts": tool_turn})
+            tool_turn.append({"functionResponse": answer})
+            continue
+        tool_turn = None
+        if role == "assistant":
+            parts = _model_parts(message, calls, profile, source_index)
+            if parts:
+                contents.append({"role": "model", "parts": parts})
+        else:
+            contents.append({"role": "user", "parts": _parts(message.content)})
+    return ("\n\n".join(system) if system else None), contents
+
+
+def _model_parts(
+    message: Message,
+    calls: dict[str, tuple[str, str | None]],
+    profile: ProviderProfile,
+    source_index: int | None,
+) -> list[Any]:
+    if message.reasoning_items and message.reasoning_format == profile.reasoning_format:
+        parts = [p if isinstance(p, dict) else dict(p) for p in message.reasoning_items]
+        declared = [p["functionCall"] for p in parts if isinstance(p.get("functionCall"), Mapping)]
+        for call, function in zip(message.tool_calls, declared, strict=False):
+            calls[call.id] = (str(function.get("name") or call.name), function.get("id"))
+        return parts
+    parts = _parts(message.content) if message.content else []
+    for call in message.tool_calls:
+        parts.append(
+            {"functionCall": {"name": call.name, "args": _arguments(call, profile, source_index)}}
+        )
+        calls[call.id] = (call.name, None)
+    return parts
+
+
+def _tool_config(
+    choice: str | Mapping[str, Any], profile: ProviderProfile, source_index: int | None
+) -> dict[str, Any]:
+    if isinstance(choice, str):
+        mode = _TOOL_MODES.get(choice.strip().lower())
+        if mode is None:
+            raise _rejected(
+                f"tool_choice {choice!r} has no Gemini equivalent; accepted: auto, none, "
+                "required, or {'type': 'function', 'function': {'name': ...}}",
+                profile,
+                source_index,
+            )
+        return {"functionCallingConfig": {"mode": mode}}
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
+    if isinstance(name, str) and name:
+        return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}}
+    return dict(choice)
+
+
+def build_body(
+    request: Request,
+    *,
+    profile: ProviderProfile,
+    extra_body: Mapping[str, Any] | None = None,
+    source_index: int | None = None,
+) -> dict[str, Any]:
+    """Build the ``GenerateContentRequest`` body for ``request`` (the model is in the URL).
+
+    Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it),
+    ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``),
+    ``tools`` and ``toolConfig``; then deep-merges the reasoning fragment (its
+    ``generationConfig.thinkingConfig``, and the raised ``maxOutputTokens`` of budget models),
+    the source's ``extra_body`` and the call's, in that order (later wins).
+
+    Raises:
+        RequestRejectedError: a tool result that answers no known call and has no name; a
+            tool call whose arguments are not a JSON object; a ``tool_choice`` with no Gemini
+            equivalent.
+    """
+    system, contents = _contents(request.messages, profile, source_index)
+    body: dict[str, Any] = {"contents": contents}
+    if system is not None:
+        body["systemInstruction"] = {"role": "user", "parts": [{"text": system}]}
+    generation: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        generation["maxOutputTokens"] = request.max_tokens
+    if request.temperature is not None:
+        generation["temperature"] = request.temperature
+    if request.top_p is not None:
+        generation["topP"] = request.top_p
+    if request.stop:
+        generation["stopSequences"] = list(request.stop)
+    if generation:
+        body["generationConfig"] = generation
+    if request.tools:
+        body["tools"] = [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parametersJsonSchema": tool.parameters,
+                    }
+                    for tool in request.tools
+                ]
+            }
+        ]
+    if request.tool_choice is not None:
+        body["toolConfig"] = _tool_config(request.tool_choice, profile, source_index)
+    if request.resolution is not None and request.resolution.payload:
+        deep_merge(body, request.resolution.payload)
+    if extra_body:
+        deep_merge(body, extra_body)
+    if request.extra_body:
+        deep_merge(body, request.extra_body)
+    return body
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def parse_usage(metadata: Any) -> Usage | None:
+    """Normalise ``usageMetadata``; ``None`` when the response carries none (case C15).
+
+    ``input_tokens + output_tokens == totalTokenCount`` whenever the total is reported
+    (case C04): the output is derived from the total rather than from one formula over
+    ``candidatesTokenCount`` and ``thoughtsTokenCount``, which providers have counted both
+    ways. Without a total, the output is candidates plus thoughts.
+    """
+    if not isinstance(metadata, Mapping):
+        return None
+    prompt = _count(metadata.get("promptTokenCount"))
+    tool_prompt = _count(metadata.get("toolUsePromptTokenCount"))
+    candidates = _count(metadata.get("candidatesTokenCount"))
+    thoughts = _count(metadata.get("thoughtsTokenCount"))
+    total = _count(metadata.get("totalTokenCount"))
+    input_tokens = None if prompt is None else prompt + (tool_prompt or 0)
+    output_tokens: int | None
+    if total is not None and input_tokens is not None and total >= input_tokens:
+        output_tokens = total - input_tokens
+    elif candidates is not None or thoughts is not None:
+        output_tokens = (candidates or 0) + (thoughts or 0)
+    else:
+        output_tokens = None
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        reasoning_tokens=thoughts,
+        cache_read_tokens=_count(metadata.get("cachedContentTokenCount")),
+    )
+
+
+def finish_reason(raw: Any, *, has_tool_calls: bool, blocked: bool = False) -> str:
+    """Map a candidate ``finishReason`` to polythink's finish reason.
+
+    ``STOP`` -> ``stop`` (``tool_calls`` when the turn calls functions); ``MAX_TOKENS`` ->
+    ``length``; the safety, recitation, blocklist, prohibited-content and SPII reasons (and a
+    prompt blocked by ``promptFeedback.blockReason``) -> ``content_filter``; malformed or
+    unexpected tool calls, ``LANGUAGE`` and ``OTHER`` -> ``error``.
+    """
+    if blocked:
+        return _CONTENT_FILTER
+    mapped = _FINISH.get(raw, "stop") if isinstance(raw, str) else "stop"
+    if has_tool_calls and mapped == "stop":
+        return "tool_calls"
+    return mapped
+
+
+def tool_call_id(response_id: str | None, index: int, name: str, args: Any) -> str:
+    """A stable id for a function call that came without one.
+
+    Derived from the response id and the call's position (and its name and arguments), so
+    the same response parsed again, streamed or not, gives the same ids.
+    """
+    seed = json.dumps([response_id, index, name, args], sort_keys=True, separators=(",", ":"))
+    return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:24]
+
+
+def _tool_call(part: Mapping[str, Any], response_id: str | None, index: int) -> ToolCall:
+    function = part["functionCall"]
+    name = str(function.get("name") or "")
+    args = function.get("args")
+    if args is None:
+        args = {}
+    call_id = function.get("id")
+    return ToolCall(
+        id=str(call_id) if call_id else tool_call_id(response_id, index, name, args),
+        name=name,
+        arguments=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
+    )
+
+
+def _keep(part: Mapping[str, Any]) -> bool:
+    """Whether a part carries anything: an empty unsigned text part does not."""
+    return not (part.get("text") == "" and set(part) <= _PLAIN_TEXT_KEYS)
+
+
+def _candidate(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    candidates = data.get("candidates")
+    if isinstance(candidates, list) and candidates and isinstance(candidates[0], Mapping):
+        return candidates[0]
+    return {}
+
+
+def _candidate_parts(candidate: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, Mapping) else None
+    return [p for p in parts if isinstance(p, Mapping)] if isinstance(parts, list) else []
+
+
+def _blocked(data: Mapping[str, Any]) -> bool:
+    feedback = data.get("promptFeedback")
+    return isinstance(feedback, Mapping) and bool(feedback.get("blockReason"))
+
+
+def _response(
+    *,
+    text: str,
+    reasoning: str | None,
+    calls: list[ToolCall],
+    parts: tuple[Mapping[str, Any], ...],
+    finish: str,
+    usage: Usage | None,
+    model: str,
+    response_id: str | None,
+    profile: ProviderProfile,
+    source_index: int,
+) -> Response:
+    message = Message(
+        role="assistant",
+        content=text if (text or not calls) else None,
+        tool_calls=tuple(calls),
+        reasoning=reasoning,
+        reasoning_items=parts,
+        reasoning_format=profile.reasoning_format if parts else None,
+    )
+    return Response(
+        text=text,
+        reasoning=reasoning,
+        tool_calls=calls,
+        finish_reason=finish,
+        usage=usage,
+        model=model,
+        provider=profile.id,
+        source_index=source_index,
+        message=message,
+        output_limited=finish == "length",
+        id=response_id,
+    )
+
+
+def parse_response(
+    data: Any, *, profile: ProviderProfile, source_index: int, model: str
+) -> Response:
+    """Parse a ``GenerateContentResponse`` into a :class:`Response` (first candidate).
+
+    Raises:
+        TransientError: when the body is not a response object.
+    """
+    if not isinstance(data, Mapping):
+        raise TransientError(
+            f"{profile.id} answered with a body that is not a response object",
+            provider=profile.id,
+            source_index=source_index,
+        )
+    response_id = data.get("responseId")
+    candidate = _candidate(data)
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    kept: list[Mapping[str, Any]] = []
+    for part in _candidate_parts(candidate):
+        if isinstance(part.get("functionCall"), Mapping):
+            calls.append(_tool_call(part, response_id, len(calls)))
+        elif isinstance(part.get("text"), str):
+            (reasoning if part.get("thought") else text).append(part["text"])
+        if _keep(part):
+            kept.append(part)
+    finish = finish_reason(
+        candidate.get("finishReason"), has_tool_calls=bool(calls), blocked=_blocked(data)
+    )
+    return _response(
+        text="".join(text),
+        reasoning="".join(reasoning) or None,
+        calls=calls,
+        parts=tuple(kept),
+        finish=finish,
+        usage=parse_usage(data.get("usageMetadata")),
+        model=data.get("modelVersion") or model,
+        response_id=response_id,
+        profile=profile,
+        source_index=source_index,
+    )
+
+
+class GeminiStreamAssembler:
+    """Turn ``streamGenerateContent`` chunks into events and, at the end, a :class:`Response`.
+
+    Each chunk is a whole ``GenerateContentResponse`` carrying the next parts. Thought text is
+    yielded as reasoning, other text as text, each ``functionCall`` part (complete in one
+    chunk) as a tool call. The parts kept for the next turn are rebuilt as the non-streamed
+    response has them: a text chunk without a signature continues the previous text part of
+    the same kind; a part with a signature starts a new part and keeps its signature; a
+    function call is always its own part. Usage is the last chunk's ``usageMetadata``, yielded
+    once when the stream ends.
+    """
+
+    def __init__(self, profile: ProviderProfile, source_index: int, model: str) -> None:
+        self.profile = profile
+        self.source_index = source_index
+        self.model = model
+        self.response_id: str | None = None
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[ToolCall] = []
+        # (part, its text pieces): streamed text is joined once, at the end.
+        self._parts: list[tuple[dict[str, Any], list[str] | None]] = []
+        self.raw_finish: Any = None
+        self.blocked = False
+        self._metadata: Any = None
+        self.content_seen = False
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        """Consume one parsed chunk; return the events it produces."""
+        out: list[StreamEvent] = []
+        if chunk.get("modelVersion"):
+            self.model = chunk["modelVersion"]
+        if self.response_id is None and chunk.get("responseId"):
+            self.response_id = chunk["responseId"]
+        if "usageMetadata" in chunk:
+            self._metadata = chunk["usageMetadata"]
+        if _blocked(chunk):
+            self.blocked = True
+        candidate = _candidate(chunk)
+        for part in _candidate_parts(candidate):
+            if isinstance(part.get("functionCall"), Mapping):
+                call = _tool_call(part, self.response_id, len(self.calls))
+                self.calls.append(call)
+                self.content_seen = True
+                out.append(StreamEvent("tool_call", tool_call=call))
+            elif isinstance(part.get("text"), str) and part["text"]:
+                self.content_seen = True
+                if part.get("thought"):
+                    self.reasoning.append(part["text"])
+                    out.append(StreamEvent("reasoning", text=part["text"]))
+                else:
+                    self.text.append(part["text"])
+                    out.append(StreamEvent("text", text=part["text"]))
+            self._keep(part)
+        if candidate.get("finishReason"):
+            self.raw_finish = candidate["finishReason"]
+        return out
+
+    def _keep(self, part: Mapping[str, Any]) -> None:
+        if not _keep(part):
+            return
+        text = part.get("text")
+        if not isinstance(text, str):
+            self._parts.append((dict(part), None))
+            return
+        last = self._parts[-1] if self._parts else None
+        if (
+            last is not None
+            and last[1] is not None
+            and set(part) <= _PLAIN_TEXT_KEYS
+            and set(last[0]) <= _MERGEABLE_KEYS
+            and bool(last[0].get("thought")) == bool(part.get("thought"))
+        ):
+            last[1].append(text)
+            return
+        self._parts.append((dict(part), [text]))
+
+    def _kept_parts(self) -> tuple[dict[str, Any], ...]:
+        parts = []
+        for head, pieces in self._parts:
+            part = dict(head)
+            if pieces is not None:
+                part["text"] = "".join(pieces)
+            parts.append(part)
+        return tuple(parts)
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage of the last chunk that reported one (parsed once, when asked)."""
+        return parse_usage(self._metadata)
+
+    @property
+    def finished(self) -> bool:
+        """Whether a chunk carried a finish reason (or the prompt was blocked)."""
+        return self.raw_finish is not None or self.blocked
+
+    def flush(self) -> list[StreamEvent]:
+        """The final usage event (end of stream), if any usage was reported."""
+        usage = self.usage
+        return [StreamEvent("usage", usage=usage)] if usage is not None else []
+
+    def response(self, *, finish: str | None = None) -> Response:
+        """Assemble the response from everything consumed so far."""
+        if finish is None:
+            finish = finish_reason(
+                self.raw_finish, has_tool_calls=bool(self.calls), blocked=self.blocked
+            )
+        return _response(
+            text="".join(self.text),
+            reasoning="".join(self.reasoning) or None,
+            calls=list(self.calls),
+            parts=self._kept_parts(),
+            finish=finish,
+            usage=self.usage,
+            model=self.model,
+            response_id=self.response_id,
+            profile=self.profile,
+            source_index=self.source_index,
+        )
+
+
+class GeminiTransport(HTTPTransport):
+    """The Gemini API over HTTP for one source.
+
+    ``POST {base_url}/models/{model}:generateContent`` and
+    ``:streamGenerateContent?alt=sse``; both URLs are built once.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        root = f"{self.source.endpoint}/models/{self.source.model}"
+        self.url = f"{root}:generateContent"
+        self.stream_url = f"{root}:streamGenerateContent?alt=sse"
+        self._extra_body = self.source.extra_body
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """Return the exact body this transport sends for ``request``.
+
+        Raises:
+            RequestRejectedError: see :func:`build_body`.
+        """
+        return build_body(
+            request, profile=self.profile, extra_body=self._extra_body, source_index=self.index
+        )
+
+    async def complete(self, request: Request) -> Response:
+        """Send a non-streaming call and parse the answer.
+
+        Raises:
+            PolythinkError: the mapped HTTP, transport or in-band error.
+        """
+        data = await self.post_json(self.url, self.body(request), request)
+        if isinstance(data, Mapping) and data.get("error") and not data.get("candidates"):
+            raise self.in_band_error(data)
+        return parse_response(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Send a streaming call; yield text, reasoning, tool-call and usage events, then
+        ``done`` with the assembled response.
+
+        Gemini separates events with CRLF (recorded); the SSE decoder handles every line
+        ending. The stream ends when the server closes it after the chunk with a finish
+        reason.
+
+        Raises:
+            PolythinkError: before the first content event, the mapped error (an in-stream
+                ``{"error": …}`` chunk by its ``status``); after it,
+                :class:`StreamInterruptedError` carrying the partial response, with the
+                underlying error as ``__cause__``.
+        """
+        assembler = GeminiStreamAssembler(self.profile, self.index, self.source.model)
+        try:
+            async with self.open_stream(self.stream_url, self.body(request), request) as response:
+                async for _, data in self.sse_events(response):
+                    if not data or data.isspace():
+                        continue
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError as exc:
+                        raise TransientError(
+                            f"{self.profile.id} sent a stream chunk that is not JSON",
+                            provider=self.profile.id,
+                            source_index=self.index,
+                            status_code=response.status_code,
+                            body=data[:2000],
+                        ) from exc
+                    if not isinstance(chunk, Mapping):
+                        continue
+                    if chunk.get("error") and not chunk.get("candidates"):
+                        raise self.in_band_error(chunk, response)
+                    for event in assembler.feed(chunk):
+                        yield event
+                if not assembler.finished:
+                    raise TransientError(
+                        f"{self.profile.id} closed the stream before it finished",
+                        provider=self.profile.id,
+                        source_index=self.index,
+                        status_code=response.status_code,
+                        error_type="stream_incomplete",
+                    )
+        except PolythinkError as exc:
+            if assembler.content_seen:
+                raise StreamInterruptedError(
+                    f"stream from {self.profile.id} broke after output began: {exc.message}",
+                    partial=assembler.response(finish="error"),
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=exc.status_code,
+                    error_type=exc.error_type,
+                    request_id=exc.request_id,
+                ) from exc
+            raise
+        for event in assembler.flush():
+            yield event
+        yield StreamEvent("done", response=assembler.response())

@@ -1,0 +1,708 @@
+"""OpenAI Responses API (``POST {base_url}/responses``), and OpenRouter's Responses endpoint.
+
+Requests are stateless: polythink never sends ``previous_response_id``; every call carries
+the whole conversation in ``input``. An assistant turn that polythink parsed from this wire
+keeps the response's output items verbatim (``Message.reasoning_items`` with
+``reasoning_format`` equal to the profile's), and they are sent back unchanged on the next
+turn: reasoning items with their ``encrypted_content``, message items, function calls.
+
+``include`` and ``store``, decided from the recordings and the documented failure modes:
+
+- ``include: ["reasoning.encrypted_content"]`` is sent when the profile asks for it
+  (``encrypted_reasoning``, OpenAI) and the model reasons: by the capability registry, or,
+  for an unregistered model, when the call applies a reasoning tier. Every recorded client
+  that asked a reasoning model to reason sent it (pai_openai_responses_reasoning_summary_*,
+  llm_openai_responses_plain_stream, pai_openai_chat_reasoning_effort_and_responses; the
+  2025-03 recording pai_openai_responses_reasoning_effort_low predates that practice). It is
+  never sent to a model that does not reason: OpenAI answers 400 "Encrypted content is not
+  supported with this model" (ShishirPatil/gorilla#1148, 2025-08).
+- ``store`` is left to the server (four of the five OpenAI recordings do not send it). With
+  the encrypted content in hand the history replays under either setting; a caller who wants
+  no retention sends ``{"store": false}`` through ``extra_body`` (as simonw/llm does). With
+  ``store: false`` in the final body, reasoning items that carry no ``encrypted_content``
+  are left out of ``input``: the server cannot look them up and answers 404 "Item with id
+  'rs_…' not found. Items are not persisted when `store` is set to false" (vercel/ai#7543,
+  2025-07).
+
+Summaries are the caller's choice (``{"reasoning": {"summary": "auto"}}`` through
+``extra_body``): OpenAI refuses them with 400 for organisations that are not verified, and
+the reasoning-token count is enough to observe reasoning. Reasoning text is the summary
+(``summary_text``) and raw reasoning (``reasoning_text`` content, OpenRouter's gpt-oss) of
+every reasoning item, parts joined with a blank line.
+Facts: WIRE.md §2 (OpenAI SDK e43b4224, 2026-08-21), the Responses recordings in
+``../shared/fixtures/real`` (2025-03 to 2026-05).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any
+
+from polythink.errors import (
+    PolythinkError,
+    RequestRejectedError,
+    StreamInterruptedError,
+    TransientError,
+)
+from polythink.providers import ProviderProfile
+from polythink.reasoning.capabilities import get_capability
+from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.types import Effort, Message, Request, Response, StreamEvent, ToolCall, Usage
+
+__all__ = [
+    "ENCRYPTED_REASONING",
+    "OpenAIResponsesTransport",
+    "ResponsesStreamAssembler",
+    "build_body",
+    "finish_reason",
+    "parse_response",
+    "parse_usage",
+]
+
+logger = logging.getLogger("polythink.transports")
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+"""The ``include`` value that returns reasoning items with ``encrypted_content``."""
+
+_PART_SEPARATOR = "\n\n"
+_DELTAS = frozenset(
+    {
+        "response.output_text.delta",
+        "response.refusal.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.delta",
+    }
+)
+
+
+def _content(content: Any, role: str) -> Any:
+    """Return Responses content for a message: strings as is, chat-style parts converted."""
+    if not isinstance(content, list):
+        return content if content is not None else ""
+    text_type = "output_text" if role == "assistant" else "input_text"
+    parts: list[Any] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            parts.append({"type": text_type, "text": part.get("text", "")})
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            parts.append({"type": "input_image", "image_url": url})
+        else:
+            parts.append(part)
+    return parts
+
+
+def _rejected(message: str, profile: ProviderProfile, source_index: int | None) -> PolythinkError:
+    return RequestRejectedError(
+        message,
+        provider=profile.id,
+        source_index=source_index,
+        error_type="invalid_request",
+    )
+
+
+def _input(
+    messages: Sequence[Message], profile: ProviderProfile, source_index: int | None
+) -> tuple[str | None, list[Any]]:
+    """Return ``(instructions, input items)`` for the conversation.
+
+    System and developer messages before the first other message become ``instructions``
+    (joined by a blank line, as pai_openai_responses_reasoning_summary_auto sends its system
+    prompt); later ones stay in ``input`` with their role.
+    """
+    instructions: list[str] = []
+    items: list[Any] = []
+    leading = True
+    for message in messages:
+        role = message.role
+        if role in ("system", "developer"):
+            if leading:
+                instructions.append(message.text())
+            else:
+                items.append({"role": role, "content": _content(message.content, role)})
+            continue
+        leading = False
+        if role == "tool":
+            if not message.tool_call_id:
+                raise _rejected(
+                    "a tool message needs tool_call_id (the call_id of the function call it "
+                    "answers) on the Responses API",
+                    profile,
+                    source_index,
+                )
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id,
+                    "output": message.text(),
+                }
+            )
+        elif role == "assistant":
+            if message.reasoning_items and message.reasoning_format == profile.reasoning_format:
+                items.extend(i if isinstance(i, dict) else dict(i) for i in message.reasoning_items)
+                continue
+            if message.content:
+                items.append({"role": "assistant", "content": _content(message.content, role)})
+            for call in message.tool_calls:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                    }
+                )
+        else:
+            items.append({"role": role, "content": _content(message.content, role)})
+    return ("\n\n".join(instructions) if instructions else None), items
+
+
+def _tool_choice(choice: str | Mapping[str, Any]) -> Any:
+    if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+        return {"type": "function", "name": choice["function"].get("name")}
+    return choice
+
+
+def build_body(
+    request: Request,
+    *,
+    model: str,
+    profile: ProviderProfile,
+    extra_body: Mapping[str, Any] | None = None,
+    include_encrypted: bool = False,
+    drop_params: bool = False,
+    source_index: int | None = None,
+) -> dict[str, Any]:
+    """Build the Responses request body for ``request``.
+
+    Sets ``model``, ``input`` (and ``instructions`` from leading system messages),
+    ``stream``, ``include`` when ``include_encrypted``, ``max_output_tokens``, sampling,
+    ``tools`` (``strict`` is always sent, false unless the tool sets it: the field is
+    required, openai_openapi.yaml ``FunctionTool`` 2026-08-21) and ``tool_choice``; then
+    deep-merges the reasoning fragment, the source's
+    ``extra_body`` and the call's, in that order (later wins; lists are replaced whole).
+    With ``store: false`` in the result, reasoning items without ``encrypted_content`` are
+    left out of ``input`` (see the module docstring).
+
+    Raises:
+        RequestRejectedError: ``stop`` was given (the Responses API has no stop sequences)
+            and ``drop_params`` is false; a tool message has no ``tool_call_id``.
+    """
+    if request.stop and not drop_params:
+        raise _rejected(
+            "the Responses API has no stop sequences; remove stop= or set "
+            "Source(drop_params=True) to drop it for this source",
+            profile,
+            source_index,
+        )
+    instructions, items = _input(request.messages, profile, source_index)
+    body: dict[str, Any] = {"model": model, "input": items}
+    if instructions is not None:
+        body["instructions"] = instructions
+    body["stream"] = request.stream
+    if include_encrypted:
+        body["include"] = [ENCRYPTED_REASONING]
+    if request.max_tokens is not None:
+        body[profile.max_tokens_field] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": bool(tool.strict),
+            }
+            for tool in request.tools
+        ]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.resolution is not None and request.resolution.payload:
+        deep_merge(body, request.resolution.payload)
+    if extra_body:
+        deep_merge(body, extra_body)
+    if request.extra_body:
+        deep_merge(body, request.extra_body)
+    if body.get("store") is False:
+        body["input"] = [
+            item
+            for item in body["input"]
+            if not (
+                isinstance(item, Mapping)
+                and item.get("type") == "reasoning"
+                and not item.get("encrypted_content")
+            )
+        ]
+    return body
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def parse_usage(usage: Any) -> Usage | None:
+    """Normalise a Responses ``usage`` object; ``None`` when absent.
+
+    ``input_tokens`` already includes cached tokens; cache reads come from
+    ``input_tokens_details.cached_tokens``, writes from ``input_tokens_details.
+    cache_write_tokens`` (2026), reasoning from ``output_tokens_details.reasoning_tokens``
+    (part of ``output_tokens``). A field the provider did not send stays ``None``.
+    """
+    if not isinstance(usage, Mapping):
+        return None
+    input_details = usage.get("input_tokens_details")
+    output_details = usage.get("output_tokens_details")
+    ind = input_details if isinstance(input_details, Mapping) else {}
+    outd = output_details if isinstance(output_details, Mapping) else {}
+    return Usage(
+        input_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+        reasoning_tokens=_count(outd.get("reasoning_tokens")),
+        cache_read_tokens=_count(ind.get("cached_tokens")),
+        cache_write_tokens=_count(ind.get("cache_write_tokens")),
+    )
+
+
+def finish_reason(
+    status: Any, incomplete: Any, *, has_tool_calls: bool, refused: bool = False
+) -> str:
+    """Map a response ``status`` (and ``incomplete_details``) to polythink's finish reason.
+
+    ``completed`` -> ``tool_calls`` when the output has function calls, ``content_filter``
+    when the model refused, else ``stop``; ``incomplete`` with reason ``max_output_tokens``
+    -> ``length``, with ``content_filter`` -> ``content_filter``, with any other reason ->
+    ``error``; ``failed`` or ``cancelled`` -> ``error``.
+    """
+    if status == "incomplete":
+        reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
+        if reason == "max_output_tokens":
+            return "length"
+        if reason == "content_filter":
+            return "content_filter"
+        return "error"
+    if status in ("failed", "cancelled"):
+        return "error"
+    if has_tool_calls:
+        return "tool_calls"
+    return "content_filter" if refused else "stop"
+
+
+def _reasoning_parts(item: Mapping[str, Any]) -> list[str]:
+    """The non-empty texts of a reasoning item: summary parts, then reasoning content."""
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        for part in item.get(key) or ():
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str) and part["text"]:
+                texts.append(part["text"])
+    return texts
+
+
+def _message_text(item: Mapping[str, Any]) -> tuple[str, bool]:
+    """Return ``(text, refused)`` of a message item (refusal text counts as text)."""
+    pieces: list[str] = []
+    refused = False
+    for part in item.get("content") or ():
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+            pieces.append(part["text"])
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+            pieces.append(part["refusal"])
+            refused = True
+    return "".join(pieces), refused
+
+
+def _call(item: Mapping[str, Any]) -> ToolCall:
+    arguments = item.get("arguments")
+    return ToolCall(
+        id=str(item.get("call_id") or item.get("id") or ""),
+        name=str(item.get("name") or ""),
+        arguments=arguments if isinstance(arguments, str) and arguments else "{}",
+    )
+
+
+def _response(
+    *,
+    text: str,
+    reasoning: str | None,
+    calls: list[ToolCall],
+    items: tuple[Mapping[str, Any], ...],
+    finish: str,
+    usage: Usage | None,
+    model: str,
+    response_id: str | None,
+    profile: ProviderProfile,
+    source_index: int,
+) -> Response:
+    message = Message(
+        role="assistant",
+        content=text if (text or not calls) else None,
+        tool_calls=tuple(calls),
+        reasoning=reasoning,
+        reasoning_items=items,
+        reasoning_format=profile.reasoning_format if items else None,
+    )
+    return Response(
+        text=text,
+        reasoning=reasoning,
+        tool_calls=calls,
+        finish_reason=finish,
+        usage=usage,
+        model=model,
+        provider=profile.id,
+        source_index=source_index,
+        message=message,
+        output_limited=finish == "length",
+        id=response_id,
+    )
+
+
+def parse_response(
+    data: Any, *, profile: ProviderProfile, source_index: int, model: str
+) -> Response:
+    """Parse a non-streaming Responses body into a :class:`Response`.
+
+    Text is every ``output_text`` part of the message items; reasoning every summary and
+    ``reasoning_text`` part of the reasoning items, joined with a blank line; tool calls the
+    ``function_call`` items (``call_id``, ``name``, ``arguments``). All output items are
+    kept verbatim on ``message.reasoning_items``.
+
+    Raises:
+        TransientError: when the body is not a response object.
+    """
+    if not isinstance(data, Mapping) or not isinstance(data.get("output"), list):
+        raise TransientError(
+            f"{profile.id} answered without an output list",
+            provider=profile.id,
+            source_index=source_index,
+        )
+    output = [item for item in data["output"] if isinstance(item, Mapping)]
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    refused = False
+    for item in output:
+        kind = item.get("type")
+        if kind == "message":
+            piece, refusal = _message_text(item)
+            text.append(piece)
+            refused = refused or refusal
+        elif kind == "reasoning":
+            reasoning.extend(_reasoning_parts(item))
+        elif kind == "function_call":
+            calls.append(_call(item))
+    finish = finish_reason(
+        data.get("status"),
+        data.get("incomplete_details"),
+        has_tool_calls=bool(calls),
+        refused=refused,
+    )
+    return _response(
+        text="".join(text),
+        reasoning=_PART_SEPARATOR.join(reasoning) or None,
+        calls=calls,
+        items=tuple(output),
+        finish=finish,
+        usage=parse_usage(data.get("usage")),
+        model=data.get("model") or model,
+        response_id=data.get("id"),
+        profile=profile,
+        source_index=source_index,
+    )
+
+
+class ResponsesStreamAssembler:
+    """Turn Responses stream events into polythink events and, at the end, a :class:`Response`.
+
+    Text comes from ``response.output_text.delta``, reasoning from
+    ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` (a blank
+    line between two parts, so the streamed reasoning equals the non-streamed one); a tool
+    call is yielded once its arguments are complete (``response.function_call_arguments.done``,
+    else its ``response.output_item.done``). The final items kept for
+    the next turn are those of ``response.output_item.done``: the ``encrypted_content`` of
+    ``.added`` may be incomplete (OpenAI SDK f38355ec, 2026-08-14), and OpenRouter renames
+    items in its final ``response.completed``. An item whose text never arrived as deltas
+    yields it from its ``.done`` item. Usage and status come from ``response.completed`` or
+    ``response.incomplete``.
+    """
+
+    def __init__(self, profile: ProviderProfile, source_index: int, model: str) -> None:
+        self.profile = profile
+        self.source_index = source_index
+        self.model = model
+        self.response_id: str | None = None
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.items: dict[int, Mapping[str, Any]] = {}
+        self.calls: dict[int, ToolCall] = {}
+        self.status: Any = None
+        self.incomplete: Any = None
+        self.usage: Usage | None = None
+        self.finished = False
+        self.refused = False
+        self.content_seen = False
+        self._parts: set[tuple[int, str, int]] = set()
+        self._streamed: set[Any] = set()
+        self._added: dict[int, Mapping[str, Any]] = {}
+
+    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        """Consume one parsed stream event; return the events it produces."""
+        kind = event.get("type")
+        out: list[StreamEvent] = []
+        index = event.get("output_index")
+        index = index if type(index) is int else -1
+        if kind in _DELTAS:
+            item_id = event.get("item_id")
+            if item_id:
+                self._streamed.add(item_id)
+            if index >= 0:
+                self._streamed.add(index)
+        if kind == "response.output_text.delta":
+            self._text(event.get("delta"), out)
+        elif kind == "response.reasoning_summary_text.delta":
+            self._reason(event.get("delta"), (index, "summary", event.get("summary_index", 0)), out)
+        elif kind == "response.reasoning_text.delta":
+            self._reason(event.get("delta"), (index, "content", event.get("content_index", 0)), out)
+        elif kind == "response.refusal.delta":
+            self.refused = True
+            self._text(event.get("delta"), out)
+        elif kind == "response.output_item.added":
+            item = event.get("item")
+            if isinstance(item, Mapping) and item.get("type") == "function_call":
+                self._added[index] = item
+        elif kind == "response.function_call_arguments.done":
+            added = self._added.get(index)
+            if added is not None:
+                self._emit_call(index, {**added, "arguments": event.get("arguments")}, out)
+        elif kind == "response.output_item.done":
+            item = event.get("item")
+            if isinstance(item, Mapping):
+                self._item_done(index, item, out)
+        elif kind in ("response.completed", "response.incomplete"):
+            self._finish(event.get("response"), out)
+        elif kind in ("response.created", "response.in_progress"):
+            self._meta(event.get("response"))
+        return out
+
+    def _meta(self, response: Any) -> None:
+        if not isinstance(response, Mapping):
+            return
+        if response.get("model"):
+            self.model = response["model"]
+        if self.response_id is None and response.get("id"):
+            self.response_id = response["id"]
+
+    def _text(self, delta: Any, out: list[StreamEvent]) -> None:
+        if not isinstance(delta, str) or not delta:
+            return
+        self.text.append(delta)
+        self.content_seen = True
+        out.append(StreamEvent("text", text=delta))
+
+    def _reason(self, delta: Any, part: tuple[int, str, int], out: list[StreamEvent]) -> None:
+        if not isinstance(delta, str) or not delta:
+            return
+        if part not in self._parts:
+            self._parts.add(part)
+            if self.reasoning:
+                delta = _PART_SEPARATOR + delta
+        self.reasoning.append(delta)
+        self.content_seen = True
+        out.append(StreamEvent("reasoning", text=delta))
+
+    def _item_done(self, index: int, item: Mapping[str, Any], out: list[StreamEvent]) -> None:
+        if index < 0:
+            index = max(self.items, default=-1) + 1
+        self.items[index] = item
+        kind = item.get("type")
+        if kind == "function_call":
+            self._emit_call(index, item, out)
+        elif index not in self._streamed and item.get("id") not in self._streamed:
+            if kind == "message":
+                text, refused = _message_text(item)
+                self.refused = self.refused or refused
+                self._text(text, out)
+            elif kind == "reasoning":
+                for position, piece in enumerate(_reasoning_parts(item)):
+                    self._reason(piece, (index, "done", position), out)
+
+    def _emit_call(self, index: int, item: Mapping[str, Any], out: list[StreamEvent]) -> None:
+        if index in self.calls:
+            return
+        call = _call(item)
+        self.calls[index] = call
+        self.content_seen = True
+        out.append(StreamEvent("tool_call", tool_call=call))
+
+    def _finish(self, response: Any, out: list[StreamEvent]) -> None:
+        self.finished = True
+        if not isinstance(response, Mapping):
+            return
+        self._meta(response)
+        self.status = response.get("status")
+        self.incomplete = response.get("incomplete_details")
+        output = response.get("output")
+        if isinstance(output, list):
+            for index, item in enumerate(output):
+                if index not in self.items and isinstance(item, Mapping):
+                    self._item_done(index, item, out)
+        self.usage = parse_usage(response.get("usage"))
+        if self.usage is not None:
+            out.append(StreamEvent("usage", usage=self.usage))
+
+    def response(self, *, finish: str | None = None) -> Response:
+        """Assemble the response from everything consumed so far."""
+        calls = [self.calls[i] for i in sorted(self.calls)]
+        if finish is None:
+            finish = finish_reason(
+                self.status, self.incomplete, has_tool_calls=bool(calls), refused=self.refused
+            )
+        return _response(
+            text="".join(self.text),
+            reasoning="".join(self.reasoning) or None,
+            calls=calls,
+            items=tuple(self.items[i] for i in sorted(self.items)),
+            finish=finish,
+            usage=self.usage,
+            model=self.model,
+            response_id=self.response_id,
+            profile=self.profile,
+            source_index=self.source_index,
+        )
+
+
+class OpenAIResponsesTransport(HTTPTransport):
+    """The Responses API over HTTP for one source (``POST {base_url}/responses``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.url = f"{self.source.endpoint}/responses"
+        self._extra_body = self.source.extra_body
+        capability = get_capability(self.source.model)
+        self._model_reasons = capability.reasons if capability is not None else None
+        self._dropped_stop = False
+
+    def _include_encrypted(self, request: Request) -> bool:
+        if not self.profile.encrypted_reasoning:
+            return False
+        if self._model_reasons is not None:
+            return self._model_reasons
+        resolution = request.resolution
+        applied = resolution.applied_effort if resolution is not None else None
+        return applied is not None and applied is not Effort.NONE
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """Return the exact body this transport sends for ``request``.
+
+        Raises:
+            RequestRejectedError: see :func:`build_body`.
+        """
+        drop = self.source.drop_params
+        if request.stop and drop and not self._dropped_stop:
+            self._dropped_stop = True
+            logger.warning(
+                "%s/%s: dropped stop=%r, the Responses API has no stop sequences "
+                "(drop_params=True; logged once per source)",
+                self.profile.id,
+                self.source.model,
+                list(request.stop),
+            )
+        return build_body(
+            request,
+            model=self.source.model,
+            profile=self.profile,
+            extra_body=self._extra_body,
+            include_encrypted=self._include_encrypted(request),
+            drop_params=drop,
+            source_index=self.index,
+        )
+
+    async def complete(self, request: Request) -> Response:
+        """Send a non-streaming call and parse the answer.
+
+        Raises:
+            PolythinkError: the mapped HTTP, transport or in-band error (a ``failed``
+                response is mapped by its ``error.code``).
+        """
+        data = await self.post_json(self.url, self.body(request), request)
+        if isinstance(data, Mapping) and (
+            data.get("status") == "failed" or (data.get("error") and not data.get("output"))
+        ):
+            raise self.in_band_error(data.get("error") or data)
+        return parse_response(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Send a streaming call; yield text, reasoning, tool-call and usage events, then
+        ``done`` with the assembled response.
+
+        The event kind is read from each JSON event's ``type`` (OpenRouter sends no
+        ``event:`` lines); ``data: [DONE]`` (OpenRouter) ends the stream.
+
+        Raises:
+            PolythinkError: before the first content event, the mapped error (an ``error``
+                event or ``response.failed`` by its code); after it,
+                :class:`StreamInterruptedError` carrying the partial response, with the
+                underlying error as ``__cause__``.
+        """
+        if not request.stream:
+            request = request.with_(stream=True)
+        assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
+        try:
+            async with self.open_stream(self.url, self.body(request), request) as response:
+                async for name, data in self.sse_events(response):
+                    if data == "[DONE]":
+                        break
+                    if not data or data.isspace():
+                        continue
+                    try:
+                        event = json.loads(data)
+                    except ValueError as exc:
+                        raise TransientError(
+                            f"{self.profile.id} sent a stream event that is not JSON",
+                            provider=self.profile.id,
+                            source_index=self.index,
+                            status_code=response.status_code,
+                            body=data[:2000],
+                        ) from exc
+                    if not isinstance(event, Mapping):
+                        continue
+                    kind = event.get("type") or name
+                    if kind == "error":
+                        raise self.in_band_error(event, response)
+                    if kind == "response.failed":
+                        failed = event.get("response")
+                        error = failed.get("error") if isinstance(failed, Mapping) else None
+                        raise self.in_band_error(error or event, response)
+                    for out in assembler.feed(event):
+                        yield out
+                if not assembler.finished:
+                    raise TransientError(
+                        f"{self.profile.id} closed the stream before the response completed",
+                        provider=self.profile.id,
+                        source_index=self.index,
+                        status_code=response.status_code,
+                        error_type="stream_incomplete",
+                    )
+        except PolythinkError as exc:
+            if assembler.content_seen:
+                raise StreamInterruptedError(
+                    f"stream from {self.profile.id} broke after output began: {exc.message}",
+                    partial=assembler.response(finish="error"),
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=exc.status_code,
+                    error_type=exc.error_type,
+                    request_id=exc.request_id,
+                ) from exc
+            raise
+        yield StreamEvent("done", response=assembler.response())
