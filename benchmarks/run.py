@@ -137,6 +137,8 @@ class Runner:
         self.sim = sim
         self.display = display
         self.workloads: dict[tuple[str, bool], Workload] = {}
+        self.job_seconds: list[tuple[str, float]] = []
+        """(label, wall seconds) of every job, worker start-up included."""
 
     def workload(self, wire: str, stream: bool) -> Workload:
         key = (wire, stream)
@@ -171,6 +173,7 @@ class Runner:
             },
         }
         self.display.begin(label)
+        began = time.perf_counter()
         process = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.worker"],
             stdin=subprocess.PIPE,
@@ -200,6 +203,7 @@ class Runner:
         if not last:
             tail = stderr.strip().splitlines()[-1:] or [f"exit {process.returncode}"]
             last = {"error": f"worker failed: {tail[0]}"}
+        self.job_seconds.append((label, round(time.perf_counter() - began, 2)))
         return last
 
 
@@ -583,6 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         runner = Runner(sim, display)
         results["scenarios"] = run_scenarios(runner, scale, scenarios, only)
+        results["job_seconds"] = runner.job_seconds
         results["workloads"] = {
             f"{wire}{'-stream' if stream else ''}": w.as_json()
             for (wire, stream), w in runner.workloads.items()

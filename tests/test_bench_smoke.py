@@ -18,13 +18,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-CLIENTS = (
-    "raw-httpx",
-    "polythink-bare-httpx",
-    "polythink-bare-aiohttp",
-    "polythink-full-httpx",
-    "polythink-full-aiohttp",
-)
+CLIENTS = ("raw-httpx", "polythink-bare-httpx", "polythink-full-httpx", "polythink-full-aiohttp")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
