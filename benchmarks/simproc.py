@@ -111,8 +111,20 @@ class _Control:
 async def _serve(port: int) -> None:
     from polythink.simulator.server import SimulatorServer
 
-    server = SimulatorServer()
-    server.wires.insert(0, _Control(server))  # type: ignore[arg-type]
+    class Server(SimulatorServer):
+        """The simulator, with ``/_bench/*`` answered before latency and faults apply."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.control = _Control(self)
+
+        async def _dispatch(self, request: Any, response: Any) -> None:
+            if self.control.matches(request.path):
+                await self.control.handle(request, response)
+            else:
+                await super()._dispatch(request, response)
+
+    server = Server()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

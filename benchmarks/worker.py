@@ -18,8 +18,10 @@ process), KiB for RSS (``ru_maxrss``). Kinds:
   client: latency of each (p50, mean).
 - ``faults``: ``n`` calls without faults, then ``n`` with the simulator's fault mix: success
   rate, latency, calls the simulator received per logical call.
-- ``ratelimit``: ``n`` calls from ``callers`` concurrent callers through a client limited to
-  ``rpm`` and ``max_concurrency``: achieved rate and the simulator's most calls in flight.
+- ``ratelimit``: from ``callers`` concurrent callers through a client limited to ``rpm`` and
+  ``max_concurrency``, first ``rpm`` calls (the bucket's one-minute burst), then at least
+  ``steady`` more: the pace of the second half of those at the simulator (requests per
+  minute) and the simulator's most calls in flight.
 """
 
 from __future__ import annotations
@@ -262,29 +264,35 @@ async def _faults(adapter: Adapter, params: dict[str, Any], control: _Control) -
 
 
 async def _ratelimit(adapter: Adapter, params: dict[str, Any], control: _Control) -> dict[str, Any]:
-    n = int(params["n"])
-    progress = _Progress(n)
+    rpm = float(params["rpm"])
+    callers = int(params["callers"])
+    burst = int(rpm)
     await control.post("reset", {})
-    _latencies, errors, wall, _ = await _lanes(
-        adapter.complete, 1, n, int(params["callers"]), progress
+    began = time.perf_counter()
+    _, burst_errors, _, _ = await _lanes(adapter.complete, 1, burst, callers, None)
+    refilled = rpm / 60.0 * (time.perf_counter() - began)
+    burst_stats = await control.stats()
+    # What refilled during the burst goes out at once; three times that many calls leave a
+    # second half paced by the limit alone.
+    steady = max(int(params["steady"]), round(3 * refilled))
+    await control.post("reset", {})
+    _, errors, wall, _ = await _lanes(
+        adapter.complete, 1 + burst, steady, callers, _Progress(steady)
     )
     stats = await control.stats()
-    arrivals = sorted(stats["arrivals"])
-    half = arrivals[len(arrivals) // 2 :]
-    steady = 60.0 * (len(half) - 1) / (half[-1] - half[0]) if len(half) > 1 else 0.0
-    overall = (
-        60.0 * (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
-    )
+    tail = sorted(stats["arrivals"])[-(steady // 2) :]
+    pace = 60.0 * (len(tail) - 1) / (tail[-1] - tail[0]) if tail[-1] > tail[0] else 0.0
     return {
-        "n": n,
-        "errors": errors,
-        "upstream": stats["requests"],
+        "n": burst + steady,
+        "burst": burst,
+        "steady": steady,
+        "errors": burst_errors + errors,
+        "upstream": burst_stats["requests"] + stats["requests"],
         "rpm_configured": params["rpm"],
-        "rpm_steady": steady,
-        "rpm_overall": overall,
+        "rpm_steady": pace,
+        "rpm_steady_phase": 60.0 * stats["requests"] / wall,
         "max_concurrency": params["max_concurrency"],
-        "max_in_flight": stats["max_in_flight"],
-        "wall": wall,
+        "max_in_flight": max(burst_stats["max_in_flight"], stats["max_in_flight"]),
     }
 
 
@@ -295,9 +303,17 @@ class _Control:
         self.http = httpx.AsyncClient(base_url=root, timeout=30.0)
 
     async def post(self, action: str, payload: dict[str, Any]) -> None:
+        """POST a control action.
+
+        Raises:
+            Missing: the simulator lacks what the action needs (it answered 501).
+            RuntimeError: any other refusal.
+        """
         answer = await self.http.post(f"/_bench/{action}", content=json.dumps(payload))
+        if answer.status_code == 501:
+            raise Missing(answer.json()["error"])
         if answer.status_code != 200:
-            raise Missing(answer.json().get("error", f"control {action} failed"))
+            raise RuntimeError(f"simulator control {action}: {answer.text[:200]}")
 
     async def stats(self) -> dict[str, Any]:
         body: dict[str, Any] = (await self.http.get("/_bench/stats")).json()

@@ -130,7 +130,8 @@ def test_layers_of_this_build_are_measured_or_named_as_missing(
         if _has("polythink.middleware.ratelimit"):
             data = limits["clients"][client]
             assert data["errors"] == 0
-            assert data["upstream"] == data["n"]
+            assert data["upstream"] == data["n"] == data["burst"] + data["steady"]
+            assert data["burst"] == results["scale"]["ratelimit_rpm"]
         else:
             assert "no rate-limit layer" in limits["skipped"][client]
 
