@@ -18,21 +18,16 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
-from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import TracerProvider
 
 from polythink.config import Source, sources_from_env, sources_from_toml
 from polythink.http import HTTPLayer, build_http_client, check_http_layer
 from polythink.middleware.base import Chain, Middleware, compose
-from polythink.middleware.cache import CacheMiddleware, cache_store
 from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
-from polythink.middleware.retry import RetryMiddleware
-from polythink.middleware.telemetry import TelemetryMiddleware
 from polythink.providers import get_provider
 from polythink.transports import transport_class
 from polythink.types import (
@@ -46,6 +41,13 @@ from polythink.types import (
     coerce_messages,
     coerce_tools,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from polythink.middleware.cache import CacheMiddleware
+    from polythink.middleware.retry import RetryMiddleware
 
 __all__ = ["Client"]
 
@@ -97,6 +99,13 @@ class Client:
         capture_content: bool = False,
         http: HTTPLayer = "auto",
     ) -> None:
+        # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
+        # when the first client is built, and ``import polythink`` stays close to
+        # ``import httpx`` (benchmarks/README.md, import time).
+        from polythink.middleware.cache import CacheMiddleware, cache_store
+        from polythink.middleware.retry import RetryMiddleware
+        from polythink.middleware.telemetry import TelemetryMiddleware
+
         check_http_layer(http)
         sources = tuple(sources)
         if not sources:
@@ -131,7 +140,7 @@ class Client:
             wait = None if i == len(sources) - 1 else 0.0
             self._limits.append(RateLimitMiddleware(source, i, profile, max_wait=wait))
         store = cache_store(cache)
-        self._cache = (
+        self._cache: CacheMiddleware | None = (
             CacheMiddleware(store, sources, ttl=getattr(store, "ttl", None))
             if store is not None
             else None
