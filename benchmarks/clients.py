@@ -16,6 +16,8 @@ Clients:
   pool; ``polythink-bare-aiohttp`` over the aiohttp-backed httpx transport.
 - ``polythink-full-httpx``: a :class:`polythink.Client` with every option it accepts turned on
   (see :func:`full_options`); ``polythink-full-aiohttp`` the same over aiohttp.
+- ``polythink-client`` and ``polythink-client+{telemetry,limits,cache}``: a client over
+  aiohttp with no option group on, then one group at a time (the layer breakdown).
 - ``openai``, ``anthropic``: the official SDKs with their defaults, pointed at the simulator.
 - ``litellm``: ``litellm.acompletion`` with an ``openai/`` model and ``api_base``.
 """
@@ -311,13 +313,33 @@ def _otel_providers() -> tuple[Any, Any]:
     return tracer_provider, MeterProvider(metric_readers=[reader])
 
 
+LAYER_GROUPS = ("telemetry", "limits", "cache")
+"""Option groups a layer breakdown turns on one at a time (see :func:`full_options`)."""
+
+_GROUP_OF = {
+    "cache": "cache",
+    "tracer_provider": "telemetry",
+    "meter_provider": "telemetry",
+    "capture_content": "telemetry",
+    "rpm": "limits",
+    "tpm": "limits",
+    "max_concurrency": "limits",
+}
+
+
 def full_options(
-    effort: str | None, *, http: str | None = None, cache_dir: str | None = None
+    effort: str | None,
+    *,
+    http: str | None = None,
+    cache_dir: str | None = None,
+    groups: frozenset[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Turn on every option ``Client`` and ``Source`` accept: ``(client_kw, source_kw, notes)``.
 
     The options are read from the signatures, so a layer that lands with a new option is
     picked up here, or named in ``notes`` when this table does not know how to turn it on.
+    ``groups`` limits the options of :data:`LAYER_GROUPS` to those groups (``None``: all);
+    the tier (``reasoning_effort``), retries and the HTTP layer are always set.
     Limits are set far above what the benchmark sends (so the layer runs but never waits):
     ``rpm`` 10 000 000, ``tpm`` 10 000 000 000, ``max_concurrency`` 1 000. The cache is on but
     empty (every call's prompt differs, so every lookup misses and every answer is stored).
@@ -342,7 +364,8 @@ def full_options(
         if name == "self" or name in left_alone_client:
             continue
         if name in known_client:
-            if known_client[name] is not None:
+            wanted = groups is None or _GROUP_OF.get(name) in (None, *groups)
+            if known_client[name] is not None and wanted:
                 client_kw[name] = known_client[name]
         else:
             notes.append(f"Client option {name!r} is not turned on by the benchmark")
@@ -367,7 +390,8 @@ def full_options(
     source_kw: dict[str, Any] = {}
     for spec in fields(Source):
         if spec.name in known_source:
-            source_kw[spec.name] = known_source[spec.name]
+            if groups is None or _GROUP_OF.get(spec.name) in (None, *groups):
+                source_kw[spec.name] = known_source[spec.name]
         elif spec.name not in left_alone_source:
             notes.append(f"Source option {spec.name!r} is not turned on by the benchmark")
     if http is not None and "http" not in client_kw:
@@ -381,12 +405,16 @@ class PolythinkFull(Adapter):
     name = "polythink-full-httpx"
     http = "httpx"
     limitable = True
+    groups: frozenset[str] | None = None
+    """Option groups turned on (``None``: every option)."""
 
     async def open(self) -> None:
         from polythink.client import Client
         from polythink.config import Source
 
-        client_kw, source_kw, notes = full_options(self.work.effort, http=self.http)
+        client_kw, source_kw, notes = full_options(
+            self.work.effort, http=self.http, groups=self.groups
+        )
         source_kw.update(self.limits or {})
         self.notes.extend(notes)
         source = Source(
@@ -419,6 +447,31 @@ class PolythinkFull(Adapter):
 class PolythinkFullAiohttp(PolythinkFull):
     name = "polythink-full-aiohttp"
     http = "aiohttp"
+
+
+class PolythinkClient(PolythinkFullAiohttp):
+    """A :class:`polythink.Client` over aiohttp with no option groups on (the layer
+    breakdown's base): reasoning, failover and retries run; telemetry goes to the
+    OpenTelemetry API's no-op; no limits; no cache."""
+
+    name = "polythink-client"
+    limitable = False
+    groups = frozenset()
+
+
+class PolythinkClientTelemetry(PolythinkClient):
+    name = "polythink-client+telemetry"
+    groups = frozenset({"telemetry"})
+
+
+class PolythinkClientLimits(PolythinkClient):
+    name = "polythink-client+limits"
+    groups = frozenset({"limits"})
+
+
+class PolythinkClientCache(PolythinkClient):
+    name = "polythink-client+cache"
+    groups = frozenset({"cache"})
 
 
 _OPENAI_PARAMS = frozenset(
@@ -559,6 +612,10 @@ ADAPTERS: dict[str, type[Adapter]] = {
         PolythinkBareAiohttp,
         PolythinkFull,
         PolythinkFullAiohttp,
+        PolythinkClient,
+        PolythinkClientTelemetry,
+        PolythinkClientLimits,
+        PolythinkClientCache,
         OpenAISDK,
         AnthropicSDK,
         LiteLLM,

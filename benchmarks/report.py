@@ -238,6 +238,28 @@ def tables(results: dict[str, Any]) -> list[Table]:
                 _footnotes(load),
             )
         )
+    layers = scenarios.get("layers")
+    if layers:
+        clients = layers["clients"]
+        floor = _get(clients, FLOOR, "1", "cpu_per_request")
+        base = _get(clients, "polythink-client", "1", "cpu_per_request")
+        rows = []
+        for client, data in clients.items():
+            cpu = _get(data, "1", "cpu_per_request")
+            layered = client.startswith("polythink-client+") or client == "polythink-full-aiohttp"
+            added = "-"
+            if layered and cpu is not None and base is not None:
+                added = f"{(cpu - base) * 1e6:+,.0f}"
+            rows.append([client, _us(cpu), _x(_ratio(cpu, floor)), added])
+        out.append(
+            (
+                "Where the CPU goes: one option group at a time, aiohttp layer, concurrency 1 "
+                "(µs per request)",
+                ["client", "CPU", "× raw httpx", "added to polythink-client"],
+                rows,
+                _footnotes(layers),
+            )
+        )
     stream = scenarios.get("stream")
     if stream:
         rows = []

@@ -34,7 +34,7 @@ from benchmarks.workload import ANTHROPIC, OPENAI_CHAT, STREAM, Workload, worklo
 __all__ = ["SCALES", "SCENARIOS", "Scale", "main"]
 
 ROOT = Path(__file__).resolve().parent
-SCENARIOS = ("load", "stream", "cache", "faults", "ratelimit", "memory", "import")
+SCENARIOS = ("load", "layers", "stream", "cache", "faults", "ratelimit", "memory", "import")
 
 LOAD_CLIENTS = (
     "raw-httpx",
@@ -50,6 +50,17 @@ LOAD_CLIENTS = (
     "anthropic@anthropic",
 )
 """``client`` on the OpenAI Chat wire, ``client@anthropic`` on the Anthropic Messages wire."""
+
+LAYER_CLIENTS = (
+    "raw-httpx",
+    "polythink-bare-aiohttp",
+    "polythink-client",
+    "polythink-client+telemetry",
+    "polythink-client+limits",
+    "polythink-client+cache",
+    "polythink-full-aiohttp",
+)
+"""The layer breakdown: where polythink-full-aiohttp's CPU goes, one option group at a time."""
 
 STREAM_CLIENTS = (
     "raw-httpx",
@@ -314,6 +325,13 @@ def run_scenarios(
             return runner.job(label, client, "load", params)
 
         out["load"] = _repeated(runner, "load", chosen(LOAD_CLIENTS), scale.reps, load)
+    if "layers" in scenarios:
+
+        def layers(client: str, label: str) -> dict[str, Any]:
+            params = {"n": scale.load_n, "concurrency": [1], "warmup": scale.load_warmup}
+            return runner.job(label, client, "load", params)
+
+        out["layers"] = _repeated(runner, "layers", chosen(LAYER_CLIENTS), scale.reps, layers)
     if "stream" in scenarios:
         words = _stream_words(runner)
 
@@ -528,6 +546,7 @@ def _job_count(scale: Scale, scenarios: Sequence[str], only: set[str] | None) ->
     jobs = 0
     for scenario, clients, reps in (
         ("load", LOAD_CLIENTS, scale.reps),
+        ("layers", LAYER_CLIENTS, scale.reps),
         ("stream", STREAM_CLIENTS, scale.reps),
         ("cache", CACHE_CLIENTS, 1),
         ("faults", FAULT_CLIENTS, 1),
