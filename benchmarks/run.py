@@ -126,14 +126,51 @@ class Scale:
     ratelimit_seconds: float
     import_reps: int
     import_modules: tuple[str, ...] = IMPORT_MODULES
+    stream_chunk_delay: float = STREAM_CHUNK_DELAY
 
 
 SCALES = {
     "smoke": Scale(
-        1, 20, 5, 4, 2_000, ("raw-httpx", "polythink-full-aiohttp"), 20, 40, 3000, 1.0, 1
+        reps=1,
+        load_n=20,
+        load_warmup=5,
+        stream_n=4,
+        memory_words=2_000,
+        memory_clients=("raw-httpx", "polythink-full-aiohttp"),
+        cache_n=20,
+        faults_n=40,
+        ratelimit_rpm=240,
+        ratelimit_seconds=1.0,
+        import_reps=1,
+        import_modules=("httpx", "polythink"),
+        stream_chunk_delay=0.001,
     ),
-    "quick": Scale(1, 250, 50, 16, 100_000, QUICK_MEMORY_CLIENTS, 200, 200, 600, 5.0, 3),
-    "full": Scale(3, 1500, 200, 128, 100_000, MEMORY_CLIENTS, 1000, 1000, 1200, 20.0, 10),
+    "quick": Scale(
+        reps=1,
+        load_n=250,
+        load_warmup=50,
+        stream_n=16,
+        memory_words=100_000,
+        memory_clients=QUICK_MEMORY_CLIENTS,
+        cache_n=200,
+        faults_n=200,
+        ratelimit_rpm=600,
+        ratelimit_seconds=5.0,
+        import_reps=3,
+    ),
+    "full": Scale(
+        reps=3,
+        load_n=1500,
+        load_warmup=200,
+        stream_n=128,
+        memory_words=100_000,
+        memory_clients=MEMORY_CLIENTS,
+        cache_n=1000,
+        faults_n=1000,
+        ratelimit_rpm=1200,
+        ratelimit_seconds=20.0,
+        import_reps=10,
+    ),
 }
 
 
@@ -348,7 +385,7 @@ def run_scenarios(
                 "stream",
                 params,
                 stream=True,
-                settings={"answer_words": words, "chunk_delay": STREAM_CHUNK_DELAY},
+                settings={"answer_words": words, "chunk_delay": scale.stream_chunk_delay},
             )
 
         out["stream"] = _repeated(runner, "stream", chosen(STREAM_CLIENTS), scale.reps, stream)
