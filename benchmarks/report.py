@@ -285,7 +285,8 @@ def tables(results: dict[str, Any]) -> list[Table]:
         out.append(
             (
                 f"Streaming, {stream['deltas_per_stream']} text and reasoning deltas per stream, "
-                f"concurrency {stream['concurrency']} (CPU µs; time to first delta, ms)",
+                f"one every {stream.get('chunk_delay', 0) * 1e3:g} ms, concurrency "
+                f"{stream['concurrency']} (CPU µs; time to first delta, ms)",
                 [
                     "client",
                     "CPU/delta",

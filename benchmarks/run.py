@@ -153,10 +153,11 @@ SCALES = {
         memory_words=100_000,
         memory_clients=QUICK_MEMORY_CLIENTS,
         cache_n=200,
-        faults_n=200,
+        faults_n=150,
         ratelimit_rpm=600,
         ratelimit_seconds=5.0,
-        import_reps=3,
+        import_reps=2,
+        stream_chunk_delay=0.002,
     ),
     "full": Scale(
         reps=3,
@@ -391,6 +392,7 @@ def run_scenarios(
         out["stream"] = _repeated(runner, "stream", chosen(STREAM_CLIENTS), scale.reps, stream)
         out["stream"]["deltas_per_stream"] = STREAM_DELTAS
         out["stream"]["concurrency"] = 16
+        out["stream"]["chunk_delay"] = scale.stream_chunk_delay
     if "cache" in scenarios:
 
         def cache(client: str, label: str) -> dict[str, Any]:
