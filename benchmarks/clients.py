@@ -54,7 +54,7 @@ def _need(module: str, package: str) -> Any:
         raise Missing(f"{package} is not installed (pip install '.[bench]')") from exc
 
 
-def _first_delta(chunk: dict[str, Any]) -> int:
+def _chat_delta(chunk: dict[str, Any]) -> int:
     """Text and reasoning deltas in one parsed Chat Completions chunk (0 or 1)."""
     choices = chunk.get("choices")
     if not choices:
@@ -120,7 +120,7 @@ class _RawBase(Adapter):
 
     def _count(self, data: bytes) -> int:
         event = json.loads(data)
-        return _anthropic_delta(event) if self.work.wire == "anthropic" else _first_delta(event)
+        return _anthropic_delta(event) if self.work.wire == "anthropic" else _chat_delta(event)
 
 
 class RawHttpx(_RawBase):

@@ -419,8 +419,8 @@ def tables(results: dict[str, Any]) -> list[Table]:
             heaviest = ", ".join(f"{n} {s * 1e3:.0f} ms" for n, s in imports["polythink_heaviest"])
             notes.append(f"import polythink loads (cumulative, -X importtime): {heaviest}")
         notes.append(
-            f"wall time of python -c 'import M' minus python -c 'pass' "
-            f"({imports['interpreter_seconds'] * 1e3:.0f} ms), median"
+            "cumulative time of the module as python -X importtime reports it, fastest of "
+            f"{imports.get('reps', 1)} fresh interpreters"
         )
         out.append(("Import time (ms)", ["module", "import", "× httpx"], rows, notes))
     met = {True: "met", False: "missed", None: "not measured"}

@@ -46,7 +46,7 @@ LOAD_CLIENTS = (
     "openai",
     "litellm",
     "raw-httpx@anthropic",
-    "polythink-full-httpx@anthropic",
+    "polythink-full-aiohttp@anthropic",
     "anthropic@anthropic",
 )
 """``client`` on the OpenAI Chat wire, ``client@anthropic`` on the Anthropic Messages wire."""
@@ -161,16 +161,16 @@ SCALES = {
     ),
     "full": Scale(
         reps=3,
-        load_n=1500,
+        load_n=1200,
         load_warmup=200,
-        stream_n=128,
+        stream_n=96,
         memory_words=100_000,
         memory_clients=MEMORY_CLIENTS,
         cache_n=1000,
         faults_n=1000,
         ratelimit_rpm=1200,
         ratelimit_seconds=20.0,
-        import_reps=10,
+        import_reps=5,
     ),
 }
 
@@ -435,62 +435,58 @@ def run_scenarios(
     return out
 
 
-def _timed_import(code: str) -> float:
-    began = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
-    return time.perf_counter() - began
-
-
-def _heaviest_imports(module: str, top: int = 6) -> list[tuple[str, float]]:
-    """The root packages that ``import module`` loads, by cumulative seconds (``-X importtime``)."""
+def _importtime(module: str | None) -> dict[str, float]:
+    """Cumulative seconds per module that ``import module`` loads (``python -X importtime``);
+    ``None``: what the interpreter loads by itself."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        [sys.executable, "-X", "importtime", "-c", f"import {module}" if module else "pass"],
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT.parent,
     )
-    roots: dict[str, float] = {}
+    cumulative: dict[str, float] = {}
     for line in done.stderr.splitlines():
         parts = line.split("|")
         if len(parts) != 3 or not parts[1].strip().isdigit():
             continue
         name = parts[2].strip()
-        if "." not in name and name != module:
-            roots[name] = max(roots.get(name, 0.0), int(parts[1]) / 1e6)
-    return sorted(roots.items(), key=lambda item: -item[1])[:top]
+        cumulative[name] = max(cumulative.get(name, 0.0), int(parts[1]) / 1e6)
+    return cumulative
 
 
 def import_times(modules: Sequence[str], reps: int, display: Any) -> dict[str, Any]:
-    """Median wall seconds of ``python -c 'import M'`` minus ``python -c 'pass'``."""
-    seconds: dict[str, float] = {}
-    skipped: dict[str, str] = {}
-    samples: dict[str, list[float]] = {"": []}
-    available = []
-    for module in modules:
-        if importlib.util.find_spec(module) is None:
-            skipped[module] = f"{module} is not installed"
-        else:
-            available.append(module)
-            samples[module] = []
+    """Seconds ``import M`` takes in a fresh interpreter, the fastest of ``reps`` runs.
+
+    The figure is the module's cumulative time as ``python -X importtime`` reports it: the
+    import alone, without the interpreter's start-up or the process spawn, whose noise on a
+    shared machine is larger than the differences measured.
+    """
+    skipped = {m: f"{m} is not installed" for m in modules if importlib.util.find_spec(m) is None}
+    available = [m for m in modules if m not in skipped]
+    samples: dict[str, list[float]] = {m: [] for m in available}
+    heaviest: dict[str, float] = {}
+    startup = set(_importtime(None))
     display.begin(f"import · {len(available)} modules × {reps}")
-    total = reps * (len(available) + 1)
     done = 0
     for _ in range(reps):
-        for module in ["", *available]:
-            samples[module].append(_timed_import(f"import {module}" if module else "pass"))
+        for module in available:
+            cumulative = _importtime(module)
+            samples[module].append(cumulative.get(module, 0.0))
+            if module == "polythink" and not heaviest:
+                heaviest = {
+                    name: value
+                    for name, value in cumulative.items()
+                    if "." not in name and name != module and name not in startup
+                }
             done += 1
-            display.advance(done, total)
+            display.advance(done, reps * len(available))
     display.end()
-    baseline = statistics.median(samples[""])
-    for module in available:
-        seconds[module] = max(0.0, statistics.median(samples[module]) - baseline)
-    heaviest = _heaviest_imports("polythink") if "polythink" in available else []
     return {
-        "seconds": seconds,
-        "interpreter_seconds": baseline,
+        "seconds": {m: min(values) for m, values in samples.items()},
+        "reps": reps,
         "skipped": skipped,
-        "polythink_heaviest": heaviest,
+        "polythink_heaviest": sorted(heaviest.items(), key=lambda item: -item[1])[:6],
     }
 
 
@@ -632,6 +628,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = _parser()
     args = parser.parse_args(argv)
+    # LiteLLM fetches its model price list from the network at import unless told to use the
+    # copy it ships; every process started from here inherits this.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:

@@ -60,7 +60,7 @@ def test_load_figures_for_every_client_and_concurrency(
     assert set(load["clients"]) == {
         *CLIENTS,
         "raw-httpx@anthropic",
-        "polythink-full-httpx@anthropic",
+        "polythink-full-aiohttp@anthropic",
     }
     n = results["scale"]["load_n"]
     for data in load["clients"].values():
