@@ -3,10 +3,11 @@
 Every transport sends through one ``httpx.AsyncClient``; what carries its requests is
 chosen here. aiohttp's pool, through the ``httpx-aiohttp`` transport, keeps httpx's API and
 exceptions and costs much less CPU per call: measured by ``polythink bench`` on the
-simulator, the transport alone spends about half of what raw httpx spends per call one at
-a time and a third at 64 concurrent calls, with p99 latency close to p50 where httpx's own
-pool reaches several times p50 (``benchmarks/README.md``). So ``"auto"`` picks it under
-asyncio when the package is installed; under trio, or without the package, httpx's own.
+simulator (full run of 2026-11-30, ``benchmarks/README.md``), the transport alone over
+aiohttp spent 0.51x the CPU of raw httpx per call one at a time and 0.19x at 64 concurrent
+calls, and its p99 latency at 64 calls was 2.3x its p50 where httpx's own pool reached 5.9x.
+So ``"auto"`` picks it under asyncio when the package is installed; under trio, or without
+the package, httpx's own.
 
 Two things httpx-aiohttp does differently from httpcore are put right here, so every
 transport sees the same behaviour on both layers:
