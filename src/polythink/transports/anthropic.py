@@ -28,12 +28,17 @@ from typing import Any, Literal
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
-    StreamInterruptedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
-from polythink.transports.base import HTTPTransport, deep_merge, parse_rate_limit
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    assistant_response,
+    deep_merge,
+    parse_rate_limit,
+)
 from polythink.types import (
     Message,
     RateLimit,
@@ -395,26 +400,17 @@ def _response(
         or (block.get("type") == "thinking" and block.get("signature"))
         for block in blocks
     )
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=items,
-        reasoning_format=profile.reasoning_format if items else None,
-    )
-    return Response(
+    return assistant_response(
         text=text,
         reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
+        calls=calls,
+        items=items,
+        finish=finish,
         usage=usage,
         model=model,
-        provider=profile.id,
+        response_id=response_id,
+        profile=profile,
         source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
         thinking=ThinkingObservation.OBSERVED if opaque else ThinkingObservation.UNKNOWN,
     )
 
@@ -780,21 +776,9 @@ class AnthropicTransport(HTTPTransport):
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async for _, data in self.sse_events(response):
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        event = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream event that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(event, Mapping):
-                        continue
+                async for _, event in self.json_events(response):
+                    if event is DONE:
+                        break
                     if event.get("type") == "error":
                         raise self.in_band_error(event, response)
                     for item in assembler.feed(event):
@@ -802,23 +786,9 @@ class AnthropicTransport(HTTPTransport):
                     if assembler.stopped:
                         break
                 if not assembler.finished:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before it finished",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=assembler.response(finish="error"),
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         yield StreamEvent("done", response=self._noted(assembler.response(), notes, rate_limit))

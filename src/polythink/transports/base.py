@@ -8,6 +8,7 @@ failure to polythink's error taxonomy exactly once, here, with ``raise … from`
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import email.utils
 import json
 import math
@@ -28,17 +29,29 @@ from polythink.errors import (
     RateLimitedError,
     RequestRejectedError,
     RequestTimeoutError,
+    StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
     redact,
 )
 from polythink.providers import ProviderProfile
-from polythink.types import RateLimit, Request, Response, StreamEvent
+from polythink.types import (
+    Message,
+    RateLimit,
+    Request,
+    Response,
+    StreamEvent,
+    ThinkingObservation,
+    ToolCall,
+    Usage,
+)
 
 __all__ = [
+    "DONE",
     "TRANSPORT_ERRORS",
     "HTTPTransport",
     "SSEDecoder",
+    "assistant_response",
     "deep_merge",
     "dumps",
     "error_from_body",
@@ -47,6 +60,7 @@ __all__ = [
     "parse_duration",
     "parse_rate_limit",
     "parse_retry_after",
+    "with_rate_limit",
 ]
 
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
@@ -857,3 +871,117 @@ class HTTPTransport:
         if response is not None:
             mapped.rate_limit = parse_rate_limit(response.headers)
         return mapped
+
+    async def json_events(self, response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+        """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.
+
+        Events with blank data are skipped, as are JSON values that are not objects; a
+        ``[DONE]`` event yields ``(event_type, DONE)`` and the caller stops there.
+
+        Raises:
+            TransientError: an event whose data is not JSON (``error_type`` ``"malformed_event"``).
+            PolythinkError: a transport failure mid-stream (see :meth:`sse_events`).
+        """
+        async for event_type, data in self.sse_events(response):
+            if data == "[DONE]":
+                yield event_type, DONE
+                return
+            if not data or data.isspace():
+                continue
+            try:
+                parsed = json.loads(data)
+            except ValueError as exc:
+                raise TransientError(
+                    f"{self.profile.id} sent a stream event that is not JSON",
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=response.status_code,
+                    error_type="malformed_event",
+                    body=redact(data[:2000], self._secrets),
+                ) from exc
+            if isinstance(parsed, Mapping):
+                yield event_type, parsed
+
+    def incomplete(self, response: httpx.Response) -> TransientError:
+        """The error for a stream the server closed before it finished."""
+        return TransientError(
+            f"{self.profile.id} closed the stream before it finished",
+            provider=self.profile.id,
+            source_index=self.index,
+            status_code=response.status_code,
+            error_type="stream_incomplete",
+        )
+
+    def interrupted(self, error: PolythinkError, partial: Response) -> StreamInterruptedError:
+        """The error for a stream that broke after output reached the caller.
+
+        Carries ``partial`` (the response assembled so far) and the cause's status, type
+        and request id; raise it ``from error``.
+        """
+        return StreamInterruptedError(
+            f"stream from {self.profile.id} broke after output began: {error.message}",
+            partial=partial,
+            provider=self.profile.id,
+            source_index=self.index,
+            status_code=error.status_code,
+            error_type=error.error_type,
+            request_id=error.request_id,
+        )
+
+
+def with_rate_limit(response: Response, rate_limit: RateLimit | None) -> Response:
+    """Return ``response`` carrying ``rate_limit`` (the same object when there is none)."""
+    if rate_limit is None:
+        return response
+    return dataclasses.replace(response, rate_limit=rate_limit)
+
+
+DONE: Any = object()
+"""Marker :meth:`HTTPTransport.json_events` yields for a ``[DONE]`` event."""
+
+
+def assistant_response(
+    *,
+    text: str,
+    reasoning: str | None,
+    calls: list[ToolCall],
+    items: tuple[Mapping[str, Any], ...],
+    finish: str,
+    usage: Usage | None,
+    model: str,
+    response_id: str | None,
+    profile: ProviderProfile,
+    source_index: int,
+    rate_limit: RateLimit | None = None,
+    thinking: ThinkingObservation = ThinkingObservation.UNKNOWN,
+) -> Response:
+    """Build a :class:`Response` and the assistant :class:`Message` it carries.
+
+    ``items`` are the provider's opaque reasoning items, kept verbatim on the message with
+    the profile's ``reasoning_format`` (none when empty). The message's content is ``None``
+    when the turn is only tool calls, as the chat wire expects. ``thinking`` is
+    ``observed`` when the transport saw evidence of reasoning that no text or count shows.
+    """
+    message = Message(
+        role="assistant",
+        content=text if (text or not calls) else None,
+        tool_calls=tuple(calls),
+        reasoning=reasoning,
+        reasoning_items=items,
+        reasoning_format=profile.reasoning_format if items else None,
+    )
+    return Response(
+        text=text,
+        reasoning=reasoning,
+        tool_calls=calls,
+        finish_reason=finish,
+        usage=usage,
+        model=model,
+        provider=profile.id,
+        source_index=source_index,
+        message=message,
+        output_limited=finish == "length",
+        id=response_id,
+        rate_limit=rate_limit,
+        thinking=thinking,
+    )

@@ -39,11 +39,17 @@ from typing import Any
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
-    StreamInterruptedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    assistant_response,
+    deep_merge,
+    parse_rate_limit,
+    with_rate_limit,
+)
 from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
@@ -398,26 +404,17 @@ def _response(
     profile: ProviderProfile,
     source_index: int,
 ) -> Response:
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=parts,
-        reasoning_format=profile.reasoning_format if parts else None,
-    )
-    return Response(
+    return assistant_response(
         text=text,
         reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
+        calls=calls,
+        items=parts,
+        finish=finish,
         usage=usage,
         model=model,
-        provider=profile.id,
+        response_id=response_id,
+        profile=profile,
         source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
     )
 
 
@@ -616,12 +613,17 @@ class GeminiTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
-        data = await self.post_json(self.url, self.body(request), request)
+        data, rate_limit = await self.post_json_with_rate_limit(
+            self.url, self.body(request), request
+        )
         if isinstance(data, Mapping) and data.get("error") and not data.get("candidates"):
-            raise self.in_band_error(data)
-        return parse_response(
+            error = self.in_band_error(data)
+            error.rate_limit = rate_limit
+            raise error
+        response = parse_response(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
+        return with_rate_limit(response, rate_limit)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -640,45 +642,20 @@ class GeminiTransport(HTTPTransport):
         assembler = GeminiStreamAssembler(self.profile, self.index, self.source.model)
         try:
             async with self.open_stream(self.stream_url, self.body(request), request) as response:
-                async for _, data in self.sse_events(response):
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream chunk that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(chunk, Mapping):
-                        continue
+                rate_limit = parse_rate_limit(response.headers)
+                async for _, chunk in self.json_events(response):
+                    if chunk is DONE:
+                        break
                     if chunk.get("error") and not chunk.get("candidates"):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event
                 if not assembler.finished:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before it finished",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=assembler.response(finish="error"),
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         for event in assembler.flush():
             yield event
-        yield StreamEvent("done", response=assembler.response())
+        yield StreamEvent("done", response=with_rate_limit(assembler.response(), rate_limit))

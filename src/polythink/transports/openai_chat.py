@@ -16,13 +16,18 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
+from polythink.errors import PolythinkError, TransientError
 from polythink.providers import ProviderProfile
-from polythink.transports.base import HTTPTransport, deep_merge, parse_rate_limit
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    assistant_response,
+    deep_merge,
+    parse_rate_limit,
+)
 from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
@@ -280,27 +285,17 @@ def _response(
     finish: str | None = None,
     rate_limit: RateLimit | None = None,
 ) -> Response:
-    finish = finish or finish_reason(raw_finish, has_tool_calls=bool(calls))
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=details,
-        reasoning_format=profile.reasoning_format if details else None,
-    )
-    return Response(
+    return assistant_response(
         text=text,
         reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
+        calls=calls,
+        items=details,
+        finish=finish or finish_reason(raw_finish, has_tool_calls=bool(calls)),
         usage=usage,
         model=model,
-        provider=profile.id,
+        response_id=response_id,
+        profile=profile,
         source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
         rate_limit=rate_limit,
     )
 
@@ -581,24 +576,10 @@ class OpenAIChatTransport(HTTPTransport):
         try:
             async with self.open_stream(self.url, self.body(request), request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async for event_type, data in self.sse_events(response):
-                    if data == "[DONE]":
+                async for event_type, chunk in self.json_events(response):
+                    if chunk is DONE:
                         done = True
                         break
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream chunk that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(chunk, Mapping):
-                        continue
                     # The event type names the whole event: an "error" event is an error
                     # whatever its data looks like (CASES.md C19).
                     if event_type == "error" or (chunk.get("error") and not chunk.get("choices")):
@@ -606,25 +587,10 @@ class OpenAIChatTransport(HTTPTransport):
                     for event in assembler.feed(chunk):
                         yield event
                 if not done and assembler.raw_finish is None:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before it finished",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                partial = assembler.response(finish="error")
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=partial,
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         for event in assembler.flush():
             yield event

@@ -35,7 +35,6 @@ Facts: WIRE.md §2 (OpenAI SDK e43b4224, 2026-08-21), the Responses recordings i
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
@@ -43,12 +42,18 @@ from typing import Any
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
-    StreamInterruptedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
-from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    assistant_response,
+    deep_merge,
+    parse_rate_limit,
+    with_rate_limit,
+)
 from polythink.types import Effort, Message, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
@@ -342,26 +347,17 @@ def _response(
     profile: ProviderProfile,
     source_index: int,
 ) -> Response:
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=items,
-        reasoning_format=profile.reasoning_format if items else None,
-    )
-    return Response(
+    return assistant_response(
         text=text,
         reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
+        calls=calls,
+        items=items,
+        finish=finish,
         usage=usage,
         model=model,
-        provider=profile.id,
+        response_id=response_id,
+        profile=profile,
         source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
     )
 
 
@@ -632,14 +628,19 @@ class OpenAIResponsesTransport(HTTPTransport):
             PolythinkError: the mapped HTTP, transport or in-band error (a ``failed``
                 response is mapped by its ``error.code``).
         """
-        data = await self.post_json(self.url, self.body(request), request)
+        data, rate_limit = await self.post_json_with_rate_limit(
+            self.url, self.body(request), request
+        )
         if isinstance(data, Mapping) and (
             data.get("status") == "failed" or (data.get("error") and not data.get("output"))
         ):
-            raise self.in_band_error(data.get("error") or data)
-        return parse_response(
+            error = self.in_band_error(data.get("error") or data)
+            error.rate_limit = rate_limit
+            raise error
+        response = parse_response(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
+        return with_rate_limit(response, rate_limit)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -659,23 +660,10 @@ class OpenAIResponsesTransport(HTTPTransport):
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
             async with self.open_stream(self.url, self.body(request), request) as response:
-                async for name, data in self.sse_events(response):
-                    if data == "[DONE]":
+                rate_limit = parse_rate_limit(response.headers)
+                async for name, event in self.json_events(response):
+                    if event is DONE:
                         break
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        event = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream event that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(event, Mapping):
-                        continue
                     kind = event.get("type") or name
                     if kind == "error":
                         raise self.in_band_error(event, response)
@@ -686,23 +674,9 @@ class OpenAIResponsesTransport(HTTPTransport):
                     for out in assembler.feed(event):
                         yield out
                 if not assembler.finished:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before the response completed",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=assembler.response(finish="error"),
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
-        yield StreamEvent("done", response=assembler.response())
+        yield StreamEvent("done", response=with_rate_limit(assembler.response(), rate_limit))
