@@ -35,9 +35,10 @@ from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
+    apply_overrides,
     assistant_response,
-    deep_merge,
     parse_rate_limit,
+    token_count,
 )
 from polythink.types import (
     Message,
@@ -275,13 +276,7 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
-    return body
+    return apply_overrides(body, request, extra_body)
 
 
 def thinking_conflicts(
@@ -327,10 +322,6 @@ def thinking_conflicts(
     return conflicts
 
 
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def parse_usage(usage: Any) -> Usage | None:
     """Normalise an Anthropic ``usage`` object; ``None`` when absent.
 
@@ -344,17 +335,19 @@ def parse_usage(usage: Any) -> Usage | None:
     """
     if not isinstance(usage, Mapping):
         return None
-    uncached = _count(usage.get("input_tokens"))
-    cache_read = _count(usage.get("cache_read_input_tokens"))
-    cache_write = _count(usage.get("cache_creation_input_tokens"))
+    uncached = token_count(usage.get("input_tokens"))
+    cache_read = token_count(usage.get("cache_read_input_tokens"))
+    cache_write = token_count(usage.get("cache_creation_input_tokens"))
     details = usage.get("output_tokens_details")
-    reasoning = _count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
+    reasoning = (
+        token_count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
+    )
     total_input = None
     if uncached is not None:
         total_input = uncached + (cache_read or 0) + (cache_write or 0)
     return Usage(
         input_tokens=total_input,
-        output_tokens=_count(usage.get("output_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
         reasoning_tokens=reasoning,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,

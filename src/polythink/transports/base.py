@@ -51,6 +51,7 @@ __all__ = [
     "TRANSPORT_ERRORS",
     "HTTPTransport",
     "SSEDecoder",
+    "apply_overrides",
     "assistant_response",
     "deep_merge",
     "dumps",
@@ -60,6 +61,7 @@ __all__ = [
     "parse_duration",
     "parse_rate_limit",
     "parse_retry_after",
+    "token_count",
     "with_rate_limit",
 ]
 
@@ -927,6 +929,25 @@ class HTTPTransport:
             error_type=error.error_type,
             request_id=error.request_id,
         )
+
+
+def token_count(value: Any) -> int | None:
+    """A provider's token count as an ``int``, or ``None`` when absent or not a count >= 0."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def apply_overrides(
+    body: dict[str, Any], request: Request, extra_body: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Deep-merge, in this order, the reasoning fragment of ``request.resolution``, the
+    source's ``extra_body`` and the call's ``extra_body`` into ``body`` (later wins)."""
+    if request.resolution is not None and request.resolution.payload:
+        deep_merge(body, request.resolution.payload)
+    if extra_body:
+        deep_merge(body, extra_body)
+    if request.extra_body:
+        deep_merge(body, request.extra_body)
+    return body
 
 
 def with_rate_limit(response: Response, rate_limit: RateLimit | None) -> Response:

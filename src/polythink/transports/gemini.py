@@ -45,9 +45,10 @@ from polythink.providers import ProviderProfile
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
+    apply_overrides,
     assistant_response,
-    deep_merge,
     parse_rate_limit,
+    token_count,
     with_rate_limit,
 )
 from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
@@ -284,17 +285,7 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["toolConfig"] = _tool_config(request.tool_choice, profile, source_index)
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
-    return body
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+    return apply_overrides(body, request, extra_body)
 
 
 def parse_usage(metadata: Any) -> Usage | None:
@@ -307,11 +298,11 @@ def parse_usage(metadata: Any) -> Usage | None:
     """
     if not isinstance(metadata, Mapping):
         return None
-    prompt = _count(metadata.get("promptTokenCount"))
-    tool_prompt = _count(metadata.get("toolUsePromptTokenCount"))
-    candidates = _count(metadata.get("candidatesTokenCount"))
-    thoughts = _count(metadata.get("thoughtsTokenCount"))
-    total = _count(metadata.get("totalTokenCount"))
+    prompt = token_count(metadata.get("promptTokenCount"))
+    tool_prompt = token_count(metadata.get("toolUsePromptTokenCount"))
+    candidates = token_count(metadata.get("candidatesTokenCount"))
+    thoughts = token_count(metadata.get("thoughtsTokenCount"))
+    total = token_count(metadata.get("totalTokenCount"))
     input_tokens = None if prompt is None else prompt + (tool_prompt or 0)
     output_tokens: int | None
     if total is not None and input_tokens is not None and total >= input_tokens:
@@ -324,7 +315,7 @@ def parse_usage(metadata: Any) -> Usage | None:
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         reasoning_tokens=thoughts,
-        cache_read_tokens=_count(metadata.get("cachedContentTokenCount")),
+        cache_read_tokens=token_count(metadata.get("cachedContentTokenCount")),
     )
 
 
@@ -391,33 +382,6 @@ def _blocked(data: Mapping[str, Any]) -> bool:
     return isinstance(feedback, Mapping) and bool(feedback.get("blockReason"))
 
 
-def _response(
-    *,
-    text: str,
-    reasoning: str | None,
-    calls: list[ToolCall],
-    parts: tuple[Mapping[str, Any], ...],
-    finish: str,
-    usage: Usage | None,
-    model: str,
-    response_id: str | None,
-    profile: ProviderProfile,
-    source_index: int,
-) -> Response:
-    return assistant_response(
-        text=text,
-        reasoning=reasoning,
-        calls=calls,
-        items=parts,
-        finish=finish,
-        usage=usage,
-        model=model,
-        response_id=response_id,
-        profile=profile,
-        source_index=source_index,
-    )
-
-
 def parse_response(
     data: Any, *, profile: ProviderProfile, source_index: int, model: str
 ) -> Response:
@@ -448,11 +412,11 @@ def parse_response(
     finish = finish_reason(
         candidate.get("finishReason"), has_tool_calls=bool(calls), blocked=_blocked(data)
     )
-    return _response(
+    return assistant_response(
         text="".join(text),
         reasoning="".join(reasoning) or None,
         calls=calls,
-        parts=tuple(kept),
+        items=tuple(kept),
         finish=finish,
         usage=parse_usage(data.get("usageMetadata")),
         model=data.get("modelVersion") or model,
@@ -569,11 +533,11 @@ class GeminiStreamAssembler:
             finish = finish_reason(
                 self.raw_finish, has_tool_calls=bool(self.calls), blocked=self.blocked
             )
-        return _response(
+        return assistant_response(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             calls=list(self.calls),
-            parts=self._kept_parts(),
+            items=self._kept_parts(),
             finish=finish,
             usage=self.usage,
             model=self.model,

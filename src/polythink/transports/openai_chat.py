@@ -24,9 +24,10 @@ from polythink.providers import ProviderProfile
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
+    apply_overrides,
     assistant_response,
-    deep_merge,
     parse_rate_limit,
+    token_count,
 )
 from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
 
@@ -126,17 +127,7 @@ def build_body(
         body["tools"] = tools
     if request.tool_choice is not None:
         body["tool_choice"] = request.tool_choice
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
-    return body
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+    return apply_overrides(body, request, extra_body)
 
 
 def parse_usage(usage: Any) -> Usage | None:
@@ -156,17 +147,17 @@ def parse_usage(usage: Any) -> Usage | None:
     completion_details = usage.get("completion_tokens_details")
     pd = prompt_details if isinstance(prompt_details, Mapping) else {}
     cd = completion_details if isinstance(completion_details, Mapping) else {}
-    cache_read = _count(pd.get("cached_tokens"))
+    cache_read = token_count(pd.get("cached_tokens"))
     if cache_read is None:
-        cache_read = _count(usage.get("prompt_cache_hit_tokens"))
+        cache_read = token_count(usage.get("prompt_cache_hit_tokens"))
     if cache_read is None:
-        cache_read = _count(usage.get("cached_tokens"))
+        cache_read = token_count(usage.get("cached_tokens"))
     return Usage(
-        input_tokens=_count(usage.get("prompt_tokens")),
-        output_tokens=_count(usage.get("completion_tokens")),
-        reasoning_tokens=_count(cd.get("reasoning_tokens")),
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
+        reasoning_tokens=token_count(cd.get("reasoning_tokens")),
         cache_read_tokens=cache_read,
-        cache_write_tokens=_count(pd.get("cache_write_tokens")),
+        cache_write_tokens=token_count(pd.get("cache_write_tokens")),
     )
 
 

@@ -49,9 +49,10 @@ from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
+    apply_overrides,
     assistant_response,
-    deep_merge,
     parse_rate_limit,
+    token_count,
     with_rate_limit,
 )
 from polythink.types import Effort, Message, Request, Response, StreamEvent, ToolCall, Usage
@@ -230,12 +231,7 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
+    apply_overrides(body, request, extra_body)
     if body.get("store") is False:
         body["input"] = [
             item
@@ -247,10 +243,6 @@ def build_body(
             )
         ]
     return body
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
 
 
 def parse_usage(usage: Any) -> Usage | None:
@@ -268,11 +260,11 @@ def parse_usage(usage: Any) -> Usage | None:
     ind = input_details if isinstance(input_details, Mapping) else {}
     outd = output_details if isinstance(output_details, Mapping) else {}
     return Usage(
-        input_tokens=_count(usage.get("input_tokens")),
-        output_tokens=_count(usage.get("output_tokens")),
-        reasoning_tokens=_count(outd.get("reasoning_tokens")),
-        cache_read_tokens=_count(ind.get("cached_tokens")),
-        cache_write_tokens=_count(ind.get("cache_write_tokens")),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        reasoning_tokens=token_count(outd.get("reasoning_tokens")),
+        cache_read_tokens=token_count(ind.get("cached_tokens")),
+        cache_write_tokens=token_count(ind.get("cache_write_tokens")),
     )
 
 
@@ -334,33 +326,6 @@ def _call(item: Mapping[str, Any]) -> ToolCall:
     )
 
 
-def _response(
-    *,
-    text: str,
-    reasoning: str | None,
-    calls: list[ToolCall],
-    items: tuple[Mapping[str, Any], ...],
-    finish: str,
-    usage: Usage | None,
-    model: str,
-    response_id: str | None,
-    profile: ProviderProfile,
-    source_index: int,
-) -> Response:
-    return assistant_response(
-        text=text,
-        reasoning=reasoning,
-        calls=calls,
-        items=items,
-        finish=finish,
-        usage=usage,
-        model=model,
-        response_id=response_id,
-        profile=profile,
-        source_index=source_index,
-    )
-
-
 def parse_response(
     data: Any, *, profile: ProviderProfile, source_index: int, model: str
 ) -> Response:
@@ -401,7 +366,7 @@ def parse_response(
         has_tool_calls=bool(calls),
         refused=refused,
     )
-    return _response(
+    return assistant_response(
         text="".join(text),
         reasoning=_PART_SEPARATOR.join(reasoning) or None,
         calls=calls,
@@ -561,7 +526,7 @@ class ResponsesStreamAssembler:
             finish = finish_reason(
                 self.status, self.incomplete, has_tool_calls=bool(calls), refused=self.refused
             )
-        return _response(
+        return assistant_response(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             calls=calls,
