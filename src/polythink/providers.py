@@ -59,6 +59,11 @@ class ProviderProfile:
             ``None`` when the provider takes none (OpenAI rejects unknown message fields).
         reasoning_back_tool_turns_only: send ``reasoning_back`` only on assistant turns with
             tool calls (DeepSeek requires it there and ignores it elsewhere).
+        reasoning_back_required: every assistant tool-call turn must carry ``reasoning_back``
+            while thinking is on; a turn that has no reasoning (for example one another
+            provider made, before a failover) sends an empty string. DeepSeek answers 400
+            "Missing reasoning_content field" otherwise (DS-DOC thinking_mode, 2026;
+            the empty-string fallback as used by SillyTavern PR #5545, 2026-04-28).
         reasoning_format: the ``Message.reasoning_format`` this provider produces and accepts
             back verbatim (``openrouter`` for ``reasoning_details``).
         inline_think_tags: the provider may put reasoning inline in ``content`` as
@@ -82,6 +87,7 @@ class ProviderProfile:
     default_max_tokens: int | None = None
     reasoning_back: str | None = None
     reasoning_back_tool_turns_only: bool = False
+    reasoning_back_required: bool = False
     reasoning_format: str | None = None
     inline_think_tags: bool = False
     stream_usage: bool = True
@@ -153,6 +159,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="thinking_type",
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
+            reasoning_back_required=True,
         ),
         ProviderProfile(
             "qwen",
@@ -177,6 +184,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             ("MOONSHOT_API_KEY", "KIMI_API_KEY"),
             reasoning_wire="thinking_type",
             reasoning_back="reasoning_content",
+            reasoning_back_required=True,
         ),
         ProviderProfile(
             "minimax",

@@ -155,7 +155,7 @@ def _missing_reasoning_content(messages: list[Any]) -> int | None:
             isinstance(message, Mapping)
             and message.get("role") == "assistant"
             and message.get("tool_calls")
-            and not message.get("reasoning_content")
+            and not isinstance(message.get("reasoning_content"), str)
         ):
             return index
     return None

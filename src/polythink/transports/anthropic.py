@@ -28,6 +28,7 @@ from typing import Any, Literal
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
+    ThinkingUnsupportedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
@@ -41,6 +42,7 @@ from polythink.transports.base import (
     token_count,
 )
 from polythink.types import (
+    Effort,
     Message,
     RateLimit,
     Request,
@@ -277,6 +279,27 @@ def build_body(
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
     return apply_overrides(body, request, extra_body)
+
+
+def _continues_unsigned_tool_turn(body: Mapping[str, Any]) -> bool:
+    """Whether manual thinking is on and the last assistant turn, a tool-use turn whose
+    results follow, does not start with a thinking or redacted_thinking block."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") != "enabled":
+        return False
+    messages = body.get("messages") or []
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if not isinstance(content, list) or not content:
+            return False
+        uses_tools = any(isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content)
+        first = content[0]
+        signed = isinstance(first, Mapping) and first.get("type") in _THINKING_BLOCKS
+        return uses_tools and not signed and position < len(messages) - 1
+    return False
 
 
 def thinking_conflicts(
@@ -686,7 +709,9 @@ class AnthropicTransport(HTTPTransport):
         """
         return self._prepare(request)[0]
 
-    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool]:
+        """Build the body, apply the thinking rules; return it with notes for the response
+        and whether thinking was switched off for this call."""
         try:
             body = build_body(
                 request, model=self.source.model, profile=self.profile, extra_body=self._extra_body
@@ -694,13 +719,26 @@ class AnthropicTransport(HTTPTransport):
         except RequestRejectedError as exc:
             exc.source_index = self.index
             raise
+        notes: list[str] = []
+        switched_off = _continues_unsigned_tool_turn(body)
+        if switched_off:
+            # The API answers 400 "a final assistant message must start with a thinking
+            # block … To avoid this requirement, disable thinking": the tool-use turn being
+            # continued was made without one (by another provider before a failover, or
+            # without thinking), and no signature can be made up for it.
+            del body["thinking"]
+            body.pop("output_config", None)
+            notes.append(
+                f"thinking switched off for this call to anthropic model {self.source.model!r}:"
+                " the tool-use turn it continues carries no signed thinking block"
+            )
         conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
         if not conflicts:
-            return body, []
+            return body, notes, switched_off
         if not self.source.drop_params:
             names = ", ".join(name for name, _ in conflicts)
             reasons = "; ".join(reason for _, reason in conflicts)
-            raise RequestRejectedError(
+            raise ThinkingUnsupportedError(
                 f"anthropic model {self.source.model!r} rejects {names} while thinking is on: "
                 f"{reasons}. Remove it, switch reasoning off, or set drop_params=True on the "
                 "source to drop it with a warning",
@@ -708,7 +746,6 @@ class AnthropicTransport(HTTPTransport):
                 source_index=self.index,
                 error_type="thinking_parameter_conflict",
             )
-        notes = []
         for name, reason in conflicts:
             del body[name]
             note = f"dropped {reason} for anthropic model {self.source.model!r} (drop_params=True)"
@@ -716,16 +753,22 @@ class AnthropicTransport(HTTPTransport):
             if name not in self._logged_drops:
                 self._logged_drops.add(name)
                 logger.warning("source %d: %s", self.index, note)
-        return body, notes
+        return body, notes, switched_off
 
     @staticmethod
     def _noted(
-        response: Response, notes: list[str], rate_limit: RateLimit | None = None
+        response: Response,
+        notes: list[str],
+        rate_limit: RateLimit | None = None,
+        switched_off: bool = False,
     ) -> Response:
         if not notes and rate_limit is None:
             return response
         return dataclasses.replace(
-            response, warnings=[*response.warnings, *notes], rate_limit=rate_limit
+            response,
+            warnings=[*response.warnings, *notes],
+            rate_limit=rate_limit,
+            applied_effort=Effort.NONE if switched_off else response.applied_effort,
         )
 
     async def complete(self, request: Request) -> Response:
@@ -737,7 +780,7 @@ class AnthropicTransport(HTTPTransport):
         """
         if request.stream:
             request = request.with_(stream=False)
-        body, notes = self._prepare(request)
+        body, notes, switched_off = self._prepare(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and data.get("type") == "error":
             error = self.in_band_error(data)
@@ -746,7 +789,7 @@ class AnthropicTransport(HTTPTransport):
         response = parse_message(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
-        return self._noted(response, notes, rate_limit)
+        return self._noted(response, notes, rate_limit, switched_off)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -764,7 +807,7 @@ class AnthropicTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
-        body, notes = self._prepare(request)
+        body, notes, switched_off = self._prepare(request)
         assembler = AnthropicStreamAssembler(self.profile, self.index, self.source.model)
         try:
             async with self.open_stream(self.url, body, request) as response:
@@ -784,4 +827,5 @@ class AnthropicTransport(HTTPTransport):
             if assembler.content_seen:
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
-        yield StreamEvent("done", response=self._noted(assembler.response(), notes, rate_limit))
+        done = self._noted(assembler.response(), notes, rate_limit, switched_off)
+        yield StreamEvent("done", response=done)

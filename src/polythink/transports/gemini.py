@@ -42,6 +42,7 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import ProviderProfile
+from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -194,6 +195,38 @@ def _contents(
     return ("\n\n".join(system) if system else None), contents
 
 
+SKIP_SIGNATURE_VALIDATION = "skip_thought_signature_validator"
+"""Placeholder ``thoughtSignature`` for a function call Gemini did not make.
+
+Gemini 3 answers 400 "Function call is missing a thought_signature in functionCall parts" for
+a model turn's first function call without a signature (GEM-DOC-sigs); a turn made by another
+provider before a failover has none, and none can be made up. SDKs send this documented
+placeholder instead (WIRE.md §4.5: strands-agents PR #1298, erain/glue v1.8.0).
+"""
+
+
+def _signs_function_calls(model: str) -> bool:
+    """Whether the model requires signed function calls (Gemini 3, thinkingLevel models)."""
+    cap = get_capability(model)
+    if cap is not None:
+        return cap.thinking == "level"
+    return "gemini-3" in model
+
+
+def _sign_foreign_calls(contents: list[dict[str, Any]]) -> None:
+    """Give the first function call of each unsigned model turn the placeholder signature."""
+    for content in contents:
+        if content.get("role") != "model":
+            continue
+        parts = content["parts"]
+        if any(isinstance(p, Mapping) and p.get("thoughtSignature") for p in parts):
+            continue
+        for position, part in enumerate(parts):
+            if isinstance(part, Mapping) and isinstance(part.get("functionCall"), Mapping):
+                parts[position] = {**part, "thoughtSignature": SKIP_SIGNATURE_VALIDATION}
+                break
+
+
 def _model_parts(
     message: Message,
     calls: dict[str, tuple[str, str | None]],
@@ -241,8 +274,13 @@ def build_body(
     profile: ProviderProfile,
     extra_body: Mapping[str, Any] | None = None,
     source_index: int | None = None,
+    sign_function_calls: bool = False,
 ) -> dict[str, Any]:
     """Build the ``GenerateContentRequest`` body for ``request`` (the model is in the URL).
+
+    With ``sign_function_calls`` (Gemini 3 models), a model turn whose function calls carry
+    no ``thoughtSignature`` (made by another provider) gets the documented placeholder on its
+    first call (:data:`SKIP_SIGNATURE_VALIDATION`).
 
     Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it),
     ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``),
@@ -256,6 +294,8 @@ def build_body(
             equivalent.
     """
     system, contents = _contents(request.messages, profile, source_index)
+    if sign_function_calls:
+        _sign_foreign_calls(contents)
     body: dict[str, Any] = {"contents": contents}
     if system is not None:
         body["systemInstruction"] = {"role": "user", "parts": [{"text": system}]}
@@ -560,6 +600,7 @@ class GeminiTransport(HTTPTransport):
         self.url = f"{root}:generateContent"
         self.stream_url = f"{root}:streamGenerateContent?alt=sse"
         self._extra_body = self.source.extra_body
+        self._sign_calls = _signs_function_calls(self.source.model)
 
     def body(self, request: Request) -> dict[str, Any]:
         """Return the exact body this transport sends for ``request``.
@@ -568,7 +609,11 @@ class GeminiTransport(HTTPTransport):
             RequestRejectedError: see :func:`build_body`.
         """
         return build_body(
-            request, profile=self.profile, extra_body=self._extra_body, source_index=self.index
+            request,
+            profile=self.profile,
+            extra_body=self._extra_body,
+            source_index=self.index,
+            sign_function_calls=self._sign_calls,
         )
 
     async def complete(self, request: Request) -> Response:

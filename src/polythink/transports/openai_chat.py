@@ -67,19 +67,17 @@ def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
         body["tool_call_id"] = message.tool_call_id
     if message.name is not None:
         body["name"] = message.name
-    if message.role == "assistant":
-        if (
-            profile.reasoning_back
-            and message.reasoning
-            and (message.tool_calls or not profile.reasoning_back_tool_turns_only)
-        ):
+    if message.role == "assistant" and profile.reasoning_back:
+        if message.reasoning and (message.tool_calls or not profile.reasoning_back_tool_turns_only):
             body[profile.reasoning_back] = message.reasoning
-        if (
-            message.reasoning_items
-            and profile.reasoning_format is not None
-            and message.reasoning_format == profile.reasoning_format
-        ):
-            body["reasoning_details"] = [dict(item) for item in message.reasoning_items]
+        elif message.tool_calls and profile.reasoning_back_required:
+            body[profile.reasoning_back] = ""
+    if message.role == "assistant" and (
+        message.reasoning_items
+        and profile.reasoning_format is not None
+        and message.reasoning_format == profile.reasoning_format
+    ):
+        body["reasoning_details"] = [dict(item) for item in message.reasoning_items]
     return body
 
 
