@@ -575,7 +575,10 @@ class OpenAIChatTransport(HTTPTransport):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event
-                if not done and assembler.raw_finish is None:
+                # [DONE] without a finish reason is accepted only after output: some
+                # compatible servers omit finish_reason, but a stream with neither is not a
+                # successful empty answer.
+                if assembler.raw_finish is None and not (done and assembler.content_seen):
                     raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
