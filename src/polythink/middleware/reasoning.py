@@ -83,8 +83,10 @@ class ReasoningMiddleware:
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[key] = found
+            # An unregistered model is reported once per model, whatever the tier; a
+            # mapping once per (model, tier).
+            tier = "*" if self.capability is None else (effort.value if effort else "unset")
             for warning in found.warnings:
-                tier = effort.value if effort is not None else "unset"
                 _throttle.warn(warning, model=self.model, tier=tier, kind="resolve")
         return found
 

@@ -306,7 +306,7 @@ class TelemetryMiddleware:
             raise ValueError("telemetry needs at least one source")
         first = _SourceInfo(sources[0], None)
         self._sources = (first, *(_SourceInfo(s, first) for s in sources[1:]))
-        self._secrets = tuple(key for s in sources if (key := s.resolve_api_key()))
+        self._secrets = tuple(secret for s in sources for secret in s.secrets())
         self._default_effort = sources[0].effort
         self._capture = capture_content
         self._clock = clock

@@ -78,6 +78,11 @@ class Capability:
     thinking_display: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.supported_efforts, str):
+            raise ValueError(
+                f"capability for {self.model!r}: supported_efforts must be a list of tiers "
+                f"such as ('low', 'high'), not the string {self.supported_efforts!r}"
+            )
         efforts = tuple(Effort.parse(e) for e in self.supported_efforts)
         if not efforts or any(e is None for e in efforts):
             raise ValueError(

@@ -157,8 +157,6 @@ def _assistant_content(message: Message) -> list[dict[str, Any]]:
 
 
 def _tool_result(message: Message) -> dict[str, Any]:
-    if not message.tool_call_id:
-        raise _rejected("a tool message needs the tool_call_id of the call it answers")
     content = message.content
     return {
         "type": "tool_result",
@@ -197,14 +195,9 @@ def _messages(
         elif role == "user":
             turns.append({"role": "user", "content": _blocks(message.content, keep_empty=True)})
             merging_results = False
-        elif role == "assistant":
+        else:
             turns.append({"role": "assistant", "content": _assistant_content(message)})
             merging_results = False
-        else:
-            raise _rejected(
-                f"message role {role!r} cannot be sent to Anthropic; accepted: system, "
-                "developer, user, assistant, tool"
-            )
     return (_system(system) if system else None), turns
 
 

@@ -657,7 +657,7 @@ class HTTPTransport:
         self.index = index
         self.profile = profile
         self.client = client
-        self._secrets = (api_key,)
+        self._secrets = (api_key, *source.secrets())
         headers = dict(_JSON_HEADERS)
         if api_key:
             if profile.auth == "bearer":

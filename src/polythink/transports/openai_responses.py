@@ -133,13 +133,6 @@ def _input(
             continue
         leading = False
         if role == "tool":
-            if not message.tool_call_id:
-                raise _rejected(
-                    "a tool message needs tool_call_id (the call_id of the function call it "
-                    "answers) on the Responses API",
-                    profile,
-                    source_index,
-                )
             items.append(
                 {
                     "type": "function_call_output",
@@ -196,7 +189,7 @@ def build_body(
 
     Raises:
         RequestRejectedError: ``stop`` was given (the Responses API has no stop sequences)
-            and ``drop_params`` is false; a tool message has no ``tool_call_id``.
+            and ``drop_params`` is false.
     """
     if request.stop and not drop_params:
         raise _rejected(
