@@ -176,7 +176,7 @@ async def test_body_fields_and_extra_body_precedence() -> None:
     source = _source(
         "openai",
         "gpt-5.5",
-        reasoning_effort="low",
+        reasoning_effort="none",
         extra_body={"service_tier": "flex", "metadata": {"team": "a", "env": "prod"}},
     )
     body = await _sent(

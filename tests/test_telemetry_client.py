@@ -82,7 +82,7 @@ async def test_complete_records_the_exact_span_and_metrics(
 
     async with client(otel, router) as llm:
         answer = await llm.complete(
-            QUESTION, reasoning_effort="max", max_tokens=512, top_p=0.9, stop=["END"]
+            QUESTION, reasoning_effort="max", max_tokens=512, top_p=1.0, stop=["END"]
         )
 
     assert answer.text == "Paris."
@@ -95,7 +95,7 @@ async def test_complete_records_the_exact_span_and_metrics(
     assert attrs(span) == {
         **OPENAI_BASE,
         "gen_ai.request.max_tokens": 512,
-        "gen_ai.request.top_p": 0.9,
+        "gen_ai.request.top_p": 1.0,
         "gen_ai.request.stop_sequences": ("END",),
         "gen_ai.response.model": "gpt-5.5-2026-08-01",
         "gen_ai.response.id": "chatcmpl-C13control",

@@ -74,6 +74,9 @@ class ProviderProfile:
             turns without server-side state. OpenAI answers 400 "Encrypted content is not
             supported with this model" when it is asked of a model that does not reason
             (ShishirPatil/gorilla#1148, 2025-08), so it is never sent to one.
+        strict_sampling: the provider answers 400 to sampling parameters a model does not
+            take (OpenAI, Anthropic), so polythink refuses or drops them first (see
+            ``Capability.sampling``); other providers ignore them.
     """
 
     id: str
@@ -91,6 +94,7 @@ class ProviderProfile:
     reasoning_format: str | None = None
     inline_think_tags: bool = False
     stream_usage: bool = True
+    strict_sampling: bool = False
     encrypted_reasoning: bool = False
 
 
@@ -103,6 +107,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "https://api.openai.com/v1",
             ("OPENAI_API_KEY",),
             max_tokens_field="max_completion_tokens",
+            strict_sampling=True,
         ),
         ProviderProfile(
             "openai-responses",
@@ -113,6 +118,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             max_tokens_field="max_output_tokens",
             reasoning_format="openai-responses",
             encrypted_reasoning=True,
+            strict_sampling=True,
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -132,6 +138,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="anthropic",
             default_max_tokens=4096,
             reasoning_format="anthropic",
+            strict_sampling=True,
         ),
         ProviderProfile(
             "gemini",

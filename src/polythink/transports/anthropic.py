@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Literal
 
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
-    ThinkingUnsupportedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
@@ -64,7 +62,6 @@ __all__ = [
     "thinking_conflicts",
 ]
 
-logger = logging.getLogger("polythink.transports.anthropic")
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header every call carries (ANT-SDK ``_constants``)."""
@@ -687,7 +684,6 @@ class AnthropicTransport(HTTPTransport):
         self._extra_body = self.source.extra_body
         capability = get_capability(self.source.model)
         self._thinking_by_default = capability is not None and capability.default_reasons
-        self._logged_drops: set[str] = set()
 
     def extra_headers(self) -> dict[str, str]:
         """``anthropic-version``, required on every Messages API call."""
@@ -725,27 +721,11 @@ class AnthropicTransport(HTTPTransport):
                 f"thinking switched off for this call to anthropic model {self.source.model!r}:"
                 " the tool-use turn it continues carries no signed thinking block"
             )
+        notes += self.sampling_notes(body, request)
         conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
-        if not conflicts:
-            return body, notes, switched_off
-        if not self.source.drop_params:
-            names = ", ".join(name for name, _ in conflicts)
-            reasons = "; ".join(reason for _, reason in conflicts)
-            raise ThinkingUnsupportedError(
-                f"anthropic model {self.source.model!r} rejects {names} while thinking is on: "
-                f"{reasons}. Remove it, switch reasoning off, or set drop_params=True on the "
-                "source to drop it with a warning",
-                provider=self.profile.id,
-                source_index=self.index,
-                error_type="thinking_parameter_conflict",
-            )
-        for name, reason in conflicts:
-            del body[name]
-            note = f"dropped {reason} for anthropic model {self.source.model!r} (drop_params=True)"
-            notes.append(note)
-            if name not in self._logged_drops:
-                self._logged_drops.add(name)
-                logger.warning("source %d: %s", self.index, note)
+        notes += self.refuse_or_drop(
+            body, conflicts, "while thinking is on", "thinking_parameter_conflict"
+        )
         return body, notes, switched_off
 
     @staticmethod

@@ -11,6 +11,7 @@ import codecs
 import dataclasses
 import email.utils
 import json
+import logging
 import math
 import re
 import time
@@ -35,7 +36,9 @@ from polythink.errors import (
     redact,
 )
 from polythink.providers import ProviderProfile
+from polythink.reasoning.capabilities import get_capability
 from polythink.types import (
+    Effort,
     Message,
     RateLimit,
     Request,
@@ -45,6 +48,8 @@ from polythink.types import (
     ToolCall,
     Usage,
 )
+
+_log = logging.getLogger("polythink.transport")
 
 __all__ = [
     "DONE",
@@ -61,7 +66,9 @@ __all__ = [
     "parse_duration",
     "parse_rate_limit",
     "parse_retry_after",
+    "sampling_conflicts",
     "token_count",
+    "with_notes",
     "with_rate_limit",
 ]
 
@@ -658,6 +665,10 @@ class HTTPTransport:
         self.profile = profile
         self.client = client
         self._secrets = (api_key, *source.secrets())
+        self._logged_drops: set[str] = set()
+        capability = get_capability(source.model) if profile.strict_sampling else None
+        self._sampling = capability.sampling if capability is not None else "any"
+        self._reasons_by_default = capability is not None and capability.default_reasons
         headers = dict(_JSON_HEADERS)
         if api_key:
             if profile.auth == "bearer":
@@ -874,6 +885,66 @@ class HTTPTransport:
             mapped.rate_limit = parse_rate_limit(response.headers)
         return mapped
 
+    def refuse_or_drop(
+        self,
+        body: dict[str, Any],
+        conflicts: list[tuple[str, str]],
+        context: str,
+        error_type: str = "parameter_conflict",
+    ) -> list[str]:
+        """Refuse a body with parameters this source's model rejects, or drop them.
+
+        ``conflicts`` are ``(parameter, reason)`` pairs; ``context`` says when they conflict
+        (``"while thinking is on"``). Without ``drop_params`` the call fails before any HTTP
+        request with :class:`ThinkingUnsupportedError` (another source may take it, so
+        failover moves on); with it each parameter is removed from ``body`` and logged once
+        per source and parameter. Returns the notes for the response's warnings.
+        """
+        if not conflicts:
+            return []
+        model = self.source.model
+        if not self.source.drop_params:
+            names = ", ".join(name for name, _ in conflicts)
+            reasons = "; ".join(reason for _, reason in conflicts)
+            raise ThinkingUnsupportedError(
+                f"{self.profile.id} model {model!r} rejects {names} {context}: {reasons}. "
+                "Remove it, or set drop_params=True on the source to drop it with a warning",
+                provider=self.profile.id,
+                source_index=self.index,
+                error_type=error_type,
+            )
+        notes = []
+        for name, reason in conflicts:
+            body.pop(name, None)
+            note = f"dropped {reason} for {self.profile.id} model {model!r} (drop_params=True)"
+            notes.append(note)
+            if name not in self._logged_drops:
+                self._logged_drops.add(name)
+                _log.warning("source %d: %s", self.index, note)
+        return notes
+
+    def sampling_notes(self, body: dict[str, Any], request: Request) -> list[str]:
+        """Apply the model's sampling rule (``Capability.sampling``) on strict providers.
+
+        Returns the notes for dropped parameters.
+
+        Raises:
+            ThinkingUnsupportedError: a rejected parameter while ``drop_params`` is off.
+        """
+        rule = self._sampling
+        if rule == "any":
+            return []
+        if rule == "without_reasoning":
+            resolution = request.resolution
+            applied = resolution.applied_effort if resolution is not None else None
+            off = not self._reasons_by_default if applied is None else applied is Effort.NONE
+            if off:
+                return []
+            context = "while it reasons (reasoning_effort='none' lifts this where accepted)"
+        else:
+            context = "(only the defaults are accepted)"
+        return self.refuse_or_drop(body, sampling_conflicts(body), context)
+
     async def json_events(self, response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
         """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.
 
@@ -931,6 +1002,19 @@ class HTTPTransport:
         )
 
 
+def sampling_conflicts(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(parameter, reason)`` for each sampling parameter set to a non-default value:
+    ``temperature`` or ``top_p`` other than 1, any ``top_k``."""
+    conflicts = []
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None and value != 1:
+            conflicts.append((name, f"{name}={value!r}"))
+    if body.get("top_k") is not None:
+        conflicts.append(("top_k", f"top_k={body['top_k']!r}"))
+    return conflicts
+
+
 def token_count(value: Any) -> int | None:
     """A provider's token count as an ``int``, or ``None`` when absent or not a count >= 0."""
     return value if type(value) is int and value >= 0 else None
@@ -948,6 +1032,13 @@ def apply_overrides(
     if request.extra_body:
         deep_merge(body, request.extra_body)
     return body
+
+
+def with_notes(response: Response, notes: list[str]) -> Response:
+    """Return ``response`` with ``notes`` added to its warnings (the same object when none)."""
+    if not notes:
+        return response
+    return dataclasses.replace(response, warnings=[*response.warnings, *notes])
 
 
 def with_rate_limit(response: Response, rate_limit: RateLimit | None) -> Response:

@@ -28,6 +28,7 @@ from polythink.transports.base import (
     assistant_response,
     parse_rate_limit,
     token_count,
+    with_notes,
 )
 from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
 
@@ -534,20 +535,21 @@ class OpenAIChatTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
-        data, rate_limit = await self.post_json_with_rate_limit(
-            self.url, self.body(request), request
-        )
+        body = self.body(request)
+        notes = self.sampling_notes(body, request)
+        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and data.get("error") and not data.get("choices"):
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
             raise error
-        return parse_completion(
+        response = parse_completion(
             data,
             profile=self.profile,
             source_index=self.index,
             model=self.source.model,
             rate_limit=rate_limit,
         )
+        return with_notes(response, notes)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -563,7 +565,9 @@ class OpenAIChatTransport(HTTPTransport):
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
         try:
-            async with self.open_stream(self.url, self.body(request), request) as response:
+            body = self.body(request)
+            notes = self.sampling_notes(body, request)
+            async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
                 async for event_type, chunk in self.json_events(response):
                     if chunk is DONE:
@@ -586,4 +590,4 @@ class OpenAIChatTransport(HTTPTransport):
             raise
         for event in assembler.flush():
             yield event
-        yield StreamEvent("done", response=assembler.response())
+        yield StreamEvent("done", response=with_notes(assembler.response(), notes))

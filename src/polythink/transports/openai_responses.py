@@ -53,6 +53,7 @@ from polythink.transports.base import (
     assistant_response,
     parse_rate_limit,
     token_count,
+    with_notes,
     with_rate_limit,
 )
 from polythink.types import Effort, Message, Request, Response, StreamEvent, ToolCall, Usage
@@ -586,9 +587,9 @@ class OpenAIResponsesTransport(HTTPTransport):
             PolythinkError: the mapped HTTP, transport or in-band error (a ``failed``
                 response is mapped by its ``error.code``).
         """
-        data, rate_limit = await self.post_json_with_rate_limit(
-            self.url, self.body(request), request
-        )
+        body = self.body(request)
+        notes = self.sampling_notes(body, request)
+        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and (
             data.get("status") == "failed" or (data.get("error") and not data.get("output"))
         ):
@@ -598,7 +599,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         response = parse_response(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
-        return with_rate_limit(response, rate_limit)
+        return with_notes(with_rate_limit(response, rate_limit), notes)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -617,7 +618,9 @@ class OpenAIResponsesTransport(HTTPTransport):
             request = request.with_(stream=True)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
-            async with self.open_stream(self.url, self.body(request), request) as response:
+            body = self.body(request)
+            notes = self.sampling_notes(body, request)
+            async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
                 async for name, event in self.json_events(response):
                     if event is DONE:
@@ -637,4 +640,5 @@ class OpenAIResponsesTransport(HTTPTransport):
             if assembler.content_seen:
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
-        yield StreamEvent("done", response=with_rate_limit(assembler.response(), rate_limit))
+        done = with_rate_limit(assembler.response(), rate_limit)
+        yield StreamEvent("done", response=with_notes(done, notes))
