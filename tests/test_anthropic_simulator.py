@@ -306,19 +306,55 @@ async def test_tampered_or_missing_thinking_blocks_are_rejected(sim: Simulator) 
                 [question, tampered, result], reasoning_effort="low", tools=[WEATHER]
             )
         stripped = dataclasses.replace(first.message, reasoning_items=(), reasoning_format=None)
-        with pytest.raises(RequestRejectedError) as missing:
-            await client.complete(
-                [question, stripped, result], reasoning_effort="low", tools=[WEATHER]
-            )
+        # Sent as is, a tool turn without its thinking block is a 400 (checked on the raw
+        # wire below); the client switches thinking off for that call instead.
+        unsigned = await client.complete(
+            [question, stripped, result], reasoning_effort="low", tools=[WEATHER]
+        )
         fine = await client.complete(
             [question, first.message, result], reasoning_effort="low", tools=[WEATHER]
+        )
+    blocks = [b for b in items if b["type"] not in ("thinking", "redacted_thinking")]
+    raw = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "tools": [
+            {
+                "name": WEATHER.name,
+                "description": WEATHER.description,
+                "input_schema": dict(WEATHER.parameters),
+            }
+        ],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": QUESTION}]},
+            {"role": "assistant", "content": blocks},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": tool_call.id, "content": "sunny"}
+                ],
+            },
+        ],
+    }
+    async with httpx.AsyncClient() as http:
+        missing = await http.post(
+            f"{sim.base_url('anthropic')}/messages", json=raw, headers=HEADERS
         )
     assert bad_signature.value.status_code == 400
     assert bad_signature.value.error_type == "invalid_request_error"
     assert "messages.1.content.0: Invalid `signature` in `thinking` block" in str(
         bad_signature.value
     )
-    assert "Expected `thinking` or `redacted_thinking`, but found `text`" in str(missing.value)
+    assert missing.status_code == 400
+    assert "Expected `thinking` or `redacted_thinking`, but found `text`" in missing.text
+    assert unsigned.finish_reason == "stop"
+    assert unsigned.requested_effort is Effort.LOW
+    assert unsigned.applied_effort is Effort.NONE
+    assert unsigned.warnings == [
+        "thinking switched off for this call to anthropic model 'claude-sonnet-4-5': the "
+        "tool-use turn it continues carries no signed thinking block"
+    ]
     assert fine.finish_reason == "stop"
 
 

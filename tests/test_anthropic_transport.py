@@ -268,8 +268,6 @@ def test_tool_choice_mapping(choice: Any, wire: dict[str, Any]) -> None:
     [
         (HI, {"tool_choice": "sometimes"}, "unknown tool_choice 'sometimes'"),
         (HI, {"tool_choice": {"type": "function", "function": {}}}, "names no function"),
-        ([{"role": "critic", "content": "x"}], {}, "message role 'critic'"),
-        ([*HI, {"role": "tool", "content": "x"}], {}, "needs the tool_call_id"),
         (
             [
                 *HI,
@@ -433,6 +431,34 @@ async def test_c02_temperature_with_thinking_is_refused_before_any_http_call() -
         "thinking_parameter_conflict",
         None,
     )
+
+
+@pytest.mark.anyio
+async def test_a_thinking_parameter_conflict_fails_over_to_the_next_source() -> None:
+    # The conflict belongs to this source (another provider takes temperature=0), so it is
+    # a ThinkingUnsupportedError and failover moves on instead of failing the call.
+    chat_answer = {
+        "id": "chatcmpl-1",
+        "model": "gpt-4o",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+    }
+    sources = [
+        Source("anthropic", "claude-haiku-4-5", api_key=KEY, reasoning_effort="low"),
+        Source("openai", "gpt-4o", api_key=KEY),
+    ]
+    with respx.mock(assert_all_called=False) as mock:
+        anthropic = mock.post(URL).mock(return_value=httpx.Response(200, json={}))
+        openai = mock.post("https://api.openai.com/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=chat_answer)
+        )
+        async with Client(sources) as client:
+            answer = await client.complete(HI, temperature=0)
+    assert anthropic.call_count == 0
+    assert openai.call_count == 1
+    assert (answer.text, answer.source_index, answer.provider) == ("ok", 1, "openai")
+    assert json.loads(openai.calls.last.request.content)["temperature"] == 0
 
 
 @pytest.mark.anyio

@@ -589,13 +589,27 @@ async def test_the_disk_store_is_private_to_the_user(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == expected, path
 
 
-async def test_an_existing_wider_directory_is_narrowed(tmp_path: Path) -> None:
+async def test_an_existing_directory_keeps_its_mode_and_the_files_stay_private(
+    tmp_path: Path,
+) -> None:
+    # The caller's own directory (say ".") is not chmod-ed under them; the cache files in
+    # it are private all the same.
     directory = tmp_path / "shared"
     directory.mkdir(mode=0o755)
     os.chmod(directory, 0o755)
     _, _, chain = layered(DiskStore(directory))
     await chain.complete(ask())
-    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o755
+    files = [p for p in directory.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+@pytest.mark.parametrize("flag", ["true", "False", " yes ", "0", ""])
+def test_a_flag_string_is_not_taken_for_a_directory(flag: str) -> None:
+    with pytest.raises(ValueError, match="looks like a flag, not a directory"):
+        cache_store(flag)
 
 
 def test_the_disk_store_keeps_within_its_size_limit(tmp_path: Path) -> None:

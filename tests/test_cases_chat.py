@@ -11,6 +11,7 @@ recorded OpenAI 400 for ``max_tokens`` on a reasoning model, and the 400 for an 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -528,3 +529,21 @@ async def test_recorded_max_tokens_400_is_request_rejected_and_does_not_fail_ove
     )
     assert json.loads(error.body or "") == json.loads(error_body)
     assert error.previous == []
+
+
+@pytest.mark.anyio
+async def test_a_stream_of_only_done_is_an_error_and_is_not_cached(tmp_path: Path) -> None:
+    source = Source("openai", "gpt-4o", api_key="sk-test-key-0000000000", max_retries=0)
+    with respx.mock() as router:
+        route = router.post("https://api.openai.com/v1/chat/completions").mock(
+            return_value=httpx.Response(
+                200, content=b"data: [DONE]\n\n", headers={"content-type": "text/event-stream"}
+            )
+        )
+        async with Client([source], cache=tmp_path / "cache") as client:
+            for _ in range(2):
+                with pytest.raises(TransientError) as caught:
+                    async for _event in client.stream([{"role": "user", "content": "hi"}]):
+                        pass
+                assert caught.value.error_type == "stream_incomplete"
+    assert route.call_count == 2

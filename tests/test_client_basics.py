@@ -8,6 +8,7 @@ last source's error is raised with the earlier ones in ``previous``. Sources her
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import logging
@@ -19,7 +20,7 @@ import httpx
 import pytest
 import respx
 
-from polythink import Client, Effort, Source, StreamEvent
+from polythink import Client, Effort, Message, Source, StreamEvent, ToolCall
 from polythink.errors import (
     AuthError,
     PolythinkError,
@@ -265,10 +266,23 @@ def test_bad_effort_string_fails_at_source_with_the_accepted_values() -> None:
     ("kwargs", "message"),
     [
         ({"effort_fallback": "closest"}, "effort_fallback must be one of nearest, error, drop"),
-        ({"rpm": 0}, "Source.rpm must be positive"),
-        ({"tpm": -5}, "Source.tpm must be positive"),
-        ({"max_concurrency": 0}, "Source.max_concurrency must be positive"),
-        ({"max_retries": -1}, "Source.max_retries must be >= 0"),
+        ({"rpm": 0}, "Source.rpm must be a positive finite number or None; got 0"),
+        ({"tpm": -5}, "Source.tpm must be a positive finite number or None; got -5"),
+        ({"rpm": "10"}, "Source.rpm must be a positive finite number or None; got '10'"),
+        ({"rpm": float("nan")}, "Source.rpm must be a positive finite number or None; got nan"),
+        ({"tpm": float("inf")}, "Source.tpm must be a positive finite number or None; got inf"),
+        ({"max_concurrency": 0}, "Source.max_concurrency must be a positive int or None; got 0"),
+        (
+            {"max_concurrency": 1.5},
+            "Source.max_concurrency must be a positive int or None; got 1.5",
+        ),
+        ({"max_retries": -1}, "Source.max_retries must be an int >= 0 or None; got -1"),
+        ({"max_retries": "3"}, "Source.max_retries must be an int >= 0 or None; got '3'"),
+        ({"drop_params": "no"}, "Source.drop_params must be True or False; got 'no'"),
+        ({"headers": ["x"]}, "Source.headers must be a dict of header names to string values"),
+        ({"headers": {"x-team": 7}}, "Source.headers must be a dict of header names to string"),
+        ({"extra_body": "x"}, "Source.extra_body must be a dict of body fields; got str"),
+        ({"base_url": "api.openai.com"}, "Source.base_url must be an http:// or https:// URL"),
         ({"timeout": 0}, "Timeout.total must be a positive number"),
         ({"timeout": "fast"}, "timeout must be seconds"),
     ],
@@ -276,6 +290,42 @@ def test_bad_effort_string_fails_at_source_with_the_accepted_values() -> None:
 def test_bad_source_values_fail_at_source(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         Source("openai", "gpt-5.5", api_key=KEY, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ({"messages": "hi"}, "messages must be a list of Message objects or OpenAI-style dicts"),
+        ({"messages": ["hi"]}, "each message must be a Message or an OpenAI-style dict"),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "unknown message role 'wizard'"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "needs the tool_call_id"),
+        ({"messages": [{"role": "user", "content": 5}]}, "content must be a string"),
+        ({"tools": "x"}, "tools must be a list of Tool objects or dicts; got str"),
+        ({"tools": [5]}, "each tool must be a Tool or a dict"),
+        ({"stop": 5}, "stop must be a string or a list of strings; got 5"),
+        ({"stop": [1, 2]}, "stop must be a string or a list of strings; got [1, 2]"),
+        ({"timeout": "5"}, "timeout must be a positive number of seconds; got '5'"),
+        ({"temperature": "hot"}, "temperature must be a number from 0 to 2; got 'hot'"),
+        ({"temperature": -3}, "temperature must be a number from 0 to 2; got -3"),
+        ({"temperature": float("nan")}, "temperature must be a number from 0 to 2; got nan"),
+        ({"top_p": 5}, "top_p must be a number from 0 to 1; got 5"),
+        ({"extra_body": "x"}, "extra_body must be a dict of body fields; got str"),
+    ],
+)
+def test_bad_call_values_fail_before_any_request(call: dict[str, Any], message: str) -> None:
+    client = Client([Source("openai", "gpt-5.5", api_key=KEY)])
+    arguments: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}], **call}
+    messages = arguments.pop("messages")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        client.request(messages, **arguments)
+
+
+def test_a_serialised_tool_call_round_trips() -> None:
+    call = ToolCall(id="call_1", name="lookup", arguments='{"q":"x"}')
+    flat = {"role": "assistant", "content": None, "tool_calls": [dataclasses.asdict(call)]}
+    assert Message.coerce(flat).tool_calls == (call,)
+    with pytest.raises(ValueError, match="a tool call needs a function name"):
+        Message.coerce({"role": "assistant", "tool_calls": [{"id": "x", "arguments": "{}"}]})
 
 
 def test_empty_model_fails_at_source() -> None:

@@ -228,7 +228,7 @@ def test_env_enable_thinking_alone_sets_the_switch() -> None:
         ),
         (
             {"CHAT__OPENAI__0__RPM": "-1", "CHAT__OPENAI__0__MODEL": "m"},
-            "CHAT__OPENAI__0: Source.rpm must be positive or None; got -1.0",
+            "CHAT__OPENAI__0: Source.rpm must be a positive finite number or None; got -1.0",
         ),
         ({"CHAT__OPENAI__0__API_KEY": "sk-only-a-key"}, "CHAT__OPENAI__0: a source needs a MODEL"),
     ],

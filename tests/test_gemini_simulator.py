@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from polythink import (
@@ -94,31 +95,42 @@ async def test_three_turn_tool_loop_with_signed_function_calls(
 
 
 async def test_a_function_call_sent_back_without_its_signature_is_refused(sim: Simulator) -> None:
-    config = source(sim, "gemini-3-pro-preview", headers={"x-sim-tool-rounds": "1"})
-    async with Client([config]) as client:
-        first = await client.complete([{"role": "user", "content": QUESTION}], tools=[LOOKUP])
-        call = first.tool_calls[0]
-        unsigned = tuple(
-            {k: v for k, v in part.items() if k != "thoughtSignature"}
-            for part in first.message.reasoning_items
-        )
-        stripped = Message(
-            role="assistant",
-            tool_calls=first.message.tool_calls,
-            reasoning_items=unsigned,
-            reasoning_format="gemini",
-        )
-        history = [
-            {"role": "user", "content": QUESTION},
-            stripped,
-            Message(role="tool", tool_call_id=call.id, content="Paris"),
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": QUESTION}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {}}}]},
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "lookup", "response": {"r": "Paris"}}}],
+            },
         ]
-        with pytest.raises(RequestRejectedError) as caught:
-            await client.complete(history, tools=[LOOKUP])
-    assert caught.value.status_code == 400
-    assert caught.value.error_type == "INVALID_ARGUMENT"
-    assert "missing a thought_signature" in caught.value.message
-    assert "`default_api:lookup`, position 1" in caught.value.message
+    }
+    url = f"{sim.base_url('gemini')}/models/gemini-3-pro-preview:generateContent"
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(url, json=body, headers={"x-goog-api-key": "sim-key"})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert "missing a thought_signature" in error["message"]
+    assert "`default_api:lookup`, position 1" in error["message"]
+
+
+async def test_a_tool_turn_from_another_provider_continues_on_gemini_3(sim: Simulator) -> None:
+    # The turn carries no signature; polythink sends Gemini's documented placeholder on its
+    # first function call instead of a made-up signature.
+    openai = Source("openai", "gpt-5.5", base_url=sim.base_url("openai"), api_key="sim")
+    async with Client([openai]) as first_client:
+        first = await first_client.complete([{"role": "user", "content": QUESTION}], tools=[LOOKUP])
+    call = first.tool_calls[0]
+    history = [
+        {"role": "user", "content": QUESTION},
+        first.message,
+        Message(role="tool", tool_call_id=call.id, content="Paris"),
+    ]
+    async with Client([source(sim, "gemini-3-pro-preview")]) as client:
+        second = await client.complete(history, tools=[LOOKUP])
+    assert second.finish_reason == "stop"
+    assert second.text.startswith("Simulated gemini-3-pro-preview answer")
 
 
 async def test_reasoning_budget_grows_with_the_tier_on_2_5_flash(sim: Simulator) -> None:

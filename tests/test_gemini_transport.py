@@ -508,3 +508,53 @@ async def test_malformed_chunk_before_output_is_transient() -> None:
         async with Client([Source("gemini", "gemini-2.5-flash", api_key="k")]) as client:
             with pytest.raises(TransientError, match="not JSON"):
                 await collect(client.stream([{"role": "user", "content": "q"}]), [])
+
+
+def test_unsigned_function_calls_get_the_placeholder_on_gemini_3_only() -> None:
+    calls = (
+        ToolCall(id="call_a", name="weather", arguments='{"city":"Paris"}'),
+        ToolCall(id="call_b", name="clock", arguments="{}"),
+    )
+    signed = Message(
+        role="assistant",
+        tool_calls=(calls[0],),
+        reasoning_format="gemini",
+        reasoning_items=(
+            {
+                "functionCall": {"name": "weather", "args": {"city": "Paris"}},
+                "thoughtSignature": "c2ln",
+            },
+        ),
+    )
+    messages = [
+        {"role": "user", "content": "Weather and time?"},
+        Message(role="assistant", tool_calls=calls),
+        Message(role="tool", tool_call_id="call_a", content="21"),
+        Message(role="tool", tool_call_id="call_b", content="12:00"),
+        signed,
+        Message(role="tool", tool_call_id="call_a", content="22"),
+    ]
+    unsigned_turn = [
+        {
+            "functionCall": {"name": "weather", "args": {"city": "Paris"}},
+            "thoughtSignature": "skip_thought_signature_validator",
+        },
+        {"functionCall": {"name": "clock", "args": {}}},
+    ]
+    signed_turn = [
+        {
+            "functionCall": {"name": "weather", "args": {"city": "Paris"}},
+            "thoughtSignature": "c2ln",
+        },
+    ]
+    gemini_3 = build_body(request(messages), profile=PROFILE, sign_function_calls=True)
+    assert gemini_3["contents"][1] == {"role": "model", "parts": unsigned_turn}
+    assert gemini_3["contents"][3] == {"role": "model", "parts": signed_turn}
+    gemini_2_5 = build_body(request(messages), profile=PROFILE)
+    assert gemini_2_5["contents"][1] == {
+        "role": "model",
+        "parts": [
+            {"functionCall": {"name": "weather", "args": {"city": "Paris"}}},
+            {"functionCall": {"name": "clock", "args": {}}},
+        ],
+    }

@@ -208,7 +208,8 @@ def _shapes() -> Iterator[tuple[str, dict[str, Any]]]:
     )
     yield "stop string", {"stop": "END"}
     yield "stop list", {"stop": ["END", "\n\n"]}
-    yield "temperature and top_p", {"temperature": 0.2, "top_p": 0.9}
+    # OpenAI takes sampling parameters only while the model does not reason.
+    yield "temperature and top_p", {"temperature": 0.2, "top_p": 0.9, "reasoning_effort": "none"}
     yield "max tokens", {"max_tokens": 256}
     yield (
         "everything at once, streamed",

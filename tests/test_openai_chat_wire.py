@@ -136,6 +136,28 @@ async def test_reasoning_sent_back_per_provider(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("provider", "model", "tool_turn_extra"),
+    [
+        ("deepseek", "deepseek-v4-pro", {"reasoning_content": ""}),
+        ("kimi", "kimi-k3", {"reasoning_content": ""}),
+        ("glm", "glm-4.6", {}),
+        ("qwen", "qwen3.7-plus", {}),
+        ("openai", "gpt-5.5", {}),
+    ],
+)
+async def test_a_tool_turn_without_reasoning_gets_the_field_where_it_is_required(
+    provider: str, model: str, tool_turn_extra: dict[str, Any]
+) -> None:
+    # A tool turn made by another provider (before a failover) has no reasoning text.
+    # DeepSeek and Kimi require the field on every tool-call turn while thinking is on.
+    foreign = Message(role="assistant", tool_calls=(CALL,))
+    tool = Message(role="tool", tool_call_id="call_9", content="found")
+    body = await _sent(_source(provider, model), [HI, foreign, tool])
+    assert body["messages"][1] == {**TOOL_TURN, **tool_turn_extra}
+
+
+@pytest.mark.anyio
 async def test_reasoning_items_of_another_wire_are_not_sent() -> None:
     anthropic_turn = Message(
         role="assistant",
@@ -154,7 +176,7 @@ async def test_body_fields_and_extra_body_precedence() -> None:
     source = _source(
         "openai",
         "gpt-5.5",
-        reasoning_effort="low",
+        reasoning_effort="none",
         extra_body={"service_tier": "flex", "metadata": {"team": "a", "env": "prod"}},
     )
     body = await _sent(

@@ -247,3 +247,85 @@ async def test_an_anthropic_answer_and_error_carry_their_rate_limit_headers() ->
     assert caught.value.rate_limit == RateLimit(
         requests_limit=50, requests_remaining=0, tokens_limit=40000, tokens_remaining=38000
     )
+
+
+RESPONSES_JSON = {
+    "id": "resp_1",
+    "object": "response",
+    "status": "completed",
+    "model": "gpt-5.5",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+        }
+    ],
+    "usage": {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4},
+}
+RESPONSES_STREAM = [
+    {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "hi"},
+    {"type": "response.completed", "response": RESPONSES_JSON},
+]
+GEMINI_JSON = {
+    "candidates": [
+        {"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": "STOP"}
+    ],
+    "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1, "totalTokenCount": 4},
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("provider", "model", "url", "stream_url", "body", "stream"),
+    [
+        (
+            "openai-responses",
+            "gpt-4o",
+            "https://api.openai.com/v1/responses",
+            "https://api.openai.com/v1/responses",
+            RESPONSES_JSON,
+            RESPONSES_STREAM,
+        ),
+        (
+            "gemini",
+            "gemini-2.5-flash",
+            "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent",
+            "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            GEMINI_JSON,
+            [GEMINI_JSON],
+        ),
+    ],
+)
+async def test_responses_and_gemini_answers_carry_the_headers(
+    provider: str,
+    model: str,
+    url: str,
+    stream_url: str,
+    body: dict[str, object],
+    stream: list[dict[str, object]],
+) -> None:
+    source = Source(provider, model, api_key=API_KEY, max_retries=0)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if b'"stream":true' in request.content or request.url.params.get("alt") == "sse":
+            return httpx.Response(
+                200,
+                content=sse(*stream),
+                headers={"content-type": "text/event-stream", **LIMIT_HEADERS},
+            )
+        return httpx.Response(200, json=body, headers=LIMIT_HEADERS)
+
+    with respx.mock(assert_all_called=False) as router:
+        router.post(url).mock(side_effect=answer)
+        router.post(url__startswith=stream_url).mock(side_effect=answer)
+        async with Client([source]) as client:
+            answer = await client.complete([{"role": "user", "content": "hi"}], cache=False)
+            assert answer.text == "hi"
+            assert answer.rate_limit == EXPECTED
+            async with aclosing(client.stream([{"role": "user", "content": "hi"}])) as events:
+                done = [e async for e in events][-1]
+            assert done.response is not None
+            assert done.response.text == "hi"
+            assert done.response.rate_limit == EXPECTED

@@ -180,11 +180,6 @@ def test_stop_is_rejected_before_any_http_call() -> None:
     assert "drop_params=True" in caught.value.message
 
 
-def test_tool_message_without_call_id_is_rejected() -> None:
-    with pytest.raises(RequestRejectedError, match="tool_call_id"):
-        build_body(request([{"role": "tool", "content": "x"}]), model="m", profile=PROFILE)
-
-
 @pytest.mark.anyio
 async def test_stop_dropped_with_drop_params_and_logged_once(
     caplog: pytest.LogCaptureFixture,

@@ -472,21 +472,48 @@ async def test_deepseek_tool_loop_fails_when_reasoning_is_not_sent_back(sim: Sim
     source = Source("deepseek", "deepseek-v4-pro", api_key="sim", base_url=sim.base_url("deepseek"))
     async with Client([source]) as client:
         first = await client.complete(USER, reasoning_effort="high", tools=[WEATHER])
-        assert first.reasoning == HIGH_REASONING
-        stripped = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [c.to_openai() for c in first.tool_calls],
-        }
-        tool = {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "{}"}
-        with pytest.raises(RequestRejectedError) as caught:
-            await client.complete([*USER, stripped, tool], reasoning_effort="high", tools=[WEATHER])
-    assert (caught.value.status_code, caught.value.error_type) == (400, "invalid_request_error")
-    assert caught.value.message == (
-        "deepseek answered HTTP 400: Missing reasoning_content field in the assistant message "
-        "at message index 1. The reasoning_content in the thinking mode must be passed back to "
-        "the API."
+    assert first.reasoning == HIGH_REASONING
+    stripped = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [c.to_openai() for c in first.tool_calls],
+    }
+    tool = {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "{}"}
+    body = {
+        "model": "deepseek-v4-pro",
+        "messages": [*USER, stripped, tool],
+        "thinking": {"type": "enabled"},
+        "reasoning_effort": "high",
+        "tools": [WEATHER_WIRE],
+    }
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(f"{sim.base_url('deepseek')}/chat/completions", json=body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == (
+        "Missing reasoning_content field in the assistant message at message index 1. The "
+        "reasoning_content in the thinking mode must be passed back to the API."
     )
+
+
+@pytest.mark.anyio
+async def test_a_tool_turn_from_another_provider_continues_on_deepseek(sim: Simulator) -> None:
+    openai = Source("openai", "gpt-5.5", api_key="sim", base_url=sim.base_url("openai"))
+    deepseek = Source(
+        "deepseek", "deepseek-v4-pro", api_key="sim", base_url=sim.base_url("deepseek")
+    )
+    async with Client([openai]) as first_client:
+        first = await first_client.complete(USER, reasoning_effort="high", tools=[WEATHER])
+    assert first.reasoning is None
+    assert first.tool_calls
+    history = [
+        *USER,
+        first.message,
+        Message(role="tool", tool_call_id=first.tool_calls[0].id, content="{}"),
+    ]
+    async with Client([deepseek]) as second_client:
+        second = await second_client.complete(history, reasoning_effort="high", tools=[WEATHER])
+    assert second.finish_reason == "stop"
+    assert second.text.startswith("Simulated deepseek-v4-pro answer")
 
 
 @pytest.mark.anyio

@@ -52,6 +52,20 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
+    if stop is None:
+        return None
+    if isinstance(stop, str):
+        return (stop,)
+    if isinstance(stop, Sequence) and all(isinstance(s, str) for s in stop):
+        return tuple(stop) or None
+    raise ValueError(f"stop must be a string or a list of strings; got {stop!r}")
+
+
 class Client:
     """A chat client over an ordered list of sources.
 
@@ -240,22 +254,32 @@ class Client:
 
         Raises:
             ValueError: for malformed messages or tools, an unknown effort, a
-                non-positive ``max_tokens`` or ``timeout``, or a ``cache`` other than
-                ``True``, ``False`` or ``"refresh"``.
+                non-positive ``max_tokens`` or ``timeout``, a ``temperature`` outside
+                [0, 2] or ``top_p`` outside [0, 1], a ``stop`` that is not strings, an
+                ``extra_body`` that is not a dict, or a ``cache`` other than ``True``,
+                ``False`` or ``"refresh"``.
         """
         if cache is not True and cache is not False and cache != "refresh":
             raise ValueError(f'cache must be True, False or "refresh"; got {cache!r}')
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
             raise ValueError(f"max_tokens must be a positive int (tokens); got {max_tokens!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not 0 < timeout < math.inf):
+        if timeout is not None and not (_is_number(timeout) and 0 < timeout < math.inf):
             raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+        if temperature is not None and not (_is_number(temperature) and 0 <= temperature <= 2):
+            raise ValueError(f"temperature must be a number from 0 to 2; got {temperature!r}")
+        if top_p is not None and not (_is_number(top_p) and 0 <= top_p <= 1):
+            raise ValueError(f"top_p must be a number from 0 to 1; got {top_p!r}")
+        if extra_body is not None and not isinstance(extra_body, Mapping):
+            raise ValueError(
+                f"extra_body must be a dict of body fields; got {type(extra_body).__name__}"
+            )
         return Request(
             messages=coerce_messages(messages),
             reasoning_effort=Effort.parse(reasoning_effort),
             max_tokens=max_tokens,
             temperature=temperature,
             top_p=top_p,
-            stop=(stop,) if isinstance(stop, str) else (tuple(stop) if stop else None),
+            stop=_stop_sequences(stop),
             tools=coerce_tools(tools),
             tool_choice=tool_choice,
             extra_body=extra_body,

@@ -26,6 +26,15 @@ from polythink.types import Effort
 __all__ = ["Source", "Timeout", "sources_from_env", "sources_from_toml"]
 
 _POLICIES = ("nearest", "error", "drop")
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,16 +141,48 @@ class Source:
                 f"Source.effort_fallback must be one of {', '.join(_POLICIES)}; "
                 f"got {self.effort_fallback!r}"
             )
-        for name in ("rpm", "tpm", "max_concurrency"):
+        for name in ("rpm", "tpm"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or value <= 0):
-                raise ValueError(f"Source.{name} must be positive or None; got {value!r}")
-        if self.max_retries is not None and (
-            isinstance(self.max_retries, bool) or self.max_retries < 0
+            if value is not None and not (_finite_number(value) and value > 0):
+                raise ValueError(
+                    f"Source.{name} must be a positive finite number or None; got {value!r}"
+                )
+        if self.max_concurrency is not None and not (
+            _integer(self.max_concurrency) and self.max_concurrency > 0
         ):
-            raise ValueError(f"Source.max_retries must be >= 0 or None; got {self.max_retries!r}")
+            raise ValueError(
+                f"Source.max_concurrency must be a positive int or None; "
+                f"got {self.max_concurrency!r}"
+            )
+        if self.max_retries is not None and not (
+            _integer(self.max_retries) and self.max_retries >= 0
+        ):
+            raise ValueError(
+                f"Source.max_retries must be an int >= 0 or None; got {self.max_retries!r}"
+            )
+        if not isinstance(self.drop_params, bool):
+            raise ValueError(f"Source.drop_params must be True or False; got {self.drop_params!r}")
+        if self.api_key is not None and not isinstance(self.api_key, str):
+            raise ValueError("Source.api_key must be a string or None")
+        if self.headers is not None and not (
+            isinstance(self.headers, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items())
+        ):
+            raise ValueError("Source.headers must be a dict of header names to string values")
+        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
+            raise ValueError(
+                f"Source.extra_body must be a dict of body fields; "
+                f"got {type(self.extra_body).__name__}"
+            )
         object.__setattr__(self, "timeout", Timeout.coerce(self.timeout))
         if self.base_url is not None:
+            if not isinstance(self.base_url, str) or not self.base_url.startswith(
+                ("http://", "https://")
+            ):
+                raise ValueError(
+                    "Source.base_url must be an http:// or https:// URL such as "
+                    f"'https://api.openai.com/v1'; got {self.base_url!r}"
+                )
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 
     @property
@@ -171,6 +212,16 @@ class Source:
             if value:
                 return value
         return None
+
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials this source holds: its key, and header values whose names say
+        they carry one (``authorization``, ``api-key``, anything with key, token, secret or
+        password). Redacted from every error body and telemetry record."""
+        found = [key] if (key := self.resolve_api_key()) else []
+        for name, value in (self.headers or {}).items():
+            if _SECRET_HEADER.search(name) and value:
+                found.append(value)
+        return tuple(found)
 
 
 _ENV_KEY = re.compile(
@@ -294,6 +345,11 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
     for key, value in env.items():
         if not key.startswith(prefix + "__"):
             continue
+        if key.startswith(f"{prefix}__THINKING__") and key not in (
+            f"{prefix}__THINKING__ENABLED",
+            f"{prefix}__THINKING__EFFORT",
+        ):
+            raise ValueError(f"{key}: unknown [thinking] field; known: ENABLED, EFFORT")
         if key == f"{prefix}__THINKING__ENABLED":
             thinking["enabled"] = _convert("enable_thinking", value, key)
             continue

@@ -59,6 +59,11 @@ class ProviderProfile:
             ``None`` when the provider takes none (OpenAI rejects unknown message fields).
         reasoning_back_tool_turns_only: send ``reasoning_back`` only on assistant turns with
             tool calls (DeepSeek requires it there and ignores it elsewhere).
+        reasoning_back_required: every assistant tool-call turn must carry ``reasoning_back``
+            while thinking is on; a turn that has no reasoning (for example one another
+            provider made, before a failover) sends an empty string. DeepSeek answers 400
+            "Missing reasoning_content field" otherwise (DS-DOC thinking_mode, 2026;
+            the empty-string fallback as used by SillyTavern PR #5545, 2026-04-28).
         reasoning_format: the ``Message.reasoning_format`` this provider produces and accepts
             back verbatim (``openrouter`` for ``reasoning_details``).
         inline_think_tags: the provider may put reasoning inline in ``content`` as
@@ -69,6 +74,9 @@ class ProviderProfile:
             turns without server-side state. OpenAI answers 400 "Encrypted content is not
             supported with this model" when it is asked of a model that does not reason
             (ShishirPatil/gorilla#1148, 2025-08), so it is never sent to one.
+        strict_sampling: the provider answers 400 to sampling parameters a model does not
+            take (OpenAI, Anthropic), so polythink refuses or drops them first (see
+            ``Capability.sampling``); other providers ignore them.
     """
 
     id: str
@@ -82,9 +90,11 @@ class ProviderProfile:
     default_max_tokens: int | None = None
     reasoning_back: str | None = None
     reasoning_back_tool_turns_only: bool = False
+    reasoning_back_required: bool = False
     reasoning_format: str | None = None
     inline_think_tags: bool = False
     stream_usage: bool = True
+    strict_sampling: bool = False
     encrypted_reasoning: bool = False
 
 
@@ -97,6 +107,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "https://api.openai.com/v1",
             ("OPENAI_API_KEY",),
             max_tokens_field="max_completion_tokens",
+            strict_sampling=True,
         ),
         ProviderProfile(
             "openai-responses",
@@ -107,6 +118,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             max_tokens_field="max_output_tokens",
             reasoning_format="openai-responses",
             encrypted_reasoning=True,
+            strict_sampling=True,
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -126,6 +138,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="anthropic",
             default_max_tokens=4096,
             reasoning_format="anthropic",
+            strict_sampling=True,
         ),
         ProviderProfile(
             "gemini",
@@ -153,6 +166,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="thinking_type",
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
+            reasoning_back_required=True,
         ),
         ProviderProfile(
             "qwen",
@@ -177,6 +191,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             ("MOONSHOT_API_KEY", "KIMI_API_KEY"),
             reasoning_wire="thinking_type",
             reasoning_back="reasoning_content",
+            reasoning_back_required=True,
         ),
         ProviderProfile(
             "minimax",

@@ -139,8 +139,20 @@ class ToolCall:
 
     @classmethod
     def from_openai(cls, data: Mapping[str, Any]) -> ToolCall:
-        """Build from an OpenAI chat ``tool_calls[]`` entry (``{id, type, function: {...}}``)."""
-        function = data.get("function") or {}
+        """Build from an OpenAI chat ``tool_calls[]`` entry (``{id, type, function: {...}}``),
+        or from the flat ``{id, name, arguments}`` shape of a serialised ``ToolCall``.
+
+        Raises:
+            ValueError: when the entry names no function.
+        """
+        function = data.get("function")
+        if function is None and "name" in data:
+            function = data
+        if not isinstance(function, Mapping) or not function.get("name"):
+            raise ValueError(
+                "a tool call needs a function name: {'id', 'type': 'function', 'function': "
+                f"{{'name', 'arguments'}}}} or {{'id', 'name', 'arguments'}}; got {dict(data)!r}"
+            )
         arguments = function.get("arguments", "{}")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, separators=(",", ":"))
@@ -225,6 +237,23 @@ class Message:
     reasoning_items: tuple[Mapping[str, Any], ...] = ()
     reasoning_format: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.role not in _ROLES:
+            raise ValueError(f"unknown message role {self.role!r}; accepted: {', '.join(_ROLES)}")
+        if self.content is not None and not isinstance(self.content, str | list):
+            raise ValueError(
+                "message content must be a string, a list of content parts, or None; got "
+                f"{type(self.content).__name__}"
+            )
+        if self.role == "tool" and not (isinstance(self.tool_call_id, str) and self.tool_call_id):
+            raise ValueError("a tool message needs the tool_call_id of the call it answers")
+        if not isinstance(self.tool_calls, tuple):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if any(not isinstance(call, ToolCall) for call in self.tool_calls):
+            raise ValueError("Message.tool_calls must hold ToolCall values")
+        if not isinstance(self.reasoning_items, tuple):
+            object.__setattr__(self, "reasoning_items", tuple(self.reasoning_items))
+
     @classmethod
     def coerce(cls, value: Message | Mapping[str, Any]) -> Message:
         """Accept a ``Message`` or an OpenAI chat-shaped dict.
@@ -233,15 +262,26 @@ class Message:
         text, and ``reasoning_details`` (OpenRouter) for opaque items.
 
         Raises:
-            ValueError: when ``role`` is missing or not a string.
+            ValueError: when the value is not a message or dict, or is malformed (unknown
+                role, a tool message without ``tool_call_id``, a tool call without a name).
         """
         if isinstance(value, Message):
             return value
+        if not isinstance(value, Mapping):
+            raise ValueError(
+                "each message must be a Message or an OpenAI-style dict with 'role' and "
+                f"'content'; got {type(value).__name__}"
+            )
         role = value.get("role")
         if not isinstance(role, str) or not role:
             raise ValueError(f"a message needs a 'role' string; got {dict(value)!r}")
         raw_calls = value.get("tool_calls") or ()
-        calls = tuple(c if isinstance(c, ToolCall) else ToolCall.from_openai(c) for c in raw_calls)
+        if isinstance(raw_calls, str | bytes | Mapping):
+            raise ValueError("a message's tool_calls must be a list of tool calls")
+        calls = tuple(
+            c if isinstance(c, ToolCall) else ToolCall.from_openai(_mapping(c, "tool call"))
+            for c in raw_calls
+        )
         reasoning = value.get("reasoning_content")
         if reasoning is None and isinstance(value.get("reasoning"), str):
             reasoning = value.get("reasoning")
@@ -270,6 +310,15 @@ class Message:
         if not self.content:
             return ""
         return "".join(str(p.get("text", "")) for p in self.content if isinstance(p, Mapping))
+
+
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a {what} must be a dict; got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,8 +472,13 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
     """Convert a sequence of ``Message`` objects or OpenAI-style dicts to a tuple of messages.
 
     Raises:
-        ValueError: when a message is malformed or the sequence is empty.
+        ValueError: when a message is malformed, or ``messages`` is empty or not a sequence.
     """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise ValueError(
+            "messages must be a list of Message objects or OpenAI-style dicts; got "
+            f"{type(messages).__name__}"
+        )
     result = tuple(Message.coerce(m) for m in messages)
     if not result:
         raise ValueError("messages must not be empty")
@@ -432,7 +486,19 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
 
 
 def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool, ...]:
-    """Convert tool specs (``Tool`` or dicts) to a tuple of ``Tool``; ``None`` gives ``()``."""
+    """Convert tool specs (``Tool`` or dicts) to a tuple of ``Tool``; ``None`` gives ``()``.
+
+    Raises:
+        ValueError: when ``tools`` is not a list of tools, or a tool is malformed.
+    """
+    if tools is None:
+        return ()
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise ValueError(
+            f"tools must be a list of Tool objects or dicts; got {type(tools).__name__}"
+        )
     if not tools:
         return ()
+    if any(not isinstance(t, Tool | Mapping) for t in tools):
+        raise ValueError("each tool must be a Tool or a dict with a function 'name'")
     return tuple(Tool.coerce(t) for t in tools)

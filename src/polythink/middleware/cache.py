@@ -169,8 +169,12 @@ class DiskStore:
         with self._lock:
             if self._cache is None:
                 directory = self.directory
-                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.chmod(directory, 0o700)
+                if not directory.exists():
+                    directory.mkdir(mode=0o700, parents=True)
+                    # mkdir's mode is masked by the umask; the directory polythink creates is
+                    # private. A directory the caller already had keeps its mode: the files
+                    # inside are private either way.
+                    os.chmod(directory, 0o700)
                 database = directory / _DB_FILES[0]
                 # SQLite gives the -wal and -shm files the database file's mode, so a
                 # database created private keeps every file private.
@@ -211,6 +215,9 @@ class DiskStore:
             self._cache.close()
 
 
+_NOT_PATHS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0", "none"})
+
+
 def cache_store(option: Any) -> CacheStore | None:
     """Turn ``Client(cache=...)`` into a store, or ``None`` for no cache.
 
@@ -225,6 +232,11 @@ def cache_store(option: Any) -> CacheStore | None:
         return None
     if option is True:
         return DiskStore()
+    if isinstance(option, str) and option.strip().lower() in _NOT_PATHS:
+        raise ValueError(
+            f"cache={option!r} looks like a flag, not a directory: pass the bool True for the "
+            "user cache directory, False or None for no cache, or a directory path"
+        )
     if isinstance(option, str | os.PathLike):
         return DiskStore(option)
     if all(callable(getattr(option, name, None)) for name in ("get", "set", "delete")):

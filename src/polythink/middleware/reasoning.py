@@ -83,8 +83,10 @@ class ReasoningMiddleware:
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[key] = found
+            # An unregistered model is reported once per model, whatever the tier; a
+            # mapping once per (model, tier).
+            tier = "*" if self.capability is None else (effort.value if effort else "unset")
             for warning in found.warnings:
-                tier = effort.value if effort is not None else "unset"
                 _throttle.warn(warning, model=self.model, tier=tier, kind="resolve")
         return found
 
@@ -116,15 +118,18 @@ class ReasoningMiddleware:
             # encrypted reasoning items) that no text or count shows.
             observation = ThinkingObservation.OBSERVED
         warnings = list(resolution.warnings)
-        note = reconcile(resolution.applied_effort, observation, model=self.model)
+        # A transport may have had to send less than resolved (Anthropic switches thinking
+        # off to continue a tool turn made without a signed thinking block); it says so.
+        applied = response.applied_effort or resolution.applied_effort
+        note = reconcile(applied, observation, model=self.model)
         if note is not None:
             warnings.append(note)
-            tier = resolution.applied_effort.value if resolution.applied_effort else "unset"
+            tier = applied.value if applied else "unset"
             _throttle.warn(note, model=self.model, tier=tier, kind=observation.value)
         return dataclasses.replace(
             response,
             requested_effort=resolution.requested_effort,
-            applied_effort=resolution.applied_effort,
+            applied_effort=applied,
             thinking=observation,
             warnings=[*response.warnings, *warnings],
         )

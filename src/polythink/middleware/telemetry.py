@@ -232,13 +232,14 @@ class _SourceInfo:
         self.model = source.model
         self.provider = provider_name(source.provider)
         self.address, self.port = _server(source.endpoint)
-        # Metric points carry the first source's provider and model (the request side)
-        # and the address of the server that answered, so every point has the same keys.
+        # Metric points carry the provider, model and server of the source that answered
+        # (after a failover, the one that served the tokens), with the same keys on every
+        # point; a source without a known address falls back to the first source's.
         head = first if first is not None else self
         self.base: dict[str, Any] = {
             GEN_AI_OPERATION_NAME: _OPERATION,
-            GEN_AI_PROVIDER_NAME: head.provider,
-            GEN_AI_REQUEST_MODEL: head.model,
+            GEN_AI_PROVIDER_NAME: self.provider,
+            GEN_AI_REQUEST_MODEL: self.model,
         }
         if head.address is not None:
             self.base[SERVER_ADDRESS] = self.address or head.address
@@ -305,7 +306,7 @@ class TelemetryMiddleware:
             raise ValueError("telemetry needs at least one source")
         first = _SourceInfo(sources[0], None)
         self._sources = (first, *(_SourceInfo(s, first) for s in sources[1:]))
-        self._secrets = tuple(key for s in sources if (key := s.resolve_api_key()))
+        self._secrets = tuple(secret for s in sources for secret in s.secrets())
         self._default_effort = sources[0].effort
         self._capture = capture_content
         self._clock = clock
@@ -494,10 +495,15 @@ class TelemetryMiddleware:
     ) -> None:
         span = call.span
         attributes: dict[str, Any] = {}
-        if source is not self._sources[0] and source.address is not None:
-            attributes[SERVER_ADDRESS] = source.address
-            if source.port is not None:
-                attributes[SERVER_PORT] = source.port
+        if source is not self._sources[0]:
+            # Another source answered: the span describes the request that was served.
+            attributes[GEN_AI_PROVIDER_NAME] = source.provider
+            attributes[GEN_AI_REQUEST_MODEL] = source.model
+            span.update_name(f"{_OPERATION} {source.model}")
+            if source.address is not None:
+                attributes[SERVER_ADDRESS] = source.address
+                if source.port is not None:
+                    attributes[SERVER_PORT] = source.port
         if response is not None:
             attributes[GEN_AI_RESPONSE_MODEL] = response.model
             if response.id:

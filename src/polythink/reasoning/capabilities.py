@@ -58,6 +58,10 @@ class Capability:
         thinking_display: Anthropic: the model's default ``thinking.display`` (``summarized``
             or ``omitted``) where documented; ``None`` = summarized, as the SDK states. Where
             it is ``omitted``, polythink asks for ``summarized`` so reasoning text comes back.
+        sampling: which sampling parameters (``temperature``, ``top_p``, ``top_k``) the
+            provider accepts with non-default values: ``any``; ``without_reasoning`` (only
+            while the model does not reason on the call: OpenAI reasoning models); or
+            ``never`` (Claude Opus 4.7, Sonnet 5).
 
     Raises:
         ValueError: at construction, for an empty or duplicated ``supported_efforts``, an
@@ -76,8 +80,14 @@ class Capability:
     evidence: str = ""
     aliases: tuple[str, ...] = field(default=())
     thinking_display: str | None = None
+    sampling: str = "any"
 
     def __post_init__(self) -> None:
+        if isinstance(self.supported_efforts, str):
+            raise ValueError(
+                f"capability for {self.model!r}: supported_efforts must be a list of tiers "
+                f"such as ('low', 'high'), not the string {self.supported_efforts!r}"
+            )
         efforts = tuple(Effort.parse(e) for e in self.supported_efforts)
         if not efforts or any(e is None for e in efforts):
             raise ValueError(
@@ -106,6 +116,11 @@ class Capability:
                 f"budget_max {self.budget_max}"
             )
         object.__setattr__(self, "aliases", tuple(self.aliases))
+        if self.sampling not in ("any", "without_reasoning", "never"):
+            raise ValueError(
+                f"capability for {self.model!r}: unknown sampling {self.sampling!r}; "
+                "accepted: any, without_reasoning, never"
+            )
         if self.thinking_display not in (None, "summarized", "omitted"):
             raise ValueError(
                 f"capability for {self.model!r}: unknown thinking_display "
@@ -199,6 +214,7 @@ def _from_row(row: Mapping[str, Any]) -> Capability:
         evidence=row.get("evidence", ""),
         aliases=tuple(row.get("aliases", ())),
         thinking_display=row.get("thinking_display"),
+        sampling=row.get("sampling", "any"),
     )
 
 

@@ -23,7 +23,9 @@ __all__ = [
     "accepts",
     "answer_for",
     "default_tier",
+    "openai_error",
     "prompt_tokens",
+    "quoted_list",
     "reasoning_text",
     "tool_arguments",
 ]
@@ -138,3 +140,24 @@ def tool_arguments(schema: Mapping[str, Any] | None) -> str:
             kind = (props.get(name) or {}).get("type", "string")
             args[name] = {"integer": 1, "number": 1, "boolean": True}.get(kind, "sim")
     return json.dumps(args, separators=(",", ":"))
+
+
+def openai_error(message: str, *, param: str | None, code: str | None) -> dict[str, Any]:
+    """An OpenAI-shaped ``invalid_request_error`` body (as recorded in
+    vercel_openai_chat_reasoning_max_tokens_error.json)."""
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def quoted_list(values: list[str]) -> str:
+    """``'a', 'b', and 'c'``: how OpenAI lists supported values in its 400 messages."""
+    quoted = [f"'{v}'" for v in values]
+    if len(quoted) <= 1:
+        return "".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]

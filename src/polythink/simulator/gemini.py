@@ -119,6 +119,10 @@ def _depth(model: str, tier: Effort) -> Effort:
     return tier
 
 
+SKIP_VALIDATION = "skip_thought_signature_validator"
+"""The placeholder signature Gemini accepts for a function call it did not sign (WIRE §4.5)."""
+
+
 def _signed(model: str) -> bool:
     cap = behaviour.capability(model)
     return cap is None or cap.thinking == "level"
@@ -131,12 +135,19 @@ def _check_history(model: str, contents: list[Any]) -> str | None:
     for content in contents:
         if not isinstance(content, Mapping) or content.get("role") != "model":
             continue
+        first_call = True
         for position, part in enumerate(content.get("parts") or ()):
             if not isinstance(part, Mapping):
                 continue
+            is_call = isinstance(part.get("functionCall"), Mapping)
             signature = _field(part, "thoughtSignature", "thought_signature")
+            if signature == SKIP_VALIDATION:
+                first_call = first_call and not is_call
+                continue
             if signature is None:
-                if isinstance(part.get("functionCall"), Mapping):
+                # Only the first function call of a step carries the signature
+                # (GEM-DOC-sigs: parallel calls after it come without one).
+                if is_call and first_call:
                     name = part["functionCall"].get("name")
                     return (
                         "Function call is missing a thought_signature in functionCall parts. "
@@ -144,7 +155,9 @@ def _check_history(model: str, contents: list[Any]) -> str | None:
                         "thought_signature may lead to degraded model performance. Additional "
                         f"data, function call `default_api:{name}`, position {position + 1}."
                     )
+                first_call = first_call and not is_call
                 continue
+            first_call = first_call and not is_call
             url_safe = "-" in signature or "_" in signature
             try:
                 given = base64.b64decode(signature, altchars=b"-_" if url_safe else None)

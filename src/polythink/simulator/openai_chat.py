@@ -28,6 +28,8 @@ from typing import Any
 from polythink.providers import PROVIDERS
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
 from polythink.simulator import behaviour
+from polythink.simulator.behaviour import openai_error as _error
+from polythink.simulator.behaviour import quoted_list as _listing
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
@@ -41,24 +43,6 @@ _REASONING_FIELD = frozenset({"groq", "vllm", "ollama", "openrouter"})
 def matches(path: str) -> bool:
     """Whether ``path`` is a Chat Completions route."""
     return path.endswith("/chat/completions")
-
-
-def _error(message: str, *, param: str | None, code: str) -> dict[str, Any]:
-    return {
-        "error": {
-            "message": message,
-            "type": "invalid_request_error",
-            "param": param,
-            "code": code,
-        }
-    }
-
-
-def _listing(values: list[str]) -> str:
-    quoted = [f"'{v}'" for v in values]
-    if len(quoted) <= 1:
-        return "".join(quoted)
-    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
 
 
 def _parse(raw: str, model: str) -> Effort:
@@ -171,7 +155,7 @@ def _missing_reasoning_content(messages: list[Any]) -> int | None:
             isinstance(message, Mapping)
             and message.get("role") == "assistant"
             and message.get("tool_calls")
-            and not message.get("reasoning_content")
+            and not isinstance(message.get("reasoning_content"), str)
         ):
             return index
     return None

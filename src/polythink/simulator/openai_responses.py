@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from polythink.simulator import behaviour
+from polythink.simulator.behaviour import openai_error as _error
+from polythink.simulator.behaviour import quoted_list as _listing
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
@@ -42,24 +44,6 @@ _KEY = b"polythink-simulator-responses"
 def matches(path: str) -> bool:
     """Whether ``path`` is a Responses route."""
     return path.endswith("/responses")
-
-
-def _error(message: str, *, param: str | None, code: str | None) -> dict[str, Any]:
-    return {
-        "error": {
-            "message": message,
-            "type": "invalid_request_error",
-            "param": param,
-            "code": code,
-        }
-    }
-
-
-def _listing(values: list[str]) -> str:
-    quoted = [f"'{v}'" for v in values]
-    if len(quoted) <= 1:
-        return "".join(quoted)
-    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
 
 
 def _seal(item_id: str, model: str) -> str:
@@ -206,7 +190,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         body = request.json()
     except ValueError:
         await response.send_json(
-            400, _error("We could not parse the JSON body of your request.", param=None, code=None)
+            400,
+            _error("We could not parse the JSON body of your request.", param=None, code=None),
         )
         return
     model = body.get("model") if isinstance(body, Mapping) else None

@@ -21,20 +21,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Literal
 
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
-    StreamInterruptedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
-from polythink.transports.base import HTTPTransport, deep_merge, parse_rate_limit
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    apply_overrides,
+    assistant_response,
+    parse_rate_limit,
+    token_count,
+)
 from polythink.types import (
+    Effort,
     Message,
     RateLimit,
     Request,
@@ -56,7 +62,6 @@ __all__ = [
     "thinking_conflicts",
 ]
 
-logger = logging.getLogger("polythink.transports.anthropic")
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header every call carries (ANT-SDK ``_constants``)."""
@@ -149,8 +154,6 @@ def _assistant_content(message: Message) -> list[dict[str, Any]]:
 
 
 def _tool_result(message: Message) -> dict[str, Any]:
-    if not message.tool_call_id:
-        raise _rejected("a tool message needs the tool_call_id of the call it answers")
     content = message.content
     return {
         "type": "tool_result",
@@ -189,14 +192,9 @@ def _messages(
         elif role == "user":
             turns.append({"role": "user", "content": _blocks(message.content, keep_empty=True)})
             merging_results = False
-        elif role == "assistant":
+        else:
             turns.append({"role": "assistant", "content": _assistant_content(message)})
             merging_results = False
-        else:
-            raise _rejected(
-                f"message role {role!r} cannot be sent to Anthropic; accepted: system, "
-                "developer, user, assistant, tool"
-            )
     return (_system(system) if system else None), turns
 
 
@@ -270,13 +268,28 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
-    return body
+    return apply_overrides(body, request, extra_body)
+
+
+def _continues_unsigned_tool_turn(body: Mapping[str, Any]) -> bool:
+    """Whether manual thinking is on and the last assistant turn, a tool-use turn whose
+    results follow, does not start with a thinking or redacted_thinking block."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") != "enabled":
+        return False
+    messages = body.get("messages") or []
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if not isinstance(content, list) or not content:
+            return False
+        uses_tools = any(isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content)
+        first = content[0]
+        signed = isinstance(first, Mapping) and first.get("type") in _THINKING_BLOCKS
+        return uses_tools and not signed and position < len(messages) - 1
+    return False
 
 
 def thinking_conflicts(
@@ -322,10 +335,6 @@ def thinking_conflicts(
     return conflicts
 
 
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def parse_usage(usage: Any) -> Usage | None:
     """Normalise an Anthropic ``usage`` object; ``None`` when absent.
 
@@ -339,17 +348,19 @@ def parse_usage(usage: Any) -> Usage | None:
     """
     if not isinstance(usage, Mapping):
         return None
-    uncached = _count(usage.get("input_tokens"))
-    cache_read = _count(usage.get("cache_read_input_tokens"))
-    cache_write = _count(usage.get("cache_creation_input_tokens"))
+    uncached = token_count(usage.get("input_tokens"))
+    cache_read = token_count(usage.get("cache_read_input_tokens"))
+    cache_write = token_count(usage.get("cache_creation_input_tokens"))
     details = usage.get("output_tokens_details")
-    reasoning = _count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
+    reasoning = (
+        token_count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
+    )
     total_input = None
     if uncached is not None:
         total_input = uncached + (cache_read or 0) + (cache_write or 0)
     return Usage(
         input_tokens=total_input,
-        output_tokens=_count(usage.get("output_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
         reasoning_tokens=reasoning,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
@@ -395,26 +406,17 @@ def _response(
         or (block.get("type") == "thinking" and block.get("signature"))
         for block in blocks
     )
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=items,
-        reasoning_format=profile.reasoning_format if items else None,
-    )
-    return Response(
+    return assistant_response(
         text=text,
         reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
+        calls=calls,
+        items=items,
+        finish=finish,
         usage=usage,
         model=model,
-        provider=profile.id,
+        response_id=response_id,
+        profile=profile,
         source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
         thinking=ThinkingObservation.OBSERVED if opaque else ThinkingObservation.UNKNOWN,
     )
 
@@ -682,7 +684,6 @@ class AnthropicTransport(HTTPTransport):
         self._extra_body = self.source.extra_body
         capability = get_capability(self.source.model)
         self._thinking_by_default = capability is not None and capability.default_reasons
-        self._logged_drops: set[str] = set()
 
     def extra_headers(self) -> dict[str, str]:
         """``anthropic-version``, required on every Messages API call."""
@@ -697,7 +698,9 @@ class AnthropicTransport(HTTPTransport):
         """
         return self._prepare(request)[0]
 
-    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool]:
+        """Build the body, apply the thinking rules; return it with notes for the response
+        and whether thinking was switched off for this call."""
         try:
             body = build_body(
                 request, model=self.source.model, profile=self.profile, extra_body=self._extra_body
@@ -705,38 +708,40 @@ class AnthropicTransport(HTTPTransport):
         except RequestRejectedError as exc:
             exc.source_index = self.index
             raise
-        conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
-        if not conflicts:
-            return body, []
-        if not self.source.drop_params:
-            names = ", ".join(name for name, _ in conflicts)
-            reasons = "; ".join(reason for _, reason in conflicts)
-            raise RequestRejectedError(
-                f"anthropic model {self.source.model!r} rejects {names} while thinking is on: "
-                f"{reasons}. Remove it, switch reasoning off, or set drop_params=True on the "
-                "source to drop it with a warning",
-                provider=self.profile.id,
-                source_index=self.index,
-                error_type="thinking_parameter_conflict",
+        notes: list[str] = []
+        switched_off = _continues_unsigned_tool_turn(body)
+        if switched_off:
+            # The API answers 400 "a final assistant message must start with a thinking
+            # block … To avoid this requirement, disable thinking": the tool-use turn being
+            # continued was made without one (by another provider before a failover, or
+            # without thinking), and no signature can be made up for it.
+            del body["thinking"]
+            body.pop("output_config", None)
+            notes.append(
+                f"thinking switched off for this call to anthropic model {self.source.model!r}:"
+                " the tool-use turn it continues carries no signed thinking block"
             )
-        notes = []
-        for name, reason in conflicts:
-            del body[name]
-            note = f"dropped {reason} for anthropic model {self.source.model!r} (drop_params=True)"
-            notes.append(note)
-            if name not in self._logged_drops:
-                self._logged_drops.add(name)
-                logger.warning("source %d: %s", self.index, note)
-        return body, notes
+        notes += self.sampling_notes(body, request)
+        conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
+        notes += self.refuse_or_drop(
+            body, conflicts, "while thinking is on", "thinking_parameter_conflict"
+        )
+        return body, notes, switched_off
 
     @staticmethod
     def _noted(
-        response: Response, notes: list[str], rate_limit: RateLimit | None = None
+        response: Response,
+        notes: list[str],
+        rate_limit: RateLimit | None = None,
+        switched_off: bool = False,
     ) -> Response:
         if not notes and rate_limit is None:
             return response
         return dataclasses.replace(
-            response, warnings=[*response.warnings, *notes], rate_limit=rate_limit
+            response,
+            warnings=[*response.warnings, *notes],
+            rate_limit=rate_limit,
+            applied_effort=Effort.NONE if switched_off else response.applied_effort,
         )
 
     async def complete(self, request: Request) -> Response:
@@ -748,7 +753,7 @@ class AnthropicTransport(HTTPTransport):
         """
         if request.stream:
             request = request.with_(stream=False)
-        body, notes = self._prepare(request)
+        body, notes, switched_off = self._prepare(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and data.get("type") == "error":
             error = self.in_band_error(data)
@@ -757,7 +762,7 @@ class AnthropicTransport(HTTPTransport):
         response = parse_message(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
-        return self._noted(response, notes, rate_limit)
+        return self._noted(response, notes, rate_limit, switched_off)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -775,26 +780,14 @@ class AnthropicTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
-        body, notes = self._prepare(request)
+        body, notes, switched_off = self._prepare(request)
         assembler = AnthropicStreamAssembler(self.profile, self.index, self.source.model)
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async for _, data in self.sse_events(response):
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        event = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream event that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(event, Mapping):
-                        continue
+                async for _, event in self.json_events(response):
+                    if event is DONE:
+                        break
                     if event.get("type") == "error":
                         raise self.in_band_error(event, response)
                     for item in assembler.feed(event):
@@ -802,23 +795,10 @@ class AnthropicTransport(HTTPTransport):
                     if assembler.stopped:
                         break
                 if not assembler.finished:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before it finished",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=assembler.response(finish="error"),
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
-        yield StreamEvent("done", response=self._noted(assembler.response(), notes, rate_limit))
+        done = self._noted(assembler.response(), notes, rate_limit, switched_off)
+        yield StreamEvent("done", response=done)

@@ -8,8 +8,10 @@ failure to polythink's error taxonomy exactly once, here, with ``raise … from`
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import email.utils
 import json
+import logging
 import math
 import re
 import time
@@ -28,17 +30,34 @@ from polythink.errors import (
     RateLimitedError,
     RequestRejectedError,
     RequestTimeoutError,
+    StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
     redact,
 )
 from polythink.providers import ProviderProfile
-from polythink.types import RateLimit, Request, Response, StreamEvent
+from polythink.reasoning.capabilities import get_capability
+from polythink.types import (
+    Effort,
+    Message,
+    RateLimit,
+    Request,
+    Response,
+    StreamEvent,
+    ThinkingObservation,
+    ToolCall,
+    Usage,
+)
+
+_log = logging.getLogger("polythink.transport")
 
 __all__ = [
+    "DONE",
     "TRANSPORT_ERRORS",
     "HTTPTransport",
     "SSEDecoder",
+    "apply_overrides",
+    "assistant_response",
     "deep_merge",
     "dumps",
     "error_from_body",
@@ -47,6 +66,10 @@ __all__ = [
     "parse_duration",
     "parse_rate_limit",
     "parse_retry_after",
+    "sampling_conflicts",
+    "token_count",
+    "with_notes",
+    "with_rate_limit",
 ]
 
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
@@ -641,7 +664,11 @@ class HTTPTransport:
         self.index = index
         self.profile = profile
         self.client = client
-        self._secrets = (api_key,)
+        self._secrets = (api_key, *source.secrets())
+        self._logged_drops: set[str] = set()
+        capability = get_capability(source.model) if profile.strict_sampling else None
+        self._sampling = capability.sampling if capability is not None else "any"
+        self._reasons_by_default = capability is not None and capability.default_reasons
         headers = dict(_JSON_HEADERS)
         if api_key:
             if profile.auth == "bearer":
@@ -857,3 +884,216 @@ class HTTPTransport:
         if response is not None:
             mapped.rate_limit = parse_rate_limit(response.headers)
         return mapped
+
+    def refuse_or_drop(
+        self,
+        body: dict[str, Any],
+        conflicts: list[tuple[str, str]],
+        context: str,
+        error_type: str = "parameter_conflict",
+    ) -> list[str]:
+        """Refuse a body with parameters this source's model rejects, or drop them.
+
+        ``conflicts`` are ``(parameter, reason)`` pairs; ``context`` says when they conflict
+        (``"while thinking is on"``). Without ``drop_params`` the call fails before any HTTP
+        request with :class:`ThinkingUnsupportedError` (another source may take it, so
+        failover moves on); with it each parameter is removed from ``body`` and logged once
+        per source and parameter. Returns the notes for the response's warnings.
+        """
+        if not conflicts:
+            return []
+        model = self.source.model
+        if not self.source.drop_params:
+            names = ", ".join(name for name, _ in conflicts)
+            reasons = "; ".join(reason for _, reason in conflicts)
+            raise ThinkingUnsupportedError(
+                f"{self.profile.id} model {model!r} rejects {names} {context}: {reasons}. "
+                "Remove it, or set drop_params=True on the source to drop it with a warning",
+                provider=self.profile.id,
+                source_index=self.index,
+                error_type=error_type,
+            )
+        notes = []
+        for name, reason in conflicts:
+            body.pop(name, None)
+            note = f"dropped {reason} for {self.profile.id} model {model!r} (drop_params=True)"
+            notes.append(note)
+            if name not in self._logged_drops:
+                self._logged_drops.add(name)
+                _log.warning("source %d: %s", self.index, note)
+        return notes
+
+    def sampling_notes(self, body: dict[str, Any], request: Request) -> list[str]:
+        """Apply the model's sampling rule (``Capability.sampling``) on strict providers.
+
+        Returns the notes for dropped parameters.
+
+        Raises:
+            ThinkingUnsupportedError: a rejected parameter while ``drop_params`` is off.
+        """
+        rule = self._sampling
+        if rule == "any":
+            return []
+        if rule == "without_reasoning":
+            resolution = request.resolution
+            applied = resolution.applied_effort if resolution is not None else None
+            off = not self._reasons_by_default if applied is None else applied is Effort.NONE
+            if off:
+                return []
+            context = "while it reasons (reasoning_effort='none' lifts this where accepted)"
+        else:
+            context = "(only the defaults are accepted)"
+        return self.refuse_or_drop(body, sampling_conflicts(body), context)
+
+    async def json_events(self, response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+        """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.
+
+        Events with blank data are skipped, as are JSON values that are not objects; a
+        ``[DONE]`` event yields ``(event_type, DONE)`` and the caller stops there.
+
+        Raises:
+            TransientError: an event whose data is not JSON (``error_type`` ``"malformed_event"``).
+            PolythinkError: a transport failure mid-stream (see :meth:`sse_events`).
+        """
+        async for event_type, data in self.sse_events(response):
+            if data == "[DONE]":
+                yield event_type, DONE
+                return
+            if not data or data.isspace():
+                continue
+            try:
+                parsed = json.loads(data)
+            except ValueError as exc:
+                raise TransientError(
+                    f"{self.profile.id} sent a stream event that is not JSON",
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=response.status_code,
+                    error_type="malformed_event",
+                    body=redact(data[:2000], self._secrets),
+                ) from exc
+            if isinstance(parsed, Mapping):
+                yield event_type, parsed
+
+    def incomplete(self, response: httpx.Response) -> TransientError:
+        """The error for a stream the server closed before it finished."""
+        return TransientError(
+            f"{self.profile.id} closed the stream before it finished",
+            provider=self.profile.id,
+            source_index=self.index,
+            status_code=response.status_code,
+            error_type="stream_incomplete",
+        )
+
+    def interrupted(self, error: PolythinkError, partial: Response) -> StreamInterruptedError:
+        """The error for a stream that broke after output reached the caller.
+
+        Carries ``partial`` (the response assembled so far) and the cause's status, type
+        and request id; raise it ``from error``.
+        """
+        return StreamInterruptedError(
+            f"stream from {self.profile.id} broke after output began: {error.message}",
+            partial=partial,
+            provider=self.profile.id,
+            source_index=self.index,
+            status_code=error.status_code,
+            error_type=error.error_type,
+            request_id=error.request_id,
+        )
+
+
+def sampling_conflicts(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(parameter, reason)`` for each sampling parameter set to a non-default value:
+    ``temperature`` or ``top_p`` other than 1, any ``top_k``."""
+    conflicts = []
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None and value != 1:
+            conflicts.append((name, f"{name}={value!r}"))
+    if body.get("top_k") is not None:
+        conflicts.append(("top_k", f"top_k={body['top_k']!r}"))
+    return conflicts
+
+
+def token_count(value: Any) -> int | None:
+    """A provider's token count as an ``int``, or ``None`` when absent or not a count >= 0."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def apply_overrides(
+    body: dict[str, Any], request: Request, extra_body: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Deep-merge, in this order, the reasoning fragment of ``request.resolution``, the
+    source's ``extra_body`` and the call's ``extra_body`` into ``body`` (later wins)."""
+    if request.resolution is not None and request.resolution.payload:
+        deep_merge(body, request.resolution.payload)
+    if extra_body:
+        deep_merge(body, extra_body)
+    if request.extra_body:
+        deep_merge(body, request.extra_body)
+    return body
+
+
+def with_notes(response: Response, notes: list[str]) -> Response:
+    """Return ``response`` with ``notes`` added to its warnings (the same object when none)."""
+    if not notes:
+        return response
+    return dataclasses.replace(response, warnings=[*response.warnings, *notes])
+
+
+def with_rate_limit(response: Response, rate_limit: RateLimit | None) -> Response:
+    """Return ``response`` carrying ``rate_limit`` (the same object when there is none)."""
+    if rate_limit is None:
+        return response
+    return dataclasses.replace(response, rate_limit=rate_limit)
+
+
+DONE: Any = object()
+"""Marker :meth:`HTTPTransport.json_events` yields for a ``[DONE]`` event."""
+
+
+def assistant_response(
+    *,
+    text: str,
+    reasoning: str | None,
+    calls: list[ToolCall],
+    items: tuple[Mapping[str, Any], ...],
+    finish: str,
+    usage: Usage | None,
+    model: str,
+    response_id: str | None,
+    profile: ProviderProfile,
+    source_index: int,
+    rate_limit: RateLimit | None = None,
+    thinking: ThinkingObservation = ThinkingObservation.UNKNOWN,
+) -> Response:
+    """Build a :class:`Response` and the assistant :class:`Message` it carries.
+
+    ``items`` are the provider's opaque reasoning items, kept verbatim on the message with
+    the profile's ``reasoning_format`` (none when empty). The message's content is ``None``
+    when the turn is only tool calls, as the chat wire expects. ``thinking`` is
+    ``observed`` when the transport saw evidence of reasoning that no text or count shows.
+    """
+    message = Message(
+        role="assistant",
+        content=text if (text or not calls) else None,
+        tool_calls=tuple(calls),
+        reasoning=reasoning,
+        reasoning_items=items,
+        reasoning_format=profile.reasoning_format if items else None,
+    )
+    return Response(
+        text=text,
+        reasoning=reasoning,
+        tool_calls=calls,
+        finish_reason=finish,
+        usage=usage,
+        model=model,
+        provider=profile.id,
+        source_index=source_index,
+        message=message,
+        output_limited=finish == "length",
+        id=response_id,
+        rate_limit=rate_limit,
+        thinking=thinking,
+    )

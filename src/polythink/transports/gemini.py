@@ -39,11 +39,19 @@ from typing import Any
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
-    StreamInterruptedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.reasoning.capabilities import get_capability
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    apply_overrides,
+    assistant_response,
+    parse_rate_limit,
+    token_count,
+    with_rate_limit,
+)
 from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
@@ -187,6 +195,38 @@ def _contents(
     return ("\n\n".join(system) if system else None), contents
 
 
+SKIP_SIGNATURE_VALIDATION = "skip_thought_signature_validator"
+"""Placeholder ``thoughtSignature`` for a function call Gemini did not make.
+
+Gemini 3 answers 400 "Function call is missing a thought_signature in functionCall parts" for
+a model turn's first function call without a signature (GEM-DOC-sigs); a turn made by another
+provider before a failover has none, and none can be made up. SDKs send this documented
+placeholder instead (WIRE.md §4.5: strands-agents PR #1298, erain/glue v1.8.0).
+"""
+
+
+def _signs_function_calls(model: str) -> bool:
+    """Whether the model requires signed function calls (Gemini 3, thinkingLevel models)."""
+    cap = get_capability(model)
+    if cap is not None:
+        return cap.thinking == "level"
+    return "gemini-3" in model
+
+
+def _sign_foreign_calls(contents: list[dict[str, Any]]) -> None:
+    """Give the first function call of each unsigned model turn the placeholder signature."""
+    for content in contents:
+        if content.get("role") != "model":
+            continue
+        parts = content["parts"]
+        if any(isinstance(p, Mapping) and p.get("thoughtSignature") for p in parts):
+            continue
+        for position, part in enumerate(parts):
+            if isinstance(part, Mapping) and isinstance(part.get("functionCall"), Mapping):
+                parts[position] = {**part, "thoughtSignature": SKIP_SIGNATURE_VALIDATION}
+                break
+
+
 def _model_parts(
     message: Message,
     calls: dict[str, tuple[str, str | None]],
@@ -234,8 +274,13 @@ def build_body(
     profile: ProviderProfile,
     extra_body: Mapping[str, Any] | None = None,
     source_index: int | None = None,
+    sign_function_calls: bool = False,
 ) -> dict[str, Any]:
     """Build the ``GenerateContentRequest`` body for ``request`` (the model is in the URL).
+
+    With ``sign_function_calls`` (Gemini 3 models), a model turn whose function calls carry
+    no ``thoughtSignature`` (made by another provider) gets the documented placeholder on its
+    first call (:data:`SKIP_SIGNATURE_VALIDATION`).
 
     Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it),
     ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``),
@@ -249,6 +294,8 @@ def build_body(
             equivalent.
     """
     system, contents = _contents(request.messages, profile, source_index)
+    if sign_function_calls:
+        _sign_foreign_calls(contents)
     body: dict[str, Any] = {"contents": contents}
     if system is not None:
         body["systemInstruction"] = {"role": "user", "parts": [{"text": system}]}
@@ -278,17 +325,7 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["toolConfig"] = _tool_config(request.tool_choice, profile, source_index)
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
-    return body
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+    return apply_overrides(body, request, extra_body)
 
 
 def parse_usage(metadata: Any) -> Usage | None:
@@ -301,11 +338,11 @@ def parse_usage(metadata: Any) -> Usage | None:
     """
     if not isinstance(metadata, Mapping):
         return None
-    prompt = _count(metadata.get("promptTokenCount"))
-    tool_prompt = _count(metadata.get("toolUsePromptTokenCount"))
-    candidates = _count(metadata.get("candidatesTokenCount"))
-    thoughts = _count(metadata.get("thoughtsTokenCount"))
-    total = _count(metadata.get("totalTokenCount"))
+    prompt = token_count(metadata.get("promptTokenCount"))
+    tool_prompt = token_count(metadata.get("toolUsePromptTokenCount"))
+    candidates = token_count(metadata.get("candidatesTokenCount"))
+    thoughts = token_count(metadata.get("thoughtsTokenCount"))
+    total = token_count(metadata.get("totalTokenCount"))
     input_tokens = None if prompt is None else prompt + (tool_prompt or 0)
     output_tokens: int | None
     if total is not None and input_tokens is not None and total >= input_tokens:
@@ -318,7 +355,7 @@ def parse_usage(metadata: Any) -> Usage | None:
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         reasoning_tokens=thoughts,
-        cache_read_tokens=_count(metadata.get("cachedContentTokenCount")),
+        cache_read_tokens=token_count(metadata.get("cachedContentTokenCount")),
     )
 
 
@@ -385,42 +422,6 @@ def _blocked(data: Mapping[str, Any]) -> bool:
     return isinstance(feedback, Mapping) and bool(feedback.get("blockReason"))
 
 
-def _response(
-    *,
-    text: str,
-    reasoning: str | None,
-    calls: list[ToolCall],
-    parts: tuple[Mapping[str, Any], ...],
-    finish: str,
-    usage: Usage | None,
-    model: str,
-    response_id: str | None,
-    profile: ProviderProfile,
-    source_index: int,
-) -> Response:
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=parts,
-        reasoning_format=profile.reasoning_format if parts else None,
-    )
-    return Response(
-        text=text,
-        reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
-        usage=usage,
-        model=model,
-        provider=profile.id,
-        source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
-    )
-
-
 def parse_response(
     data: Any, *, profile: ProviderProfile, source_index: int, model: str
 ) -> Response:
@@ -451,11 +452,11 @@ def parse_response(
     finish = finish_reason(
         candidate.get("finishReason"), has_tool_calls=bool(calls), blocked=_blocked(data)
     )
-    return _response(
+    return assistant_response(
         text="".join(text),
         reasoning="".join(reasoning) or None,
         calls=calls,
-        parts=tuple(kept),
+        items=tuple(kept),
         finish=finish,
         usage=parse_usage(data.get("usageMetadata")),
         model=data.get("modelVersion") or model,
@@ -572,11 +573,11 @@ class GeminiStreamAssembler:
             finish = finish_reason(
                 self.raw_finish, has_tool_calls=bool(self.calls), blocked=self.blocked
             )
-        return _response(
+        return assistant_response(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             calls=list(self.calls),
-            parts=self._kept_parts(),
+            items=self._kept_parts(),
             finish=finish,
             usage=self.usage,
             model=self.model,
@@ -599,6 +600,7 @@ class GeminiTransport(HTTPTransport):
         self.url = f"{root}:generateContent"
         self.stream_url = f"{root}:streamGenerateContent?alt=sse"
         self._extra_body = self.source.extra_body
+        self._sign_calls = _signs_function_calls(self.source.model)
 
     def body(self, request: Request) -> dict[str, Any]:
         """Return the exact body this transport sends for ``request``.
@@ -607,7 +609,11 @@ class GeminiTransport(HTTPTransport):
             RequestRejectedError: see :func:`build_body`.
         """
         return build_body(
-            request, profile=self.profile, extra_body=self._extra_body, source_index=self.index
+            request,
+            profile=self.profile,
+            extra_body=self._extra_body,
+            source_index=self.index,
+            sign_function_calls=self._sign_calls,
         )
 
     async def complete(self, request: Request) -> Response:
@@ -616,12 +622,17 @@ class GeminiTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
-        data = await self.post_json(self.url, self.body(request), request)
+        data, rate_limit = await self.post_json_with_rate_limit(
+            self.url, self.body(request), request
+        )
         if isinstance(data, Mapping) and data.get("error") and not data.get("candidates"):
-            raise self.in_band_error(data)
-        return parse_response(
+            error = self.in_band_error(data)
+            error.rate_limit = rate_limit
+            raise error
+        response = parse_response(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
+        return with_rate_limit(response, rate_limit)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -640,45 +651,20 @@ class GeminiTransport(HTTPTransport):
         assembler = GeminiStreamAssembler(self.profile, self.index, self.source.model)
         try:
             async with self.open_stream(self.stream_url, self.body(request), request) as response:
-                async for _, data in self.sse_events(response):
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream chunk that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(chunk, Mapping):
-                        continue
+                rate_limit = parse_rate_limit(response.headers)
+                async for _, chunk in self.json_events(response):
+                    if chunk is DONE:
+                        break
                     if chunk.get("error") and not chunk.get("candidates"):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event
                 if not assembler.finished:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before it finished",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=assembler.response(finish="error"),
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         for event in assembler.flush():
             yield event
-        yield StreamEvent("done", response=assembler.response())
+        yield StreamEvent("done", response=with_rate_limit(assembler.response(), rate_limit))

@@ -16,13 +16,20 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
+from polythink.errors import PolythinkError, TransientError
 from polythink.providers import ProviderProfile
-from polythink.transports.base import HTTPTransport, deep_merge, parse_rate_limit
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    apply_overrides,
+    assistant_response,
+    parse_rate_limit,
+    token_count,
+    with_notes,
+)
 from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
@@ -61,19 +68,17 @@ def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
         body["tool_call_id"] = message.tool_call_id
     if message.name is not None:
         body["name"] = message.name
-    if message.role == "assistant":
-        if (
-            profile.reasoning_back
-            and message.reasoning
-            and (message.tool_calls or not profile.reasoning_back_tool_turns_only)
-        ):
+    if message.role == "assistant" and profile.reasoning_back:
+        if message.reasoning and (message.tool_calls or not profile.reasoning_back_tool_turns_only):
             body[profile.reasoning_back] = message.reasoning
-        if (
-            message.reasoning_items
-            and profile.reasoning_format is not None
-            and message.reasoning_format == profile.reasoning_format
-        ):
-            body["reasoning_details"] = [dict(item) for item in message.reasoning_items]
+        elif message.tool_calls and profile.reasoning_back_required:
+            body[profile.reasoning_back] = ""
+    if message.role == "assistant" and (
+        message.reasoning_items
+        and profile.reasoning_format is not None
+        and message.reasoning_format == profile.reasoning_format
+    ):
+        body["reasoning_details"] = [dict(item) for item in message.reasoning_items]
     return body
 
 
@@ -121,17 +126,7 @@ def build_body(
         body["tools"] = tools
     if request.tool_choice is not None:
         body["tool_choice"] = request.tool_choice
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
-    return body
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+    return apply_overrides(body, request, extra_body)
 
 
 def parse_usage(usage: Any) -> Usage | None:
@@ -151,17 +146,17 @@ def parse_usage(usage: Any) -> Usage | None:
     completion_details = usage.get("completion_tokens_details")
     pd = prompt_details if isinstance(prompt_details, Mapping) else {}
     cd = completion_details if isinstance(completion_details, Mapping) else {}
-    cache_read = _count(pd.get("cached_tokens"))
+    cache_read = token_count(pd.get("cached_tokens"))
     if cache_read is None:
-        cache_read = _count(usage.get("prompt_cache_hit_tokens"))
+        cache_read = token_count(usage.get("prompt_cache_hit_tokens"))
     if cache_read is None:
-        cache_read = _count(usage.get("cached_tokens"))
+        cache_read = token_count(usage.get("cached_tokens"))
     return Usage(
-        input_tokens=_count(usage.get("prompt_tokens")),
-        output_tokens=_count(usage.get("completion_tokens")),
-        reasoning_tokens=_count(cd.get("reasoning_tokens")),
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
+        reasoning_tokens=token_count(cd.get("reasoning_tokens")),
         cache_read_tokens=cache_read,
-        cache_write_tokens=_count(pd.get("cache_write_tokens")),
+        cache_write_tokens=token_count(pd.get("cache_write_tokens")),
     )
 
 
@@ -280,27 +275,17 @@ def _response(
     finish: str | None = None,
     rate_limit: RateLimit | None = None,
 ) -> Response:
-    finish = finish or finish_reason(raw_finish, has_tool_calls=bool(calls))
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=details,
-        reasoning_format=profile.reasoning_format if details else None,
-    )
-    return Response(
+    return assistant_response(
         text=text,
         reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
+        calls=calls,
+        items=details,
+        finish=finish or finish_reason(raw_finish, has_tool_calls=bool(calls)),
         usage=usage,
         model=model,
-        provider=profile.id,
+        response_id=response_id,
+        profile=profile,
         source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
         rate_limit=rate_limit,
     )
 
@@ -550,20 +535,21 @@ class OpenAIChatTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
-        data, rate_limit = await self.post_json_with_rate_limit(
-            self.url, self.body(request), request
-        )
+        body = self.body(request)
+        notes = self.sampling_notes(body, request)
+        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and data.get("error") and not data.get("choices"):
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
             raise error
-        return parse_completion(
+        response = parse_completion(
             data,
             profile=self.profile,
             source_index=self.index,
             model=self.source.model,
             rate_limit=rate_limit,
         )
+        return with_notes(response, notes)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -579,53 +565,29 @@ class OpenAIChatTransport(HTTPTransport):
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
         try:
-            async with self.open_stream(self.url, self.body(request), request) as response:
+            body = self.body(request)
+            notes = self.sampling_notes(body, request)
+            async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async for event_type, data in self.sse_events(response):
-                    if data == "[DONE]":
+                async for event_type, chunk in self.json_events(response):
+                    if chunk is DONE:
                         done = True
                         break
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream chunk that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(chunk, Mapping):
-                        continue
                     # The event type names the whole event: an "error" event is an error
                     # whatever its data looks like (CASES.md C19).
                     if event_type == "error" or (chunk.get("error") and not chunk.get("choices")):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event
-                if not done and assembler.raw_finish is None:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before it finished",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                # [DONE] without a finish reason is accepted only after output: some
+                # compatible servers omit finish_reason, but a stream with neither is not a
+                # successful empty answer.
+                if assembler.raw_finish is None and not (done and assembler.content_seen):
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                partial = assembler.response(finish="error")
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=partial,
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         for event in assembler.flush():
             yield event
-        yield StreamEvent("done", response=assembler.response())
+        yield StreamEvent("done", response=with_notes(assembler.response(), notes))

@@ -35,7 +35,6 @@ Facts: WIRE.md §2 (OpenAI SDK e43b4224, 2026-08-21), the Responses recordings i
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
@@ -43,12 +42,20 @@ from typing import Any
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
-    StreamInterruptedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
-from polythink.transports.base import HTTPTransport, deep_merge
+from polythink.transports.base import (
+    DONE,
+    HTTPTransport,
+    apply_overrides,
+    assistant_response,
+    parse_rate_limit,
+    token_count,
+    with_notes,
+    with_rate_limit,
+)
 from polythink.types import Effort, Message, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [
@@ -127,13 +134,6 @@ def _input(
             continue
         leading = False
         if role == "tool":
-            if not message.tool_call_id:
-                raise _rejected(
-                    "a tool message needs tool_call_id (the call_id of the function call it "
-                    "answers) on the Responses API",
-                    profile,
-                    source_index,
-                )
             items.append(
                 {
                     "type": "function_call_output",
@@ -190,7 +190,7 @@ def build_body(
 
     Raises:
         RequestRejectedError: ``stop`` was given (the Responses API has no stop sequences)
-            and ``drop_params`` is false; a tool message has no ``tool_call_id``.
+            and ``drop_params`` is false.
     """
     if request.stop and not drop_params:
         raise _rejected(
@@ -225,12 +225,7 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
-    if request.resolution is not None and request.resolution.payload:
-        deep_merge(body, request.resolution.payload)
-    if extra_body:
-        deep_merge(body, extra_body)
-    if request.extra_body:
-        deep_merge(body, request.extra_body)
+    apply_overrides(body, request, extra_body)
     if body.get("store") is False:
         body["input"] = [
             item
@@ -242,10 +237,6 @@ def build_body(
             )
         ]
     return body
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
 
 
 def parse_usage(usage: Any) -> Usage | None:
@@ -263,11 +254,11 @@ def parse_usage(usage: Any) -> Usage | None:
     ind = input_details if isinstance(input_details, Mapping) else {}
     outd = output_details if isinstance(output_details, Mapping) else {}
     return Usage(
-        input_tokens=_count(usage.get("input_tokens")),
-        output_tokens=_count(usage.get("output_tokens")),
-        reasoning_tokens=_count(outd.get("reasoning_tokens")),
-        cache_read_tokens=_count(ind.get("cached_tokens")),
-        cache_write_tokens=_count(ind.get("cache_write_tokens")),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        reasoning_tokens=token_count(outd.get("reasoning_tokens")),
+        cache_read_tokens=token_count(ind.get("cached_tokens")),
+        cache_write_tokens=token_count(ind.get("cache_write_tokens")),
     )
 
 
@@ -329,42 +320,6 @@ def _call(item: Mapping[str, Any]) -> ToolCall:
     )
 
 
-def _response(
-    *,
-    text: str,
-    reasoning: str | None,
-    calls: list[ToolCall],
-    items: tuple[Mapping[str, Any], ...],
-    finish: str,
-    usage: Usage | None,
-    model: str,
-    response_id: str | None,
-    profile: ProviderProfile,
-    source_index: int,
-) -> Response:
-    message = Message(
-        role="assistant",
-        content=text if (text or not calls) else None,
-        tool_calls=tuple(calls),
-        reasoning=reasoning,
-        reasoning_items=items,
-        reasoning_format=profile.reasoning_format if items else None,
-    )
-    return Response(
-        text=text,
-        reasoning=reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
-        usage=usage,
-        model=model,
-        provider=profile.id,
-        source_index=source_index,
-        message=message,
-        output_limited=finish == "length",
-        id=response_id,
-    )
-
-
 def parse_response(
     data: Any, *, profile: ProviderProfile, source_index: int, model: str
 ) -> Response:
@@ -405,7 +360,7 @@ def parse_response(
         has_tool_calls=bool(calls),
         refused=refused,
     )
-    return _response(
+    return assistant_response(
         text="".join(text),
         reasoning=_PART_SEPARATOR.join(reasoning) or None,
         calls=calls,
@@ -565,7 +520,7 @@ class ResponsesStreamAssembler:
             finish = finish_reason(
                 self.status, self.incomplete, has_tool_calls=bool(calls), refused=self.refused
             )
-        return _response(
+        return assistant_response(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             calls=calls,
@@ -632,14 +587,19 @@ class OpenAIResponsesTransport(HTTPTransport):
             PolythinkError: the mapped HTTP, transport or in-band error (a ``failed``
                 response is mapped by its ``error.code``).
         """
-        data = await self.post_json(self.url, self.body(request), request)
+        body = self.body(request)
+        notes = self.sampling_notes(body, request)
+        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and (
             data.get("status") == "failed" or (data.get("error") and not data.get("output"))
         ):
-            raise self.in_band_error(data.get("error") or data)
-        return parse_response(
+            error = self.in_band_error(data.get("error") or data)
+            error.rate_limit = rate_limit
+            raise error
+        response = parse_response(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
+        return with_notes(with_rate_limit(response, rate_limit), notes)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -658,24 +618,13 @@ class OpenAIResponsesTransport(HTTPTransport):
             request = request.with_(stream=True)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
-            async with self.open_stream(self.url, self.body(request), request) as response:
-                async for name, data in self.sse_events(response):
-                    if data == "[DONE]":
+            body = self.body(request)
+            notes = self.sampling_notes(body, request)
+            async with self.open_stream(self.url, body, request) as response:
+                rate_limit = parse_rate_limit(response.headers)
+                async for name, event in self.json_events(response):
+                    if event is DONE:
                         break
-                    if not data or data.isspace():
-                        continue
-                    try:
-                        event = json.loads(data)
-                    except ValueError as exc:
-                        raise TransientError(
-                            f"{self.profile.id} sent a stream event that is not JSON",
-                            provider=self.profile.id,
-                            source_index=self.index,
-                            status_code=response.status_code,
-                            body=data[:2000],
-                        ) from exc
-                    if not isinstance(event, Mapping):
-                        continue
                     kind = event.get("type") or name
                     if kind == "error":
                         raise self.in_band_error(event, response)
@@ -686,23 +635,10 @@ class OpenAIResponsesTransport(HTTPTransport):
                     for out in assembler.feed(event):
                         yield out
                 if not assembler.finished:
-                    raise TransientError(
-                        f"{self.profile.id} closed the stream before the response completed",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="stream_incomplete",
-                    )
+                    raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
-                raise StreamInterruptedError(
-                    f"stream from {self.profile.id} broke after output began: {exc.message}",
-                    partial=assembler.response(finish="error"),
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=exc.status_code,
-                    error_type=exc.error_type,
-                    request_id=exc.request_id,
-                ) from exc
+                raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
-        yield StreamEvent("done", response=assembler.response())
+        done = with_rate_limit(assembler.response(), rate_limit)
+        yield StreamEvent("done", response=with_notes(done, notes))

@@ -1,0 +1,88 @@
+"""Mistakes a user makes get a clear, typed error, and credentials never leak."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import httpx
+import pytest
+import respx
+
+from polythink import Capability, Client, Source
+from polythink.config import sources_from_env
+from polythink.errors import AuthError
+
+SECRET = "tenant-secret-0123456789abcdef"
+
+
+@pytest.mark.anyio
+async def test_a_credential_in_source_headers_is_redacted_from_errors() -> None:
+    source = Source(
+        "openai",
+        "gpt-4o",
+        api_key="sk-test-0000000000000000",
+        base_url="https://gateway.example/v1",
+        headers={"api-key": SECRET, "x-team": "search"},
+        max_retries=0,
+    )
+    echo = {"error": {"message": f"key {SECRET} is not valid for team search", "code": "bad"}}
+    with respx.mock() as router:
+        router.post("https://gateway.example/v1/chat/completions").mock(
+            return_value=httpx.Response(401, json=echo)
+        )
+        async with Client([source]) as client:
+            with pytest.raises(AuthError) as caught:
+                await client.complete([{"role": "user", "content": "hi"}])
+    error = caught.value
+    assert SECRET not in str(error)
+    assert error.body is not None
+    assert SECRET not in error.body
+    assert "[REDACTED]" in error.body
+    # A header that is not a credential is not redacted.
+    assert "team search" in error.body
+    assert source.secrets() == ("sk-test-0000000000000000", SECRET)
+    assert SECRET not in repr(source)
+
+
+@pytest.mark.anyio
+async def test_an_unregistered_model_is_reported_once_whatever_the_tier(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answer = {
+        "id": "c1",
+        "model": "brand-new-model",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+    }
+    source = Source("openai", "brand-new-model-7", api_key="sk-test-0000000000000000")
+    caplog.set_level(logging.WARNING, logger="polythink")
+    with respx.mock() as router:
+        router.post("https://api.openai.com/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=answer)
+        )
+        async with Client([source]) as client:
+            answers = [
+                await client.complete([{"role": "user", "content": "hi"}], reasoning_effort=tier)
+                for tier in ("low", "high", "max", "low")
+            ]
+    logged = [
+        r.getMessage() for r in caplog.records if "not in the capability registry" in r.getMessage()
+    ]
+    assert len(logged) == 1
+    assert all(any("not in the capability registry" in w for w in a.warnings) for a in answers)
+
+
+def test_supported_efforts_as_a_string_is_refused() -> None:
+    with pytest.raises(ValueError, match=re.escape("supported_efforts must be a list of tiers")):
+        Capability(model="m", supported_efforts="high")  # type: ignore[arg-type]
+
+
+def test_an_unknown_thinking_variable_names_the_known_ones() -> None:
+    environ = {"CHAT__OPENAI__0__MODEL": "gpt-5.5", "CHAT__THINKING__BUDGET": "2048"}
+    with pytest.raises(
+        ValueError,
+        match=re.escape("CHAT__THINKING__BUDGET: unknown [thinking] field; known: ENABLED, EFFORT"),
+    ):
+        sources_from_env("CHAT", environ)
