@@ -2,10 +2,10 @@
 
 Every transport sends through one ``httpx.AsyncClient``; what carries its requests is
 chosen here. aiohttp's pool, through the ``httpx-aiohttp`` transport, keeps httpx's API and
-exceptions and costs much less CPU per call: measured by ``polythink bench`` on the
-simulator (full run of 2026-11-30, ``benchmarks/README.md``), the transport alone over
-aiohttp spent 0.51x the CPU of raw httpx per call one at a time and 0.19x at 64 concurrent
-calls, and its p99 latency at 64 calls was 2.3x its p50 where httpx's own pool reached 5.9x.
+exceptions and costs much less CPU per call: in the full runs of ``polythink bench`` on
+2026-11-30 (``benchmarks/README.md``), the transport alone over aiohttp spent 0.5x to 0.8x
+the CPU of raw httpx per call one at a time and about a quarter at 64 concurrent calls, and
+its p99 latency at 64 calls was about 2x its p50 where httpx's own pool reached 5x to 6x.
 So ``"auto"`` picks it under asyncio when the package is installed; under trio, or without
 the package, httpx's own.
 
