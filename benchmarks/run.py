@@ -18,9 +18,12 @@ import importlib.util
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -92,6 +95,9 @@ IMPORT_MODULES = (
     "anthropic",
     "litellm",
 )
+
+JOB_TIMEOUT = 600.0
+"""Seconds a worker may take before it is ended and its measurement reported as failed."""
 
 STREAM_DELTAS = 200
 """Text plus reasoning deltas in every stream of the streaming scenario."""
@@ -224,15 +230,37 @@ class Runner:
         }
         self.display.begin(label)
         began = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT.parent,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        with tempfile.TemporaryFile("w+") as errors:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+                cwd=ROOT.parent,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            # A worker that hangs is ended, so a run always finishes.
+            watchdog = threading.Timer(JOB_TIMEOUT, process.kill)
+            watchdog.start()
+            try:
+                last = self._read(process, job)
+            finally:
+                watchdog.cancel()
+            process.wait()
+            errors.seek(0)
+            tail = errors.read().strip().splitlines()[-1:]
+        self.display.end()
+        if not last:
+            reason = tail[0] if tail else f"exit {process.returncode}"
+            if process.returncode == -signal.SIGKILL:
+                reason = f"no answer within {JOB_TIMEOUT:.0f} s"
+            last = {"error": f"worker failed: {reason}"}
+        self.job_seconds.append((label, round(time.perf_counter() - began, 2)))
+        return last
+
+    def _read(self, process: subprocess.Popen[str], job: dict[str, Any]) -> dict[str, Any]:
+        """Send the job; follow the progress lines; return the last other line."""
         assert process.stdin is not None
         assert process.stdout is not None
         process.stdin.write(json.dumps(job))
@@ -247,13 +275,6 @@ class Runner:
                 self.display.advance(message["progress"], message["total"])
             else:
                 last = message
-        stderr = process.stderr.read() if process.stderr is not None else ""
-        process.wait()
-        self.display.end()
-        if not last:
-            tail = stderr.strip().splitlines()[-1:] or [f"exit {process.returncode}"]
-            last = {"error": f"worker failed: {tail[0]}"}
-        self.job_seconds.append((label, round(time.perf_counter() - began, 2)))
         return last
 
 
