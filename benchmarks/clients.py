@@ -313,9 +313,6 @@ def _otel_providers() -> tuple[Any, Any]:
     return tracer_provider, MeterProvider(metric_readers=[reader])
 
 
-LAYER_GROUPS = ("telemetry", "limits", "cache")
-"""Option groups a layer breakdown turns on one at a time (see :func:`full_options`)."""
-
 _GROUP_OF = {
     "cache": "cache",
     "tracer_provider": "telemetry",
@@ -338,7 +335,8 @@ def full_options(
 
     The options are read from the signatures, so a layer that lands with a new option is
     picked up here, or named in ``notes`` when this table does not know how to turn it on.
-    ``groups`` limits the options of :data:`LAYER_GROUPS` to those groups (``None``: all);
+    ``groups`` limits the grouped options (``telemetry``, ``limits``, ``cache``) to those
+    groups (``None``: all);
     the tier (``reasoning_effort``), retries and the HTTP layer are always set.
     Limits are set far above what the benchmark sends (so the layer runs but never waits):
     ``rpm`` 10 000 000, ``tpm`` 10 000 000 000, ``max_concurrency`` 1 000. The cache is on but

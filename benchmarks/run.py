@@ -302,7 +302,6 @@ def _rotations(clients: Sequence[str], reps: int) -> list[tuple[int, str]]:
 
 
 def _repeated(
-    runner: Runner,
     scenario: str,
     clients: Sequence[str],
     reps: int,
@@ -333,9 +332,9 @@ def _repeated(
 
 
 def _single(
-    runner: Runner, scenario: str, clients: Sequence[str], run: Callable[[str, str], dict[str, Any]]
+    scenario: str, clients: Sequence[str], run: Callable[[str, str], dict[str, Any]]
 ) -> dict[str, Any]:
-    return _repeated(runner, scenario, clients, 1, run)
+    return _repeated(scenario, clients, 1, run)
 
 
 def _expected_text(runner: Runner, wire: str) -> str:
@@ -383,14 +382,14 @@ def run_scenarios(
             }
             return runner.job(label, client, "load", params)
 
-        out["load"] = _repeated(runner, "load", chosen(LOAD_CLIENTS), scale.reps, load)
+        out["load"] = _repeated("load", chosen(LOAD_CLIENTS), scale.reps, load)
     if "layers" in scenarios:
 
         def layers(client: str, label: str) -> dict[str, Any]:
             params = {"n": scale.load_n, "concurrency": [1], "warmup": scale.load_warmup}
             return runner.job(label, client, "load", params)
 
-        out["layers"] = _repeated(runner, "layers", chosen(LAYER_CLIENTS), scale.reps, layers)
+        out["layers"] = _repeated("layers", chosen(LAYER_CLIENTS), scale.reps, layers)
     if "stream" in scenarios:
         words = _stream_words(runner)
 
@@ -410,7 +409,7 @@ def run_scenarios(
                 settings={"answer_words": words, "chunk_delay": scale.stream_chunk_delay},
             )
 
-        out["stream"] = _repeated(runner, "stream", chosen(STREAM_CLIENTS), scale.reps, stream)
+        out["stream"] = _repeated("stream", chosen(STREAM_CLIENTS), scale.reps, stream)
         out["stream"]["deltas_per_stream"] = STREAM_DELTAS
         out["stream"]["concurrency"] = 16
         out["stream"]["chunk_delay"] = scale.stream_chunk_delay
@@ -419,14 +418,14 @@ def run_scenarios(
         def cache(client: str, label: str) -> dict[str, Any]:
             return runner.job(label, client, "cache", {"n": scale.cache_n})
 
-        out["cache"] = _single(runner, "cache", chosen(CACHE_CLIENTS), cache)
+        out["cache"] = _single("cache", chosen(CACHE_CLIENTS), cache)
     if "faults" in scenarios:
 
         def faults(client: str, label: str) -> dict[str, Any]:
             params = {"n": scale.faults_n, "concurrency": 8, "rate": 0.15, "mix": FAULT_MIX}
             return runner.job(label, client, "faults", params)
 
-        out["faults"] = _single(runner, "faults", chosen(FAULT_CLIENTS), faults)
+        out["faults"] = _single("faults", chosen(FAULT_CLIENTS), faults)
         out["faults"]["mix"] = "15 % of calls: 10 % 503, 5 % 429 with retry-after-ms 20"
     if "ratelimit" in scenarios:
         rpm = scale.ratelimit_rpm
@@ -443,13 +442,13 @@ def run_scenarios(
             }
             return runner.job(label, client, "ratelimit", params, settings={"latency": 0.01})
 
-        out["ratelimit"] = _single(runner, "ratelimit", chosen(RATELIMIT_CLIENTS), ratelimit)
+        out["ratelimit"] = _single("ratelimit", chosen(RATELIMIT_CLIENTS), ratelimit)
     if "memory" in scenarios:
 
         def memory(client: str, label: str) -> dict[str, Any]:
             return runner.job(label, client, "memory", {"words": scale.memory_words}, stream=True)
 
-        out["memory"] = _single(runner, "memory", chosen(scale.memory_clients), memory)
+        out["memory"] = _single("memory", chosen(scale.memory_clients), memory)
         out["memory"]["words"] = scale.memory_words
     if "import" in scenarios:
         out["import"] = import_times(scale.import_modules, scale.import_reps, runner.display)

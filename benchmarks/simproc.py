@@ -23,15 +23,12 @@ import argparse
 import asyncio
 import contextlib
 import importlib
-import json
 import os
 import signal
 import subprocess
 import sys
 from types import TracebackType
 from typing import Any
-
-import httpx
 
 __all__ = ["SimProcess", "main"]
 
@@ -146,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 class SimProcess:
-    """Start the simulator process, talk to its control API, stop it.
+    """Start the simulator process and stop it (workers use its control API themselves).
 
     Raises:
         RuntimeError: from :meth:`start` when the process exits or prints something other
@@ -156,7 +153,6 @@ class SimProcess:
     def __init__(self) -> None:
         self.process: subprocess.Popen[str] | None = None
         self.port = 0
-        self._http: httpx.Client | None = None
 
     @property
     def root(self) -> str:
@@ -164,6 +160,7 @@ class SimProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> SimProcess:
+        """Start the process and wait for its ``listening PORT`` line."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.simproc"],
@@ -179,43 +176,10 @@ class SimProcess:
             self.stop()
             raise RuntimeError(f"the simulator did not start: {line.strip() or 'no output'}")
         self.port = int(line.split()[1])
-        self._http = httpx.Client(base_url=self.root, timeout=30.0)
         return self
 
-    def _post(self, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-        assert self._http is not None
-        answer = self._http.post(_PREFIX + action, content=json.dumps(payload))
-        body: dict[str, Any] = answer.json()
-        if answer.status_code != 200:
-            raise RuntimeError(body.get("error", f"control {action} failed"))
-        return body
-
-    def settings(self, **values: Any) -> None:
-        """Change the simulator's live settings (``latency``, ``chunk_delay`` …)."""
-        self._post("settings", values)
-
-    def faults(self, rate: float, mix: list[dict[str, Any]] | None = None) -> bool:
-        """Inject faults at ``rate``; ``False`` when this build has no fault injection."""
-        try:
-            self._post("faults", {"rate": rate, "mix": mix or []})
-        except RuntimeError:
-            return False
-        return True
-
-    def reset(self) -> None:
-        """Forget the statistics."""
-        self._post("reset", {})
-
-    def stats(self) -> dict[str, Any]:
-        """Requests, max in flight, arrival times and faults injected since the last reset."""
-        assert self._http is not None
-        body: dict[str, Any] = self._http.get(_PREFIX + "stats").json()
-        return body
-
     def stop(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        """Stop the process (SIGTERM, then SIGKILL after 10 s)."""
         if self.process is not None:
             self.process.send_signal(signal.SIGTERM)
             try:
