@@ -79,8 +79,9 @@ def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:
             pool under httpx's API (asyncio only). ``"auto"``: aiohttp when called under a
             running asyncio loop with ``httpx-aiohttp`` installed, else httpx's own.
 
-    Both have the same limits (:data:`LIMITS`), follow redirects and raise httpx's
-    exceptions.
+    Both have the same limits (:data:`LIMITS`), raise httpx's exceptions, and do not follow
+    redirects (a provider key must never reach another host; a redirect becomes a
+    :class:`~polythink.errors.RequestRejectedError` naming where it pointed).
 
     Raises:
         ValueError: see :func:`check_http_layer`.
@@ -90,9 +91,9 @@ def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:
         http = "aiohttp" if _under_asyncio() and _aiohttp_available() else "httpx"
     if http == "aiohttp":
         return httpx.AsyncClient(
-            transport=_aiohttp_transport(), limits=LIMITS, follow_redirects=True
+            transport=_aiohttp_transport(), limits=LIMITS, follow_redirects=False
         )
-    return httpx.AsyncClient(limits=LIMITS, follow_redirects=True)
+    return httpx.AsyncClient(limits=LIMITS, follow_redirects=False)
 
 
 def _aiohttp_transport() -> httpx.AsyncBaseTransport:

@@ -434,6 +434,15 @@ def error_from_status(
         parsed = None
     error_type, message, param, kinds = _error_fields(parsed)
     summary = message or text[:200] or httpx.codes.get_reason_phrase(status)
+    if 300 <= status < 400:
+        # Redirects are not followed: a provider key must never reach another host (httpx
+        # strips only Authorization on a cross-origin redirect, not x-api-key or
+        # x-goog-api-key), and LLM endpoints do not redirect in normal operation.
+        error_type = "redirect"
+        summary = (
+            f"redirected to {headers.get('location', 'an unnamed location')}; polythink does "
+            "not follow redirects, so set the source's base_url to the final endpoint"
+        )
     should_retry = _should_retry(headers)
     retry_after = parse_retry_after(headers, now)
     if retry_after is None:
@@ -753,7 +762,7 @@ class HTTPTransport:
         if response is None:
             raise self._deadline_error()
         content = response.content
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             raise error_from_status(
                 response.status_code,
                 response.headers,
@@ -807,7 +816,7 @@ class HTTPTransport:
         if response is None:
             raise self._deadline_error()
         try:
-            if response.status_code >= 400:
+            if response.status_code >= 300:
                 try:
                     content = await response.aread()
                 except TRANSPORT_ERRORS:

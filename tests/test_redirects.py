@@ -1,0 +1,102 @@
+"""Redirects are never followed: a key sent in x-api-key or x-goog-api-key would reach the
+other host (httpx strips only Authorization on a cross-origin redirect)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from polythink import Client, Source
+from polythink.errors import RequestRejectedError
+
+SECRET = "sk-ant-test-0000000000000000"
+
+
+class _Server:
+    """A loopback HTTP server answering every request with 307 to another origin, and
+    recording the headers each request carried."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(Exception):
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    lines = head.decode("latin-1").split("\r\n")[1:]
+                    headers = {
+                        k.strip().lower(): v.strip()
+                        for k, _, v in (line.partition(":") for line in lines if line)
+                    }
+                    self.seen.append(headers)
+                    await reader.readexactly(int(headers.get("content-length", "0")))
+                    writer.write(
+                        b"HTTP/1.1 307 Temporary Redirect\r\n"
+                        b"location: http://127.0.0.2:9/elsewhere\r\ncontent-length: 0\r\n\r\n"
+                    )
+                    await writer.drain()
+            writer.close()
+
+        async def start() -> None:
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            self.port = server.sockets[0].getsockname()[1]
+
+        self._loop.run_until_complete(start())
+        self._ready.set()
+        self._loop.run_forever()
+
+    def __enter__(self) -> _Server:
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    with _Server() as running:
+        yield running
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("http", ["httpx", "aiohttp"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_redirect_is_an_error_and_is_not_followed(
+    server: _Server, http: str, stream: bool
+) -> None:
+    source = Source(
+        "anthropic",
+        "claude-sonnet-4-5",
+        api_key=SECRET,
+        base_url=f"http://127.0.0.1:{server.port}/v1",
+        max_retries=0,
+    )
+
+    async def call(client: Client) -> None:
+        if stream:
+            async for _event in client.stream([{"role": "user", "content": "hi"}]):
+                pass
+        else:
+            await client.complete([{"role": "user", "content": "hi"}])
+
+    async with Client([source], http=http) as client:  # type: ignore[arg-type]
+        with pytest.raises(RequestRejectedError) as caught:
+            await call(client)
+    error = caught.value
+    assert (error.status_code, error.error_type) == (307, "redirect")
+    assert "redirected to http://127.0.0.2:9/elsewhere" in error.message
+    assert "set the source's base_url to the final endpoint" in error.message
+    assert len(server.seen) == 1
+    assert server.seen[0]["x-api-key"] == SECRET
