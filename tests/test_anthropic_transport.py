@@ -12,7 +12,7 @@ import httpx
 import pytest
 import respx
 
-from polythink import Client, Message, Source, StreamEvent, Tool, ToolCall, Usage
+from polythink import Client, Effort, Message, Source, StreamEvent, Tool, ToolCall, Usage
 from polythink.errors import (
     AuthError,
     PolythinkError,
@@ -312,19 +312,20 @@ def test_body_merge_order_reasoning_then_source_then_call() -> None:
             None,
             {"thinking": {"type": "enabled", "budget_tokens": 16384}, "max_tokens": 20480},
         ),
-        # 64000-token ceiling: the budget shrinks so the caller's 60000 stay whole.
+        # 64000-token ceiling: the answer keeps at most half of it (32000 of the caller's
+        # 60000), the budget the rest, so "max" is not squeezed to the 1024 floor.
         (
             "claude-sonnet-4-5",
             "max",
             60000,
-            {"thinking": {"type": "enabled", "budget_tokens": 4000}, "max_tokens": 64000},
+            {"thinking": {"type": "enabled", "budget_tokens": 32000}, "max_tokens": 64000},
         ),
-        # At the ceiling already: the 1024 floor wins and the ceiling holds.
+        # A tier that fits beside half the ceiling keeps its whole budget.
         (
             "claude-sonnet-4-5",
             "low",
             64000,
-            {"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 64000},
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}, "max_tokens": 64000},
         ),
         (
             "claude-sonnet-4-6",
@@ -359,6 +360,20 @@ def test_anthropic_reasoning_fragments(
     assert (
         resolve(effort, provider="anthropic", model=model, max_tokens=max_tokens).payload == payload
     )
+
+
+def test_a_budget_or_answer_made_smaller_by_the_ceiling_is_reported() -> None:
+    squeezed = resolve("max", provider="anthropic", model="claude-sonnet-4-5", max_tokens=63000)
+    assert squeezed.applied_effort is Effort.MAX
+    assert squeezed.budget_tokens == 32000
+    assert squeezed.warnings == (
+        "the 'max' thinking budget for model 'claude-sonnet-4-5' is 32000 tokens, not 32768: "
+        "the model's maximum output (64000) also holds the answer",
+        "max_tokens=63000 cannot all go to the answer on model 'claude-sonnet-4-5': its "
+        "maximum output (64000) less the 32000-token thinking budget leaves 32000",
+    )
+    roomy = resolve("high", provider="anthropic", model="claude-sonnet-4-5", max_tokens=4096)
+    assert roomy.warnings == ()
 
 
 def test_effort_alone_never_stands_for_a_tier() -> None:

@@ -43,7 +43,7 @@ Anthropic (WIRE §3), by the model's ``thinking`` style:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from polythink.errors import ThinkingUnsupportedError
@@ -149,6 +149,8 @@ def resolve(
             f"(accepted: {_listing(cap)}); applied {settled.value!r} by "
             f"effort_fallback={policy!r}"
         )
+    if budget is not None:
+        warnings.extend(_budget_notes(applied, budget, payload, profile, cap, max_tokens))
     if applied is not settled:
         warnings.append(
             f"reasoning_effort={settled.value!r} on model {model!r} is sent as "
@@ -336,8 +338,11 @@ def _anthropic_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: i
         base = mt if mt is not None else (p.default_max_tokens or 4096)
         budget = budget_for(e, cap, floor=ANTHROPIC_MIN_BUDGET)
         if cap is not None and cap.max_output_tokens is not None:
-            # Near the model's ceiling a smaller budget keeps the caller's answer room whole.
-            budget = max(ANTHROPIC_MIN_BUDGET, min(budget, cap.max_output_tokens - base))
+            # Near the model's ceiling the budget and the answer share it: the answer keeps
+            # the caller's room up to half the ceiling, the budget at least the other half,
+            # so neither a large max_tokens nor a large tier squeezes the other to nothing.
+            room = min(base, cap.max_output_tokens // 2)
+            budget = max(ANTHROPIC_MIN_BUDGET, min(budget, cap.max_output_tokens - room))
         ceiling = _ceiling(base, budget, cap)
         return (
             {"thinking": {"type": "enabled", "budget_tokens": budget}, "max_tokens": ceiling},
@@ -403,6 +408,43 @@ _BUILDERS: dict[str, Callable[[Effort, Capability | None, ProviderProfile, int |
     "anthropic": _anthropic_wire,
     "gemini": _gemini_wire,
 }
+
+
+def _payload_ceiling(payload: Mapping[str, Any], profile: ProviderProfile) -> int | None:
+    generation = payload.get("generationConfig")
+    if isinstance(generation, Mapping):
+        value = generation.get("maxOutputTokens")
+    else:
+        value = payload.get(profile.max_tokens_field, payload.get("max_tokens"))
+    return value if isinstance(value, int) else None
+
+
+def _budget_notes(
+    tier: Effort,
+    budget: int,
+    payload: Mapping[str, Any],
+    profile: ProviderProfile,
+    cap: Capability,
+    max_tokens: int | None,
+) -> list[str]:
+    """Say where the model's maximum output made the budget or the answer room smaller."""
+    notes = []
+    floor = ANTHROPIC_MIN_BUDGET if profile.reasoning_wire == "anthropic" else 1
+    full = budget_for(tier, cap, floor=floor)
+    ceiling = _payload_ceiling(payload, profile)
+    if budget < full:
+        notes.append(
+            f"the {tier.value!r} thinking budget for model {cap.model!r} is {budget} tokens, "
+            f"not {full}: the model's maximum output ({cap.max_output_tokens}) also holds the "
+            "answer"
+        )
+    if max_tokens is not None and ceiling is not None and ceiling - budget < max_tokens:
+        notes.append(
+            f"max_tokens={max_tokens} cannot all go to the answer on model {cap.model!r}: its "
+            f"maximum output ({ceiling}) less the {budget}-token thinking budget leaves "
+            f"{ceiling - budget}"
+        )
+    return notes
 
 
 def _listing(cap: Capability) -> str:
