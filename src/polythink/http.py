@@ -17,7 +17,9 @@ transport sees the same behaviour on both layers:
   ``httpx.ConnectTimeout``, which would read as a timeout that never happened);
 - the read timeout is taken again from the request's ``timeout`` extension when the body
   starts to be read, as httpcore does, so a stream's idle timeout can differ from its
-  first-byte timeout.
+  first-byte timeout;
+- proxies come from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), as with
+  httpx's own client.
 """
 
 from __future__ import annotations
@@ -97,9 +99,20 @@ def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:
 
 
 def _aiohttp_transport() -> httpx.AsyncBaseTransport:
+    import aiohttp
     from httpx_aiohttp import AiohttpTransport
 
     class Transport(AiohttpTransport):
+        def get_client(self) -> aiohttp.ClientSession:
+            # trust_env: proxies from HTTP(S)_PROXY / NO_PROXY (and .netrc), as httpx's own
+            # client honours them; httpx-aiohttp's default session ignores the environment.
+            connector = aiohttp.TCPConnector(
+                keepalive_timeout=self.limits.keepalive_expiry,
+                ssl=self.ssl_context,
+                limit=self.limits.max_connections or 0,
+            )
+            return aiohttp.ClientSession(connector=connector, trust_env=True)
+
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             try:
                 response: httpx.Response = await super().handle_async_request(request)
