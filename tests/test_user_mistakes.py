@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -9,7 +10,7 @@ import httpx
 import pytest
 import respx
 
-from polythink import Capability, Client, Source
+from polythink import Capability, Client, Effort, Source
 from polythink.config import sources_from_env
 from polythink.errors import AuthError
 
@@ -86,3 +87,44 @@ def test_an_unknown_thinking_variable_names_the_known_ones() -> None:
         match=re.escape("CHAT__THINKING__BUDGET: unknown [thinking] field; known: ENABLED, EFFORT"),
     ):
         sources_from_env("CHAT", environ)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"model": "gpt-4o"}, {"stream": True}, {"messages": []}, {"input": []}, {"contents": []}],
+)
+def test_extra_body_may_not_replace_what_polythink_sets(extra: dict[str, object]) -> None:
+    client = Client([Source("openai", "gpt-5.5", api_key="sk-test-0000000000000000")])
+    with pytest.raises(ValueError, match="extra_body may not set"):
+        client.request([{"role": "user", "content": "hi"}], extra_body=extra)
+    with pytest.raises(ValueError, match=re.escape("Source.extra_body may not set")):
+        Source("openai", "gpt-5.5", api_key="sk-test-0000000000000000", extra_body=extra)
+
+
+@pytest.mark.anyio
+async def test_extra_body_that_replaces_the_reasoning_fields_is_reported() -> None:
+    answer = {
+        "id": "c1",
+        "model": "gpt-5.1",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+    }
+    source = Source("openai", "gpt-5.1", api_key="sk-test-0000000000000000")
+    with respx.mock() as router:
+        route = router.post("https://api.openai.com/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=answer)
+        )
+        async with Client([source]) as client:
+            response = await client.complete(
+                [{"role": "user", "content": "hi"}],
+                reasoning_effort="high",
+                extra_body={"reasoning_effort": "minimal"},
+            )
+    assert json.loads(route.calls.last.request.content)["reasoning_effort"] == "minimal"
+    assert response.requested_effort is Effort.HIGH
+    assert response.applied_effort is None
+    assert response.warnings == [
+        "extra_body replaces reasoning_effort of the reasoning fields resolved for model "
+        "'gpt-5.1'; applied_effort is unknown"
+    ]

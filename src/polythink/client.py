@@ -38,6 +38,7 @@ from polythink.types import (
     Response,
     StreamEvent,
     Tool,
+    check_extra_body,
     coerce_messages,
     coerce_tools,
 )
@@ -269,10 +270,7 @@ class Client:
             raise ValueError(f"temperature must be a number from 0 to 2; got {temperature!r}")
         if top_p is not None and not (_is_number(top_p) and 0 <= top_p <= 1):
             raise ValueError(f"top_p must be a number from 0 to 1; got {top_p!r}")
-        if extra_body is not None and not isinstance(extra_body, Mapping):
-            raise ValueError(
-                f"extra_body must be a dict of body fields; got {type(extra_body).__name__}"
-            )
+        check_extra_body(extra_body, "extra_body")
         return Request(
             messages=coerce_messages(messages),
             reasoning_effort=Effort.parse(reasoning_effort),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from polythink.providers import PROVIDERS, get_provider
-from polythink.types import Effort
+from polythink.types import Effort, check_extra_body
 
 __all__ = ["Source", "Timeout", "sources_from_env", "sources_from_toml"]
 
@@ -169,11 +169,7 @@ class Source:
             and all(isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items())
         ):
             raise ValueError("Source.headers must be a dict of header names to string values")
-        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
-            raise ValueError(
-                f"Source.extra_body must be a dict of body fields; "
-                f"got {type(self.extra_body).__name__}"
-            )
+        check_extra_body(self.extra_body, "Source.extra_body")
         object.__setattr__(self, "timeout", Timeout.coerce(self.timeout))
         if self.base_url is not None:
             if not isinstance(self.base_url, str) or not self.base_url.startswith(

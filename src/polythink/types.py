@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "EFFORT_ORDER",
+    "MANAGED_BODY_FIELDS",
     "CacheMode",
     "Effort",
     "FinishReason",
@@ -31,6 +32,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "Usage",
+    "check_extra_body",
     "coerce_messages",
     "coerce_tools",
 ]
@@ -313,6 +315,28 @@ class Message:
 
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+
+MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "contents"})
+"""Body fields polythink always sets itself; ``extra_body`` may not replace them."""
+
+
+def check_extra_body(extra_body: Any, where: str) -> None:
+    """Check an ``extra_body`` value: a dict that does not replace a managed field.
+
+    Raises:
+        ValueError: for a non-dict, or a key in :data:`MANAGED_BODY_FIELDS`.
+    """
+    if extra_body is None:
+        return
+    if not isinstance(extra_body, Mapping):
+        raise ValueError(f"{where} must be a dict of body fields; got {type(extra_body).__name__}")
+    managed = sorted(MANAGED_BODY_FIELDS & set(extra_body))
+    if managed:
+        raise ValueError(
+            f"{where} may not set {', '.join(managed)}: polythink sets "
+            f"{', '.join(sorted(MANAGED_BODY_FIELDS))} itself (use the source's model, "
+            "the messages argument, and complete() or stream())"
+        )
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:

@@ -15,8 +15,9 @@ lookup, not a resolution.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
+from typing import Any
 
 from polythink.config import Source
 from polythink.errors import ThinkingUnsupportedError
@@ -107,8 +108,26 @@ class ReasoningMiddleware:
             raise
         return request.with_(resolution=resolution)
 
-    def finish(self, response: Response, resolution: Resolution) -> Response:
-        """Fill the reasoning fields of ``response`` (a new value; the input is unchanged)."""
+    def overridden(self, request: Request) -> list[str]:
+        """The reasoning fields of this request's fragment that an ``extra_body`` replaces
+        (dotted paths), in which case ``applied_effort`` cannot describe what was sent."""
+        resolution = request.resolution
+        if resolution is None or not resolution.payload:
+            return []
+        paths: list[str] = []
+        for extra in (self.source.extra_body, request.extra_body):
+            if extra:
+                paths.extend(p for p in _overlap(resolution.payload, extra) if p not in paths)
+        return paths
+
+    def finish(
+        self, response: Response, resolution: Resolution, overridden: list[str] | None = None
+    ) -> Response:
+        """Fill the reasoning fields of ``response`` (a new value; the input is unchanged).
+
+        When ``overridden`` names fields an ``extra_body`` replaced, the applied tier is
+        unknown (``None``) and a warning says which fields.
+        """
         usage = response.usage
         observation = observe(
             response.reasoning, usage.reasoning_tokens if usage is not None else None
@@ -121,6 +140,12 @@ class ReasoningMiddleware:
         # A transport may have had to send less than resolved (Anthropic switches thinking
         # off to continue a tool turn made without a signed thinking block); it says so.
         applied = response.applied_effort or resolution.applied_effort
+        if overridden:
+            warnings.append(
+                f"extra_body replaces {', '.join(overridden)} of the reasoning fields resolved "
+                f"for model {self.model!r}; applied_effort is unknown"
+            )
+            applied = None
         note = reconcile(applied, observation, model=self.model)
         if note is not None:
             warnings.append(note)
@@ -139,7 +164,7 @@ class ReasoningMiddleware:
         prepared = self.prepare(request)
         response = await call_next(prepared)
         assert prepared.resolution is not None
-        return self.finish(response, prepared.resolution)
+        return self.finish(response, prepared.resolution, self.overridden(prepared))
 
     async def stream(
         self, request: Request, call_next: StreamNext
@@ -150,7 +175,23 @@ class ReasoningMiddleware:
         async with aclosing(call_next(prepared)) as events:
             async for event in events:
                 if event.type == "done" and event.response is not None:
-                    event = StreamEvent(
-                        "done", response=self.finish(event.response, prepared.resolution)
+                    done = self.finish(
+                        event.response, prepared.resolution, self.overridden(prepared)
                     )
+                    event = StreamEvent("done", response=done)
                 yield event
+
+
+def _overlap(payload: Mapping[str, Any], extra: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of ``payload`` leaves that ``extra`` sets too."""
+    paths = []
+    for key, value in payload.items():
+        if key not in extra:
+            continue
+        path = f"{prefix}{key}"
+        other = extra[key]
+        if isinstance(value, Mapping) and isinstance(other, Mapping):
+            paths.extend(_overlap(value, other, f"{path}."))
+        else:
+            paths.append(path)
+    return paths
