@@ -8,6 +8,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from polythink import Client, Source
@@ -100,3 +101,32 @@ async def test_a_redirect_is_an_error_and_is_not_followed(
     assert "set the source's base_url to the final endpoint" in error.message
     assert len(server.seen) == 1
     assert server.seen[0]["x-api-key"] == SECRET
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_callers_http_client_that_follows_redirects_does_not_follow_ours(
+    server: _Server, stream: bool
+) -> None:
+    source = Source(
+        "gemini",
+        "gemini-2.5-flash",
+        api_key=SECRET,
+        base_url=f"http://127.0.0.1:{server.port}/v1beta",
+        max_retries=0,
+    )
+
+    async def call(client: Client) -> None:
+        if stream:
+            async for _event in client.stream([{"role": "user", "content": "hi"}]):
+                pass
+        else:
+            await client.complete([{"role": "user", "content": "hi"}])
+
+    mine = httpx.AsyncClient(follow_redirects=True)
+    async with mine, Client([source], http_client=mine) as client:
+        with pytest.raises(RequestRejectedError) as caught:
+            await call(client)
+    assert (caught.value.status_code, caught.value.error_type) == (307, "redirect")
+    assert len(server.seen) == 1
+    assert server.seen[0]["x-goog-api-key"] == SECRET

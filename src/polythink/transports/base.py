@@ -754,8 +754,14 @@ class HTTPTransport:
         response: httpx.Response | None = None
         try:
             with anyio.move_on_after(self._budget(request)):
+                # Per request, so a caller's own http_client with follow_redirects=True
+                # cannot carry the key to another host either.
                 response = await self.client.post(
-                    url, content=dumps(body), headers=self.headers, timeout=self._timeout
+                    url,
+                    content=dumps(body),
+                    headers=self.headers,
+                    timeout=self._timeout,
+                    follow_redirects=False,
                 )
         except TRANSPORT_ERRORS as exc:
             raise self._transport_error(exc) from exc
@@ -810,7 +816,7 @@ class HTTPTransport:
         response: httpx.Response | None = None
         try:
             with anyio.move_on_after(budget):
-                response = await self.client.send(req, stream=True)
+                response = await self.client.send(req, stream=True, follow_redirects=False)
         except TRANSPORT_ERRORS as exc:
             raise self._transport_error(exc) from exc
         if response is None:
