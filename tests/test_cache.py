@@ -104,7 +104,7 @@ def test_the_canonical_form_and_the_key_are_exactly_as_documented() -> None:
     assert canonical_request(request) == expected_request
     assert canonical_scope([SOURCE]) == expected_scope
     digest = hashlib.sha256(
-        b"polythink-cache-v1\n" + expected_scope.encode() + b"\n" + expected_request.encode()
+        b"polythink-cache-v2\n" + expected_scope.encode() + b"\n" + expected_request.encode()
     ).hexdigest()
     assert cache_key(request, [SOURCE]) == digest
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+from pathlib import Path
 
 import httpx
 import pytest
 import respx
 
 from polythink import Capability, Client, Effort, Source
-from polythink.config import sources_from_env
+from polythink.config import sources_from_env, sources_from_toml
 from polythink.errors import AuthError
 
 SECRET = "tenant-secret-0123456789abcdef"
@@ -128,3 +129,13 @@ async def test_extra_body_that_replaces_the_reasoning_fields_is_reported() -> No
         "extra_body replaces reasoning_effort of the reasoning fields resolved for model "
         "'gpt-5.1'; applied_effort is unknown"
     ]
+
+
+def test_a_misspelt_toml_table_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "polythink.toml"
+    path.write_text(
+        '[thinkng]\neffort = "high"\n\n[[source]]\nprovider = "openai"\nmodel = "gpt-5.5"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match=re.escape("unknown top-level keys ['thinkng']")):
+        sources_from_toml(path)

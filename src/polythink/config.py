@@ -395,6 +395,11 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     """
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
+    unknown_tables = sorted(set(data) - {"thinking", "source"})
+    if unknown_tables:
+        raise ValueError(
+            f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]]"
+        )
     default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
     rows = data.get("source")
     if not isinstance(rows, list) or not rows:

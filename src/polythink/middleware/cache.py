@@ -77,7 +77,9 @@ logger = logging.getLogger("polythink.cache")
 
 _T = TypeVar("_T")
 
-_KEY_VERSION = b"polythink-cache-v1\n"
+# Part of every key: raised whenever what counts as a complete success, or how an answer is
+# parsed, changes, so entries stored under the old rules miss instead of being served.
+_KEY_VERSION = b"polythink-cache-v2\n"
 _ENTRY_VERSION = 1
 _THREADS = 4
 _DB_FILES = ("cache.db", "cache.db-wal", "cache.db-shm")

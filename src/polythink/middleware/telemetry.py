@@ -41,10 +41,11 @@ Rules kept here:
 - A cache hit consumed no tokens: its usage is neither on the span nor in the token
   histograms (the duration is recorded; ``polythink.cache.hit`` says it was a hit).
 - ``error.type`` is the exception's class (``polythink.errors.RateLimitedError``,
-  ``TimeoutError``, ``GeneratorExit`` for a stream the consumer closed early,
-  ``asyncio.exceptions.CancelledError``), never its message; ``_OTHER`` for a stream that
-  ended without its ``done`` event. The span status is ERROR for failures; a cancelled or
-  early-closed stream leaves it unset (the application stopped the call; nothing failed).
+  ``TimeoutError``, ``asyncio.exceptions.CancelledError``), never its message; ``_OTHER`` for
+  a stream that ended without its ``done`` event. A stream the consumer closed early is not
+  an error (no ``error.type``; ``polythink.stream.closed_early`` on the span). The span
+  status is ERROR for failures; a cancelled or early-closed stream leaves it unset (the
+  application stopped the call; nothing failed).
 - No prompt or completion text unless ``capture_content=True``; then
   ``gen_ai.input.messages``, ``gen_ai.output.messages`` and ``gen_ai.tool.definitions``
   as JSON strings on the span. API keys are never recorded; exception messages pass
@@ -103,6 +104,7 @@ __all__ = [
     "POLYTHINK_APPLIED_EFFORT",
     "POLYTHINK_ATTEMPTS",
     "POLYTHINK_CACHE_HIT",
+    "POLYTHINK_CLOSED_EARLY",
     "POLYTHINK_OBSERVATION",
     "POLYTHINK_REASONING_TOKENS",
     "POLYTHINK_REQUESTED_EFFORT",
@@ -151,6 +153,7 @@ POLYTHINK_SOURCE_INDEX = "polythink.source.index"
 POLYTHINK_ATTEMPTS = "polythink.attempts"
 POLYTHINK_WARNING_COUNT = "polythink.warning.count"
 POLYTHINK_WARNING_EVENT = "polythink.warning"
+POLYTHINK_CLOSED_EARLY = "polythink.stream.closed_early"
 
 GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
 GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
@@ -472,7 +475,13 @@ class TelemetryMiddleware:
             else:
                 index = getattr(exc, "source_index", None)
             source = self._source(index if isinstance(index, int) else None)
-            kind = error_type(exc) if exc is not None else (_OTHER_ERROR if incomplete else None)
+            if isinstance(exc, GeneratorExit):
+                # The consumer stopped reading: the call did not fail, so no error series.
+                kind: str | None = None
+            elif exc is not None:
+                kind = error_type(exc)
+            else:
+                kind = _OTHER_ERROR if incomplete else None
             if call.recording:
                 self._describe(call, source, response, exc, kind, usage)
             self._measure(call, source, response, kind, usage, elapsed)
@@ -550,6 +559,8 @@ class TelemetryMiddleware:
                 span.set_status(Status(StatusCode.ERROR, message))
         elif kind is not None:
             span.set_status(Status(StatusCode.ERROR, "the stream ended without its final event"))
+        if isinstance(exc, GeneratorExit):
+            attributes[POLYTHINK_CLOSED_EARLY] = True
         span.set_attributes(attributes)
 
     def _measure(
