@@ -14,6 +14,7 @@ import respx
 from polythink import Capability, Client, Effort, Source
 from polythink.config import sources_from_env, sources_from_toml
 from polythink.errors import AuthError
+from polythink.http import build_http_client
 
 SECRET = "tenant-secret-0123456789abcdef"
 
@@ -139,3 +140,14 @@ def test_a_misspelt_toml_table_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=re.escape("unknown top-level keys ['thinkng']")):
         sources_from_toml(path)
+
+
+def test_one_source_not_in_a_list_is_refused() -> None:
+    source = Source("openai", "gpt-5.5", api_key="sk-test-0000000000000000")
+    with pytest.raises(ValueError, match=re.escape("wrap the one source: [source]")):
+        Client(source)  # type: ignore[arg-type]
+
+
+def test_the_aiohttp_layer_outside_asyncio_is_refused() -> None:
+    with pytest.raises(ValueError, match="runs only under asyncio"):
+        build_http_client("aiohttp")

@@ -122,6 +122,8 @@ class Client:
         from polythink.middleware.telemetry import TelemetryMiddleware
 
         check_http_layer(http)
+        if isinstance(sources, Source):
+            raise ValueError("sources must be a list of Source; wrap the one source: [source]")
         sources = tuple(sources)
         if not sources:
             raise ValueError("Client needs at least one Source")

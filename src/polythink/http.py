@@ -86,9 +86,14 @@ def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:
     :class:`~polythink.errors.RequestRejectedError` naming where it pointed).
 
     Raises:
-        ValueError: see :func:`check_http_layer`.
+        ValueError: see :func:`check_http_layer`; also ``aiohttp`` outside an asyncio loop
+            (under trio).
     """
     check_http_layer(http)
+    if http == "aiohttp" and not _under_asyncio():
+        raise ValueError(
+            "http='aiohttp' runs only under asyncio; use http='httpx' (or 'auto') under trio"
+        )
     if http == "auto":
         http = "aiohttp" if _under_asyncio() and _aiohttp_available() else "httpx"
     if http == "aiohttp":
