@@ -3,9 +3,6 @@ other host (httpx strips only Authorization on a cross-origin redirect)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import threading
 from collections.abc import Iterator
 
 import httpx
@@ -13,61 +10,20 @@ import pytest
 
 from polythink import Client, Source
 from polythink.errors import RequestRejectedError
+from tests.loopback import CannedServer
 
 SECRET = "sk-ant-test-0000000000000000"
 
 
-class _Server:
-    """A loopback HTTP server answering every request with 307 to another origin, and
-    recording the headers each request carried."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict[str, str]] = []
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(Exception):
-                while True:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                    lines = head.decode("latin-1").split("\r\n")[1:]
-                    headers = {
-                        k.strip().lower(): v.strip()
-                        for k, _, v in (line.partition(":") for line in lines if line)
-                    }
-                    self.seen.append(headers)
-                    await reader.readexactly(int(headers.get("content-length", "0")))
-                    writer.write(
-                        b"HTTP/1.1 307 Temporary Redirect\r\n"
-                        b"location: http://127.0.0.2:9/elsewhere\r\ncontent-length: 0\r\n\r\n"
-                    )
-                    await writer.drain()
-            writer.close()
-
-        async def start() -> None:
-            server = await asyncio.start_server(handle, "127.0.0.1", 0)
-            self.port = server.sockets[0].getsockname()[1]
-
-        self._loop.run_until_complete(start())
-        self._ready.set()
-        self._loop.run_forever()
-
-    def __enter__(self) -> _Server:
-        self._thread.start()
-        self._ready.wait(5)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+REDIRECT = (
+    b"HTTP/1.1 307 Temporary Redirect\r\n"
+    b"location: http://127.0.0.2:9/elsewhere\r\ncontent-length: 0\r\n\r\n"
+)
 
 
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    with _Server() as running:
+def server() -> Iterator[CannedServer]:
+    with CannedServer(REDIRECT) as running:
         yield running
 
 
@@ -75,7 +31,7 @@ def server() -> Iterator[_Server]:
 @pytest.mark.parametrize("http", ["httpx", "aiohttp"])
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_redirect_is_an_error_and_is_not_followed(
-    server: _Server, http: str, stream: bool
+    server: CannedServer, http: str, stream: bool
 ) -> None:
     source = Source(
         "anthropic",
@@ -100,13 +56,13 @@ async def test_a_redirect_is_an_error_and_is_not_followed(
     assert "redirected to http://127.0.0.2:9/elsewhere" in error.message
     assert "set the source's base_url to the final endpoint" in error.message
     assert len(server.seen) == 1
-    assert server.seen[0]["x-api-key"] == SECRET
+    assert server.seen[0].headers["x-api-key"] == SECRET
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_callers_http_client_that_follows_redirects_does_not_follow_ours(
-    server: _Server, stream: bool
+    server: CannedServer, stream: bool
 ) -> None:
     source = Source(
         "gemini",
@@ -129,4 +85,4 @@ async def test_a_callers_http_client_that_follows_redirects_does_not_follow_ours
             await call(client)
     assert (caught.value.status_code, caught.value.error_type) == (307, "redirect")
     assert len(server.seen) == 1
-    assert server.seen[0]["x-goog-api-key"] == SECRET
+    assert server.seen[0].headers["x-goog-api-key"] == SECRET
