@@ -122,6 +122,19 @@ class _RawBase(Adapter):
         event = json.loads(data)
         return _anthropic_delta(event) if self.work.wire == "anthropic" else _chat_delta(event)
 
+    def _line(self, line: bytes, seen: int, first: Callable[[], None]) -> int | None:
+        """Count one SSE line by hand (the floor): the new total, or ``None`` at ``[DONE]``."""
+        if not line.startswith(b"data:"):
+            return seen
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return None
+        if self._count(data):
+            if not seen:
+                first()
+            seen += 1
+        return seen
+
 
 class RawHttpx(_RawBase):
     name = "raw-httpx"
@@ -155,15 +168,10 @@ class RawHttpx(_RawBase):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
+                    counted = self._line(line, seen, first)
+                    if counted is None:
                         return seen
-                    if self._count(data):
-                        if not seen:
-                            first()
-                        seen += 1
+                    seen = counted
         return seen
 
     async def close(self) -> None:
@@ -193,15 +201,10 @@ class RawAiohttp(_RawBase):
         async with self.session.post(self.url, data=body, headers=self.stream_headers) as response:
             response.raise_for_status()
             async for line in response.content:
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
+                counted = self._line(line, seen, first)
+                if counted is None:
                     break
-                if self._count(data):
-                    if not seen:
-                        first()
-                    seen += 1
+                seen = counted
         return seen
 
     async def close(self) -> None:
