@@ -23,8 +23,8 @@ import respx
 
 from polythink import Client, Effort, Message, Source, ThinkingObservation, Tool, Usage
 from polythink.providers import get_provider
-from polythink.transports.base import SSEDecoder
 from polythink.transports.gemini import GeminiStreamAssembler
+from polythink.transports.sse import SSEDecoder
 from tests.cassettes import Interaction
 from tests.conftest import cassette
 

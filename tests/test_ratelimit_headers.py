@@ -11,7 +11,8 @@ import respx
 
 from polythink import Client, Source
 from polythink.errors import RateLimitedError
-from polythink.transports.base import error_from_status, parse_duration, parse_rate_limit
+from polythink.transports.error_map import error_from_status
+from polythink.transports.headers import parse_duration, parse_rate_limit
 from polythink.types import RateLimit
 from tests.conftest import cassette
 from tests.limits_cache_support import API_KEY, CHAT_URL, chat_json, chat_stream_chunks, sse

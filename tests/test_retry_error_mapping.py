@@ -20,7 +20,7 @@ from polythink.errors import (
     ThinkingUnsupportedError,
     TransientError,
 )
-from polythink.transports.base import error_from_body, error_from_status, error_from_transport
+from polythink.transports.error_map import error_from_body, error_from_status, error_from_transport
 from tests.resilience_helpers import MESSAGES, URL, mock_http, source
 
 KEY = "sk-test-0123456789"

@@ -18,7 +18,7 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.middleware.retry import RetryPolicy, backoff, is_retryable, retry_delay
-from polythink.transports.base import parse_retry_after
+from polythink.transports.headers import parse_retry_after
 
 WHEN = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
 

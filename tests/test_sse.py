@@ -17,7 +17,7 @@ import respx
 
 from polythink import Client, Source
 from polythink.errors import StreamInterruptedError, TransientError
-from polythink.transports.base import SSEDecoder
+from polythink.transports.sse import SSEDecoder
 from tests.chatwire import ODD_SIZES, collect, split, sse_response
 
 URL = "https://api.openai.com/v1/chat/completions"

@@ -36,9 +36,9 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
-    parse_rate_limit,
     token_count,
 )
+from polythink.transports.headers import parse_rate_limit
 from polythink.types import (
     Effort,
     Message,

@@ -1,23 +1,21 @@
-"""What every transport shares: the SSE decoder, HTTP plumbing, and the error boundary.
+"""What every transport shares: the HTTP plumbing and the helpers that build responses.
 
 A transport is the innermost handler of a source's onion: it builds the provider's body,
 sends it with the client's one ``httpx.AsyncClient``, parses JSON or SSE, and maps every
-failure to polythink's error taxonomy exactly once, here, with ``raise … from``.
+failure to polythink's error taxonomy exactly once, with ``raise … from`` (the table is in
+:mod:`polythink.transports.error_map`; SSE rules in :mod:`~polythink.transports.sse`; header
+parsing in :mod:`~polythink.transports.headers`).
 """
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
-import email.utils
 import json
 import logging
 import math
-import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import anyio
@@ -25,10 +23,7 @@ import httpx
 
 from polythink.config import Source
 from polythink.errors import (
-    AuthError,
     PolythinkError,
-    RateLimitedError,
-    RequestRejectedError,
     RequestTimeoutError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
@@ -37,6 +32,14 @@ from polythink.errors import (
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.transports.error_map import (
+    TRANSPORT_ERRORS,
+    error_from_body,
+    error_from_status,
+    error_from_transport,
+)
+from polythink.transports.headers import header_request_id, parse_rate_limit
+from polythink.transports.sse import SSEDecoder
 from polythink.types import (
     Effort,
     Message,
@@ -53,19 +56,11 @@ _log = logging.getLogger("polythink.transport")
 
 __all__ = [
     "DONE",
-    "TRANSPORT_ERRORS",
     "HTTPTransport",
-    "SSEDecoder",
     "apply_overrides",
     "assistant_response",
     "deep_merge",
     "dumps",
-    "error_from_body",
-    "error_from_status",
-    "error_from_transport",
-    "parse_duration",
-    "parse_rate_limit",
-    "parse_retry_after",
     "sampling_conflicts",
     "token_count",
     "with_notes",
@@ -96,541 +91,6 @@ def deep_merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, A
         else:
             base[key] = value
     return base
-
-
-class SSEDecoder:
-    """Incremental server-sent-events decoder following the WHATWG parsing rules.
-
-    Feed raw bytes as they arrive; get ``(event_type, data)`` pairs for each dispatched
-    event. Lines end at CRLF, LF or CR (a CR at a chunk's end is held until the next chunk
-    shows whether an LF follows). UTF-8 split across chunks is decoded correctly; a leading
-    BOM is dropped. Lines starting with ``:`` are comments; ``data:`` lines of one event are
-    joined with ``\\n``; ``id`` and ``retry`` only update decoder state; an event whose data
-    buffer is empty is not dispatched; the event type defaults to ``message``. Pending data
-    at the end of the stream is discarded, as the spec requires.
-    """
-
-    __slots__ = (
-        "_buffer",
-        "_data",
-        "_decoder",
-        "_event",
-        "_skip_lf",
-        "_started",
-        "last_event_id",
-        "retry",
-    )
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buffer = ""
-        self._event = ""
-        self._data: list[str] = []
-        self._skip_lf = False
-        self._started = False
-        self.last_event_id = ""
-        self.retry: int | None = None
-
-    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
-        """Decode ``chunk`` and return the events it completes (possibly none)."""
-        text = self._decoder.decode(chunk)
-        if not text:
-            return []
-        if not self._started:
-            self._started = True
-            if text[0] == "\ufeff":
-                text = text[1:]
-        if self._skip_lf:
-            self._skip_lf = False
-            if text[:1] == "\n":
-                text = text[1:]
-        buffer = self._buffer + text
-        if "\r" in buffer:
-            if buffer[-1] == "\r":
-                self._skip_lf = True
-            buffer = buffer.replace("\r\n", "\n").replace("\r", "\n")
-        lines = buffer.split("\n")
-        self._buffer = lines.pop()
-        if not lines:
-            return []
-        return self._lines(lines)
-
-    def _lines(self, lines: Iterable[str]) -> list[tuple[str, str]]:
-        events: list[tuple[str, str]] = []
-        data = self._data
-        for line in lines:
-            if not line:
-                if data:
-                    events.append((self._event or "message", "\n".join(data)))
-                    data.clear()
-                self._event = ""
-                continue
-            if line[0] == ":":
-                continue
-            name, sep, value = line.partition(":")
-            if sep and value[:1] == " ":
-                value = value[1:]
-            if name == "data":
-                data.append(value)
-            elif name == "event":
-                self._event = value
-            elif name == "id":
-                if "\0" not in value:
-                    self.last_event_id = value
-            elif name == "retry" and value.isascii() and value.isdigit():
-                self.retry = int(value)
-        return events
-
-
-_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
-
-
-def parse_retry_after(
-    headers: Mapping[str, str], now: Callable[[], float] | None = None
-) -> float | None:
-    """Return the server's requested wait in seconds, or ``None``.
-
-    Reads ``retry-after-ms`` (milliseconds, fractions allowed), then ``retry-after`` as
-    seconds (fractions allowed) or as an HTTP date, minus ``now()`` (wall-clock seconds,
-    ``time.time`` by default) and never below 0; a date without a zone is UTC. A value too
-    large for a float gives ``math.inf`` so a cap check refuses it; anything else
-    unparseable (negative numbers, ``inf``, ``nan``, garbage) gives ``None``. Conventions
-    of the OpenAI and Anthropic SDKs (WIRE.md §8.3) and RFC 9110 §10.2.3.
-    """
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None and _SECONDS.fullmatch(raw_ms.strip()):
-        return float(raw_ms) / 1000.0
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    raw = raw.strip()
-    if _SECONDS.fullmatch(raw):
-        return float(raw)
-    try:
-        parsed = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return max(0.0, parsed.timestamp() - (now or time.time)())
-
-
-_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_GO_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def parse_duration(raw: str) -> float | None:
-    """Return a Go duration string (``6m0s``, ``1s``, ``12ms``, ``1h2m3.5s``) in seconds.
-
-    OpenAI sends its ``x-ratelimit-reset-*`` values in this form (WIRE.md §8.1; go-openai
-    parses them with ``time.ParseDuration``). A bare number is taken as seconds. Anything
-    else, or a negative value, gives ``None``.
-    """
-    text = raw.strip()
-    if not text:
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        return seconds if seconds >= 0 and math.isfinite(seconds) else None
-    total = 0.0
-    position = 0
-    for match in _GO_DURATION.finditer(text):
-        if match.start() != position:
-            return None
-        total += float(match[1]) * _GO_UNITS[match[2]]
-        position = match.end()
-    if position != len(text) or position == 0:
-        return None
-    return total
-
-
-def _header_int(headers: Mapping[str, str], name: str) -> int | None:
-    raw = headers.get(name)
-    if raw is None:
-        return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        return None
-    return value if value >= 0 else None
-
-
-def _reset_instant(raw: str | None, now: Callable[[], float]) -> float | None:
-    if raw is None:
-        return None
-    try:
-        instant = datetime.fromisoformat(raw.strip())
-    except ValueError:
-        return parse_duration(raw)
-    if instant.tzinfo is None:
-        return None
-    return max(0.0, instant.timestamp() - now())
-
-
-def parse_rate_limit(
-    headers: Mapping[str, str], now: Callable[[], float] = time.time
-) -> RateLimit | None:
-    """Read the provider's rate-limit headers; ``None`` when it sent none.
-
-    OpenAI (and the OpenAI-compatible providers that copy it):
-    ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, resets as Go durations.
-    Anthropic: ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}``, resets as
-    RFC 3339 instants, turned into seconds from ``now()`` (wall clock, never below 0).
-    Negative or malformed values become ``None``. Sources: WIRE.md §8.1-8.2; recorded
-    headers in ``llm_openai_responses_plain_stream.yaml`` and ``llmanthropic_plain_stream.yaml``.
-    """
-    if headers.get("x-ratelimit-limit-requests") is not None or (
-        headers.get("x-ratelimit-remaining-tokens") is not None
-    ):
-        reset_requests = headers.get("x-ratelimit-reset-requests")
-        reset_tokens = headers.get("x-ratelimit-reset-tokens")
-        return RateLimit(
-            requests_limit=_header_int(headers, "x-ratelimit-limit-requests"),
-            requests_remaining=_header_int(headers, "x-ratelimit-remaining-requests"),
-            requests_reset=parse_duration(reset_requests) if reset_requests else None,
-            tokens_limit=_header_int(headers, "x-ratelimit-limit-tokens"),
-            tokens_remaining=_header_int(headers, "x-ratelimit-remaining-tokens"),
-            tokens_reset=parse_duration(reset_tokens) if reset_tokens else None,
-        )
-    if headers.get("anthropic-ratelimit-requests-limit") is not None or (
-        headers.get("anthropic-ratelimit-tokens-remaining") is not None
-    ):
-        return RateLimit(
-            requests_limit=_header_int(headers, "anthropic-ratelimit-requests-limit"),
-            requests_remaining=_header_int(headers, "anthropic-ratelimit-requests-remaining"),
-            requests_reset=_reset_instant(headers.get("anthropic-ratelimit-requests-reset"), now),
-            tokens_limit=_header_int(headers, "anthropic-ratelimit-tokens-limit"),
-            tokens_remaining=_header_int(headers, "anthropic-ratelimit-tokens-remaining"),
-            tokens_reset=_reset_instant(headers.get("anthropic-ratelimit-tokens-reset"), now),
-        )
-    return None
-
-
-def _request_id(headers: Mapping[str, str]) -> str | None:
-    for name in ("x-request-id", "request-id", "x-goog-request-id", "cf-ray"):
-        value = headers.get(name)
-        if value:
-            return value
-    return None
-
-
-def _should_retry(headers: Mapping[str, str]) -> bool | None:
-    value = headers.get("x-should-retry")
-    if value == "true":
-        return True
-    if value == "false":
-        return False
-    return None
-
-
-def _error_fields(body: Any) -> tuple[str | None, str | None, str | None, frozenset[str]]:
-    """Return (error_type, message, param, kinds) from the common provider error shapes.
-
-    OpenAI ``{"error": {"type", "code", "message", "param"}}``; Anthropic ``{"type": "error",
-    "error": {"type", "message"}}``; Gemini ``{"error": {"code", "status", "message"}}``.
-    ``error_type`` prefers a string ``code`` over ``type`` over ``status``; ``kinds`` holds
-    all of them (and a numeric ``code``) lowercased, for classification.
-    """
-    if isinstance(body, list) and body:
-        body = body[0]
-    if not isinstance(body, Mapping):
-        return None, None, None, frozenset()
-    err = body.get("error", body)
-    if not isinstance(err, Mapping):
-        return None, str(err), None, frozenset()
-    code = err.get("code")
-    kind = code if isinstance(code, str) and code else err.get("type") or err.get("status")
-    message = err.get("message")
-    param = err.get("param")
-    kinds = frozenset(
-        str(value).lower()
-        for value in (code, err.get("type"), err.get("status"))
-        if isinstance(value, str | int) and not isinstance(value, bool) and value != ""
-    )
-    return (
-        str(kind) if kind else None,
-        str(message) if message is not None else None,
-        str(param) if param else None,
-        kinds,
-    )
-
-
-def _retry_info(body: Any) -> float | None:
-    """Seconds from a Google ``google.rpc.RetryInfo`` error detail (``"retryDelay": "37s"``).
-
-    Gemini puts its wait there rather than in a header (error model: AIP-193,
-    https://google.aip.dev/193; ``RetryInfo.retry_delay`` is a ``Duration``, JSON ``"<n>s"``).
-    """
-    err = body.get("error") if isinstance(body, Mapping) else None
-    details = err.get("details") if isinstance(err, Mapping) else None
-    if not isinstance(details, list):
-        return None
-    for detail in details:
-        if (
-            isinstance(detail, Mapping)
-            and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo")
-            and isinstance(detail.get("retryDelay"), str)
-        ):
-            delay = detail["retryDelay"].strip()
-            if delay.endswith("s") and _SECONDS.fullmatch(delay[:-1]):
-                return float(delay[:-1])
-    return None
-
-
-_REASONING_PARAMS = frozenset({"reasoning_effort", "reasoning.effort", "reasoning", "thinking"})
-
-_QUOTA_TYPES = frozenset(
-    {
-        "insufficient_quota",
-        "credit_balance_exhausted",
-        "organization_spend_limit_exceeded",
-        "project_spend_limit_exceeded",
-        "organization_usage_limit_exceeded",
-    }
-)
-"""OpenAI 429s that waiting cannot lift (quota or spend limit; learn.microsoft.com Dev Proxy
-"OpenAI insufficient_quota" page, 2026, citing OpenAI's error-codes guide)."""
-
-
-def error_from_status(
-    status: int,
-    headers: Mapping[str, str],
-    content: bytes,
-    *,
-    provider: str,
-    source_index: int,
-    secrets: Iterable[str | None] = (),
-    now: Callable[[], float] | None = None,
-) -> PolythinkError:
-    """Map an HTTP error response to polythink's taxonomy.
-
-    429 -> :class:`RateLimitedError`; 401, 402, 403 -> :class:`AuthError`; 408, 409, 5xx,
-    529 -> :class:`TransientError`; other 4xx -> :class:`RequestRejectedError`, or
-    :class:`ThinkingUnsupportedError` when the provider named a reasoning parameter as the
-    unsupported one (OpenAI ``param: reasoning_effort``, ``code: unsupported_value``).
-
-    ``retry_after`` comes from ``retry-after-ms`` / ``retry-after`` (see
-    :func:`parse_retry_after`; ``now`` is its wall clock), else from a Gemini
-    ``RetryInfo`` detail. ``should_retry`` is the ``x-should-retry`` header, else ``False``
-    for an exhausted quota. A body that is not JSON is kept (redacted) as the message. The
-    error's ``rate_limit`` holds the parsed rate-limit headers (:func:`parse_rate_limit`).
-    """
-    text = redact(content.decode("utf-8", errors="replace"), secrets)
-    try:
-        parsed = json.loads(content) if content else None
-    except ValueError:
-        parsed = None
-    error_type, message, param, kinds = _error_fields(parsed)
-    summary = message or text[:200] or httpx.codes.get_reason_phrase(status)
-    if 300 <= status < 400:
-        # Redirects are not followed: a provider key must never reach another host (httpx
-        # strips only Authorization on a cross-origin redirect, not x-api-key or
-        # x-goog-api-key), and LLM endpoints do not redirect in normal operation.
-        error_type = "redirect"
-        summary = (
-            f"redirected to {headers.get('location', 'an unnamed location')}; polythink does "
-            "not follow redirects, so set the source's base_url to the final endpoint"
-        )
-    should_retry = _should_retry(headers)
-    retry_after = parse_retry_after(headers, now)
-    if retry_after is None:
-        retry_after = _retry_info(parsed)
-    cls: type[PolythinkError]
-    if status == 429:
-        cls = RateLimitedError
-        if should_retry is None and kinds & _QUOTA_TYPES:
-            should_retry = False
-    elif status in (401, 402, 403):
-        cls = AuthError
-    elif status in (408, 409) or status >= 500:
-        cls = TransientError
-    elif param in _REASONING_PARAMS:
-        cls = ThinkingUnsupportedError
-    else:
-        cls = RequestRejectedError
-    error = cls(
-        f"{provider} answered HTTP {status}: {redact(summary, secrets)}",
-        provider=provider,
-        source_index=source_index,
-        status_code=status,
-        error_type=error_type,
-        request_id=_request_id(headers),
-        retry_after=retry_after,
-        should_retry=should_retry,
-        body=text,
-    )
-    error.rate_limit = parse_rate_limit(headers)
-    return error
-
-
-_RATE_TYPES = frozenset(
-    {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "too_many_requests", "429"}
-)
-_AUTH_TYPES = frozenset(
-    {
-        "authentication_error",
-        "permission_error",
-        "billing_error",
-        "invalid_api_key",
-        "unauthenticated",
-        "permission_denied",
-        "401",
-        "402",
-        "403",
-    }
-)
-_REJECT_TYPES = frozenset(
-    {
-        "invalid_request_error",
-        "invalid_argument",
-        "not_found_error",
-        "request_too_large",
-        "400",
-        "404",
-        "413",
-        "422",
-    }
-)
-
-
-def error_from_body(
-    error: Any,
-    *,
-    provider: str,
-    source_index: int,
-    status_code: int | None = None,
-    request_id: str | None = None,
-    secrets: Iterable[str | None] = (),
-) -> PolythinkError:
-    """Map an in-band error (an SSE ``error`` event or an ``{"error": …}`` chunk).
-
-    The class follows the provider's error type or code (any of ``code``, ``type``,
-    ``status``): rate-limit and quota types -> :class:`RateLimitedError` (quota ones with
-    ``should_retry=False``); authentication, permission, billing -> :class:`AuthError`;
-    invalid request -> :class:`RequestRejectedError`; anything else (``overloaded_error``,
-    ``api_error``, ``server_error``, ``timeout_error`` …) -> :class:`TransientError`, so an
-    in-band overload is retried like a 529 (Anthropic error types: the Messages OpenAPI
-    ``ErrorResponse`` union, ``../shared/wire/specs``). ``status_code`` stays the stream's
-    own (usually 200). A Gemini ``RetryInfo`` detail gives ``retry_after``.
-    """
-    error_type, message, _, kinds = _error_fields(error)
-    cls: type[PolythinkError]
-    should_retry = None
-    if kinds & _QUOTA_TYPES:
-        cls = RateLimitedError
-        should_retry = False
-    elif kinds & _RATE_TYPES:
-        cls = RateLimitedError
-    elif kinds & _AUTH_TYPES:
-        cls = AuthError
-    elif kinds & _REJECT_TYPES:
-        cls = RequestRejectedError
-    else:
-        cls = TransientError
-    if error_type is None and isinstance(error, Mapping):
-        inner = error.get("error", error)
-        if isinstance(inner, Mapping) and isinstance(inner.get("code"), int):
-            error_type = str(inner["code"])
-    body = redact(json.dumps(error, ensure_ascii=False, default=str), secrets)
-    label = message or error_type or "unknown"
-    return cls(
-        f"{provider} sent an in-stream error: {redact(label, secrets)}",
-        provider=provider,
-        source_index=source_index,
-        status_code=status_code,
-        error_type=error_type,
-        request_id=request_id,
-        retry_after=_retry_info(error),
-        should_retry=should_retry,
-        body=body,
-    )
-
-
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    httpx.HTTPError,
-    OSError,
-    anyio.EndOfStream,
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-)
-"""What a send or a body read may raise below polythink: httpx's tree, and the socket, SSL
-and anyio stream errors an alternative HTTP transport under httpx may let through
-(``ssl.SSLError`` and ``TimeoutError`` are ``OSError`` s)."""
-
-_TIMEOUT_KINDS: tuple[tuple[type[httpx.TimeoutException], str, str], ...] = (
-    (httpx.ConnectTimeout, "connect_timeout", "connect timeout"),
-    (httpx.WriteTimeout, "write_timeout", "timed out sending the request"),
-    (httpx.PoolTimeout, "pool_timeout", "timed out waiting for a free connection"),
-)
-_UNSENDABLE: tuple[tuple[type[httpx.HTTPError], str], ...] = (
-    (httpx.UnsupportedProtocol, "unsupported_protocol"),
-    (httpx.LocalProtocolError, "local_protocol_error"),
-    (httpx.TooManyRedirects, "too_many_redirects"),
-)
-
-
-def error_from_transport(
-    exc: BaseException,
-    *,
-    provider: str,
-    source_index: int,
-    stage: str = "response",
-    secrets: Iterable[str | None] = (),
-) -> PolythinkError:
-    """Map a failure below HTTP (see :data:`TRANSPORT_ERRORS`) to the taxonomy.
-
-    ``stage`` is ``"response"`` while waiting for the status line and headers, ``"body"``
-    while reading a streamed body: an httpx read timeout is then ``"idle_timeout"`` rather
-    than ``"first_byte_timeout"``. A builtin ``TimeoutError`` is the deadline.
-
-    Returns a :class:`RequestTimeoutError` for timeouts, else a :class:`TransientError`:
-    ``"connection_error"`` (connect, reset, early EOF, SSL, protocol errors from the
-    server), ``"decoding_error"`` (a body that cannot be decoded), or, with
-    ``should_retry=False``, a request the HTTP layer refuses to send to this source (an
-    unsupported URL scheme, an illegal header value, a redirect loop).
-    """
-    detail = redact(f"{type(exc).__name__}: {exc}", secrets)[:300]
-    fields: dict[str, Any] = {"provider": provider, "source_index": source_index}
-    if isinstance(exc, httpx.ReadTimeout):
-        kind = "idle_timeout" if stage == "body" else "first_byte_timeout"
-        what = "stream idle too long" if stage == "body" else "no response in time"
-        return RequestTimeoutError(f"{provider}: {what}", error_type=kind, **fields)
-    for cls, kind, what in _TIMEOUT_KINDS:
-        if isinstance(exc, cls):
-            return RequestTimeoutError(f"{provider}: {what}", error_type=kind, **fields)
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return RequestTimeoutError(
-            f"{provider}: deadline exceeded", error_type="deadline", **fields
-        )
-    for cls_, kind in _UNSENDABLE:
-        if isinstance(exc, cls_):
-            return TransientError(
-                f"{provider}: the request cannot be sent ({detail})",
-                error_type=kind,
-                should_retry=False,
-                **fields,
-            )
-    if isinstance(exc, httpx.DecodingError):
-        return TransientError(
-            f"{provider}: undecodable response body ({detail})",
-            error_type="decoding_error",
-            **fields,
-        )
-    return TransientError(
-        f"{provider}: connection error ({detail})", error_type="connection_error", **fields
-    )
 
 
 _DEADLINE = "polythink.deadline"
@@ -787,7 +247,7 @@ class HTTPTransport:
                 source_index=self.index,
                 status_code=response.status_code,
                 error_type="malformed_body",
-                request_id=_request_id(response.headers),
+                request_id=header_request_id(response.headers),
                 body=redact(content[:2000].decode("utf-8", "replace"), self._secrets),
             ) from exc
 
@@ -893,7 +353,7 @@ class HTTPTransport:
             provider=self.profile.id,
             source_index=self.index,
             status_code=response.status_code if response is not None else None,
-            request_id=_request_id(response.headers) if response is not None else None,
+            request_id=header_request_id(response.headers) if response is not None else None,
             secrets=self._secrets,
         )
         if response is not None:

@@ -48,10 +48,10 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
-    parse_rate_limit,
     token_count,
     with_rate_limit,
 )
+from polythink.transports.headers import parse_rate_limit
 from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [

@@ -26,10 +26,10 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
-    parse_rate_limit,
     token_count,
     with_notes,
 )
+from polythink.transports.headers import parse_rate_limit
 from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [

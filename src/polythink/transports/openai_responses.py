@@ -51,11 +51,11 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
-    parse_rate_limit,
     token_count,
     with_notes,
     with_rate_limit,
 )
+from polythink.transports.headers import parse_rate_limit
 from polythink.types import Effort, Message, Request, Response, StreamEvent, ToolCall, Usage
 
 __all__ = [

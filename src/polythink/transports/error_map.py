@@ -1,0 +1,332 @@
+"""The error boundary: HTTP statuses, in-band error bodies and transport failures, mapped once.
+
+Every failure a transport sees becomes one class of :mod:`polythink.errors` here, with the
+provider's own type, message, request id and retry hints, and the body redacted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import anyio
+import httpx
+
+from polythink.errors import (
+    AuthError,
+    PolythinkError,
+    RateLimitedError,
+    RequestRejectedError,
+    RequestTimeoutError,
+    ThinkingUnsupportedError,
+    TransientError,
+    redact,
+)
+from polythink.transports.headers import (
+    SECONDS,
+    header_request_id,
+    header_should_retry,
+    parse_rate_limit,
+    parse_retry_after,
+)
+
+__all__ = ["TRANSPORT_ERRORS", "error_from_body", "error_from_status", "error_from_transport"]
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None, str | None, frozenset[str]]:
+    """Return (error_type, message, param, kinds) from the common provider error shapes.
+
+    OpenAI ``{"error": {"type", "code", "message", "param"}}``; Anthropic ``{"type": "error",
+    "error": {"type", "message"}}``; Gemini ``{"error": {"code", "status", "message"}}``.
+    ``error_type`` prefers a string ``code`` over ``type`` over ``status``; ``kinds`` holds
+    all of them (and a numeric ``code``) lowercased, for classification.
+    """
+    if isinstance(body, list) and body:
+        body = body[0]
+    if not isinstance(body, Mapping):
+        return None, None, None, frozenset()
+    err = body.get("error", body)
+    if not isinstance(err, Mapping):
+        return None, str(err), None, frozenset()
+    code = err.get("code")
+    kind = code if isinstance(code, str) and code else err.get("type") or err.get("status")
+    message = err.get("message")
+    param = err.get("param")
+    kinds = frozenset(
+        str(value).lower()
+        for value in (code, err.get("type"), err.get("status"))
+        if isinstance(value, str | int) and not isinstance(value, bool) and value != ""
+    )
+    return (
+        str(kind) if kind else None,
+        str(message) if message is not None else None,
+        str(param) if param else None,
+        kinds,
+    )
+
+
+def _retry_info(body: Any) -> float | None:
+    """Seconds from a Google ``google.rpc.RetryInfo`` error detail (``"retryDelay": "37s"``).
+
+    Gemini puts its wait there rather than in a header (error model: AIP-193,
+    https://google.aip.dev/193; ``RetryInfo.retry_delay`` is a ``Duration``, JSON ``"<n>s"``).
+    """
+    err = body.get("error") if isinstance(body, Mapping) else None
+    details = err.get("details") if isinstance(err, Mapping) else None
+    if not isinstance(details, list):
+        return None
+    for detail in details:
+        if (
+            isinstance(detail, Mapping)
+            and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo")
+            and isinstance(detail.get("retryDelay"), str)
+        ):
+            delay = detail["retryDelay"].strip()
+            if delay.endswith("s") and SECONDS.fullmatch(delay[:-1]):
+                return float(delay[:-1])
+    return None
+
+
+_REASONING_PARAMS = frozenset({"reasoning_effort", "reasoning.effort", "reasoning", "thinking"})
+
+_QUOTA_TYPES = frozenset(
+    {
+        "insufficient_quota",
+        "credit_balance_exhausted",
+        "organization_spend_limit_exceeded",
+        "project_spend_limit_exceeded",
+        "organization_usage_limit_exceeded",
+    }
+)
+"""OpenAI 429s that waiting cannot lift (quota or spend limit; learn.microsoft.com Dev Proxy
+"OpenAI insufficient_quota" page, 2026, citing OpenAI's error-codes guide)."""
+
+
+def error_from_status(
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    *,
+    provider: str,
+    source_index: int,
+    secrets: Iterable[str | None] = (),
+    now: Callable[[], float] | None = None,
+) -> PolythinkError:
+    """Map an HTTP error response to polythink's taxonomy.
+
+    429 -> :class:`RateLimitedError`; 401, 402, 403 -> :class:`AuthError`; 408, 409, 5xx,
+    529 -> :class:`TransientError`; other 4xx -> :class:`RequestRejectedError`, or
+    :class:`ThinkingUnsupportedError` when the provider named a reasoning parameter as the
+    unsupported one (OpenAI ``param: reasoning_effort``, ``code: unsupported_value``).
+
+    ``retry_after`` comes from ``retry-after-ms`` / ``retry-after`` (see
+    :func:`parse_retry_after`; ``now`` is its wall clock), else from a Gemini
+    ``RetryInfo`` detail. ``should_retry`` is the ``x-should-retry`` header, else ``False``
+    for an exhausted quota. A body that is not JSON is kept (redacted) as the message. The
+    error's ``rate_limit`` holds the parsed rate-limit headers (:func:`parse_rate_limit`).
+    """
+    text = redact(content.decode("utf-8", errors="replace"), secrets)
+    try:
+        parsed = json.loads(content) if content else None
+    except ValueError:
+        parsed = None
+    error_type, message, param, kinds = _error_fields(parsed)
+    summary = message or text[:200] or httpx.codes.get_reason_phrase(status)
+    if 300 <= status < 400:
+        # Redirects are not followed: a provider key must never reach another host (httpx
+        # strips only Authorization on a cross-origin redirect, not x-api-key or
+        # x-goog-api-key), and LLM endpoints do not redirect in normal operation.
+        error_type = "redirect"
+        summary = (
+            f"redirected to {headers.get('location', 'an unnamed location')}; polythink does "
+            "not follow redirects, so set the source's base_url to the final endpoint"
+        )
+    should_retry = header_should_retry(headers)
+    retry_after = parse_retry_after(headers, now)
+    if retry_after is None:
+        retry_after = _retry_info(parsed)
+    cls: type[PolythinkError]
+    if status == 429:
+        cls = RateLimitedError
+        if should_retry is None and kinds & _QUOTA_TYPES:
+            should_retry = False
+    elif status in (401, 402, 403):
+        cls = AuthError
+    elif status in (408, 409) or status >= 500:
+        cls = TransientError
+    elif param in _REASONING_PARAMS:
+        cls = ThinkingUnsupportedError
+    else:
+        cls = RequestRejectedError
+    error = cls(
+        f"{provider} answered HTTP {status}: {redact(summary, secrets)}",
+        provider=provider,
+        source_index=source_index,
+        status_code=status,
+        error_type=error_type,
+        request_id=header_request_id(headers),
+        retry_after=retry_after,
+        should_retry=should_retry,
+        body=text,
+    )
+    error.rate_limit = parse_rate_limit(headers)
+    return error
+
+
+_RATE_TYPES = frozenset(
+    {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "too_many_requests", "429"}
+)
+_AUTH_TYPES = frozenset(
+    {
+        "authentication_error",
+        "permission_error",
+        "billing_error",
+        "invalid_api_key",
+        "unauthenticated",
+        "permission_denied",
+        "401",
+        "402",
+        "403",
+    }
+)
+_REJECT_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "invalid_argument",
+        "not_found_error",
+        "request_too_large",
+        "400",
+        "404",
+        "413",
+        "422",
+    }
+)
+
+
+def error_from_body(
+    error: Any,
+    *,
+    provider: str,
+    source_index: int,
+    status_code: int | None = None,
+    request_id: str | None = None,
+    secrets: Iterable[str | None] = (),
+) -> PolythinkError:
+    """Map an in-band error (an SSE ``error`` event or an ``{"error": …}`` chunk).
+
+    The class follows the provider's error type or code (any of ``code``, ``type``,
+    ``status``): rate-limit and quota types -> :class:`RateLimitedError` (quota ones with
+    ``should_retry=False``); authentication, permission, billing -> :class:`AuthError`;
+    invalid request -> :class:`RequestRejectedError`; anything else (``overloaded_error``,
+    ``api_error``, ``server_error``, ``timeout_error`` …) -> :class:`TransientError`, so an
+    in-band overload is retried like a 529 (Anthropic error types: the Messages OpenAPI
+    ``ErrorResponse`` union, ``../shared/wire/specs``). ``status_code`` stays the stream's
+    own (usually 200). A Gemini ``RetryInfo`` detail gives ``retry_after``.
+    """
+    error_type, message, _, kinds = _error_fields(error)
+    cls: type[PolythinkError]
+    should_retry = None
+    if kinds & _QUOTA_TYPES:
+        cls = RateLimitedError
+        should_retry = False
+    elif kinds & _RATE_TYPES:
+        cls = RateLimitedError
+    elif kinds & _AUTH_TYPES:
+        cls = AuthError
+    elif kinds & _REJECT_TYPES:
+        cls = RequestRejectedError
+    else:
+        cls = TransientError
+    if error_type is None and isinstance(error, Mapping):
+        inner = error.get("error", error)
+        if isinstance(inner, Mapping) and isinstance(inner.get("code"), int):
+            error_type = str(inner["code"])
+    body = redact(json.dumps(error, ensure_ascii=False, default=str), secrets)
+    label = message or error_type or "unknown"
+    return cls(
+        f"{provider} sent an in-stream error: {redact(label, secrets)}",
+        provider=provider,
+        source_index=source_index,
+        status_code=status_code,
+        error_type=error_type,
+        request_id=request_id,
+        retry_after=_retry_info(error),
+        should_retry=should_retry,
+        body=body,
+    )
+
+
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    httpx.HTTPError,
+    OSError,
+    anyio.EndOfStream,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
+"""What a send or a body read may raise below polythink: httpx's tree, and the socket, SSL
+and anyio stream errors an alternative HTTP transport under httpx may let through
+(``ssl.SSLError`` and ``TimeoutError`` are ``OSError`` s)."""
+
+_TIMEOUT_KINDS: tuple[tuple[type[httpx.TimeoutException], str, str], ...] = (
+    (httpx.ConnectTimeout, "connect_timeout", "connect timeout"),
+    (httpx.WriteTimeout, "write_timeout", "timed out sending the request"),
+    (httpx.PoolTimeout, "pool_timeout", "timed out waiting for a free connection"),
+)
+_UNSENDABLE: tuple[tuple[type[httpx.HTTPError], str], ...] = (
+    (httpx.UnsupportedProtocol, "unsupported_protocol"),
+    (httpx.LocalProtocolError, "local_protocol_error"),
+    (httpx.TooManyRedirects, "too_many_redirects"),
+)
+
+
+def error_from_transport(
+    exc: BaseException,
+    *,
+    provider: str,
+    source_index: int,
+    stage: str = "response",
+    secrets: Iterable[str | None] = (),
+) -> PolythinkError:
+    """Map a failure below HTTP (see :data:`TRANSPORT_ERRORS`) to the taxonomy.
+
+    ``stage`` is ``"response"`` while waiting for the status line and headers, ``"body"``
+    while reading a streamed body: an httpx read timeout is then ``"idle_timeout"`` rather
+    than ``"first_byte_timeout"``. A builtin ``TimeoutError`` is the deadline.
+
+    Returns a :class:`RequestTimeoutError` for timeouts, else a :class:`TransientError`:
+    ``"connection_error"`` (connect, reset, early EOF, SSL, protocol errors from the
+    server), ``"decoding_error"`` (a body that cannot be decoded), or, with
+    ``should_retry=False``, a request the HTTP layer refuses to send to this source (an
+    unsupported URL scheme, an illegal header value, a redirect loop).
+    """
+    detail = redact(f"{type(exc).__name__}: {exc}", secrets)[:300]
+    fields: dict[str, Any] = {"provider": provider, "source_index": source_index}
+    if isinstance(exc, httpx.ReadTimeout):
+        kind = "idle_timeout" if stage == "body" else "first_byte_timeout"
+        what = "stream idle too long" if stage == "body" else "no response in time"
+        return RequestTimeoutError(f"{provider}: {what}", error_type=kind, **fields)
+    for cls, kind, what in _TIMEOUT_KINDS:
+        if isinstance(exc, cls):
+            return RequestTimeoutError(f"{provider}: {what}", error_type=kind, **fields)
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return RequestTimeoutError(
+            f"{provider}: deadline exceeded", error_type="deadline", **fields
+        )
+    for cls_, kind in _UNSENDABLE:
+        if isinstance(exc, cls_):
+            return TransientError(
+                f"{provider}: the request cannot be sent ({detail})",
+                error_type=kind,
+                should_retry=False,
+                **fields,
+            )
+    if isinstance(exc, httpx.DecodingError):
+        return TransientError(
+            f"{provider}: undecodable response body ({detail})",
+            error_type="decoding_error",
+            **fields,
+        )
+    return TransientError(
+        f"{provider}: connection error ({detail})", error_type="connection_error", **fields
+    )
