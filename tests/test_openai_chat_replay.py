@@ -34,6 +34,7 @@ from polythink import (
     StreamEvent,
     ThinkingObservation,
     ToolCall,
+    ToolCallDelta,
     Usage,
 )
 from tests.cassettes import Interaction
@@ -215,13 +216,19 @@ async def test_openai_plain_stream_two_turn_tool_conversation(
     call = ToolCall(
         id="call_ZR5UUuTt3pf61kjwAJIYdVMj", name="get_capital", arguments='{"country":"UK"}'
     )
-    assert [e.type for e in events] == ["tool_call", "usage", "done"]
+    assert [e.type for e in events] == [*["tool_call_delta"] * 6, "tool_call", "usage", "done"]
+    cid, name_ = "call_ZR5UUuTt3pf61kjwAJIYdVMj", "get_capital"
+    assert [e.tool_call_delta for e in events[:6]] == [
+        ToolCallDelta(index=0, id=cid, name=name_, arguments=piece)
+        for piece in ("", '{"', "country", '":"', "UK", '"}')
+    ]
+    assert events[6].tool_call == call
     assert first.text == ""
     assert first.reasoning is None
     assert first.tool_calls == [call]
     assert first.finish_reason == "tool_calls"
     assert first.usage == Usage(53, 15, 0, 0, None)
-    assert events[1].usage == first.usage
+    assert events[7].usage == first.usage
     assert first.model == "gpt-4o-mini-2024-07-18"
     assert first.message == Message(role="assistant", content=None, tool_calls=(call,))
     assert first.thinking is ThinkingObservation.ABSENT

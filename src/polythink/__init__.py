@@ -13,6 +13,7 @@ from polythink.client import Client
 from polythink.config import Source, Timeout
 from polythink.errors import (
     AuthError,
+    ContextWindowExceededError,
     PolythinkError,
     RateLimitedError,
     RequestRejectedError,
@@ -35,6 +36,7 @@ from polythink.types import (
     ThinkingObservation,
     Tool,
     ToolCall,
+    ToolCallDelta,
     Usage,
 )
 
@@ -46,6 +48,7 @@ __all__ = [
     "AuthError",
     "Capability",
     "Client",
+    "ContextWindowExceededError",
     "Effort",
     "Message",
     "PolythinkError",
@@ -64,6 +67,7 @@ __all__ = [
     "Timeout",
     "Tool",
     "ToolCall",
+    "ToolCallDelta",
     "TransientError",
     "Usage",
     "__version__",

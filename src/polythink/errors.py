@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthError",
+    "ContextWindowExceededError",
     "PolythinkError",
     "RateLimitedError",
     "RequestRejectedError",
@@ -157,6 +158,33 @@ class RequestRejectedError(PolythinkError):
     HTTP 400, 404, 413, 422; also a request polythink refuses locally because the provider
     would reject it (for example ``temperature`` with Anthropic thinking on).
     """
+
+
+class ContextWindowExceededError(RequestRejectedError):
+    """The prompt (with the asked output ceiling) does not fit the model's context window.
+
+    Recognised from each provider's "prompt too long" / "maximum context length" 4xx (see
+    :func:`polythink.transports.error_map.context_window_error`). Failover sends the call on
+    only to a later source whose model has a larger ``Capability.context_window``; otherwise
+    it is raised at once, since every source with an equal or smaller window would refuse.
+
+    Attributes:
+        limit: the window in tokens as the provider stated it, else ``None``.
+        requested: the tokens the request needed as the provider stated them (prompt, plus
+            the output ceiling where the provider adds it), else ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: int | None = None,
+        requested: int | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.limit = limit
+        self.requested = requested
 
 
 class AuthError(PolythinkError):

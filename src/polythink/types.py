@@ -31,6 +31,7 @@ __all__ = [
     "ThinkingObservation",
     "Tool",
     "ToolCall",
+    "ToolCallDelta",
     "Usage",
     "check_extra_body",
     "coerce_messages",
@@ -123,7 +124,9 @@ class ThinkingObservation(enum.StrEnum):
 
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error"]
-StreamEventType: TypeAlias = Literal["text", "reasoning", "tool_call", "usage", "done"]
+StreamEventType: TypeAlias = Literal[
+    "text", "reasoning", "tool_call_delta", "tool_call", "usage", "done"
+]
 CacheMode: TypeAlias = bool | Literal["refresh"]
 
 
@@ -474,15 +477,38 @@ class Response:
     output_limited: bool = False
     id: str | None = None
     rate_limit: RateLimit | None = None
+    native_finish_reason: str | None = None
+    """The provider's own finish value as sent (``finish_reason``, ``stop_reason``,
+    ``finishReason``, or the Responses ``status`` / ``incomplete_details.reason``); ``None``
+    when the provider sent none."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """One piece of a tool call while it streams (the ``tool_call_delta`` event).
+
+    ``index`` is the call's position in the answer (0, 1, …; the same for every piece of one
+    call). ``id`` and ``name`` are set once known (some servers send them only on the first
+    piece; Gemini sends whole calls, so one delta carries everything). ``arguments`` is the
+    new piece of the JSON arguments text, possibly empty; joined in order, the pieces of one
+    call equal the complete ``tool_call``'s ``arguments``.
+    """
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
     """One event of ``Client.stream``.
 
-    ``type`` is ``text`` or ``reasoning`` (``text`` holds the delta), ``tool_call`` (a call is
+    ``type`` is ``text`` or ``reasoning`` (``text`` holds the delta), ``tool_call_delta`` (a
+    piece of a call as it arrives; ``tool_call_delta`` holds it), ``tool_call`` (a call is
     complete; ``tool_call`` holds it), ``usage`` (``usage`` holds the counts reported so far),
-    or ``done`` (always last; ``response`` holds the assembled :class:`Response`).
+    or ``done`` (always last; ``response`` holds the assembled :class:`Response`). Every
+    call's ``tool_call_delta`` events come before its ``tool_call`` event.
     """
 
     type: StreamEventType
@@ -490,6 +516,7 @@ class StreamEvent:
     tool_call: ToolCall | None = None
     usage: Usage | None = None
     response: Response | None = None
+    tool_call_delta: ToolCallDelta | None = None
 
 
 def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Message, ...]:

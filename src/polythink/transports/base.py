@@ -307,8 +307,13 @@ class HTTPTransport:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
 
-    async def sse_events(self, response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    async def sse_events(
+        self, response: httpx.Response, decoder: SSEDecoder | None = None
+    ) -> AsyncIterator[tuple[str, str]]:
         """Yield ``(event_type, data)`` pairs from a streamed response.
+
+        When the body ends, the event still pending in ``decoder`` (one without its closing
+        blank line) is yielded last, with ``decoder.closed`` set (see :mod:`.sse`).
 
         Silence longer than the idle timeout fails through httpx's read timeout; the
         deadline is checked against the clock per chunk, and a cancel scope bounds a read
@@ -320,7 +325,8 @@ class HTTPTransport:
                 (``"idle_timeout"``) or the deadline (``"deadline"``), mapped at this
                 boundary.
         """
-        decoder = SSEDecoder()
+        if decoder is None:
+            decoder = SSEDecoder()
         deadline: float | None = response.extensions.get(_DEADLINE)
         idle = math.inf if self._idle is None else self._idle
         monotonic = time.monotonic
@@ -340,6 +346,8 @@ class HTTPTransport:
                             if scope.cancelled_caught:
                                 raise self._deadline_error()
                 except StopAsyncIteration:
+                    for event in decoder.close():
+                        yield event
                     return
                 except TRANSPORT_ERRORS as exc:
                     raise self._transport_error(exc, "body") from exc
@@ -424,13 +432,16 @@ class HTTPTransport:
         """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.
 
         Events with blank data are skipped, as are JSON values that are not objects; a
-        ``[DONE]`` event yields ``(event_type, DONE)`` and the caller stops there.
+        ``[DONE]`` event yields ``(event_type, DONE)`` and the caller stops there. The event
+        left pending when the connection closed is yielded when its data parses, and dropped
+        when it does not (it was cut), which leaves the caller's stream unfinished.
 
         Raises:
             TransientError: an event whose data is not JSON (``error_type`` ``"malformed_event"``).
             PolythinkError: a transport failure mid-stream (see :meth:`sse_events`).
         """
-        async for event_type, data in self.sse_events(response):
+        decoder = SSEDecoder()
+        async for event_type, data in self.sse_events(response, decoder):
             if data == "[DONE]":
                 yield event_type, DONE
                 return
@@ -439,6 +450,8 @@ class HTTPTransport:
             try:
                 parsed = json.loads(data)
             except ValueError as exc:
+                if decoder.closed:
+                    return
                 raise TransientError(
                     f"{self.profile.id} sent a stream event that is not JSON",
                     provider=self.profile.id,
@@ -541,6 +554,8 @@ def assistant_response(
     source_index: int,
     rate_limit: RateLimit | None = None,
     thinking: ThinkingObservation = ThinkingObservation.UNKNOWN,
+    native_finish_reason: str | None = None,
+    warnings: list[str] | None = None,
 ) -> Response:
     """Build a :class:`Response` and the assistant :class:`Message` it carries.
 
@@ -548,6 +563,8 @@ def assistant_response(
     the profile's ``reasoning_format`` (none when empty). The message's content is ``None``
     when the turn is only tool calls, as the chat wire expects. ``thinking`` is
     ``observed`` when the transport saw evidence of reasoning that no text or count shows.
+    ``native_finish_reason`` is the provider's own finish value; ``warnings`` start the
+    response's warnings (an unknown finish value, for example).
     """
     message = Message(
         role="assistant",
@@ -571,4 +588,6 @@ def assistant_response(
         id=response_id,
         rate_limit=rate_limit,
         thinking=thinking,
+        native_finish_reason=native_finish_reason,
+        warnings=list(warnings) if warnings else [],
     )

@@ -16,6 +16,7 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -29,8 +30,18 @@ from polythink.transports.base import (
     token_count,
     with_notes,
 )
+from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
-from polythink.types import Message, RateLimit, Request, Response, StreamEvent, ToolCall, Usage
+from polythink.types import (
+    Message,
+    RateLimit,
+    Request,
+    Response,
+    StreamEvent,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
 
 __all__ = [
     "ChatStreamAssembler",
@@ -42,17 +53,6 @@ __all__ = [
     "split_think",
 ]
 
-_FINISH = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "content_filter",
-    "error": "error",
-    "end_turn": "stop",
-    "max_tokens": "length",
-    "eos": "stop",
-}
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 
@@ -160,13 +160,14 @@ def parse_usage(usage: Any) -> Usage | None:
     )
 
 
-def finish_reason(raw: Any, *, has_tool_calls: bool) -> str:
-    """Map a provider finish reason to ``stop``/``length``/``tool_calls``/``content_filter``/
-    ``error``; ``stop`` with tool calls present becomes ``tool_calls``."""
-    mapped = _FINISH.get(raw, "stop") if isinstance(raw, str) else "stop"
-    if has_tool_calls and mapped == "stop":
-        return "tool_calls"
-    return mapped
+def finish_reason(raw: Any, *, has_tool_calls: bool, provider: str = "openai") -> str:
+    """Map ``provider``'s finish reason to ``stop``/``length``/``tool_calls``/
+    ``content_filter``/``error`` by its documented table
+    (:func:`polythink.transports.finish.chat_table`); ``stop`` with tool calls present becomes
+    ``tool_calls``; a value not in the table is ``stop`` (logged once)."""
+    return map_finish(
+        raw, chat_table(provider), provider=provider, has_tool_calls=has_tool_calls
+    ).reason
 
 
 def split_think(content: str) -> tuple[str | None, str]:
@@ -244,7 +245,7 @@ def parse_completion(
         reasoning, text = split_think(text)
     raw_details = message.get("reasoning_details")
     details = tuple(raw_details) if isinstance(raw_details, list) and raw_details else ()
-    calls = [ToolCall.from_openai(c) for c in message.get("tool_calls") or ()]
+    calls = [_complete_call(c, profile, source_index) for c in message.get("tool_calls") or ()]
     return _response(
         text=text,
         reasoning=reasoning,
@@ -257,6 +258,44 @@ def parse_completion(
         profile=profile,
         source_index=source_index,
         rate_limit=rate_limit,
+    )
+
+
+def _complete_call(data: Any, profile: ProviderProfile, source_index: int) -> ToolCall:
+    """A non-streamed ``tool_calls[]`` entry; ``arguments`` may be a string, an object (some
+    compatible servers), or empty (read as ``{}``)."""
+    if not isinstance(data, Mapping):
+        raise _tool_call_error(profile, source_index, f"a tool_calls entry {data!r}")
+    try:
+        call = ToolCall.from_openai(data)
+    except ValueError as exc:
+        raise _tool_call_error(profile, source_index, str(exc)) from exc
+    if not call.arguments:
+        return ToolCall(id=call.id, name=call.name, arguments="{}")
+    return call
+
+
+def _carries_error(data: Mapping[str, Any]) -> bool:
+    """Whether a 200 body or stream chunk reports a failure.
+
+    An ``error`` object anywhere at the top level counts, even beside ``choices``
+    (OpenRouter's mid-stream shape: ``error`` plus a choice with ``finish_reason: "error"``,
+    https://openrouter.ai/docs/api-reference/errors, "Error during streaming"), as does vLLM's
+    bare ``{"object": "error", "message", "type", "code"}`` (vLLM ``ErrorResponse``, OpenAI
+    server, 2025). ``"error": null`` does not.
+    """
+    error = data.get("error")
+    if error:
+        return True
+    return data.get("object") == "error" and bool(data.get("message"))
+
+
+def _tool_call_error(profile: ProviderProfile, source_index: int, why: str) -> TransientError:
+    return TransientError(
+        f"{profile.id} sent a tool call that cannot be assembled unambiguously: {why}",
+        provider=profile.id,
+        source_index=source_index,
+        error_type="malformed_tool_call",
     )
 
 
@@ -275,18 +314,26 @@ def _response(
     finish: str | None = None,
     rate_limit: RateLimit | None = None,
 ) -> Response:
+    mapped = map_finish(
+        raw_finish, chat_table(profile.id), provider=profile.id, has_tool_calls=bool(calls)
+    )
+    notes = [mapped.note] if mapped.note else []
+    if finish is None and mapped.reason == "error":
+        notes.append(f"{profile.id} reported a failure: finish reason {mapped.native!r}")
     return assistant_response(
         text=text,
         reasoning=reasoning,
         calls=calls,
         items=details,
-        finish=finish or finish_reason(raw_finish, has_tool_calls=bool(calls)),
+        finish=finish or mapped.reason,
         usage=usage,
         model=model,
         response_id=response_id,
         profile=profile,
         source_index=source_index,
         rate_limit=rate_limit,
+        native_finish_reason=mapped.native,
+        warnings=notes,
     )
 
 
@@ -353,14 +400,58 @@ class _ThinkSplitter:
         return [("text", pending)] if pending else []
 
 
+class _CallSlot:
+    """One streamed tool call being assembled: id, name, and its arguments so far."""
+
+    __slots__ = ("id", "name", "obj", "pieces", "position")
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.id = ""
+        self.name = ""
+        self.pieces: list[str] = []
+        self.obj: str | None = None
+
+    def add(self, arguments: Any, ambiguous: Any) -> str:
+        """Take one ``arguments`` value; return the text it adds (``""`` for none)."""
+        if arguments is None or arguments == "":
+            return ""
+        if isinstance(arguments, str):
+            if self.obj is not None:
+                raise ambiguous(f"call {self.position} mixes an arguments object with text")
+            self.pieces.append(arguments)
+            return arguments
+        if isinstance(arguments, Mapping | list):
+            text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+            if self.pieces:
+                raise ambiguous(f"call {self.position} mixes arguments text with an object")
+            if self.obj is not None:
+                if text == self.obj:
+                    return ""
+                raise ambiguous(f"call {self.position} received two different argument objects")
+            self.obj = text
+            return text
+        raise ambiguous(
+            f"call {self.position} has arguments of type {type(arguments).__name__} "
+            "(accepted: a JSON string piece or a JSON object)"
+        )
+
+    def call(self) -> ToolCall:
+        arguments = self.obj if self.obj is not None else "".join(self.pieces)
+        return ToolCall(id=self.id, name=self.name, arguments=arguments or "{}")
+
+
 class ChatStreamAssembler:
     """Turn Chat Completions stream chunks into events and, at the end, a :class:`Response`.
 
     Reasoning deltas come from ``delta.reasoning_content`` or ``delta.reasoning`` (each chunk
     that carries only reasoning still yields a reasoning event); OpenRouter's
     ``reasoning_details`` entries are merged by ``index`` (texts concatenated, the signature
-    taken when it arrives) and kept verbatim; tool-call fragments are merged by ``index`` and
-    each call is yielded once complete, when the choice finishes.
+    taken when it arrives) and kept verbatim; tool-call fragments are merged as
+    :meth:`_merge_call` describes, each yields a ``tool_call_delta`` event, and every call is
+    yielded whole once the choice finishes. Usage is read from the chunk's ``usage``, else
+    Groq's ``x_groq.usage``, else ``choices[0].usage`` (Moonshot), the last one reported
+    winning; a chunk with empty ``choices`` (OpenAI's ``include_usage`` chunk) is read too.
     """
 
     def __init__(self, profile: ProviderProfile, source_index: int, model: str) -> None:
@@ -370,7 +461,8 @@ class ChatStreamAssembler:
         self.response_id: str | None = None
         self.text: list[str] = []
         self.reasoning: list[str] = []
-        self.calls: dict[int, list[Any]] = {}
+        self.calls: list[_CallSlot] = []
+        self._open: dict[int, _CallSlot] = {}
         self.details: dict[int, dict[str, Any]] = {}
         self.raw_finish: Any = None
         self.usage: Usage | None = None
@@ -387,6 +479,7 @@ class ChatStreamAssembler:
             self.model = model
         if self.response_id is None and chunk.get("id"):
             self.response_id = chunk["id"]
+        choice_usage: Any = None
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue
@@ -410,12 +503,26 @@ class ChatStreamAssembler:
                             self._emit(kind, piece, events)
                     else:
                         self._emit("text", text, events)
-            for call in delta.get("tool_calls") or ():
-                self._merge_call(call)
+            calls = delta.get("tool_calls")
+            if calls:
+                if not isinstance(calls, list):
+                    raise self._ambiguous(f"tool_calls that is not a list: {calls!r}")
+                for call in calls:
+                    piece = self._merge_call(call)
+                    if piece is not None:
+                        self.content_seen = True
+                        events.append(StreamEvent("tool_call_delta", tool_call_delta=piece))
             if choice.get("finish_reason"):
                 self.raw_finish = choice["finish_reason"]
                 events.extend(self._complete_calls())
+            if choice_usage is None and isinstance(choice.get("usage"), Mapping):
+                choice_usage = choice["usage"]
         usage = chunk.get("usage")
+        if not isinstance(usage, Mapping):
+            groq = chunk.get("x_groq")
+            usage = groq.get("usage") if isinstance(groq, Mapping) else None
+        if not isinstance(usage, Mapping):
+            usage = choice_usage
         if isinstance(usage, Mapping):
             self.usage = parse_usage(usage)
             events.append(StreamEvent("usage", usage=self.usage))
@@ -458,32 +565,72 @@ class ChatStreamAssembler:
                     current[key] = value
         return "".join(texts)
 
-    def _merge_call(self, call: Mapping[str, Any]) -> None:
-        index = call.get("index", len(self.calls))
-        slot = self.calls.get(index)
+    def _merge_call(self, call: Any) -> ToolCallDelta | None:
+        """Merge one ``delta.tool_calls[]`` fragment; return the delta event's payload.
+
+        A fragment continues the call open at its ``index`` unless it carries an ``id``
+        different from that call's, which starts a new call (servers that reuse index 0
+        for every call). Without an ``index`` it continues the call with its ``id``, else
+        the last call. ``id`` and ``name`` may come only on a call's first fragment.
+        ``arguments`` is a string piece, or a whole JSON object (some compatible servers),
+        or empty. Anything else, a second name for the same call, or strings mixed with
+        objects in one call, cannot be assembled without guessing and raises.
+        """
+        if not isinstance(call, Mapping):
+            raise self._ambiguous(f"a tool_calls entry that is not an object: {call!r}")
         function = call.get("function") or {}
+        if not isinstance(function, Mapping):
+            raise self._ambiguous(f"a function that is not an object: {function!r}")
+        wire_index = call.get("index")
+        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else None
+        name = function.get("name") if isinstance(function.get("name"), str) else None
+        slot: _CallSlot | None = None
+        if type(wire_index) is int:
+            slot = self._open.get(wire_index)
+            if slot is not None and call_id and slot.id and call_id != slot.id:
+                slot = None
+        elif call_id is not None:
+            slot = next((c for c in self.calls if c.id == call_id), None)
+        elif self.calls:
+            slot = self.calls[-1]
         if slot is None:
-            slot = self.calls[index] = [call.get("id") or "", function.get("name") or "", []]
-        else:
-            if call.get("id") and not slot[0]:
-                slot[0] = call["id"]
-            if function.get("name") and not slot[1]:
-                slot[1] = function["name"]
-        arguments = function.get("arguments")
-        if arguments:
-            slot[2].append(arguments)
+            if call_id is None and name is None:
+                raise self._ambiguous("a fragment with neither id nor name opens no call")
+            slot = _CallSlot(position=len(self.calls))
+            self.calls.append(slot)
+            if type(wire_index) is int:
+                self._open[wire_index] = slot
+        new_head = False
+        if call_id and not slot.id:
+            slot.id, new_head = call_id, True
+        if name:
+            if slot.name and name != slot.name:
+                raise self._ambiguous(
+                    f"call {slot.position} named {slot.name!r} then {name!r} with no new id"
+                )
+            if not slot.name:
+                slot.name, new_head = name, True
+        piece = slot.add(function.get("arguments"), self._ambiguous)
+        if not piece and not new_head:
+            return None
+        return ToolCallDelta(
+            index=slot.position, id=slot.id or None, name=slot.name or None, arguments=piece
+        )
+
+    def _ambiguous(self, why: str) -> TransientError:
+        return _tool_call_error(self.profile, self.source_index, why)
 
     def _tool_calls(self) -> list[ToolCall]:
-        return [
-            ToolCall(id=slot[0], name=slot[1], arguments="".join(slot[2]) or "{}")
-            for _, slot in sorted(self.calls.items())
-        ]
+        return [slot.call() for slot in self.calls]
 
     def _complete_calls(self) -> list[StreamEvent]:
         if self._calls_emitted or not self.calls:
             return []
         self._calls_emitted = True
         self.content_seen = True
+        for slot in self.calls:
+            if not slot.name:
+                raise self._ambiguous(f"call {slot.position} never received a name")
         return [StreamEvent("tool_call", tool_call=call) for call in self._tool_calls()]
 
     def flush(self) -> list[StreamEvent]:
@@ -538,7 +685,7 @@ class OpenAIChatTransport(HTTPTransport):
         body = self.body(request)
         notes = self.sampling_notes(body, request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
-        if isinstance(data, Mapping) and data.get("error") and not data.get("choices"):
+        if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
             raise error
@@ -575,7 +722,7 @@ class OpenAIChatTransport(HTTPTransport):
                         break
                     # The event type names the whole event: an "error" event is an error
                     # whatever its data looks like (CASES.md C19).
-                    if event_type == "error" or (chunk.get("error") and not chunk.get("choices")):
+                    if event_type == "error" or _carries_error(chunk):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event

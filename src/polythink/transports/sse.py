@@ -4,6 +4,15 @@ The rules it applies, from https://html.spec.whatwg.org/multipage/server-sent-ev
 ("Interpreting an event stream"): lines end at CRLF, LF or CR; a leading BOM is dropped;
 ``:`` starts a comment; ``data:`` lines of one event are joined with ``\\n``; a blank line
 dispatches the event; an event with an empty data buffer is not dispatched.
+
+End of stream, where polythink departs from the spec on purpose: the spec discards an event
+that no blank line ended, but several OpenAI-compatible servers close the connection right
+after their last ``data:`` line (with or without its line break), and that event is often
+the one carrying the finish reason, the usage or ``[DONE]``. So :meth:`SSEDecoder.close`
+dispatches what is pending, and the transport decides: a pending event whose data is
+complete JSON (or ``[DONE]``) is delivered; one that does not parse was cut by the close and
+is dropped, so the stream is still reported incomplete
+(:meth:`polythink.transports.base.HTTPTransport.json_events`).
 """
 
 from __future__ import annotations
@@ -22,8 +31,8 @@ class SSEDecoder:
     shows whether an LF follows). UTF-8 split across chunks is decoded correctly; a leading
     BOM is dropped. Lines starting with ``:`` are comments; ``data:`` lines of one event are
     joined with ``\\n``; ``id`` and ``retry`` only update decoder state; an event whose data
-    buffer is empty is not dispatched; the event type defaults to ``message``. Pending data
-    at the end of the stream is discarded, as the spec requires.
+    buffer is empty is not dispatched; the event type defaults to ``message``. At the end of
+    the stream, :meth:`close` returns the event still pending (see the module docstring).
     """
 
     __slots__ = (
@@ -33,6 +42,7 @@ class SSEDecoder:
         "_event",
         "_skip_lf",
         "_started",
+        "closed",
         "last_event_id",
         "retry",
     )
@@ -46,6 +56,7 @@ class SSEDecoder:
         self._started = False
         self.last_event_id = ""
         self.retry: int | None = None
+        self.closed = False
 
     def feed(self, chunk: bytes) -> list[tuple[str, str]]:
         """Decode ``chunk`` and return the events it completes (possibly none)."""
@@ -70,6 +81,18 @@ class SSEDecoder:
         if not lines:
             return []
         return self._lines(lines)
+
+    def close(self) -> list[tuple[str, str]]:
+        """End the stream: return the event left pending when the connection closed.
+
+        The last line counts even without its line break; the pending data is dispatched
+        as if a blank line followed. The caller must treat it as possibly cut short.
+        """
+        self.closed = True
+        tail = self._decoder.decode(b"", final=True)
+        lines = [self._buffer + tail] if self._buffer or tail else []
+        self._buffer = ""
+        return self._lines([*lines, ""])
 
     def _lines(self, lines: Iterable[str]) -> list[tuple[str, str]]:
         events: list[tuple[str, str]] = []
