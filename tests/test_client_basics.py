@@ -539,7 +539,14 @@ async def test_done_is_always_the_last_event_and_comes_once() -> None:
         mock.post(_url(source)).mock(return_value=sse_response(body))
         async with Client([source]) as client:
             events = await collect(client.stream(HI))
-    assert [e.type for e in events] == ["reasoning", "text", "tool_call", "usage", "done"]
+    assert [e.type for e in events] == [
+        "reasoning",
+        "text",
+        "tool_call_delta",
+        "tool_call",
+        "usage",
+        "done",
+    ]
     done = events[-1].response
     assert done is not None
     assert (done.text, done.reasoning, done.finish_reason) == ("a", "think", "tool_calls")

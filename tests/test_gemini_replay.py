@@ -21,7 +21,16 @@ import httpx
 import pytest
 import respx
 
-from polythink import Client, Effort, Message, Source, ThinkingObservation, Tool, Usage
+from polythink import (
+    Client,
+    Effort,
+    Message,
+    Source,
+    ThinkingObservation,
+    Tool,
+    ToolCallDelta,
+    Usage,
+)
 from polythink.providers import get_provider
 from polythink.transports.gemini import GeminiStreamAssembler
 from polythink.transports.sse import SSEDecoder
@@ -266,8 +275,11 @@ async def test_function_call_stream_two_turns_with_thought_signature() -> None:
     received_part = json.loads(first_call.response_raw.split(b"\r\n\r\n")[0][len(b"data: ") :])[
         "candidates"
     ][0]["content"]["parts"][0]
-    assert [e.type for e in first] == ["tool_call", "usage", "done"]
-    assert first[0].tool_call == call
+    assert [e.type for e in first] == ["tool_call_delta", "tool_call", "usage", "done"]
+    assert first[0].tool_call_delta == ToolCallDelta(
+        index=0, id="call_c4c04ab5e827f50cd6efb3b2", name="get_country", arguments="{}"
+    )
+    assert first[1].tool_call == call
     assert call.name == "get_country"
     assert call.arguments == "{}"
     assert call.id == "call_c4c04ab5e827f50cd6efb3b2"

@@ -22,6 +22,7 @@ from polythink import (
     ThinkingUnsupportedError,
     Tool,
     ToolCall,
+    ToolCallDelta,
     TransientError,
     Usage,
 )
@@ -408,14 +409,26 @@ async def test_stream_yields_a_tool_call_once_when_its_arguments_are_complete() 
                     [{"role": "user", "content": "hi"}], tools=[Tool(name="weather")]
                 )
             ]
-    assert [e.type for e in received] == ["tool_call", "usage", "done"]
-    assert received[0].tool_call == ToolCall(
+    assert [e.type for e in received] == [
+        "tool_call_delta",
+        "tool_call_delta",
+        "tool_call_delta",
+        "tool_call",
+        "usage",
+        "done",
+    ]
+    assert [e.tool_call_delta for e in received[:3]] == [
+        ToolCallDelta(index=0, id="call_1", name="weather", arguments=piece)
+        for piece in ("", '{"city":', '"Rome"}')
+    ]
+    assert received[3].tool_call == ToolCall(
         id="call_1", name="weather", arguments='{"city":"Rome"}'
     )
     final = received[-1].response
     assert final is not None
     assert final.finish_reason == "tool_calls"
-    assert final.tool_calls == [received[0].tool_call]
+    assert final.native_finish_reason == "completed"
+    assert final.tool_calls == [received[3].tool_call]
     assert final.usage == Usage(20, 30, 12, 5, 7)
     assert final.id == "resp_s"
 

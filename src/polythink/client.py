@@ -29,6 +29,7 @@ from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
 from polythink.providers import get_provider
+from polythink.reasoning.capabilities import get_capability
 from polythink.transports import transport_class
 from polythink.types import (
     CacheMode,
@@ -214,7 +215,13 @@ class Client:
             )
             stacks.append(compose(self._source_layers(i), transport))
         names = [f"{source.provider} {source.model}" for source in self.sources]
-        self._chain = compose(self._call_layers(), Failover(stacks, names=names))
+        windows = [
+            cap.context_window if (cap := get_capability(source.model)) is not None else None
+            for source in self.sources
+        ]
+        self._chain = compose(
+            self._call_layers(), Failover(stacks, names=names, context_windows=windows)
+        )
 
     def _source_layers(self, index: int) -> list[Middleware]:
         """Per-source layers, outermost first: rate limit, retry, reasoning."""

@@ -58,6 +58,7 @@ from polythink.types import (
     StreamEvent,
     ThinkingObservation,
     ToolCall,
+    ToolCallDelta,
     Usage,
 )
 
@@ -424,6 +425,7 @@ def _response_out(response: Response) -> dict[str, Any]:
         "warnings": response.warnings,
         "output_limited": response.output_limited,
         "id": response.id,
+        "native_finish_reason": response.native_finish_reason,
     }
 
 
@@ -445,6 +447,7 @@ def _response_in(data: Mapping[str, Any]) -> Response:
         cache_hit=True,
         output_limited=data["output_limited"],
         id=data["id"],
+        native_finish_reason=data.get("native_finish_reason"),
     )
 
 
@@ -459,21 +462,30 @@ def _event_out(event: StreamEvent) -> dict[str, Any]:
         out["usage"] = _usage_out(event.usage)
     if event.response is not None:
         out["response"] = _response_out(event.response)
+    if event.tool_call_delta is not None:
+        piece = event.tool_call_delta
+        out["tool_call_delta"] = [piece.index, piece.id, piece.name, piece.arguments]
     return out
 
 
 def _event_in(data: Mapping[str, Any]) -> StreamEvent:
     kind = data["type"]
-    if kind not in ("text", "reasoning", "tool_call", "usage", "done"):
+    if kind not in ("text", "reasoning", "tool_call_delta", "tool_call", "usage", "done"):
         raise ValueError(f"unknown stream event type {kind!r}")
     call = data.get("tool_call")
     response = data.get("response")
+    piece = data.get("tool_call_delta")
     return StreamEvent(
         kind,
         text=data.get("text"),
         tool_call=_call_in(call) if call is not None else None,
         usage=_usage_in(data.get("usage")),
         response=_response_in(response) if response is not None else None,
+        tool_call_delta=(
+            ToolCallDelta(index=piece[0], id=piece[1], name=piece[2], arguments=piece[3])
+            if piece is not None
+            else None
+        ),
     )
 
 

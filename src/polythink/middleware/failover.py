@@ -14,6 +14,11 @@ failure opens it for another cooldown. A skipped source counts as failed with an
 the class of its last real failure (``error_type`` ``"circuit_open"``, ``retry_after`` the
 cooldown left).
 
+A :class:`~polythink.errors.ContextWindowExceededError` moves on only to later sources
+whose model has a larger context window (``context_windows``, from the capability registry);
+sources with an equal, smaller or unknown window are passed over, since they would refuse the
+same prompt. When no later source has a larger window, the error is raised at once.
+
 When every source has failed, the last source's error is raised (its class, status and
 ``retry_after``), with the earlier sources' errors in its ``previous`` list. A successful
 response reports the source that answered in ``source_index`` and, in ``warnings``, why
@@ -35,6 +40,7 @@ from contextlib import aclosing
 
 from polythink.errors import (
     AuthError,
+    ContextWindowExceededError,
     PolythinkError,
     RateLimitedError,
     RequestTimeoutError,
@@ -194,6 +200,7 @@ class Failover:
         sources: Sequence[Handler],
         *,
         names: Sequence[str] | None = None,
+        context_windows: Sequence[int | None] | None = None,
         threshold: int = BREAKER_THRESHOLD,
         cooldown: float = BREAKER_COOLDOWN,
         clock: Callable[[], float] = time.monotonic,
@@ -206,8 +213,33 @@ class Failover:
         )
         if len(self.names) != len(self.sources):
             raise ValueError("names must name every source")
+        self.context_windows = (
+            tuple(context_windows) if context_windows is not None else (None,) * len(sources)
+        )
+        if len(self.context_windows) != len(self.sources):
+            raise ValueError("context_windows must give one entry per source")
         self.breakers = tuple(CircuitBreaker(threshold, cooldown, clock) for _ in self.sources)
         self._clock = clock
+
+    def _window_needed(self, index: int, error: ContextWindowExceededError) -> int | None:
+        """The window a later source must exceed after ``error`` at ``index``; ``None`` when
+        no later source has a larger one (or the failed window is unknown)."""
+        need = error.limit if error.limit is not None else self.context_windows[index]
+        if need is None:
+            return None
+        later = self.context_windows[index + 1 :]
+        return need if any(w is not None and w > need for w in later) else None
+
+    def _too_small(self, index: int, need: int | None) -> bool:
+        window = self.context_windows[index]
+        return need is not None and (window is None or window <= need)
+
+    def _window_note(self, index: int, need: int) -> str:
+        window = self.context_windows[index]
+        return (
+            f"failover: source {index} ({self.names[index]}) skipped, its context window "
+            f"({'unknown' if window is None else window} tokens) is not larger than {need}"
+        )
 
     def _deadline(self, request: Request) -> float:
         return math.inf if request.timeout is None else self._clock() + request.timeout
@@ -283,7 +315,11 @@ class Failover:
         deadline = self._deadline(request)
         failures: list[PolythinkError] = []
         notes: list[str] = []
+        need: int | None = None
         for index, handler in enumerate(self.sources):
+            if self._too_small(index, need):
+                notes.append(self._window_note(index, need or 0))
+                continue
             breaker = self.breakers[index]
             if not breaker.allow():
                 notes.append(self._skip_note(index))
@@ -297,7 +333,10 @@ class Failover:
                 response = await handler.complete(sub)
             except PolythinkError as exc:
                 self._outcome(index, exc)
-                if not fails_over(exc):
+                larger = None
+                if isinstance(exc, ContextWindowExceededError):
+                    larger = need = self._window_needed(index, exc)
+                if larger is None and not fails_over(exc):
                     exc.previous = failures
                     raise
                 notes.append(self._failure_note(index, exc))
@@ -320,7 +359,11 @@ class Failover:
         deadline = self._deadline(request)
         failures: list[PolythinkError] = []
         notes: list[str] = []
+        need: int | None = None
         for index, handler in enumerate(self.sources):
+            if self._too_small(index, need):
+                notes.append(self._window_note(index, need or 0))
+                continue
             breaker = self.breakers[index]
             if not breaker.allow():
                 notes.append(self._skip_note(index))
@@ -334,7 +377,10 @@ class Failover:
                 head, rest = await read_head(handler.stream(sub))
             except PolythinkError as exc:
                 self._outcome(index, exc)
-                if not fails_over(exc):
+                larger = None
+                if isinstance(exc, ContextWindowExceededError):
+                    larger = need = self._window_needed(index, exc)
+                if larger is None and not fails_over(exc):
                     exc.previous = failures
                     raise
                 notes.append(self._failure_note(index, exc))

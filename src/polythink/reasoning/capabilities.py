@@ -60,8 +60,14 @@ class Capability:
             it is ``omitted``, polythink asks for ``summarized`` so reasoning text comes back.
         sampling: which sampling parameters (``temperature``, ``top_p``, ``top_k``) the
             provider accepts with non-default values: ``any``; ``without_reasoning`` (only
-            while the model does not reason on the call: OpenAI reasoning models); or
-            ``never`` (Claude Opus 4.7, Sonnet 5).
+            while the model does not reason on the call: OpenAI reasoning models);
+            ``one_of`` (``temperature`` or ``top_p``, not both: Claude 4.1 and 4.5
+            generation models); or ``never`` (Claude Opus 4.7, Sonnet 5).
+        context_window: the model's context window in tokens (prompt and output together),
+            where documented; failover uses it after a context-window error.
+        stream_only_reasoning: the provider answers reasoning calls for this model only when
+            streamed (DashScope thinking-only models); ``complete()`` then streams under the
+            hood and assembles the answer.
 
     Raises:
         ValueError: at construction, for an empty or duplicated ``supported_efforts``, an
@@ -81,6 +87,8 @@ class Capability:
     aliases: tuple[str, ...] = field(default=())
     thinking_display: str | None = None
     sampling: str = "any"
+    context_window: int | None = None
+    stream_only_reasoning: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.supported_efforts, str):
@@ -116,10 +124,17 @@ class Capability:
                 f"budget_max {self.budget_max}"
             )
         object.__setattr__(self, "aliases", tuple(self.aliases))
-        if self.sampling not in ("any", "without_reasoning", "never"):
+        if self.sampling not in ("any", "without_reasoning", "one_of", "never"):
             raise ValueError(
                 f"capability for {self.model!r}: unknown sampling {self.sampling!r}; "
-                "accepted: any, without_reasoning, never"
+                "accepted: any, without_reasoning, one_of, never"
+            )
+        if self.context_window is not None and (
+            type(self.context_window) is not int or self.context_window <= 0
+        ):
+            raise ValueError(
+                f"capability for {self.model!r}: context_window must be a positive number of "
+                f"tokens; got {self.context_window!r}"
             )
         if self.thinking_display not in (None, "summarized", "omitted"):
             raise ValueError(
@@ -215,6 +230,8 @@ def _from_row(row: Mapping[str, Any]) -> Capability:
         aliases=tuple(row.get("aliases", ())),
         thinking_display=row.get("thinking_display"),
         sampling=row.get("sampling", "any"),
+        context_window=row.get("context_window"),
+        stream_only_reasoning=bool(row.get("stream_only_reasoning", False)),
     )
 
 

@@ -38,6 +38,7 @@ from polythink.transports.base import (
     assistant_response,
     token_count,
 )
+from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.types import (
     Effort,
@@ -48,6 +49,7 @@ from polythink.types import (
     StreamEvent,
     ThinkingObservation,
     ToolCall,
+    ToolCallDelta,
     Usage,
 )
 
@@ -66,15 +68,6 @@ __all__ = [
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header every call carries (ANT-SDK ``_constants``)."""
 
-_FINISH = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls",
-    "refusal": "content_filter",
-}
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _FORCED_CHOICES = frozenset({"any", "tool"})
 _ANTHROPIC_CHOICES = frozenset({"auto", "any", "tool", "none"})
@@ -368,17 +361,15 @@ def parse_usage(usage: Any) -> Usage | None:
 
 
 def finish_reason(raw: Any, *, has_tool_calls: bool) -> str:
-    """Map ``stop_reason`` to polythink's finish reason.
+    """Map ``stop_reason`` to polythink's finish reason (table:
+    :data:`polythink.transports.finish.ANTHROPIC`).
 
     ``end_turn``, ``stop_sequence`` and ``pause_turn`` -> ``stop``; ``max_tokens`` and
     ``model_context_window_exceeded`` -> ``length``; ``tool_use`` -> ``tool_calls``;
-    ``refusal`` -> ``content_filter``; anything else ``stop`` (``tool_calls`` when the answer
-    carries tool calls).
+    ``refusal`` -> ``content_filter``; an unknown value ``stop`` (``tool_calls`` when the
+    answer carries tool calls), logged once.
     """
-    mapped = _FINISH.get(raw, "stop") if isinstance(raw, str) else "stop"
-    if has_tool_calls and mapped == "stop":
-        return "tool_calls"
-    return mapped
+    return map_finish(raw, ANTHROPIC, provider="anthropic", has_tool_calls=has_tool_calls).reason
 
 
 def _response(
@@ -395,7 +386,8 @@ def _response(
     source_index: int,
     finish: str | None = None,
 ) -> Response:
-    finish = finish or finish_reason(raw_finish, has_tool_calls=bool(calls))
+    mapped = map_finish(raw_finish, ANTHROPIC, provider=profile.id, has_tool_calls=bool(calls))
+    finish = finish or mapped.reason
     items: tuple[Mapping[str, Any], ...] = ()
     if any(block.get("type") in _THINKING_BLOCKS for block in blocks):
         items = tuple(blocks)
@@ -418,6 +410,8 @@ def _response(
         profile=profile,
         source_index=source_index,
         thinking=ThinkingObservation.OBSERVED if opaque else ThinkingObservation.UNKNOWN,
+        native_finish_reason=mapped.native,
+        warnings=[mapped.note] if mapped.note else None,
     )
 
 
@@ -492,6 +486,7 @@ class _Block:
     pieces: list[str] = dataclasses.field(default_factory=list)
     signature: str | None = None
     closed: bool = False
+    position: int = 0
 
     @property
     def kind(self) -> Any:
@@ -544,6 +539,7 @@ class AnthropicStreamAssembler:
         self.stopped = False
         self.content_seen = False
         self._thinking_started = False
+        self._tool_calls = 0
 
     @property
     def finished(self) -> bool:
@@ -590,6 +586,11 @@ class AnthropicStreamAssembler:
         if not isinstance(block, Mapping):
             return []
         state = self.blocks[index] = _Block(dict(block))
+        if state.kind == "tool_use":
+            state.position = self._tool_calls
+            self._tool_calls += 1
+            self.content_seen = True
+            return [self._tool_delta(state, "")]
         if state.kind == "text" and block.get("text"):
             return self._piece(state, "text", str(block["text"]))
         if state.kind == "thinking" and block.get("thinking"):
@@ -610,8 +611,9 @@ class AnthropicStreamAssembler:
             state.signature = str(delta.get("signature") or "")
         elif kind == "input_json_delta":
             partial = delta.get("partial_json")
-            if partial:
+            if partial and state.kind == "tool_use":
                 state.pieces.append(str(partial))
+                return [self._tool_delta(state, str(partial))]
         elif kind == "citations_delta":
             state.start.setdefault("citations", []).append(delta.get("citation"))
         return []
@@ -639,6 +641,19 @@ class AnthropicStreamAssembler:
             self.content_seen = True
             return [StreamEvent("tool_call", tool_call=self._call(state))]
         return []
+
+    @staticmethod
+    def _tool_delta(state: _Block, piece: str) -> StreamEvent:
+        start = state.start
+        return StreamEvent(
+            "tool_call_delta",
+            tool_call_delta=ToolCallDelta(
+                index=state.position,
+                id=str(start.get("id") or "") or None,
+                name=str(start.get("name") or "") or None,
+                arguments=piece,
+            ),
+        )
 
     @staticmethod
     def _call(state: _Block) -> ToolCall:

@@ -7,6 +7,7 @@ provider's own type, message, request id and retry hints, and the body redacted.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ import httpx
 
 from polythink.errors import (
     AuthError,
+    ContextWindowExceededError,
     PolythinkError,
     RateLimitedError,
     RequestRejectedError,
@@ -31,7 +33,14 @@ from polythink.transports.headers import (
     parse_retry_after,
 )
 
-__all__ = ["TRANSPORT_ERRORS", "error_from_body", "error_from_status", "error_from_transport"]
+__all__ = [
+    "TRANSPORT_ERRORS",
+    "context_window_error",
+    "error_from_body",
+    "error_from_status",
+    "error_from_transport",
+    "in_band_class",
+]
 
 
 def _error_fields(body: Any) -> tuple[str | None, str | None, str | None, frozenset[str]]:
@@ -171,7 +180,7 @@ def error_from_status(
         body=text,
     )
     error.rate_limit = parse_rate_limit(headers)
-    return error
+    return context_window_error(error)
 
 
 _RATE_TYPES = frozenset(
@@ -237,14 +246,14 @@ def error_from_body(
     elif kinds & _REJECT_TYPES:
         cls = RequestRejectedError
     else:
-        cls = TransientError
+        cls = in_band_class(kinds)
     if error_type is None and isinstance(error, Mapping):
         inner = error.get("error", error)
         if isinstance(inner, Mapping) and isinstance(inner.get("code"), int):
             error_type = str(inner["code"])
     body = redact(json.dumps(error, ensure_ascii=False, default=str), secrets)
     label = message or error_type or "unknown"
-    return cls(
+    mapped = cls(
         f"{provider} sent an in-stream error: {redact(label, secrets)}",
         provider=provider,
         source_index=source_index,
@@ -255,6 +264,136 @@ def error_from_body(
         should_retry=should_retry,
         body=body,
     )
+    return context_window_error(mapped)
+
+
+_IN_BAND_REJECTS = frozenset(
+    {
+        "data_inspection_failed",
+        "failed_precondition",
+        "not_found",
+        "out_of_range",
+        "context_length_exceeded",
+    }
+)
+"""In-band error types a retry cannot fix, beyond the common invalid-request ones:
+DashScope's content moderation ``data_inspection_failed`` (Model Studio error codes,
+https://www.alibabacloud.com/help/en/model-studio/error-code, 2026), Google's
+``FAILED_PRECONDITION`` / ``NOT_FOUND`` / ``OUT_OF_RANGE`` (https://google.aip.dev/193), and
+OpenAI's ``context_length_exceeded``."""
+
+
+def in_band_class(kinds: frozenset[str]) -> type[PolythinkError]:
+    """The class of an in-band error whose type is none of the rate, auth or common reject
+    types: :class:`RequestRejectedError` for :data:`_IN_BAND_REJECTS`, else
+    :class:`TransientError` (an overload, a server error, a type polythink does not know)."""
+    if kinds & _IN_BAND_REJECTS:
+        return RequestRejectedError
+    return TransientError
+
+
+_N = r"([0-9][0-9,_]*)"
+_CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE | re.DOTALL), order)
+    for pattern, order in (
+        # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum".
+        (rf"prompt is too long: {_N} tokens > {_N} maximum", "rl"),
+        # Anthropic: "input length and `max_tokens` exceed context limit: 197254 + 8192 >
+        # 200000, decrease input length or `max_tokens` and try again".
+        (rf"exceed context limit: {_N} \+ {_N} > {_N}", "r+l"),
+        # OpenAI, DeepSeek, Groq, OpenRouter, vLLM: "This model's maximum context length is
+        # 128000 tokens. However, your messages resulted in 130532 tokens" / "you requested
+        # 70000 tokens (…)" / "you requested about 250000 tokens".
+        (
+            rf"maximum context length is {_N} tokens.*?"
+            rf"(?:resulted in|requested(?: about)?|request has) {_N}",
+            "lr",
+        ),
+        # OpenAI: "Input tokens exceed the configured limit of 272000 tokens. Your messages
+        # resulted in 300000 tokens."
+        (rf"exceed the configured limit of {_N} tokens.*?resulted in {_N}", "lr"),
+        # Gemini: "The input token count (1234567) exceeds the maximum number of tokens
+        # allowed (1048576)."
+        (
+            rf"input token count \(?{_N}\)? exceeds the maximum number of tokens allowed"
+            rf" \(?{_N}",
+            "rl",
+        ),
+        # Mistral: "Prompt contains 40000 tokens and 0 draft tokens, too large for model with
+        # 32768 maximum context length".
+        (rf"prompt contains {_N} tokens.*?too large for model with {_N} maximum context", "rl"),
+        # xAI: "This model's maximum prompt length is 131072 but the request contains 143784
+        # tokens."
+        (rf"maximum prompt length is {_N} but the request contains {_N}", "lr"),
+        # Moonshot: "Invalid request: Your request exceeded model token limit: 131072".
+        (rf"exceeded model token limit: {_N}", "l"),
+        # DashScope: "Range of input length should be [1, 129024]".
+        (rf"range of input length should be \[1, ?{_N}\]", "l"),
+    )
+)
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "model_context_window_exceeded", "1261"})
+"""Codes that name the context window without numbers: OpenAI's and Zhipu GLM's 1261
+"Prompt exceeds max length" (https://docs.bigmodel.cn/cn/faq/api-code, 2026)."""
+_CONTEXT_PHRASES = ("context window", "context length", "prompt exceeds max length")
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", "").replace("_", ""))
+
+
+def context_window_error(error: PolythinkError) -> PolythinkError:
+    """Return ``error`` as a :class:`ContextWindowExceededError` when it says the prompt does
+    not fit the model's context window; otherwise ``error`` itself.
+
+    Only a :class:`RequestRejectedError` (HTTP 400, 413, 422 or an in-band reject) is
+    considered, never a reasoning rejection. ``limit`` and ``requested`` (tokens) are read
+    from the provider's wording where it states them (the patterns above, one per
+    provider's documented or observed message); a matching code (``context_length_exceeded``,
+    GLM ``1261``) or a phrase naming the context window gives the error without numbers.
+    """
+    if type(error) is not RequestRejectedError:
+        return error
+    text = " ".join(part for part in (error.message, error.body or "") if part)
+    limit: int | None = None
+    requested: int | None = None
+    found = False
+    for pattern, order in _CONTEXT_PATTERNS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        numbers = [_count(group) for group in match.groups() if group]
+        if order == "rl":
+            requested, limit = numbers[0], numbers[1]
+        elif order == "lr":
+            limit, requested = numbers[0], numbers[1]
+        elif order == "r+l":
+            requested, limit = numbers[0] + numbers[1], numbers[2]
+        else:
+            limit = numbers[0]
+        found = True
+        break
+    if not found:
+        lowered = text.lower()
+        found = (error.error_type or "").lower() in _CONTEXT_CODES or any(
+            phrase in lowered for phrase in _CONTEXT_PHRASES
+        )
+    if not found:
+        return error
+    mapped = ContextWindowExceededError(
+        error.message,
+        limit=limit,
+        requested=requested,
+        provider=error.provider,
+        source_index=error.source_index,
+        status_code=error.status_code,
+        error_type=error.error_type,
+        request_id=error.request_id,
+        retry_after=error.retry_after,
+        should_retry=error.should_retry,
+        body=error.body,
+    )
+    mapped.rate_limit = error.rate_limit
+    return mapped
 
 
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (

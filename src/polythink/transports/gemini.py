@@ -51,8 +51,17 @@ from polythink.transports.base import (
     token_count,
     with_rate_limit,
 )
+from polythink.transports.finish import GEMINI, Finish, map_finish
 from polythink.transports.headers import parse_rate_limit
-from polythink.types import Message, Request, Response, StreamEvent, ToolCall, Usage
+from polythink.types import (
+    Message,
+    Request,
+    Response,
+    StreamEvent,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
 
 __all__ = [
     "GeminiStreamAssembler",
@@ -65,25 +74,6 @@ __all__ = [
 ]
 
 _CONTENT_FILTER = "content_filter"
-_FINISH: dict[str, str] = {
-    "STOP": "stop",
-    "MAX_TOKENS": "length",
-    "SAFETY": _CONTENT_FILTER,
-    "RECITATION": _CONTENT_FILTER,
-    "BLOCKLIST": _CONTENT_FILTER,
-    "PROHIBITED_CONTENT": _CONTENT_FILTER,
-    "SPII": _CONTENT_FILTER,
-    "IMAGE_SAFETY": _CONTENT_FILTER,
-    "IMAGE_PROHIBITED_CONTENT": _CONTENT_FILTER,
-    "IMAGE_RECITATION": _CONTENT_FILTER,
-    "LANGUAGE": "error",
-    "OTHER": "error",
-    "IMAGE_OTHER": "error",
-    "NO_IMAGE": "error",
-    "MALFORMED_FUNCTION_CALL": "error",
-    "UNEXPECTED_TOOL_CALL": "error",
-    "TOO_MANY_TOOL_CALLS": "error",
-}
 _TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "any": "ANY"}
 _PLAIN_TEXT_KEYS = frozenset({"text", "thought"})
 _MERGEABLE_KEYS = frozenset({"text", "thought", "thoughtSignature"})
@@ -360,19 +350,22 @@ def parse_usage(metadata: Any) -> Usage | None:
 
 
 def finish_reason(raw: Any, *, has_tool_calls: bool, blocked: bool = False) -> str:
-    """Map a candidate ``finishReason`` to polythink's finish reason.
+    """Map a candidate ``finishReason`` to polythink's finish reason (the whole
+    ``Candidate.FinishReason`` enum: :data:`polythink.transports.finish.GEMINI`).
 
     ``STOP`` -> ``stop`` (``tool_calls`` when the turn calls functions); ``MAX_TOKENS`` ->
     ``length``; the safety, recitation, blocklist, prohibited-content and SPII reasons (and a
     prompt blocked by ``promptFeedback.blockReason``) -> ``content_filter``; malformed or
-    unexpected tool calls, ``LANGUAGE`` and ``OTHER`` -> ``error``.
+    unexpected tool calls, ``LANGUAGE``, ``OTHER`` and ``FINISH_REASON_UNSPECIFIED`` ->
+    ``error``; an unknown value ``stop``, logged once.
     """
+    return _finish(raw, has_tool_calls=has_tool_calls, blocked=blocked, provider="gemini").reason
+
+
+def _finish(raw: Any, *, has_tool_calls: bool, blocked: bool, provider: str) -> Finish:
     if blocked:
-        return _CONTENT_FILTER
-    mapped = _FINISH.get(raw, "stop") if isinstance(raw, str) else "stop"
-    if has_tool_calls and mapped == "stop":
-        return "tool_calls"
-    return mapped
+        return Finish(_CONTENT_FILTER, raw if isinstance(raw, str) else None)
+    return map_finish(raw, GEMINI, provider=provider, has_tool_calls=has_tool_calls)
 
 
 def tool_call_id(response_id: str | None, index: int, name: str, args: Any) -> str:
@@ -449,20 +442,25 @@ def parse_response(
             (reasoning if part.get("thought") else text).append(part["text"])
         if _keep(part):
             kept.append(part)
-    finish = finish_reason(
-        candidate.get("finishReason"), has_tool_calls=bool(calls), blocked=_blocked(data)
+    mapped = _finish(
+        candidate.get("finishReason"),
+        has_tool_calls=bool(calls),
+        blocked=_blocked(data),
+        provider=profile.id,
     )
     return assistant_response(
         text="".join(text),
         reasoning="".join(reasoning) or None,
         calls=calls,
         items=tuple(kept),
-        finish=finish,
+        finish=mapped.reason,
         usage=parse_usage(data.get("usageMetadata")),
         model=data.get("modelVersion") or model,
         response_id=response_id,
         profile=profile,
         source_index=source_index,
+        native_finish_reason=mapped.native,
+        warnings=[mapped.note] if mapped.note else None,
     )
 
 
@@ -508,8 +506,12 @@ class GeminiStreamAssembler:
         for part in _candidate_parts(candidate):
             if isinstance(part.get("functionCall"), Mapping):
                 call = _tool_call(part, self.response_id, len(self.calls))
+                delta = ToolCallDelta(
+                    index=len(self.calls), id=call.id, name=call.name, arguments=call.arguments
+                )
                 self.calls.append(call)
                 self.content_seen = True
+                out.append(StreamEvent("tool_call_delta", tool_call_delta=delta))
                 out.append(StreamEvent("tool_call", tool_call=call))
             elif isinstance(part.get("text"), str) and part["text"]:
                 self.content_seen = True
@@ -569,21 +571,25 @@ class GeminiStreamAssembler:
 
     def response(self, *, finish: str | None = None) -> Response:
         """Assemble the response from everything consumed so far."""
-        if finish is None:
-            finish = finish_reason(
-                self.raw_finish, has_tool_calls=bool(self.calls), blocked=self.blocked
-            )
+        mapped = _finish(
+            self.raw_finish,
+            has_tool_calls=bool(self.calls),
+            blocked=self.blocked,
+            provider=self.profile.id,
+        )
         return assistant_response(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             calls=list(self.calls),
             items=self._kept_parts(),
-            finish=finish,
+            finish=finish or mapped.reason,
             usage=self.usage,
             model=self.model,
             response_id=self.response_id,
             profile=self.profile,
             source_index=self.source_index,
+            native_finish_reason=mapped.native,
+            warnings=[mapped.note] if mapped.note else None,
         )
 
 
@@ -625,7 +631,7 @@ class GeminiTransport(HTTPTransport):
         data, rate_limit = await self.post_json_with_rate_limit(
             self.url, self.body(request), request
         )
-        if isinstance(data, Mapping) and data.get("error") and not data.get("candidates"):
+        if isinstance(data, Mapping) and data.get("error"):
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
             raise error
@@ -655,7 +661,7 @@ class GeminiTransport(HTTPTransport):
                 async for _, chunk in self.json_events(response):
                     if chunk is DONE:
                         break
-                    if chunk.get("error") and not chunk.get("candidates"):
+                    if chunk.get("error"):
                         raise self.in_band_error(chunk, response)
                     for event in assembler.feed(chunk):
                         yield event

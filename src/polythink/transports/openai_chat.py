@@ -508,10 +508,10 @@ class ChatStreamAssembler:
                 if not isinstance(calls, list):
                     raise self._ambiguous(f"tool_calls that is not a list: {calls!r}")
                 for call in calls:
-                    piece = self._merge_call(call)
-                    if piece is not None:
+                    fragment = self._merge_call(call)
+                    if fragment is not None:
                         self.content_seen = True
-                        events.append(StreamEvent("tool_call_delta", tool_call_delta=piece))
+                        events.append(StreamEvent("tool_call_delta", tool_call_delta=fragment))
             if choice.get("finish_reason"):
                 self.raw_finish = choice["finish_reason"]
                 events.extend(self._complete_calls())

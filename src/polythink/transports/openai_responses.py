@@ -55,8 +55,18 @@ from polythink.transports.base import (
     with_notes,
     with_rate_limit,
 )
+from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
-from polythink.types import Effort, Message, Request, Response, StreamEvent, ToolCall, Usage
+from polythink.types import (
+    Effort,
+    Message,
+    Request,
+    Response,
+    StreamEvent,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
 
 __all__ = [
     "ENCRYPTED_REASONING",
@@ -269,21 +279,38 @@ def finish_reason(
 
     ``completed`` -> ``tool_calls`` when the output has function calls, ``content_filter``
     when the model refused, else ``stop``; ``incomplete`` with reason ``max_output_tokens``
-    -> ``length``, with ``content_filter`` -> ``content_filter``, with any other reason ->
-    ``error``; ``failed`` or ``cancelled`` -> ``error``.
+    -> ``length``, with ``content_filter`` -> ``content_filter``
+    (:data:`polythink.transports.finish.RESPONSES_INCOMPLETE`), with any other reason ->
+    ``error`` (logged once per reason); ``failed`` or ``cancelled`` -> ``error``.
     """
+    return _finish(status, incomplete, has_tool_calls=has_tool_calls, refused=refused).reason
+
+
+_logged_reasons: set[str] = set()
+
+
+def _finish(status: Any, incomplete: Any, *, has_tool_calls: bool, refused: bool) -> Finish:
+    """The mapped finish with the native value: the incomplete reason, else the status."""
+    native = status if isinstance(status, str) else None
     if status == "incomplete":
         reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
-        if reason == "max_output_tokens":
-            return "length"
-        if reason == "content_filter":
-            return "content_filter"
-        return "error"
+        native = reason if isinstance(reason, str) else native
+        mapped = RESPONSES_INCOMPLETE.get(reason) if isinstance(reason, str) else None
+        if mapped is not None:
+            return Finish(mapped, native)
+        note = (
+            f"the response is incomplete for a reason polythink does not know ({reason!r}); "
+            "read as error"
+        )
+        if str(reason) not in _logged_reasons:
+            _logged_reasons.add(str(reason))
+            logger.warning("%s", note)
+        return Finish("error", native, note)
     if status in ("failed", "cancelled"):
-        return "error"
+        return Finish("error", native)
     if has_tool_calls:
-        return "tool_calls"
-    return "content_filter" if refused else "stop"
+        return Finish("tool_calls", native)
+    return Finish("content_filter" if refused else "stop", native)
 
 
 def _reasoning_parts(item: Mapping[str, Any]) -> list[str]:
@@ -354,7 +381,7 @@ def parse_response(
             reasoning.extend(_reasoning_parts(item))
         elif kind == "function_call":
             calls.append(_call(item))
-    finish = finish_reason(
+    mapped = _finish(
         data.get("status"),
         data.get("incomplete_details"),
         has_tool_calls=bool(calls),
@@ -365,7 +392,9 @@ def parse_response(
         reasoning=_PART_SEPARATOR.join(reasoning) or None,
         calls=calls,
         items=tuple(output),
-        finish=finish,
+        finish=mapped.reason,
+        native_finish_reason=mapped.native,
+        warnings=[mapped.note] if mapped.note else None,
         usage=parse_usage(data.get("usage")),
         model=data.get("model") or model,
         response_id=data.get("id"),
@@ -407,6 +436,8 @@ class ResponsesStreamAssembler:
         self._parts: set[tuple[int, str, int]] = set()
         self._streamed: set[Any] = set()
         self._added: dict[int, Mapping[str, Any]] = {}
+        self._positions: dict[int, int] = {}
+        self._delta_args: dict[int, list[str]] = {}
 
     def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
         """Consume one parsed stream event; return the events it produces."""
@@ -433,6 +464,11 @@ class ResponsesStreamAssembler:
             item = event.get("item")
             if isinstance(item, Mapping) and item.get("type") == "function_call":
                 self._added[index] = item
+                self._call_delta(index, item, item.get("arguments"), out)
+        elif kind == "response.function_call_arguments.delta":
+            added = self._added.get(index)
+            if added is not None:
+                self._call_delta(index, added, event.get("delta"), out)
         elif kind == "response.function_call_arguments.done":
             added = self._added.get(index)
             if added is not None:
@@ -489,10 +525,36 @@ class ResponsesStreamAssembler:
                 for position, piece in enumerate(_reasoning_parts(item)):
                     self._reason(piece, (index, "done", position), out)
 
+    def _call_delta(
+        self, index: int, item: Mapping[str, Any], piece: Any, out: list[StreamEvent]
+    ) -> None:
+        position = self._positions.get(index)
+        if position is None:
+            position = self._positions[index] = len(self._positions)
+        elif not isinstance(piece, str) or not piece:
+            return
+        call_id = item.get("call_id") or item.get("id")
+        name = item.get("name")
+        delta = ToolCallDelta(
+            index=position,
+            id=str(call_id) if call_id else None,
+            name=str(name) if name else None,
+            arguments=piece if isinstance(piece, str) else "",
+        )
+        if delta.arguments:
+            self._delta_args.setdefault(index, []).append(delta.arguments)
+        self.content_seen = True
+        out.append(StreamEvent("tool_call_delta", tool_call_delta=delta))
+
     def _emit_call(self, index: int, item: Mapping[str, Any], out: list[StreamEvent]) -> None:
         if index in self.calls:
             return
         call = _call(item)
+        if index not in self._positions:
+            # A call that came whole (no .added, no argument deltas) still gets its delta.
+            self._call_delta(index, item, call.arguments, out)
+        elif not self._delta_args.get(index) and call.arguments != "{}":
+            self._call_delta(index, item, call.arguments, out)
         self.calls[index] = call
         self.content_seen = True
         out.append(StreamEvent("tool_call", tool_call=call))
@@ -516,16 +578,17 @@ class ResponsesStreamAssembler:
     def response(self, *, finish: str | None = None) -> Response:
         """Assemble the response from everything consumed so far."""
         calls = [self.calls[i] for i in sorted(self.calls)]
-        if finish is None:
-            finish = finish_reason(
-                self.status, self.incomplete, has_tool_calls=bool(calls), refused=self.refused
-            )
+        mapped = _finish(
+            self.status, self.incomplete, has_tool_calls=bool(calls), refused=self.refused
+        )
         return assistant_response(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
             calls=calls,
             items=tuple(self.items[i] for i in sorted(self.items)),
-            finish=finish,
+            finish=finish or mapped.reason,
+            native_finish_reason=mapped.native,
+            warnings=[mapped.note] if mapped.note else None,
             usage=self.usage,
             model=self.model,
             response_id=self.response_id,
