@@ -68,7 +68,8 @@ class ProviderProfile:
             back verbatim (``openrouter`` for ``reasoning_details``).
         inline_think_tags: the provider may put reasoning inline in ``content`` as
             ``<think>…</think>`` (Groq ``reasoning_format: raw``, vLLM without a parser).
-        stream_usage: send ``stream_options: {"include_usage": true}`` on streams.
+        stream_usage: send ``stream_options: {"include_usage": true}`` on streams (not to
+            Mistral, which refuses the field and sends streamed usage anyway).
         encrypted_reasoning: on the Responses wire, ask for ``reasoning.encrypted_content``
             (``include``) on models that reason, so reasoning items can be sent back on later
             turns without server-side state. OpenAI answers 400 "Encrypted content is not
@@ -207,11 +208,15 @@ PROVIDERS: dict[str, ProviderProfile] = {
             ("GROQ_API_KEY",),
             inline_think_tags=True,
         ),
+        # Mistral's chat request schema has no stream_options and refuses fields it does not
+        # define (422 "Extra inputs are not permitted"); its last streamed chunk carries
+        # usage unasked (https://docs.mistral.ai/api/, chat completions, read 2026-10).
         ProviderProfile(
             "mistral",
             "openai_chat",
             "https://api.mistral.ai/v1",
             ("MISTRAL_API_KEY",),
+            stream_usage=False,
         ),
         ProviderProfile(
             "vllm",

@@ -18,7 +18,12 @@ Gemini — so the client's error mapping is exercised as against the real provid
   normal answer (ended early when the client hangs up);
 - :meth:`Fault.malformed`: a body or a stream frame that is not JSON;
 - :meth:`Fault.in_band`: an error event inside a 200 stream (Anthropic ``event: error``,
-  OpenAI ``{"error": …}`` chunk, Responses ``error`` event, Gemini ``{"error": …}``).
+  OpenAI ``{"error": …}`` chunk, Responses ``error`` event, Gemini ``{"error": …}``);
+- :meth:`Fault.raw`: bytes written verbatim, as the whole answer or after ``after_chunks``
+  chunks of the normal stream — any documented provider shape, built with
+  :mod:`polythink.simulator.shapes` (error objects beside ``choices``, an error chunk
+  followed by ``[DONE]``, every finish reason, tool-call fragment variants, usage in each
+  place, a last event without its blank line).
 
 :class:`RateLimitHeaders` adds request-rate headers that count down on every answer
 (OpenAI ``x-ratelimit-*``, Anthropic ``anthropic-ratelimit-*``; WIRE.md §8.1-8.2) and
@@ -74,6 +79,7 @@ class Fault:
         seconds: length of a stall.
         after_chunks: ``None`` = before the response; ``n`` = after ``n`` chunks of a
             streamed answer (a non-streamed answer gets the fault before its response).
+        frames: the bytes of a ``raw`` fault.
     """
 
     kind: str
@@ -85,6 +91,7 @@ class Fault:
     error_type: str | None = None
     seconds: float = 0.0
     after_chunks: int | None = None
+    frames: bytes = b""
 
     @classmethod
     def http(
@@ -127,6 +134,13 @@ class Fault:
     def in_band(cls, error_type: str = "overloaded_error", after_chunks: int = 0) -> Fault:
         """Send an error event inside a 200 stream after ``after_chunks`` chunks."""
         return cls("in_band", error_type=error_type, after_chunks=after_chunks)
+
+    @classmethod
+    def raw(cls, frames: bytes, after_chunks: int | None = None, status: int = 200) -> Fault:
+        """Answer with ``frames`` verbatim: a streamed answer's whole SSE body (or, with
+        ``after_chunks``, its rest after that many normal chunks), else the JSON body of a
+        non-streamed answer with HTTP ``status``. The connection closes after the bytes."""
+        return cls("raw", status=status, after_chunks=after_chunks, frames=frames)
 
     @property
     def label(self) -> str:
@@ -388,6 +402,8 @@ class _FaultyResponse(SimResponse):
             return
         elif fault.kind == "malformed":
             await super().write(_MALFORMED_FRAME)
+        elif fault.kind == "raw":
+            await super().write(fault.frames)
         else:
             error_type = fault.error_type or "api_error"
             await super().write(in_band_frame(self._wire, error_type, self.chunks))
@@ -521,6 +537,14 @@ class FaultPlan:
         elif fault.kind == "stall":
             await response.stall(fault.seconds)
             return False
+        if fault.kind == "raw":
+            if streamed:
+                await response.start_stream(fault.status)
+                await response.write(fault.frames)
+                await response.end()
+            else:
+                await response.send(fault.status, fault.frames)
+            return True
         if fault.kind == "malformed":
             if streamed:
                 await response.start_stream()

@@ -24,6 +24,7 @@ import httpx
 from polythink.config import Source
 from polythink.errors import (
     PolythinkError,
+    RequestRejectedError,
     RequestTimeoutError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
@@ -417,6 +418,8 @@ class HTTPTransport:
         rule = self._sampling
         if rule == "any":
             return []
+        if rule == "one_of":
+            return self._one_of(body)
         if rule == "without_reasoning":
             resolution = request.resolution
             applied = resolution.applied_effort if resolution is not None else None
@@ -427,6 +430,40 @@ class HTTPTransport:
         else:
             context = "(only the defaults are accepted)"
         return self.refuse_or_drop(body, sampling_conflicts(body), context)
+
+    def _one_of(self, body: dict[str, Any]) -> list[str]:
+        """``temperature`` or ``top_p``, not both (``Capability.sampling == "one_of"``).
+
+        Anthropic answers 400 "`temperature` and `top_p` cannot both be specified for this
+        model. Please use only one." on these models. Without ``drop_params`` the call is
+        refused before sending; with it ``top_p`` is dropped, ``temperature`` kept, and the
+        note (logged once per source) says which was kept.
+
+        Raises:
+            RequestRejectedError: both set while ``drop_params`` is off.
+        """
+        if body.get("temperature") is None or body.get("top_p") is None:
+            return []
+        model = self.source.model
+        temperature, top_p = body["temperature"], body["top_p"]
+        if not self.source.drop_params:
+            raise RequestRejectedError(
+                f"{self.profile.id} model {model!r} accepts temperature or top_p, not both "
+                f"(got temperature={temperature!r}, top_p={top_p!r}). Send one of them, or set "
+                "drop_params=True on the source to keep temperature and drop top_p",
+                provider=self.profile.id,
+                source_index=self.index,
+                error_type="parameter_conflict",
+            )
+        del body["top_p"]
+        note = (
+            f"kept temperature={temperature!r} and dropped top_p={top_p!r}: {self.profile.id} "
+            f"model {model!r} accepts only one of them (drop_params=True)"
+        )
+        if "top_p/one_of" not in self._logged_drops:
+            self._logged_drops.add("top_p/one_of")
+            _log.warning("source %d: %s", self.index, note)
+        return [note]
 
     async def json_events(self, response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
         """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.

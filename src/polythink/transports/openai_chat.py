@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from typing import Any
 
-from polythink.errors import PolythinkError, TransientError
+from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
 from polythink.providers import ProviderProfile
+from polythink.reasoning.capabilities import Capability, get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -33,6 +35,7 @@ from polythink.transports.base import (
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.types import (
+    Effort,
     Message,
     RateLimit,
     Request,
@@ -669,6 +672,60 @@ class OpenAIChatTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
+        capability = get_capability(self.source.model)
+        self._stream_only: Capability | None = (
+            capability
+            if capability is not None
+            and capability.stream_only_reasoning
+            and self.profile.reasoning_wire == "qwen"
+            else None
+        )
+
+    def _streams_under_the_hood(self, request: Request) -> bool:
+        """Whether this call reasons on a model DashScope answers only when streamed.
+
+        "The thinking mode only supports incremental output" (Alibaba Cloud Model Studio,
+        deep-thinking page, 2025-06-13); QwQ and QVQ are streaming-only (QWEN-FAQ, 2026);
+        open-weight Qwen3 ids answer 400 "parameter.enable_thinking must be set to false for
+        non-streaming calls" (WIRE.md §6.2). Reasoning is on when the applied tier is not
+        ``none``, or, when unset, when the model reasons by default or cannot switch off.
+        """
+        capability = self._stream_only
+        if capability is None:
+            return False
+        resolution = request.resolution
+        applied = resolution.applied_effort if resolution is not None else None
+        if applied is None:
+            return capability.default_reasons or not capability.can_disable
+        return applied is not Effort.NONE
+
+    async def _complete_by_stream(self, request: Request) -> Response:
+        final: Response | None = None
+        try:
+            async with aclosing(self.stream(request.with_(stream=True))) as events:
+                async for event in events:
+                    if event.type == "done":
+                        final = event.response
+        except StreamInterruptedError as exc:
+            # Nothing reached the caller yet: the cause is the error a complete() call has.
+            cause = exc.__cause__
+            raise (cause if isinstance(cause, PolythinkError) else exc) from exc
+        if final is None:
+            raise self.incomplete_answer()
+        note = (
+            f"{self.profile.id} answers reasoning calls to {self.source.model!r} only when "
+            "streamed: complete() streamed and assembled the answer"
+        )
+        return with_notes(final, [note])
+
+    def incomplete_answer(self) -> TransientError:
+        """The error for a stream under ``complete()`` that ended without a response."""
+        return TransientError(
+            f"{self.profile.id} closed the stream before it finished",
+            provider=self.profile.id,
+            source_index=self.index,
+            error_type="stream_incomplete",
+        )
 
     def body(self, request: Request) -> dict[str, Any]:
         """Return the exact body this transport sends for ``request``."""
@@ -682,6 +739,8 @@ class OpenAIChatTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
+        if self._streams_under_the_hood(request):
+            return await self._complete_by_stream(request)
         body = self.body(request)
         notes = self.sampling_notes(body, request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
