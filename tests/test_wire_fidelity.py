@@ -24,8 +24,7 @@ from polythink.errors import (
     StreamInterruptedError,
     TransientError,
 )
-from polythink.simulator import Settings, Simulator
-from polythink.simulator import shapes
+from polythink.simulator import Settings, Simulator, shapes
 from polythink.simulator.faults import Fault, FaultPlan
 from polythink.transports import finish as finish_tables
 from tests.resilience_helpers import FakeClock, client_with
@@ -437,7 +436,11 @@ async def test_same_index_with_a_new_id_starts_a_new_call(sim: Simulator, plan: 
 @pytest.mark.anyio
 async def test_arguments_as_an_object_or_empty(sim: Simulator, plan: FaultPlan) -> None:
     fragments = [
-        {"index": 0, "id": "call_o", "function": {"name": "weather", "arguments": {"city": "Rome"}}},
+        {
+            "index": 0,
+            "id": "call_o",
+            "function": {"name": "weather", "arguments": {"city": "Rome"}},
+        },
         {"index": 1, "id": "call_e", "function": {"name": "now", "arguments": ""}},
     ]
     plan.add(Fault.raw(shapes.chat_tool_calls(fragments)))
@@ -483,9 +486,7 @@ async def test_ambiguous_tool_call_shapes_raise_a_typed_error(
     cause = error.__cause__ if isinstance(error, StreamInterruptedError) else error
     assert type(cause) is TransientError
     assert (cause.provider, cause.error_type) == ("vllm", "malformed_tool_call")
-    assert cause.message == (
-        f"vllm sent a tool call that cannot be assembled unambiguously: {why}"
-    )
+    assert cause.message == (f"vllm sent a tool call that cannot be assembled unambiguously: {why}")
 
 
 @pytest.mark.anyio
