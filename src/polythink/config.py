@@ -6,11 +6,14 @@ unknown effort string, an unknown fallback policy or a non-positive limit raise
 
 Sources may also come from the environment (:func:`sources_from_env`) or a TOML file
 (:func:`sources_from_toml`); both accept a ``[thinking] enabled / effort`` default that
-applies to sources without their own ``reasoning_effort``.
+applies to sources without their own ``reasoning_effort``. A default of "off" reaches a model
+that cannot switch reasoning off as that model's default tier instead (see
+:func:`thinking_default_for`), with one warning per configuration read.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -21,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from polythink.providers import PROVIDERS, get_provider
+from polythink.reasoning.capabilities import get_capability
 from polythink.types import Effort, check_extra_body
 
-__all__ = ["Source", "Timeout", "sources_from_env", "sources_from_toml"]
+__all__ = ["Source", "Timeout", "sources_from_env", "sources_from_toml", "thinking_default_for"]
+
+_log = logging.getLogger("polythink.config")
 
 _POLICIES = ("nearest", "error", "drop")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
@@ -300,7 +306,33 @@ def _thinking_default(thinking: Mapping[str, Any] | None, where: str) -> Effort 
     return Effort.AUTO if enabled else None
 
 
-def _build(fields: dict[str, Any], provider: str, where: str, default: Effort | None) -> Source:
+def thinking_default_for(default: Effort | None, model: str) -> Effort | None:
+    """Return the configuration-wide ``[thinking]`` default as it applies to ``model``.
+
+    The ``[thinking]`` table speaks for many sources at once, so "off" (``enabled = false``
+    or ``effort = "none"``) is read as "as little as each model allows": a registered model
+    that cannot switch reasoning off gets its default tier instead (its declared
+    ``default_effort``, else the middle of its strength tiers, else ``auto``; see
+    :attr:`~polythink.reasoning.capabilities.Capability.default_tier`). Every other default,
+    and every model that can switch off or is not registered, is returned unchanged. This
+    is the only place the clamp happens; a ``none`` set on a source itself or on a call is
+    never clamped and still raises :class:`~polythink.errors.ThinkingUnsupportedError`.
+    """
+    if default is not Effort.NONE:
+        return default
+    cap = get_capability(model)
+    if cap is None or cap.can_disable or cap.default_tier is None:
+        return default
+    return cap.default_tier
+
+
+def _build(
+    fields: dict[str, Any],
+    provider: str,
+    where: str,
+    default: Effort | None,
+    clamped: list[str],
+) -> Source:
     enable = _flag(fields.pop("enable_thinking", None), "enable_thinking", where)
     effort = _effort(fields.get("reasoning_effort"), where)
     if enable is not None:
@@ -311,9 +343,14 @@ def _build(fields: dict[str, Any], provider: str, where: str, default: Effort | 
                 f"{effort.value!r}"
             )
         effort = effort or implied
-    fields["reasoning_effort"] = effort if effort is not None else default
     if "model" not in fields:
         raise ValueError(f"{where}: a source needs a MODEL")
+    if effort is None and isinstance(fields["model"], str):
+        effort = thinking_default_for(default, fields["model"])
+        if effort is not default:
+            assert effort is not None
+            clamped.append(f"{where} ({fields['model']}: {effort.value})")
+    fields["reasoning_effort"] = effort
     try:
         return Source(provider, **fields)
     except ValueError as exc:
@@ -369,10 +406,23 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
     if not grouped:
         raise ValueError(f"no sources found: set {prefix}__<PROVIDER>__0__MODEL")
     default = _thinking_default(thinking, f"{prefix}__THINKING")
-    return [
-        _build(dict(fields), provider, f"{prefix}__{provider.upper()}__{n}", default)
+    clamped: list[str] = []
+    sources = [
+        _build(dict(fields), provider, f"{prefix}__{provider.upper()}__{n}", default, clamped)
         for (n, provider), fields in sorted(grouped.items())
     ]
+    _warn_clamped(f"{prefix}__THINKING", clamped)
+    return sources
+
+
+def _warn_clamped(where: str, clamped: list[str]) -> None:
+    if clamped:
+        _log.warning(
+            "%s says thinking off, but these models cannot switch reasoning off and use "
+            "their default tier instead: %s (set reasoning_effort on a source to choose)",
+            where,
+            ", ".join(clamped),
+        )
 
 
 def sources_from_toml(path: str | Path) -> list[Source]:
@@ -405,6 +455,7 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path}: no [[source]] tables")
     sources = []
+    clamped: list[str] = []
     allowed = set(_FIELDS.values()) | {"provider", "headers", "extra_body"}
     for i, row in enumerate(rows):
         where = f"{path} [[source]] #{i}"
@@ -414,5 +465,6 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         fields = {k: v for k, v in row.items() if k != "provider"}
         if "provider" not in row:
             raise ValueError(f"{where}: a source needs a provider")
-        sources.append(_build(fields, row["provider"], where, default))
+        sources.append(_build(fields, row["provider"], where, default, clamped))
+    _warn_clamped(f"{path} [thinking]", clamped)
     return sources

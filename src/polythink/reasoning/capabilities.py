@@ -170,6 +170,18 @@ class Capability:
         return Effort.AUTO if Effort.AUTO in self.supported_efforts else None
 
     @property
+    def default_tier(self) -> Effort | None:
+        """The tier the model reasons at on its own: the declared ``default_effort`` when it
+        reasons, else the middle strength (the cheaper of two middles), else ``auto``;
+        ``None`` for a model that does not reason."""
+        if not self.reasons:
+            return None
+        if self.default_effort is not None and self.default_effort is not Effort.NONE:
+            return self.default_effort
+        strengths = self.strengths
+        return strengths[(len(strengths) - 1) // 2] if strengths else Effort.AUTO
+
+    @property
     def default_reasons(self) -> bool:
         """Whether sending no reasoning field makes the model reason (known defaults only)."""
         return self.default_effort is not None and self.default_effort is not Effort.NONE
