@@ -15,24 +15,33 @@ from pathlib import Path
 import pytest
 import respx
 
+import polythink.config
 from polythink import (
     Capability,
     Client,
     Effort,
     Source,
     ThinkingUnsupportedError,
-    register_capability,
+    get_capability,
 )
 from polythink.config import sources_from_env, sources_from_toml, thinking_default_for
 
-ALWAYS_ON = register_capability(
-    Capability(
-        model="clamp-test-always-on",
-        supported_efforts=("low", "medium", "high", "xhigh"),
-        provider="openai",
-        evidence="test entry: reasons on every call, no declared default",
-    )
+ALWAYS_ON = Capability(
+    model="clamp-test-always-on",
+    supported_efforts=("low", "medium", "high", "xhigh"),
+    provider="openai",
+    evidence="test entry: reasons on every call, no declared default",
 )
+
+
+@pytest.fixture(autouse=True)
+def _always_on_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make one model without a declared default visible to the config's lookup only."""
+
+    def lookup(model: str) -> Capability | None:
+        return ALWAYS_ON if model == ALWAYS_ON.model else get_capability(model)
+
+    monkeypatch.setattr(polythink.config, "get_capability", lookup)
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -11,6 +11,7 @@ Quick start::
 
 from polythink.client import Client
 from polythink.config import Source, Timeout
+from polythink.conversation import compact, should_compact
 from polythink.errors import (
     AuthError,
     ContextWindowExceededError,
@@ -29,6 +30,8 @@ from polythink.types import (
     EFFORT_ORDER,
     Effort,
     Message,
+    MessageMetadata,
+    PromptCache,
     Request,
     Resolution,
     Response,
@@ -51,7 +54,9 @@ __all__ = [
     "ContextWindowExceededError",
     "Effort",
     "Message",
+    "MessageMetadata",
     "PolythinkError",
+    "PromptCache",
     "ProviderProfile",
     "RateLimitedError",
     "Request",
@@ -71,8 +76,10 @@ __all__ = [
     "TransientError",
     "Usage",
     "__version__",
+    "compact",
     "get_capability",
     "register_capability",
     "register_provider",
     "resolve",
+    "should_compact",
 ]

@@ -13,7 +13,9 @@ aiohttp's through the ``httpx-aiohttp`` transport (see :mod:`polythink.http`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Self
 import httpx
 
 from polythink.config import Source, sources_from_env, sources_from_toml
+from polythink.errors import StreamInterruptedError
 from polythink.http import HTTPLayer, build_http_client, check_http_layer
 from polythink.middleware.base import Chain, Middleware, compose
 from polythink.middleware.failover import Failover
@@ -35,6 +38,8 @@ from polythink.types import (
     CacheMode,
     Effort,
     Message,
+    MessageMetadata,
+    PromptCache,
     Request,
     Response,
     StreamEvent,
@@ -56,6 +61,24 @@ __all__ = ["Client"]
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+_wall_clock = time.time
+_monotonic = time.monotonic
+
+
+def _recorded(response: Response, started_at: float, duration: float) -> Response:
+    """``response`` with its message's :class:`MessageMetadata` filled in for the caller."""
+    metadata = MessageMetadata(
+        provider=response.provider,
+        model=response.model,
+        source_index=response.source_index,
+        started_at=started_at,
+        duration=duration,
+        interrupted=response.interrupted,
+    )
+    message = dataclasses.replace(response.message, metadata=metadata)
+    return dataclasses.replace(response, message=message)
 
 
 def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
@@ -259,6 +282,8 @@ class Client:
         timeout: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
         stream: bool = False,
+        system_suffix: str | None = None,
+        prompt_cache: PromptCache | bool | None = None,
     ) -> Request:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
 
@@ -266,9 +291,12 @@ class Client:
             ValueError: for malformed messages or tools, an unknown effort, a
                 non-positive ``max_tokens`` or ``timeout``, a ``temperature`` outside
                 [0, 2] or ``top_p`` outside [0, 1], a ``stop`` that is not strings, an
-                ``extra_body`` that is not a dict, or a ``cache`` other than ``True``,
-                ``False`` or ``"refresh"``.
+                ``extra_body`` that is not a dict, a ``cache`` other than ``True``,
+                ``False`` or ``"refresh"``, a ``system_suffix`` that is not a string, or a
+                ``prompt_cache`` that is not ``True``/``False``/``None``/``PromptCache``.
         """
+        if system_suffix is not None and not isinstance(system_suffix, str):
+            raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
         if cache is not True and cache is not False and cache != "refresh":
             raise ValueError(f'cache must be True, False or "refresh"; got {cache!r}')
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
@@ -293,6 +321,8 @@ class Client:
             stream=stream,
             timeout=timeout,
             cache=cache,
+            system_suffix=system_suffix or None,
+            prompt_cache=PromptCache.coerce(prompt_cache),
         )
 
     async def complete(
@@ -309,6 +339,8 @@ class Client:
         cache: CacheMode = True,
         timeout: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        system_suffix: str | None = None,
+        prompt_cache: PromptCache | bool | None = None,
     ) -> Response:
         """Send a chat call and return the whole :class:`Response`.
 
@@ -317,11 +349,27 @@ class Client:
             reasoning_effort: this call's tier (wins over the source's); ``None`` = unset.
             max_tokens: output ceiling in tokens (reasoning included where the provider
                 counts it there).
-            temperature, top_p, stop, tools, tool_choice: as in the OpenAI chat API.
+            temperature, top_p, stop, tools, tool_choice: as in the OpenAI chat API;
+                ``tool_choice="none"`` keeps the tools declared (and the cached prefix
+                intact) while forbidding calls, on every wire: the way to ask for a final
+                answer at the end of a tool loop.
             cache: ``True`` use the cache, ``False`` bypass it, ``"refresh"`` call and
                 overwrite.
             timeout: total deadline in seconds for this call.
             extra_body: provider-specific body fields, merged last.
+            system_suffix: the dynamic end of the system prompt (plans, memory: what
+                changes every call), sent after the stable system messages so they stay a
+                cacheable prefix: Anthropic gets it as a second system block (the first one
+                carrying the cache breakpoint), OpenAI-shaped wires at the end of the one
+                system message (several system messages break some gateways), Gemini as a
+                second ``systemInstruction`` part.
+            prompt_cache: mark the prefix for the provider's prompt cache: ``True`` or a
+                :class:`~polythink.PromptCache` (key, retention, TTL); see there for what
+                each wire sends.
+
+        The returned ``response.message.metadata`` records provider, model as served,
+        source index, start (Unix seconds) and duration (seconds) of the call; none of
+        it is ever sent.
 
         Raises:
             ValueError: for malformed input (see :meth:`request`).
@@ -339,8 +387,13 @@ class Client:
             cache=cache,
             timeout=timeout,
             extra_body=extra_body,
+            system_suffix=system_suffix,
+            prompt_cache=prompt_cache,
         )
-        return await self._started().complete(request)
+        chain = self._started()
+        started_at, start = _wall_clock(), _monotonic()
+        response = await chain.complete(request)
+        return _recorded(response, started_at, _monotonic() - start)
 
     async def stream(
         self,
@@ -356,6 +409,8 @@ class Client:
         cache: CacheMode = True,
         timeout: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        system_suffix: str | None = None,
+        prompt_cache: PromptCache | bool | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
 
@@ -365,7 +420,8 @@ class Client:
         Raises:
             ValueError: for malformed input.
             PolythinkError: before the first event, the typed error of the last source
-                tried; after it, :class:`~polythink.errors.StreamInterruptedError`.
+                tried; after it, :class:`~polythink.errors.StreamInterruptedError`, whose
+                ``partial`` is marked ``interrupted`` (and its message's metadata too).
         """
         request = self.request(
             messages,
@@ -380,8 +436,19 @@ class Client:
             timeout=timeout,
             extra_body=extra_body,
             stream=True,
+            system_suffix=system_suffix,
+            prompt_cache=prompt_cache,
         )
         events = self._started().stream(request)
+        started_at, start = _wall_clock(), _monotonic()
         async with aclosing(events) as iterator:
-            async for event in iterator:
-                yield event
+            try:
+                async for event in iterator:
+                    if event.type == "done" and event.response is not None:
+                        response = _recorded(event.response, started_at, _monotonic() - start)
+                        event = dataclasses.replace(event, response=response)
+                    yield event
+            except StreamInterruptedError as exc:
+                if exc.partial is not None:
+                    exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
+                raise

@@ -22,6 +22,8 @@ __all__ = [
     "Effort",
     "FinishReason",
     "Message",
+    "MessageMetadata",
+    "PromptCache",
     "RateLimit",
     "Request",
     "Resolution",
@@ -212,6 +214,86 @@ class Tool:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MessageMetadata:
+    """What polythink records about an assistant turn it returned, for the application only.
+
+    It is never sent to a provider and never part of a cache key: the transports build
+    bodies from the other :class:`Message` fields only. A conversation that changed
+    provider or model mid-way can be read back turn by turn from it.
+
+    Attributes:
+        provider: the provider id of the source that answered (``anthropic``, ``openai`` …).
+        model: the model as the server reported it (``claude-sonnet-4-5-20250929``), which
+            may differ from the source's configured name.
+        source_index: the answering source's position in the client.
+        started_at: when the call started, in seconds since the Unix epoch.
+        duration: how long the call took, in seconds (for a stream: to its last event or
+            to the break).
+        interrupted: the turn is the partial output of a stream that broke
+            (:attr:`Response.interrupted`); it is not an answer. See
+            :func:`polythink.conversation.resume_interrupted`.
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    source_index: int | None = None
+    started_at: float | None = None
+    duration: float | None = None
+    interrupted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of the fields that are set (``interrupted`` only when
+        true)."""
+        out: dict[str, Any] = {}
+        for name in _METADATA_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value is not False:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MessageMetadata:
+        """Build from :meth:`to_dict`'s shape.
+
+        Raises:
+            ValueError: for a key that is not a metadata field, or a value of the wrong type.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"message metadata must be a dict; got {type(data).__name__}")
+        unknown = sorted(set(data) - set(_METADATA_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"unknown message metadata keys {unknown}; accepted: {list(_METADATA_FIELDS)}"
+            )
+        for name in ("provider", "model"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"message metadata {name} must be a string; got {data[name]!r}")
+        index = data.get("source_index")
+        if index is not None and (type(index) is not int or index < 0):
+            raise ValueError(f"message metadata source_index must be an int >= 0; got {index!r}")
+        for name in ("started_at", "duration"):
+            value = data.get(name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise ValueError(f"message metadata {name} must be seconds; got {value!r}")
+        interrupted = data.get("interrupted", False)
+        if not isinstance(interrupted, bool):
+            raise ValueError(f"message metadata interrupted must be a bool; got {interrupted!r}")
+        return cls(
+            provider=data.get("provider"),
+            model=data.get("model"),
+            source_index=index,
+            started_at=data.get("started_at"),
+            duration=data.get("duration"),
+            interrupted=interrupted,
+        )
+
+
+_METADATA_FIELDS = ("provider", "model", "source_index", "started_at", "duration", "interrupted")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One turn of a conversation, in a provider-neutral shape.
 
@@ -231,6 +313,15 @@ class Message:
     - ``reasoning_format``: the wire that produced ``reasoning_items``
       (``anthropic``, ``openai-responses``, ``openrouter-responses``, ``gemini``,
       ``openrouter``).
+
+    ``metadata`` (:class:`MessageMetadata`) is what polythink recorded about an assistant
+    turn it returned: provider, model as served, source index, start and duration, and
+    whether it is an interrupted partial. It never reaches a provider or a cache key, and
+    two messages that differ only in it are equal.
+
+    :meth:`to_dict` / :meth:`from_dict` round-trip a message through JSON exactly, opaque
+    reasoning items included, so a saved conversation resumes on another day with its
+    signatures intact (see :mod:`polythink.conversation` for JSON-lines files).
     """
 
     role: str
@@ -241,6 +332,7 @@ class Message:
     reasoning: str | None = None
     reasoning_items: tuple[Mapping[str, Any], ...] = ()
     reasoning_format: str | None = None
+    metadata: MessageMetadata | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
@@ -258,6 +350,10 @@ class Message:
             raise ValueError("Message.tool_calls must hold ToolCall values")
         if not isinstance(self.reasoning_items, tuple):
             object.__setattr__(self, "reasoning_items", tuple(self.reasoning_items))
+        if self.metadata is not None and not isinstance(self.metadata, MessageMetadata):
+            if not isinstance(self.metadata, Mapping):
+                raise ValueError("Message.metadata must be a MessageMetadata, a dict or None")
+            object.__setattr__(self, "metadata", MessageMetadata.from_dict(self.metadata))
 
     @classmethod
     def coerce(cls, value: Message | Mapping[str, Any]) -> Message:
@@ -306,6 +402,70 @@ class Message:
             reasoning=reasoning,
             reasoning_items=items,
             reasoning_format=fmt,
+            metadata=value.get("metadata"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the message as a JSON-ready dict (the inverse of :meth:`from_dict`).
+
+        The shape is OpenAI chat's (``role``, ``content``, ``tool_calls`` as
+        ``{id, type, function: {name, arguments}}``, ``tool_call_id``, ``name``) plus
+        ``reasoning`` (text), ``reasoning_items`` (the provider's opaque items, verbatim),
+        ``reasoning_format`` and ``metadata``; fields that are unset are left out, except
+        ``content``. Content parts and reasoning items are copied, not re-encoded, so a
+        signature or encrypted blob comes back byte for byte.
+        """
+        out: dict[str, Any] = {"role": self.role, "content": _copied(self.content)}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        if self.reasoning is not None:
+            out["reasoning"] = self.reasoning
+        if self.reasoning_items:
+            out["reasoning_items"] = [_copied(item) for item in self.reasoning_items]
+        if self.reasoning_format is not None:
+            out["reasoning_format"] = self.reasoning_format
+        if self.metadata is not None:
+            out["metadata"] = self.metadata.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """Build a message from :meth:`to_dict`'s shape (a saved conversation's line).
+
+        Stricter than :meth:`coerce`: only the keys :meth:`to_dict` writes are accepted, so a
+        misspelt or foreign field is an error instead of being dropped silently.
+
+        Raises:
+            ValueError: for a non-dict, an unknown key, or a malformed field (see
+                :meth:`coerce` and :meth:`MessageMetadata.from_dict`).
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a saved message must be a dict; got {type(data).__name__}")
+        unknown = sorted(set(data) - _DICT_KEYS)
+        if unknown:
+            raise ValueError(f"unknown message keys {unknown}; accepted: {sorted(_DICT_KEYS)}")
+        if data.get("reasoning") is not None and not isinstance(data["reasoning"], str):
+            raise ValueError("a saved message's reasoning must be a string")
+        items = data.get("reasoning_items") or ()
+        if not isinstance(items, list | tuple) or not all(isinstance(i, Mapping) for i in items):
+            raise ValueError("a saved message's reasoning_items must be a list of dicts")
+        raw_calls = data.get("tool_calls") or ()
+        if not isinstance(raw_calls, list | tuple):
+            raise ValueError("a saved message's tool_calls must be a list of tool calls")
+        return cls(
+            role=str(data.get("role")),
+            content=data.get("content"),
+            tool_calls=tuple(ToolCall.from_openai(_mapping(c, "tool call")) for c in raw_calls),
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name"),
+            reasoning=data.get("reasoning"),
+            reasoning_items=tuple(items),
+            reasoning_format=data.get("reasoning_format"),
+            metadata=data.get("metadata"),
         )
 
     def text(self) -> str:
@@ -318,6 +478,29 @@ class Message:
 
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+_DICT_KEYS = frozenset(
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "name",
+        "reasoning",
+        "reasoning_items",
+        "reasoning_format",
+        "metadata",
+    }
+)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of JSON-shaped data: dicts and lists copied at every depth, leaves shared."""
+    if isinstance(value, Mapping):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copied(item) for item in value]
+    return value
+
 
 MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "contents"})
 """Body fields polythink always sets itself; ``extra_body`` may not replace them."""
@@ -418,6 +601,90 @@ class Resolution:
     warnings: tuple[str, ...] = ()
 
 
+_RETENTIONS = ("in_memory", "24h")
+_TTLS = ("5m", "1h")
+_BREAKPOINTS = ("auto", "explicit")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptCache:
+    """Ask the provider to cache the conversation's prefix; each wire translates it.
+
+    Providers cache a prompt's prefix (tools, system prompt, earlier turns) so the next call
+    that starts the same way reads it back at a fraction of the price. What to send:
+
+    - Anthropic (and OpenRouter to the providers behind it): a ``cache_control``
+      ``{"type": "ephemeral"}`` breakpoint. ``breakpoints="auto"`` sends it once at the top
+      of the body, where the API places it on the last cacheable block itself;
+      ``"explicit"`` puts it on the last system block and on the last block of the last
+      message instead (for deployments without the top-level form). ``ttl`` is ``5m``
+      (Anthropic's default) or ``1h``. Facts: ANT-DOC-caching (WIRE.md §3.5, §10), the
+      ``CacheControlEphemeral`` schema in
+      ``../shared/wire/specs/anthropic_messages_openapi_docs_copy.md`` (2025-09); the
+      top-level form as OpenRouter documents it for Anthropic models
+      (openrouter.ai/docs, ``AnthropicCacheControlDirective``, read 2026-12-01).
+    - OpenAI Chat Completions and Responses (and OpenRouter): ``prompt_cache_key`` (``key``,
+      at most 64 characters: calls that share it are routed to the same cache) and
+      ``prompt_cache_retention`` (``retention``: ``in_memory`` or ``24h``); both from
+      ``../shared/wire/specs/openai_openapi.yaml`` (2026-08-21). OpenAI caches prefixes
+      on its own, so without them nothing is sent.
+    - Gemini caches implicitly and has no per-request marker: nothing is sent.
+
+    A stable system prompt with a per-call ``system_suffix`` keeps the cached prefix
+    identical from call to call.
+
+    Raises:
+        ValueError: for a ``key`` that is empty or longer than 64 characters, or an unknown
+            ``retention``, ``ttl`` or ``breakpoints`` value.
+    """
+
+    key: str | None = None
+    retention: str | None = None
+    ttl: str | None = None
+    breakpoints: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.key is not None and not (isinstance(self.key, str) and 0 < len(self.key) <= 64):
+            raise ValueError(
+                f"PromptCache.key must be a string of 1 to 64 characters; got {self.key!r}"
+            )
+        if self.retention is not None and self.retention not in _RETENTIONS:
+            raise ValueError(
+                f"PromptCache.retention must be one of {', '.join(_RETENTIONS)} or None; "
+                f"got {self.retention!r}"
+            )
+        if self.ttl is not None and self.ttl not in _TTLS:
+            raise ValueError(
+                f"PromptCache.ttl must be one of {', '.join(_TTLS)} or None; got {self.ttl!r}"
+            )
+        if self.breakpoints not in _BREAKPOINTS:
+            raise ValueError(
+                f"PromptCache.breakpoints must be one of {', '.join(_BREAKPOINTS)}; "
+                f"got {self.breakpoints!r}"
+            )
+
+    @classmethod
+    def coerce(cls, value: PromptCache | bool | None) -> PromptCache | None:
+        """Accept a ``PromptCache``, ``True`` (the defaults), or ``None``/``False`` (off).
+
+        Raises:
+            ValueError: for any other value.
+        """
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if isinstance(value, PromptCache):
+            return value
+        raise ValueError(f"prompt_cache must be True, False, None or a PromptCache; got {value!r}")
+
+    def cache_control(self) -> dict[str, str]:
+        """The Anthropic ``cache_control`` object for this marker."""
+        if self.ttl is None:
+            return {"type": "ephemeral"}
+        return {"type": "ephemeral", "ttl": self.ttl}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """One chat call as it travels through the onion, independent of any source.
@@ -427,6 +694,11 @@ class Request:
 
     Units: ``max_tokens`` in tokens (the caller's answer budget); ``timeout`` in seconds
     (total deadline for the call, ``None`` = the source's default).
+
+    ``system_suffix`` is the dynamic tail of the system prompt (a plan, memory, anything
+    that changes from call to call), kept apart so the stable system prompt before it stays
+    a cacheable prefix; ``prompt_cache`` marks that prefix for the provider's prompt cache
+    (see :class:`PromptCache`).
     """
 
     messages: tuple[Message, ...]
@@ -442,6 +714,8 @@ class Request:
     timeout: float | None = None
     cache: CacheMode = True
     resolution: Resolution | None = None
+    system_suffix: str | None = None
+    prompt_cache: PromptCache | None = None
 
     def with_(self, **changes: Any) -> Request:
         """Return a copy with ``changes`` applied (the request itself is never mutated)."""
@@ -457,7 +731,9 @@ class Response:
     ``None`` when the provider reported none. ``output_limited`` is true when the model hit
     its output ceiling (``finish_reason == "length"``). ``rate_limit`` is the rate-limit
     state the provider's headers reported with this answer, ``None`` when it sent none or
-    when the answer came from the cache.
+    when the answer came from the cache. ``interrupted`` is true only on
+    :attr:`~polythink.errors.StreamInterruptedError.partial`: the stream broke, so this is
+    not an answer (its ``message.metadata.interrupted`` says so too, once appended).
     """
 
     text: str
@@ -481,6 +757,7 @@ class Response:
     """The provider's own finish value as sent (``finish_reason``, ``stop_reason``,
     ``finishReason``, or the Responses ``status`` / ``incomplete_details.reason``); ``None``
     when the provider sent none."""
+    interrupted: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

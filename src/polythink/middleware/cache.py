@@ -292,14 +292,23 @@ def canonical_request(request: Request) -> str:
 
     Object keys are sorted at every depth; array order (messages, tools, stop) is kept;
     ``temperature`` and ``top_p`` are compared as numbers (``0`` and ``0.0`` are equal).
-    ``timeout``, ``cache`` and the resolution (set later, per source) are not included.
+    ``timeout``, ``cache``, message metadata (never sent) and the resolution (set later,
+    per source) are not included. ``system_suffix`` and ``prompt_cache`` are included only
+    when set, so keys of calls without them are unchanged.
 
     Raises:
         TypeError: a field holds a value JSON cannot represent.
         ValueError: a field holds NaN or an infinity.
     """
+    fields: dict[str, Any] = {}
+    if request.system_suffix is not None:
+        fields["system_suffix"] = request.system_suffix
+    if request.prompt_cache is not None:
+        cache = request.prompt_cache
+        fields["prompt_cache"] = [cache.key, cache.retention, cache.ttl, cache.breakpoints]
     return _canonical_json(
         {
+            **fields,
             "messages": [_message(m) for m in request.messages],
             "reasoning_effort": (
                 request.reasoning_effort.value if request.reasoning_effort is not None else None

@@ -309,9 +309,10 @@ def capabilities_from_openrouter(
     Reads each model's ``reasoning`` object (OR-DOC, retrieved 2026-10-05):
     ``supported_efforts`` (``null`` = every gateway tier; omitted = no effort selection, on/off
     only), ``mandatory`` (true = cannot switch off), ``default_effort`` (``"none"`` = off by
-    default). Models without a ``reasoning`` object are skipped (they do not reason, or are
-    routers); tier names polythink does not know are left out. Pass the result to
-    :func:`register_capability` to use it.
+    default); the model's ``context_length`` becomes ``context_window``. Models without a
+    ``reasoning`` object are skipped (they do not reason, or are routers); tier names
+    polythink does not know are left out. Pass the result to :func:`register_capability`
+    to use it.
 
     Raises:
         ValueError: when the document is neither ``{"data": [...]}`` nor a list of models.
@@ -345,6 +346,7 @@ def capabilities_from_openrouter(
         if not mandatory:
             efforts.insert(0, Effort.NONE)
         default = reasoning.get("default_effort")
+        window = model.get("context_length")
         result.append(
             Capability(
                 model=str(model["id"]),
@@ -352,6 +354,7 @@ def capabilities_from_openrouter(
                 default_effort=_known_effort(default),
                 provider="openrouter",
                 evidence="documented: OpenRouter /models reasoning metadata",
+                context_window=window if type(window) is int and window > 0 else None,
             )
         )
     return result

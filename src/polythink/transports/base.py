@@ -44,6 +44,7 @@ from polythink.transports.sse import SSEDecoder
 from polythink.types import (
     Effort,
     Message,
+    MessageMetadata,
     RateLimit,
     Request,
     Response,
@@ -513,12 +514,25 @@ class HTTPTransport:
     def interrupted(self, error: PolythinkError, partial: Response) -> StreamInterruptedError:
         """The error for a stream that broke after output reached the caller.
 
-        Carries ``partial`` (the response assembled so far) and the cause's status, type
-        and request id; raise it ``from error``.
+        Carries ``partial`` (the response assembled so far, marked ``interrupted``, its
+        message too) and the cause's status, type and request id; raise it ``from error``.
         """
+        marked = dataclasses.replace(
+            partial,
+            interrupted=True,
+            message=dataclasses.replace(
+                partial.message,
+                metadata=MessageMetadata(
+                    provider=partial.provider,
+                    model=partial.model,
+                    source_index=partial.source_index,
+                    interrupted=True,
+                ),
+            ),
+        )
         return StreamInterruptedError(
             f"stream from {self.profile.id} broke after output began: {error.message}",
-            partial=partial,
+            partial=marked,
             provider=self.profile.id,
             source_index=self.index,
             status_code=error.status_code,
