@@ -78,6 +78,14 @@ class ProviderProfile:
         strict_sampling: the provider answers 400 to sampling parameters a model does not
             take (OpenAI, Anthropic), so polythink refuses or drops them first (see
             ``Capability.sampling``); other providers ignore them.
+        prompt_cache: how a :class:`~polythink.types.PromptCache` marker is spelt on this
+            provider's OpenAI-shaped wire: ``key`` sends ``prompt_cache_key`` and
+            ``prompt_cache_retention`` (OpenAI Chat and Responses,
+            ``openai_openapi.yaml`` 2026-08-21; OpenRouter passes them to OpenAI);
+            ``cache_control`` sends Anthropic's top-level ``cache_control`` breakpoint
+            (OpenRouter, for the Anthropic models behind it: openrouter.ai/docs
+            ``AnthropicCacheControlDirective``, read 2026-12-01). Empty: the marker sends
+            nothing (the provider caches prefixes on its own, or takes no such field).
     """
 
     id: str
@@ -97,6 +105,7 @@ class ProviderProfile:
     stream_usage: bool = True
     strict_sampling: bool = False
     encrypted_reasoning: bool = False
+    prompt_cache: tuple[str, ...] = ()
 
 
 PROVIDERS: dict[str, ProviderProfile] = {
@@ -109,6 +118,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             ("OPENAI_API_KEY",),
             max_tokens_field="max_completion_tokens",
             strict_sampling=True,
+            prompt_cache=("key",),
         ),
         ProviderProfile(
             "openai-responses",
@@ -120,6 +130,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_format="openai-responses",
             encrypted_reasoning=True,
             strict_sampling=True,
+            prompt_cache=("key",),
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -129,6 +140,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="responses",
             max_tokens_field="max_output_tokens",
             reasoning_format="openrouter-responses",
+            prompt_cache=("key",),
         ),
         ProviderProfile(
             "anthropic",
@@ -158,6 +170,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             ("OPENROUTER_API_KEY",),
             reasoning_wire="openrouter",
             reasoning_format="openrouter",
+            prompt_cache=("key", "cache_control"),
         ),
         ProviderProfile(
             "deepseek",

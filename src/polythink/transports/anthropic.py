@@ -43,6 +43,7 @@ from polythink.transports.headers import parse_rate_limit
 from polythink.types import (
     Effort,
     Message,
+    PromptCache,
     RateLimit,
     Request,
     Response,
@@ -191,6 +192,51 @@ def _messages(
     return (_system(system) if system else None), turns
 
 
+def _system_blocks(system: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [{"type": "text", "text": system}] if system else []
+    return [dict(block) for block in system]
+
+
+def _marked(block: Mapping[str, Any], cache_control: Mapping[str, Any]) -> dict[str, Any]:
+    return {**block, "cache_control": dict(cache_control)}
+
+
+def _cached_system(
+    system: str | list[dict[str, Any]] | None,
+    suffix: str | None,
+    cache: PromptCache | None,
+) -> str | list[dict[str, Any]] | None:
+    """The ``system`` field with the dynamic suffix and the stable prefix's breakpoint.
+
+    With a suffix: the stable blocks, the last of them carrying a ``cache_control``
+    breakpoint, then the suffix as its own text block, so the cached prefix ends where the
+    per-call part begins. With explicit breakpoints and no suffix: the last system block
+    carries one. Otherwise ``system`` is returned as built.
+    """
+    explicit = cache is not None and cache.breakpoints == "explicit"
+    if not suffix and not explicit:
+        return system
+    control = cache.cache_control() if cache is not None else {"type": "ephemeral"}
+    blocks = _system_blocks(system)
+    if blocks:
+        blocks[-1] = _marked(blocks[-1], control)
+    if suffix:
+        blocks.append({"type": "text", "text": suffix})
+    return blocks or None
+
+
+def _mark_last_turn(turns: list[dict[str, Any]], control: Mapping[str, Any]) -> None:
+    """Put a breakpoint on the last block of the last turn (the end of the prefix so far)."""
+    if not turns:
+        return
+    content = turns[-1]["content"]
+    if isinstance(content, list) and content:
+        turns[-1] = {**turns[-1], "content": [*content[:-1], _marked(content[-1], control)]}
+
+
 def _tool_choice(choice: str | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(choice, str):
         kind = _OPENAI_CHOICES.get(choice)
@@ -234,12 +280,23 @@ def build_body(
     of ``request.resolution`` (which may raise ``max_tokens``), the source's ``extra_body``
     and the call's ``extra_body``, in that order (later wins).
 
+    ``request.system_suffix`` makes ``system`` two (or more) text blocks: the stable ones,
+    the last with a ``cache_control`` breakpoint, then the suffix. ``request.prompt_cache``
+    adds the top-level ``cache_control`` (``breakpoints="auto"``: the API places it on the
+    last cacheable block), or breakpoints on the last system block and on the last block
+    of the last turn (``"explicit"``); see :class:`~polythink.types.PromptCache`.
+
     Raises:
         RequestRejectedError: for a message or ``tool_choice`` Anthropic cannot take (an
             unknown role, a tool message without ``tool_call_id``, tool-call arguments that
             are not a JSON object, an unknown ``tool_choice``).
     """
     system, turns = _messages(request.messages)
+    cache = request.prompt_cache
+    if request.system_suffix or cache is not None:
+        system = _cached_system(system, request.system_suffix, cache)
+        if cache is not None and cache.breakpoints == "explicit":
+            _mark_last_turn(turns, cache.cache_control())
     max_tokens = request.max_tokens
     if max_tokens is None:
         max_tokens = profile.default_max_tokens or 4096
@@ -261,6 +318,8 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
+    if cache is not None and cache.breakpoints == "auto":
+        body["cache_control"] = cache.cache_control()
     return apply_overrides(body, request, extra_body)
 
 

@@ -45,6 +45,7 @@ from polythink.types import (
     Effort,
     Message,
     MessageMetadata,
+    PromptCache,
     RateLimit,
     Request,
     Response,
@@ -63,6 +64,8 @@ __all__ = [
     "assistant_response",
     "deep_merge",
     "dumps",
+    "joined_system",
+    "prompt_cache_fields",
     "sampling_conflicts",
     "token_count",
     "with_notes",
@@ -557,6 +560,40 @@ def sampling_conflicts(body: Mapping[str, Any]) -> list[tuple[str, str]]:
 def token_count(value: Any) -> int | None:
     """A provider's token count as an ``int``, or ``None`` when absent or not a count >= 0."""
     return value if type(value) is int and value >= 0 else None
+
+
+def prompt_cache_fields(cache: PromptCache | None, profile: ProviderProfile) -> dict[str, Any]:
+    """The top-level body fields that spell ``cache`` on an OpenAI-shaped wire.
+
+    Per ``profile.prompt_cache``: ``key`` gives ``prompt_cache_key`` and
+    ``prompt_cache_retention`` (each only when set on the marker), ``cache_control`` gives
+    Anthropic's ``cache_control`` object. Empty when there is no marker.
+    """
+    if cache is None or not profile.prompt_cache:
+        return {}
+    fields: dict[str, Any] = {}
+    if "key" in profile.prompt_cache:
+        if cache.key is not None:
+            fields["prompt_cache_key"] = cache.key
+        if cache.retention is not None:
+            fields["prompt_cache_retention"] = cache.retention
+    if "cache_control" in profile.prompt_cache:
+        fields["cache_control"] = cache.cache_control()
+    return fields
+
+
+SYSTEM_SUFFIX_SEPARATOR = "\n\n"
+"""What joins the stable system prompt and ``system_suffix`` on wires with one system text."""
+
+
+def joined_system(stable: str | None, suffix: str | None) -> str | None:
+    """The stable system text with ``suffix`` appended after a blank line (either may be
+    missing)."""
+    if not suffix:
+        return stable
+    if not stable:
+        return suffix
+    return stable + SYSTEM_SUFFIX_SEPARATOR + suffix
 
 
 def apply_overrides(

@@ -125,11 +125,45 @@ def _arguments(call: ToolCall, profile: ProviderProfile, source_index: int | Non
     return args
 
 
+def _function_response_parts(
+    message: Message, profile: ProviderProfile, source_index: int | None
+) -> list[dict[str, Any]]:
+    """The image parts of a tool result as ``FunctionResponse.parts`` (inline data only).
+
+    ``FunctionResponsePart`` holds ``inline_data`` (a ``FunctionResponseBlob``: MIME type and
+    bytes) and nothing else (google_generativelanguage_v1beta_content.proto, 2026), so an
+    image must come as a ``data:<mime>;base64,`` URL.
+
+    Raises:
+        RequestRejectedError: an image given by a URL that is not a base64 data URL.
+    """
+    if not isinstance(message.content, list):
+        return []
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if not (isinstance(part, Mapping) and part.get("type") == "image_url"):
+            continue
+        image = part.get("image_url")
+        url = str(image.get("url") if isinstance(image, Mapping) else image)
+        if not (url.startswith("data:") and ";base64," in url):
+            raise _rejected(
+                f"tool result {message.tool_call_id!r} has an image at {url[:80]!r}; Gemini "
+                "takes images in a function response only inline, as a "
+                "data:<mime type>;base64,<data> URL",
+                profile,
+                source_index,
+            )
+        mime, _, data = url[5:].partition(";base64,")
+        parts.append({"inlineData": {"mimeType": mime, "data": data}})
+    return parts
+
+
 def _function_response(message: Message) -> dict[str, Any]:
     """The ``response`` object of a tool result: a JSON object as is, else ``{"result": …}``.
 
     ``FunctionResponse.response`` is a ``Struct`` (an object), so a result that is not a
-    JSON object is wrapped, as Google's examples do.
+    JSON object is wrapped, as Google's examples do. Only the text of the result counts
+    here; its images go to ``parts`` (see :func:`_function_response_parts`).
     """
     text = message.text()
     try:
@@ -170,6 +204,9 @@ def _contents(
             answer: dict[str, Any] = {"name": name, "response": _function_response(message)}
             if gemini_id:
                 answer["id"] = gemini_id
+            images = _function_response_parts(message, profile, source_index)
+            if images:
+                answer["parts"] = images
             if tool_turn is None:
                 tool_turn = []
                 contents.append({"role": "user", "parts": tool_turn})
@@ -272,7 +309,8 @@ def build_body(
     no ``thoughtSignature`` (made by another provider) gets the documented placeholder on its
     first call (:data:`SKIP_SIGNATURE_VALIDATION`).
 
-    Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it),
+    Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it;
+    ``request.system_suffix`` is its second part, after the stable one),
     ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``),
     ``tools`` and ``toolConfig``; then deep-merges the reasoning fragment (its
     ``generationConfig.thinkingConfig``, and the raised ``maxOutputTokens`` of budget models),
@@ -287,8 +325,9 @@ def build_body(
     if sign_function_calls:
         _sign_foreign_calls(contents)
     body: dict[str, Any] = {"contents": contents}
-    if system is not None:
-        body["systemInstruction"] = {"role": "user", "parts": [{"text": system}]}
+    instruction = [{"text": text} for text in (system, request.system_suffix) if text]
+    if instruction:
+        body["systemInstruction"] = {"role": "user", "parts": instruction}
     generation: dict[str, Any] = {}
     if request.max_tokens is not None:
         generation["maxOutputTokens"] = request.max_tokens

@@ -17,7 +17,7 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -29,6 +29,8 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
+    joined_system,
+    prompt_cache_fields,
     token_count,
     with_notes,
 )
@@ -85,6 +87,77 @@ def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
     return body
 
 
+def _is_image(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "image_url"
+
+
+def _tool_images(message: Message) -> list[Any]:
+    content = message.content
+    if not isinstance(content, list):
+        return []
+    return [part for part in content if _is_image(part)]
+
+
+_IMAGE_PLACEHOLDER = "The result is the image in the next message."
+
+
+def _text_only_tool_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
+    """A tool message without its image parts (Chat tool messages take text only)."""
+    body = _message_body(message, profile)
+    parts = [p for p in message.content or () if not _is_image(p)]
+    text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping))
+    body["content"] = text or _IMAGE_PLACEHOLDER
+    return body
+
+
+def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> list[dict[str, Any]]:
+    """The ``messages`` array: one entry per message, except tool results with images.
+
+    A Chat tool message takes text only, so the images of a run of consecutive tool results
+    move into one user turn right after the run (after the last result, since every call
+    of the assistant turn must be answered before anything else), each introduced by the
+    id of the call that returned it; the tool message keeps its text. The tool message's
+    content parts are text only (``ChatCompletionRequestToolMessageContentPart`` in
+    ``../shared/wire/specs/openai_openapi.yaml``, 2026-08-21), while a user turn takes
+    ``image_url`` parts.
+    """
+    out: list[dict[str, Any]] = []
+    moved: list[Any] = []
+    for message in messages:
+        images = _tool_images(message) if message.role == "tool" else []
+        if moved and message.role != "tool":
+            out.append({"role": "user", "content": moved})
+            moved = []
+        if images:
+            out.append(_text_only_tool_body(message, profile))
+            moved.append({"type": "text", "text": f"Images from tool call {message.tool_call_id}:"})
+            moved.extend(dict(image) for image in images)
+        else:
+            out.append(_message_body(message, profile))
+    if moved:
+        out.append({"role": "user", "content": moved})
+    return out
+
+
+def _append_system_suffix(messages: list[dict[str, Any]], suffix: str) -> None:
+    """Append ``suffix`` to the last leading system (or developer) message, else open the
+    conversation with a system message holding it."""
+    position = None
+    for index, message in enumerate(messages):
+        if message["role"] not in ("system", "developer"):
+            break
+        position = index
+    if position is None:
+        messages.insert(0, {"role": "system", "content": suffix})
+        return
+    target = messages[position]
+    content = target["content"]
+    if isinstance(content, list):
+        target["content"] = [*content, {"type": "text", "text": suffix}]
+    else:
+        target["content"] = joined_system(content if isinstance(content, str) else None, suffix)
+
+
 def build_body(
     request: Request,
     *,
@@ -99,10 +172,19 @@ def build_body(
     profile's field, sampling parameters, ``stop``, ``tools`` and ``tool_choice`` when given;
     then deep-merges the reasoning fragment of ``request.resolution``, the source's
     ``extra_body`` and the call's ``extra_body``, in that order (later wins).
+
+    ``request.system_suffix`` is appended (after a blank line) to the one system message,
+    never sent as a second one: several system messages break some gateways, and a token
+    prefix cache still matches the stable part before it. ``request.prompt_cache`` adds the
+    profile's fields (:func:`~polythink.transports.base.prompt_cache_fields`). Images in a
+    tool result move into a user turn right after it (see :func:`_chat_messages`).
     """
+    messages = _chat_messages(request.messages, profile)
+    if request.system_suffix:
+        _append_system_suffix(messages, request.system_suffix)
     body: dict[str, Any] = {
         "model": model,
-        "messages": [_message_body(m, profile) for m in request.messages],
+        "messages": messages,
         "stream": request.stream,
     }
     if request.stream and profile.stream_usage:
@@ -129,6 +211,8 @@ def build_body(
         body["tools"] = tools
     if request.tool_choice is not None:
         body["tool_choice"] = request.tool_choice
+    if request.prompt_cache is not None:
+        body.update(prompt_cache_fields(request.prompt_cache, profile))
     return apply_overrides(body, request, extra_body)
 
 

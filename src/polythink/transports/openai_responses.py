@@ -51,6 +51,8 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
+    joined_system,
+    prompt_cache_fields,
     token_count,
     with_notes,
     with_rate_limit,
@@ -144,11 +146,19 @@ def _input(
             continue
         leading = False
         if role == "tool":
+            # A list (text and images: a screenshot tool) becomes the content array the
+            # API takes as a function call's output (FunctionCallOutputItemParam.output,
+            # openai_openapi.yaml 2026-08-21); plain text stays a string.
+            output = (
+                _content(message.content, "user")
+                if isinstance(message.content, list)
+                else message.text()
+            )
             items.append(
                 {
                     "type": "function_call_output",
                     "call_id": message.tool_call_id,
-                    "output": message.text(),
+                    "output": output,
                 }
             )
         elif role == "assistant":
@@ -195,6 +205,8 @@ def build_body(
     required, openai_openapi.yaml ``FunctionTool`` 2026-08-21) and ``tool_choice``; then
     deep-merges the reasoning fragment, the source's
     ``extra_body`` and the call's, in that order (later wins; lists are replaced whole).
+    ``request.system_suffix`` is appended to ``instructions`` after a blank line;
+    ``request.prompt_cache`` adds ``prompt_cache_key`` / ``prompt_cache_retention``.
     With ``store: false`` in the result, reasoning items without ``encrypted_content`` are
     left out of ``input`` (see the module docstring).
 
@@ -210,6 +222,7 @@ def build_body(
             source_index,
         )
     instructions, items = _input(request.messages, profile, source_index)
+    instructions = joined_system(instructions, request.system_suffix)
     body: dict[str, Any] = {"model": model, "input": items}
     if instructions is not None:
         body["instructions"] = instructions
@@ -235,6 +248,8 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.prompt_cache is not None:
+        body.update(prompt_cache_fields(request.prompt_cache, profile))
     apply_overrides(body, request, extra_body)
     if body.get("store") is False:
         body["input"] = [
