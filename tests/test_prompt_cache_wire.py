@@ -75,7 +75,10 @@ ANSWERS: dict[str, dict[str, Any]] = {
 STABLE = "You are a careful coding assistant."
 SUFFIX = "Plan: 1. read the failing test 2. fix it."
 HI = {"role": "user", "content": "Fix the build."}
-PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
+    "hQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 SCREENSHOT = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}}
 SHELL = Tool(
     name="shell",
