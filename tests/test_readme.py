@@ -5,8 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from polythink import Effort
+import pytest
+
+from polythink import Client, Effort, Source
 from polythink.config import sources_from_toml
+from polythink.conversation import load_conversation
+from polythink.simulator import Settings, Simulator
+from polythink.simulator.faults import Fault, FaultPlan
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -27,3 +32,30 @@ def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
         "claude-sonnet-4-5",
         Effort.MEDIUM,
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cut", [False, True])
+async def test_the_readme_conversation_example_runs(tmp_path: Path, cut: bool) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    (example,) = [b for b in blocks if "async def session" in b]
+    namespace: dict[str, object] = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    session = namespace["session"]
+    path = tmp_path / "session.jsonl"
+    with Simulator(Settings(answer_words=6)) as sim:
+        if cut:
+            sim.settings.faults = FaultPlan([Fault.reset(after_chunks=4)])
+        source = Source(
+            "anthropic", "claude-sonnet-4-5", base_url=sim.base_url("anthropic"), api_key="sim"
+        )
+        async with Client([source]) as client:
+            await session(client, str(path))  # type: ignore[operator]
+    saved = load_conversation(path)
+    roles = ["system", "user", "assistant", "user"] if cut else ["system", "user", "assistant"]
+    assert [m.role for m in saved] == roles
+    assert saved[2].metadata is not None
+    assert (saved[2].metadata.provider, saved[2].metadata.interrupted) == ("anthropic", cut)
+    assert saved[2].text().startswith("Simulated")
+    if cut:
+        assert saved[3].content == "continue"
