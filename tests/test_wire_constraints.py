@@ -514,3 +514,37 @@ def test_decoder_close_with_nothing_pending() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b'data: {"a":1}\n\n: ping\n') == [("message", '{"a":1}')]
     assert decoder.close() == []
+
+
+@pytest.mark.anyio
+async def test_stream_fails_over_by_context_window_too(sim: Simulator, plan: FaultPlan) -> None:
+    plan.add(Fault.raw(_TOO_LONG, status=400), Fault.raw(shapes.chat_finish("stop", "big")))
+    sources = [_src(sim, "openai", "gpt-4o"), _src(sim, "openai", "gpt-5")]
+    async with Client(sources) as client:
+        events = [event async for event in client.stream(HI)]
+    done = events[-1].response
+    assert done is not None
+    assert (done.text, done.source_index) == ("big", 1)
+
+
+@pytest.mark.anyio
+async def test_a_cached_stream_replays_its_tool_call_deltas(
+    sim: Simulator, plan: FaultPlan, tmp_path: Any
+) -> None:
+    fragments = [
+        {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": '{"a":'}},
+        {"index": 0, "function": {"arguments": "1}"}},
+    ]
+    plan.add(Fault.raw(shapes.chat_tool_calls(fragments)))
+    async with Client([_src(sim, "deepseek", "deepseek-v4-pro")], cache=tmp_path / "c") as client:
+        first = [event async for event in client.stream(HI)]
+        second = [event async for event in client.stream(HI)]
+    assert plan.injected["raw"] == 1
+    assert [e.tool_call_delta for e in second] == [e.tool_call_delta for e in first]
+    assert [e.tool_call_delta for e in first][:2] == [
+        ToolCallDelta(index=0, id="call_1", name="f", arguments='{"a":'),
+        ToolCallDelta(index=0, id="call_1", name="f", arguments="1}"),
+    ]
+    done = second[-1].response
+    assert done is not None
+    assert (done.cache_hit, done.native_finish_reason) == (True, "tool_calls")

@@ -564,3 +564,24 @@ async def test_truncated_last_event_is_still_incomplete(sim: Simulator, plan: Fa
     assert error.error_type == "stream_incomplete"
     assert error.partial is not None
     assert error.partial.text == "x"
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "frames", "native"),
+    [
+        ("anthropic", "claude-x", shapes.anthropic_stop("brand_new_stop"), "brand_new_stop"),
+        ("gemini", "gemini-2.5-flash", shapes.gemini_finish("BRAND_NEW"), "BRAND_NEW"),
+    ],
+)
+@pytest.mark.anyio
+async def test_unknown_stop_values_on_the_native_wires(
+    sim: Simulator, plan: FaultPlan, provider: str, model: str, frames: bytes, native: str
+) -> None:
+    plan.add(Fault.raw(frames))
+    done = (await _stream(_source(sim, provider, model)))[-1].response
+    assert done is not None
+    assert (done.finish_reason, done.native_finish_reason) == ("stop", native)
+    assert (
+        f"{provider} sent finish reason {native!r}, which polythink does not know; read as a "
+        "normal stop (kept in native_finish_reason)"
+    ) in done.warnings
