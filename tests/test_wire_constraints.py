@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import respx
 from polythink import Client, Source, ToolCall, ToolCallDelta
 from polythink.errors import (
     ContextWindowExceededError,
+    RateLimitedError,
     RequestRejectedError,
     ThinkingUnsupportedError,
     TransientError,
@@ -22,12 +24,14 @@ from polythink.providers import get_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.simulator import Settings, Simulator, shapes
 from polythink.simulator.faults import Fault, FaultPlan
+from polythink.transports import finish as finish_tables
 from polythink.transports.anthropic import AnthropicStreamAssembler
 from polythink.transports.error_map import error_from_body, error_from_status
 from polythink.transports.openai_chat import build_body, parse_completion
 from polythink.transports.sse import SSEDecoder
 from polythink.types import Message, Request
 from tests.chatwire import sent_json, sse, sse_response
+from tests.conftest import SPECS, shared_file
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -548,3 +552,70 @@ async def test_a_cached_stream_replays_its_tool_call_deltas(
     done = second[-1].response
     assert done is not None
     assert (done.cache_hit, done.native_finish_reason) == (True, "tool_calls")
+
+
+RESPONSE_ERROR_CODES = {
+    "server_error": TransientError,
+    "rate_limit_exceeded": RateLimitedError,
+    "vector_store_timeout": TransientError,
+    **dict.fromkeys(
+        (
+            "invalid_prompt",
+            "data_residency_mismatch",
+            "bio_policy",
+            "invalid_image",
+            "invalid_image_format",
+            "invalid_base64_image",
+            "invalid_image_url",
+            "image_too_large",
+            "image_too_small",
+            "image_parse_error",
+            "image_content_policy_violation",
+            "invalid_image_mode",
+            "image_file_too_large",
+            "unsupported_image_media_type",
+            "empty_image_file",
+            "failed_to_download_image",
+            "image_file_not_found",
+        ),
+        RequestRejectedError,
+    ),
+}
+
+
+@pytest.mark.parametrize(("code", "cls"), sorted(RESPONSE_ERROR_CODES.items()))
+def test_every_responses_error_code_is_classed(code: str, cls: type[Exception]) -> None:
+    error = error_from_body(
+        {"code": code, "message": "m"}, provider="openai-responses", source_index=0
+    )
+    assert type(error) is cls
+    assert error.error_type == code
+
+
+def _spec_enum(text: str, anchor: str) -> set[str]:
+    """The ``- value`` items of the first ``enum:`` after ``anchor`` in a YAML spec."""
+    rest = text[text.index(anchor) :]
+    block = rest[rest.index("enum:") :].split("\n")[1:]
+    values = []
+    for line in block:
+        item = re.fullmatch(r"\s*- ([a-z0-9_]+)", line)
+        if item is None:
+            break
+        values.append(item.group(1))
+    return set(values)
+
+
+def test_the_lists_are_the_spec_enums() -> None:
+    openapi = shared_file(SPECS / "openai_openapi.yaml").read_text(encoding="utf-8")
+    assert _spec_enum(openapi, "    ResponseErrorCode:") == set(RESPONSE_ERROR_CODES)
+    proto = shared_file(SPECS / "google_generativelanguage_v1beta_generative_service.proto")
+    text = proto.read_text(encoding="utf-8")
+    enum = text[text.index("enum FinishReason {") :]
+    enum = enum[: enum.index("}")]
+    assert set(re.findall(r"^\s+([A-Z_]+) = \d+;", enum, re.M)) == set(finish_tables.GEMINI)
+    anthropic = shared_file(SPECS / "anthropic_messages_openapi_docs_copy.md").read_text(
+        encoding="utf-8"
+    )
+    documented = _spec_enum(anthropic, "              stop_reason:")
+    # The spec copy predates model_context_window_exceeded (handling-stop-reasons page).
+    assert set(finish_tables.ANTHROPIC) == documented | {"model_context_window_exceeded"}

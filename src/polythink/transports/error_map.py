@@ -34,6 +34,7 @@ from polythink.transports.headers import (
 )
 
 __all__ = [
+    "RESPONSES_REJECT_CODES",
     "TRANSPORT_ERRORS",
     "context_window_error",
     "error_from_body",
@@ -267,6 +268,31 @@ def error_from_body(
     return context_window_error(mapped)
 
 
+RESPONSES_REJECT_CODES = frozenset(
+    {
+        "invalid_prompt",
+        "data_residency_mismatch",
+        "bio_policy",
+        "invalid_image",
+        "invalid_image_format",
+        "invalid_base64_image",
+        "invalid_image_url",
+        "image_too_large",
+        "image_too_small",
+        "image_parse_error",
+        "image_content_policy_violation",
+        "invalid_image_mode",
+        "image_file_too_large",
+        "unsupported_image_media_type",
+        "empty_image_file",
+        "failed_to_download_image",
+        "image_file_not_found",
+    }
+)
+"""The Responses ``ResponseErrorCode`` values that say the request itself was refused (openai-
+openapi ``ResponseErrorCode``, ``../shared/wire/specs``); the other three are
+``server_error`` and ``vector_store_timeout`` (transient) and ``rate_limit_exceeded``."""
+
 _IN_BAND_REJECTS = frozenset(
     {
         "data_inspection_failed",
@@ -274,13 +300,14 @@ _IN_BAND_REJECTS = frozenset(
         "not_found",
         "out_of_range",
         "context_length_exceeded",
+        *RESPONSES_REJECT_CODES,
     }
 )
 """In-band error types a retry cannot fix, beyond the common invalid-request ones:
 DashScope's content moderation ``data_inspection_failed`` (Model Studio error codes,
 https://www.alibabacloud.com/help/en/model-studio/error-code, 2026), Google's
-``FAILED_PRECONDITION`` / ``NOT_FOUND`` / ``OUT_OF_RANGE`` (https://google.aip.dev/193), and
-OpenAI's ``context_length_exceeded``."""
+``FAILED_PRECONDITION`` / ``NOT_FOUND`` / ``OUT_OF_RANGE`` (https://google.aip.dev/193),
+OpenAI's ``context_length_exceeded``, and :data:`RESPONSES_REJECT_CODES`."""
 
 
 def in_band_class(kinds: frozenset[str]) -> type[PolythinkError]:
