@@ -608,6 +608,8 @@ def _spec_enum(text: str, anchor: str) -> set[str]:
 def test_the_lists_are_the_spec_enums() -> None:
     openapi = shared_file(SPECS / "openai_openapi.yaml").read_text(encoding="utf-8")
     assert _spec_enum(openapi, "    ResponseErrorCode:") == set(RESPONSE_ERROR_CODES)
+    chat = openapi[openapi.index("    CreateChatCompletionResponse:") :]
+    assert _spec_enum(chat, "              finish_reason:") == set(finish_tables.CHAT)
     proto = shared_file(SPECS / "google_generativelanguage_v1beta_generative_service.proto")
     text = proto.read_text(encoding="utf-8")
     enum = text[text.index("enum FinishReason {") :]
