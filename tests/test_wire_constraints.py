@@ -621,3 +621,15 @@ def test_the_lists_are_the_spec_enums() -> None:
     documented = _spec_enum(anthropic, "              stop_reason:")
     # The spec copy predates model_context_window_exceeded (handling-stop-reasons page).
     assert set(finish_tables.ANTHROPIC) == documented | {"model_context_window_exceeded"}
+
+
+def test_anthropic_tool_use_with_its_input_on_the_start_block() -> None:
+    assembler = AnthropicStreamAssembler(get_provider("anthropic"), 0, "claude-x")
+    start = {"type": "tool_use", "id": "toolu_2", "name": "get", "input": {"q": "y"}}
+    events = assembler.feed({"type": "content_block_start", "index": 0, "content_block": start})
+    events += assembler.feed({"type": "content_block_stop", "index": 0})
+    assert [e.tool_call_delta for e in events if e.type == "tool_call_delta"] == [
+        ToolCallDelta(index=0, id="toolu_2", name="get", arguments=""),
+        ToolCallDelta(index=0, id="toolu_2", name="get", arguments='{"q":"y"}'),
+    ]
+    assert events[-1].tool_call == ToolCall(id="toolu_2", name="get", arguments='{"q":"y"}')

@@ -768,7 +768,9 @@ class ToolCallDelta:
     call). ``id`` and ``name`` are set once known (some servers send them only on the first
     piece; Gemini sends whole calls, so one delta carries everything). ``arguments`` is the
     new piece of the JSON arguments text, possibly empty; joined in order, the pieces of one
-    call equal the complete ``tool_call``'s ``arguments``.
+    call equal the complete ``tool_call``'s ``arguments`` (a call whose pieces join to nothing
+    completes with ``"{}"``). Arguments a server sent as a JSON object arrive as one piece of
+    compact JSON.
     """
 
     index: int

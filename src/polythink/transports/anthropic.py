@@ -698,7 +698,14 @@ class AnthropicStreamAssembler:
         state.closed = True
         if state.kind == "tool_use":
             self.content_seen = True
-            return [StreamEvent("tool_call", tool_call=self._call(state))]
+            call = self._call(state)
+            out = []
+            if not state.pieces and state.start.get("input"):
+                # Compatible servers may put the whole input on the block start and send no
+                # input_json_delta: the delta still carries the arguments.
+                out.append(self._tool_delta(state, call.arguments))
+            out.append(StreamEvent("tool_call", tool_call=call))
+            return out
         return []
 
     @staticmethod
