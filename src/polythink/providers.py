@@ -223,7 +223,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
         ),
         # Mistral's chat request schema has no stream_options and refuses fields it does not
         # define (422 "Extra inputs are not permitted"); its last streamed chunk carries
-        # usage unasked (https://docs.mistral.ai/api/, chat completions, read 2026-10).
+        # usage unasked (https://docs.mistral.ai/api/, chat completions, as published in 2025).
         ProviderProfile(
             "mistral",
             "openai_chat",

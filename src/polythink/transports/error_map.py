@@ -305,7 +305,7 @@ _IN_BAND_REJECTS = frozenset(
 )
 """In-band error types a retry cannot fix, beyond the common invalid-request ones:
 DashScope's content moderation ``data_inspection_failed`` (Model Studio error codes,
-https://www.alibabacloud.com/help/en/model-studio/error-code, 2026), Google's
+https://www.alibabacloud.com/help/en/model-studio/error-code, 2025), Google's
 ``FAILED_PRECONDITION`` / ``NOT_FOUND`` / ``OUT_OF_RANGE`` (https://google.aip.dev/193),
 OpenAI's ``context_length_exceeded``, and :data:`RESPONSES_REJECT_CODES`."""
 
@@ -360,7 +360,7 @@ _CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "model_context_window_exceeded", "1261"})
 """Codes that name the context window without numbers: OpenAI's and Zhipu GLM's 1261
-"Prompt exceeds max length" (https://docs.bigmodel.cn/cn/faq/api-code, 2026)."""
+"Prompt exceeds max length" (https://docs.bigmodel.cn/cn/faq/api-code, 2025)."""
 _CONTEXT_PHRASES = ("context window", "context length", "prompt exceeds max length")
 
 

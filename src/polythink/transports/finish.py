@@ -8,7 +8,8 @@ value no table lists is read as ``stop`` (``tool_calls`` when the answer calls t
 never silent: the response keeps it in ``native_finish_reason`` and carries a warning, and it
 is logged once per provider and value.
 
-Sources (read 2026-10 unless dated otherwise):
+Sources (each provider's API reference as published in 2025, not re-fetched; the URLs are
+for re-checking when a value appears that no table lists):
 
 - OpenAI Chat Completions: ``stop, length, tool_calls, content_filter, function_call``
   (openai-openapi ``CreateChatCompletionResponse``, ``../shared/wire/specs``).

@@ -367,7 +367,7 @@ def _carries_error(data: Mapping[str, Any]) -> bool:
 
     An ``error`` object anywhere at the top level counts, even beside ``choices``
     (OpenRouter's mid-stream shape: ``error`` plus a choice with ``finish_reason: "error"``,
-    https://openrouter.ai/docs/api-reference/errors, "Error during streaming"), as does vLLM's
+    https://openrouter.ai/docs/api-reference/errors, "Error during streaming", 2025), as does vLLM's
     bare ``{"object": "error", "message", "type", "code"}`` (vLLM ``ErrorResponse``, OpenAI
     server, 2025). ``"error": null`` does not.
     """
