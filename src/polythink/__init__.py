@@ -28,6 +28,7 @@ from polythink.reasoning.capabilities import Capability, get_capability, registe
 from polythink.reasoning.resolve import resolve
 from polythink.types import (
     EFFORT_ORDER,
+    Cost,
     Effort,
     Message,
     MessageMetadata,
@@ -52,6 +53,7 @@ __all__ = [
     "Capability",
     "Client",
     "ContextWindowExceededError",
+    "Cost",
     "Effort",
     "Message",
     "MessageMetadata",

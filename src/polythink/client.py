@@ -142,6 +142,9 @@ class Client:
         meter_provider: OpenTelemetry meter provider for the call metrics; ``None`` uses
             the global one.
         capture_content: record prompts and completions on spans (off by default).
+        cost: price every call into :attr:`Response.cost` from the price table
+            (:mod:`polythink.pricing`; needs the ``cost`` extra); ``False`` leaves only the
+            cost a provider reports itself.
         http: the HTTP layer of the client's own ``httpx.AsyncClient``: ``"auto"``
             (default: aiohttp's pool under asyncio when ``httpx-aiohttp`` is installed,
             else httpx's own), ``"httpx"`` or ``"aiohttp"``; see
@@ -166,11 +169,13 @@ class Client:
         meter_provider: MeterProvider | None = None,
         capture_content: bool = False,
         http: HTTPLayer = "auto",
+        cost: bool = True,
     ) -> None:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
         # when the first client is built, and ``import polythink`` stays close to
         # ``import httpx`` (benchmarks/README.md, import time).
         from polythink.middleware.cache import CacheMiddleware, cache_store
+        from polythink.middleware.cost import CostMiddleware
         from polythink.middleware.retry import RetryMiddleware
         from polythink.middleware.telemetry import TelemetryMiddleware
 
@@ -215,6 +220,7 @@ class Client:
             if store is not None
             else None
         )
+        self._cost = CostMiddleware(sources) if cost else None
         self._telemetry = TelemetryMiddleware(
             sources,
             tracer_provider=tracer_provider,
@@ -280,10 +286,13 @@ class Client:
         return [self._limits[index], self._retry[index], self._reasoning[index]]
 
     def _call_layers(self) -> list[Middleware]:
-        """Per-call layers above failover, outermost first: telemetry, cache."""
-        if self._cache is None:
-            return [self._telemetry]
-        return [self._telemetry, self._cache]
+        """Per-call layers above failover, outermost first: telemetry, cache, cost."""
+        layers: list[Middleware] = [self._telemetry]
+        if self._cache is not None:
+            layers.append(self._cache)
+        if self._cost is not None:
+            layers.append(self._cost)
+        return layers
 
     async def aclose(self) -> None:
         """Close the HTTP client if this client created it."""

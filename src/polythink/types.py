@@ -19,6 +19,7 @@ __all__ = [
     "EFFORT_ORDER",
     "MANAGED_BODY_FIELDS",
     "CacheMode",
+    "Cost",
     "Effort",
     "FinishReason",
     "Message",
@@ -556,6 +557,36 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    """What one call cost, in US dollars.
+
+    - ``input``: the uncached prompt tokens.
+    - ``cache_read`` / ``cache_write``: the prompt tokens read from / written to the
+      provider's prompt cache.
+    - ``output``: every generated token, reasoning included (reasoning tokens are output
+      tokens and are billed as such).
+    - ``reasoning``: the part of ``output`` spent reasoning, for dashboards; never added on
+      top of ``output``.
+    - ``total``: what the call cost: ``input + cache_read + cache_write + output`` when
+      priced from a table, the provider's own figure when it billed the call itself.
+    - ``source``: ``"provider"`` when the provider reported the billed amount (OpenRouter's
+      ``usage.cost``), else the price table and its version (``"genai-prices 0.2.3"``).
+
+    A part is ``None`` when it is not known on its own: a provider that reports only its
+    total, or splits it into prompt and completion only (then ``input`` is the whole prompt
+    part, cached tokens included).
+    """
+
+    total: float
+    input: float | None = None
+    cache_read: float | None = None
+    cache_write: float | None = None
+    output: float | None = None
+    reasoning: float | None = None
+    source: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class RateLimit:
     """The rate-limit state a provider reported in the headers of one answer.
@@ -733,7 +764,9 @@ class Response:
     state the provider's headers reported with this answer, ``None`` when it sent none or
     when the answer came from the cache. ``interrupted`` is true only on
     :attr:`~polythink.errors.StreamInterruptedError.partial`: the stream broke, so this is
-    not an answer (its ``message.metadata.interrupted`` says so too, once appended).
+    not an answer (its ``message.metadata.interrupted`` says so too, once appended). ``cost``
+    is what the call cost in US dollars (:class:`Cost`), ``None`` when usage is missing or the
+    model is not priced; a cache hit carries the cost of the call that filled the entry.
     """
 
     text: str
@@ -758,6 +791,7 @@ class Response:
     ``finishReason``, or the Responses ``status`` / ``incomplete_details.reason``); ``None``
     when the provider sent none."""
     interrupted: bool = False
+    cost: Cost | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -51,6 +51,7 @@ import diskcache  # type: ignore[import-untyped]
 from polythink.config import Source
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.types import (
+    Cost,
     Effort,
     Message,
     Request,
@@ -409,6 +410,35 @@ def _message_in(data: Mapping[str, Any]) -> Message:
     )
 
 
+def _cost_out(cost: Cost | None) -> list[Any] | None:
+    if cost is None:
+        return None
+    return [
+        cost.total,
+        cost.input,
+        cost.cache_read,
+        cost.cache_write,
+        cost.output,
+        cost.reasoning,
+        cost.source,
+    ]
+
+
+def _cost_in(data: Any) -> Cost | None:
+    if data is None:
+        return None
+    total, input_, cache_read, cache_write, output, reasoning, source = data
+    return Cost(
+        total=total,
+        input=input_,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        output=output,
+        reasoning=reasoning,
+        source=source,
+    )
+
+
 def _effort_in(value: Any) -> Effort | None:
     return None if value is None else Effort(value)
 
@@ -435,6 +465,7 @@ def _response_out(response: Response) -> dict[str, Any]:
         "output_limited": response.output_limited,
         "id": response.id,
         "native_finish_reason": response.native_finish_reason,
+        "cost": _cost_out(response.cost),
     }
 
 
@@ -457,6 +488,7 @@ def _response_in(data: Mapping[str, Any]) -> Response:
         output_limited=data["output_limited"],
         id=data["id"],
         native_finish_reason=data.get("native_finish_reason"),
+        cost=_cost_in(data.get("cost")),
     )
 
 

@@ -42,6 +42,7 @@ from polythink.transports.error_map import (
 from polythink.transports.headers import header_request_id, parse_rate_limit
 from polythink.transports.sse import SSEDecoder
 from polythink.types import (
+    Cost,
     Effort,
     Message,
     MessageMetadata,
@@ -644,6 +645,7 @@ def assistant_response(
     thinking: ThinkingObservation = ThinkingObservation.UNKNOWN,
     native_finish_reason: str | None = None,
     warnings: list[str] | None = None,
+    cost: Cost | None = None,
 ) -> Response:
     """Build a :class:`Response` and the assistant :class:`Message` it carries.
 
@@ -653,6 +655,7 @@ def assistant_response(
     ``observed`` when the transport saw evidence of reasoning that no text or count shows.
     ``native_finish_reason`` is the provider's own finish value; ``warnings`` start the
     response's warnings (an unknown finish value, for example).
+    ``cost`` is what the provider said it billed (:func:`polythink.pricing.reported_cost`).
     """
     message = Message(
         role="assistant",
@@ -678,4 +681,5 @@ def assistant_response(
         thinking=thinking,
         native_finish_reason=native_finish_reason,
         warnings=list(warnings) if warnings else [],
+        cost=cost,
     )

@@ -22,6 +22,7 @@ from contextlib import aclosing
 from typing import Any
 
 from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
+from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability, get_capability
 from polythink.transports.base import (
@@ -37,6 +38,7 @@ from polythink.transports.base import (
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.types import (
+    Cost,
     Effort,
     Message,
     RateLimit,
@@ -345,6 +347,7 @@ def parse_completion(
         profile=profile,
         source_index=source_index,
         rate_limit=rate_limit,
+        cost=reported_cost(data.get("usage")),
     )
 
 
@@ -400,6 +403,7 @@ def _response(
     source_index: int,
     finish: str | None = None,
     rate_limit: RateLimit | None = None,
+    cost: Cost | None = None,
 ) -> Response:
     mapped = map_finish(
         raw_finish, chat_table(profile.id), provider=profile.id, has_tool_calls=bool(calls)
@@ -421,6 +425,7 @@ def _response(
         rate_limit=rate_limit,
         native_finish_reason=mapped.native,
         warnings=notes,
+        cost=cost,
     )
 
 
@@ -553,6 +558,7 @@ class ChatStreamAssembler:
         self.details: dict[int, dict[str, Any]] = {}
         self.raw_finish: Any = None
         self.usage: Usage | None = None
+        self.cost: Cost | None = None
         self.content_seen = False
         self.rate_limit: RateLimit | None = None
         self._calls_emitted = False
@@ -612,6 +618,7 @@ class ChatStreamAssembler:
             usage = choice_usage
         if isinstance(usage, Mapping):
             self.usage = parse_usage(usage)
+            self.cost = reported_cost(usage)
             events.append(StreamEvent("usage", usage=self.usage))
         return events
 
@@ -746,6 +753,7 @@ class ChatStreamAssembler:
             source_index=self.source_index,
             finish=finish,
             rate_limit=self.rate_limit,
+            cost=self.cost,
         )
 
 

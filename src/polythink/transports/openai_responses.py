@@ -44,6 +44,7 @@ from polythink.errors import (
     RequestRejectedError,
     TransientError,
 )
+from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
@@ -60,6 +61,7 @@ from polythink.transports.base import (
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.types import (
+    Cost,
     Effort,
     Message,
     Request,
@@ -411,6 +413,7 @@ def parse_response(
         native_finish_reason=mapped.native,
         warnings=[mapped.note] if mapped.note else None,
         usage=parse_usage(data.get("usage")),
+        cost=reported_cost(data.get("usage")),
         model=data.get("model") or model,
         response_id=data.get("id"),
         profile=profile,
@@ -445,6 +448,7 @@ class ResponsesStreamAssembler:
         self.status: Any = None
         self.incomplete: Any = None
         self.usage: Usage | None = None
+        self.cost: Cost | None = None
         self.finished = False
         self.refused = False
         self.content_seen = False
@@ -587,6 +591,7 @@ class ResponsesStreamAssembler:
                 if index not in self.items and isinstance(item, Mapping):
                     self._item_done(index, item, out)
         self.usage = parse_usage(response.get("usage"))
+        self.cost = reported_cost(response.get("usage"))
         if self.usage is not None:
             out.append(StreamEvent("usage", usage=self.usage))
 
@@ -605,6 +610,7 @@ class ResponsesStreamAssembler:
             native_finish_reason=mapped.native,
             warnings=[mapped.note] if mapped.note else None,
             usage=self.usage,
+            cost=self.cost,
             model=self.model,
             response_id=self.response_id,
             profile=self.profile,

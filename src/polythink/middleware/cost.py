@@ -1,0 +1,86 @@
+"""The cost layer: put the price of each call on its response (:attr:`Response.cost`).
+
+Innermost per-call layer, between the cache and failover: it sees the response of the
+source that answered, once per call, before the cache stores it, so a cache hit carries the
+cost of the call that filled its entry (and telemetry counts that as saved, not spent).
+
+A cost the transport already set (the provider billed the call itself: OpenRouter's
+``usage.cost``) is kept. Otherwise the usage is priced from the table by
+:func:`polythink.pricing.price`, under the model the server reported, else the source's
+model. Streams: the ``done`` response is priced; a
+:class:`~polythink.errors.StreamInterruptedError` leaves with its ``partial`` response priced
+when the provider reported usage before the break. Nothing here raises into the call: a
+price that cannot be computed is ``None``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+
+from polythink.config import Source
+from polythink.errors import StreamInterruptedError
+from polythink.middleware.base import CompleteNext, StreamNext
+from polythink.pricing import price
+from polythink.types import Request, Response, StreamEvent
+
+__all__ = ["CostMiddleware"]
+
+_log = logging.getLogger("polythink.pricing")
+
+
+class CostMiddleware:
+    """Price every response that reaches the caller from a source.
+
+    Args:
+        sources: the client's sources, in order (a response's ``source_index`` names the
+            one whose model prices it when the server reported none).
+    """
+
+    def __init__(self, sources: Sequence[Source]) -> None:
+        self._models = tuple(source.model for source in sources)
+
+    def priced(self, response: Response) -> Response:
+        """Return ``response`` with ``cost`` set when it can be priced (else unchanged)."""
+        if response.cost is not None or response.usage is None:
+            return response
+        try:
+            cost = price(response.usage, response.provider, response.model)
+            index = response.source_index
+            if cost is None and 0 <= index < len(self._models):
+                source_model = self._models[index]
+                if source_model != response.model:
+                    cost = price(response.usage, response.provider, source_model)
+        except Exception:
+            _log.warning("could not price a call; its cost is None", exc_info=True)
+            return response
+        return response if cost is None else dataclasses.replace(response, cost=cost)
+
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        """Call on, price the response."""
+        try:
+            response = await call_next(request)
+        except StreamInterruptedError as exc:
+            self._price_partial(exc)
+            raise
+        return self.priced(response)
+
+    async def stream(
+        self, request: Request, call_next: StreamNext
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Pass events through; price the ``done`` response or the interrupted partial."""
+        try:
+            async with aclosing(call_next(request)) as events:
+                async for event in events:
+                    if event.type == "done" and event.response is not None:
+                        event = StreamEvent("done", response=self.priced(event.response))
+                    yield event
+        except StreamInterruptedError as exc:
+            self._price_partial(exc)
+            raise
+
+    def _price_partial(self, exc: StreamInterruptedError) -> None:
+        if exc.partial is not None:
+            exc.partial = self.priced(exc.partial)

@@ -1,0 +1,291 @@
+"""Price a call from its :class:`~polythink.types.Usage`: the provider's billed figure when it
+reports one, else the maintained ``genai-prices`` table.
+
+Pure: no I/O, no clock of its own beyond the table's date rules. ``genai-prices`` (pydantic's,
+MIT; the optional extra ``polythink[cost]``) is imported on the first call that needs a price;
+without it every table price is ``None`` and one log line says how to install it.
+
+Facts used (``genai-prices`` 0.2.3, read from its code 2026-12-01):
+
+- prices are USD per million tokens (``*_mtok``), or :class:`TieredPrices` whose tier is
+  picked by the call's whole input (a tier applies to every token once crossed);
+- ``input_tokens`` must include cached tokens: a priced cache read or cache write is taken out
+  of the input count and priced on its own, an unpriced one stays in the input;
+- reasoning tokens are part of the output; a model with ``output_reasoning_mtok`` prices them
+  apart from the rest of the output, every other model at the output price;
+- ``requests_kcount`` is a fee per thousand requests (one per call).
+
+The model -> price lookup walks the table (tens of microseconds to milliseconds); it is done
+once per (provider, model) and kept. Pricing one call is then a few ``Decimal``
+multiplications. A model whose price depends on the time of day (DeepSeek's off-peak hours)
+or on a service tier keeps its lookup and picks the price for each call's time.
+
+OpenRouter reports what it billed in ``usage.cost`` with ``usage.cost_details``
+(``upstream_inference_prompt_cost`` / ``_completions_cost`` on Chat Completions,
+``upstream_inference_input_cost`` / ``_output_cost`` on Responses; recorded in
+``fixtures/real/pai_openrouter_chat_reasoning_details_stream.yaml`` and
+``pai_openrouter_responses_reasoning_text_stream.yaml``, 2025-12; WIRE.md §5.4).
+:func:`reported_cost` reads it; that figure wins over any table.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, TypeGuard
+
+from polythink.types import Cost, Usage
+
+__all__ = [
+    "PRICE_TABLE_PROVIDERS",
+    "price",
+    "price_table_version",
+    "reported_cost",
+]
+
+PRICE_TABLE_PROVIDERS: dict[str, str] = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "google",
+    "openrouter": "openrouter",
+    "deepseek": "deepseek",
+    "glm": "zhipuai",
+    "kimi": "moonshotai",
+    "minimax": "minimax",
+    "xai": "x-ai",
+    "groq": "groq",
+    "mistral": "mistral",
+}
+"""polythink provider id -> ``genai-prices`` provider id. Providers not listed (``qwen``,
+self-hosted ``vllm`` and ``ollama``) have no table price: their cost is ``None``."""
+
+_log = logging.getLogger("polythink.pricing")
+_MILLION = Decimal(1_000_000)
+_THOUSAND = Decimal(1000)
+# Price keys whose usage count polythink never reports (searches, modalities, per-hour audio):
+# they price nothing here and take nothing out of the token counts that are reported.
+_PRICED_HERE = frozenset(
+    {
+        "input_mtok",
+        "cache_read_mtok",
+        "cache_write_mtok",
+        "output_mtok",
+        "output_reasoning_mtok",
+        "requests_kcount",
+    }
+)
+_UNREPORTED_PREFIXES = (
+    "web_searches",
+    "storage_searches",
+    "social_searches",
+    "code_executions",
+    "rerank_searches",
+)
+_UNREPORTED_WORDS = ("audio", "image", "video", "document", "mchars", "gpixels", "1h")
+_MISSING: Any = object()
+
+
+class _Table:
+    """The ``genai-prices`` module and what was looked up in it, loaded on first use."""
+
+    def __init__(self) -> None:
+        self.loaded = False
+        self.module: Any = None
+        self.tiered: Any = None
+        self.version = ""
+        self.lookups: dict[tuple[str, str], Any] = {}
+
+    def load(self) -> bool:
+        if not self.loaded:
+            self.loaded = True
+            try:
+                import genai_prices
+                from genai_prices.types import ModelPrice, TieredPrices
+            except ImportError:
+                _log.warning(
+                    "Response.cost is None: the price table is not installed; "
+                    "pip install 'polythink[cost]' (genai-prices) to price calls"
+                )
+                return False
+            self.module = genai_prices
+            self.model_price = ModelPrice
+            self.tiered = TieredPrices
+            self.version = f"genai-prices {genai_prices.__version__}"
+        return self.module is not None
+
+    def model(self, provider: str, model: str) -> Any:
+        """The table's ``ModelInfo`` for (provider, model), or ``None``; kept per pair."""
+        key = (provider, model)
+        found = self.lookups.get(key, _MISSING)
+        if found is _MISSING:
+            from genai_prices import data_snapshot
+
+            try:
+                _, found = data_snapshot.get_snapshot().find_provider_model(
+                    model, None, provider, None
+                )
+            except LookupError:
+                found = None
+            self.lookups[key] = found
+        return found
+
+
+_table = _Table()
+
+
+def price_table_version() -> str | None:
+    """``"genai-prices X.Y.Z"`` when the price table is installed, else ``None``."""
+    return _table.version if _table.load() else None
+
+
+def price(
+    usage: Usage | None, provider: str, model: str, *, at: datetime | None = None
+) -> Cost | None:
+    """Price ``usage`` of one call to ``model`` at ``provider`` from the price table.
+
+    Args:
+        usage: the call's tokens (``input_tokens`` with cached tokens included, as
+            :class:`~polythink.types.Usage` holds them).
+        provider: the polythink provider id (see :data:`PRICE_TABLE_PROVIDERS`).
+        model: the model name (the one the server reported, or the source's).
+        at: when the call was made, for prices that change over time (``None``: now).
+
+    Returns:
+        The cost in US dollars with ``source`` naming the table and its version; ``None``
+        when usage or its input or output count is missing, the provider or model is not in
+        the table, the model's price uses a unit this function does not price, or the table
+        is not installed. Never a made-up 0.
+    """
+    if usage is None or usage.input_tokens is None or usage.output_tokens is None:
+        return None
+    table_provider = PRICE_TABLE_PROVIDERS.get(provider)
+    if table_provider is None or not _table.load():
+        return None
+    info = _table.model(table_provider, model)
+    if info is None:
+        return None
+    prices = info.prices
+    if not isinstance(prices, _table.model_price):
+        prices = info.get_prices(at or datetime.now(tz=UTC))
+    return _cost(prices, usage)
+
+
+def _cost(prices: Any, usage: Usage) -> Cost | None:
+    values = prices.__dict__
+    for key, value in values.items():
+        if value is not None and key not in _PRICED_HERE and not _unreported_unit(key):
+            return None
+    input_tokens = usage.input_tokens or 0
+    cache_read = usage.cache_read_tokens or 0
+    cache_write = usage.cache_write_tokens or 0
+    reasoning = usage.reasoning_tokens or 0
+    output_tokens = usage.output_tokens or 0
+    read_price = values.get("cache_read_mtok")
+    write_price = values.get("cache_write_mtok")
+    reasoning_price = values.get("output_reasoning_mtok")
+    uncached = input_tokens
+    if read_price is not None:
+        uncached -= cache_read
+    if write_price is not None:
+        uncached -= cache_write
+    if uncached < 0 or reasoning > output_tokens:
+        return None
+    part_input = _part(values.get("input_mtok"), uncached, input_tokens)
+    part_read = _part(read_price, cache_read, input_tokens) if read_price is not None else None
+    part_write = _part(write_price, cache_write, input_tokens) if write_price is not None else None
+    if reasoning_price is not None:
+        part_reasoning = _part(reasoning_price, reasoning, input_tokens)
+        part_output = _part(values.get("output_mtok"), output_tokens - reasoning, input_tokens)
+        part_output += part_reasoning
+    else:
+        part_output = _part(values.get("output_mtok"), output_tokens, input_tokens)
+        part_reasoning = _part(values.get("output_mtok"), reasoning, input_tokens)
+    total = part_input + part_output
+    if part_read is not None:
+        total += part_read
+    if part_write is not None:
+        total += part_write
+    fee = values.get("requests_kcount")
+    if fee is not None:
+        total += fee / _THOUSAND
+    return Cost(
+        total=float(total),
+        input=float(part_input),
+        cache_read=float(part_read) if part_read is not None else 0.0,
+        cache_write=float(part_write) if part_write is not None else 0.0,
+        output=float(part_output),
+        reasoning=float(part_reasoning),
+        source=_table.version,
+    )
+
+
+def _unreported_unit(key: str) -> bool:
+    # Searches, tool runs, modality and duration units (audio, image, video, documents,
+    # characters) and the 1-hour cache write count usage polythink never reports, so they
+    # price nothing here (and take nothing out of the token counts).
+    return key.startswith(_UNREPORTED_PREFIXES) or any(word in key for word in _UNREPORTED_WORDS)
+
+
+def _part(price: Any, count: int, input_tokens: int) -> Decimal:
+    if price is None or not count:
+        return Decimal(0)
+    if isinstance(price, _table.tiered):
+        rate: Decimal = price.base
+        for tier in reversed(price.tiers):
+            if input_tokens > tier.start:
+                rate = tier.price
+                break
+        return rate * Decimal(count) / _MILLION
+    return Decimal(price) * Decimal(count) / _MILLION
+
+
+def reported_cost(usage: Any) -> Cost | None:
+    """Read the amount a provider billed from a wire ``usage`` object, or ``None``.
+
+    OpenRouter's ``usage.cost`` (USD), split into ``input`` (the whole prompt, cached tokens
+    included) and ``output`` when ``usage.cost_details`` gives the prompt and completion
+    parts and they add up to the total; ``source`` is ``"provider"``.
+    """
+    if not isinstance(usage, Mapping):
+        return None
+    total = usage.get("cost")
+    if not _amount(total):
+        return None
+    details = usage.get("cost_details")
+    prompt: float | None = None
+    completion: float | None = None
+    if isinstance(details, Mapping):
+        prompt = _first_amount(
+            details, "upstream_inference_prompt_cost", "upstream_inference_input_cost"
+        )
+        completion = _first_amount(
+            details, "upstream_inference_completions_cost", "upstream_inference_output_cost"
+        )
+        if (
+            prompt is None
+            or completion is None
+            or not math.isclose(prompt + completion, total, rel_tol=1e-6, abs_tol=1e-12)
+        ):
+            prompt = completion = None
+    return Cost(total=float(total), input=prompt, output=completion, source="provider")
+
+
+def _first_amount(details: Mapping[str, Any], *keys: str) -> float | None:
+    for key in keys:
+        value = details.get(key)
+        if _amount(value):
+            return float(value)
+    return None
+
+
+def _amount(value: Any) -> TypeGuard[float]:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
