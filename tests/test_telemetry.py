@@ -237,6 +237,7 @@ async def test_c13_anthropic_usage_is_recorded_with_cached_input(otel: Otel) -> 
         "gen_ai.usage.output_tokens": 50,
         "gen_ai.usage.cache_read.input_tokens": 9800,
         "gen_ai.usage.cache_creation.input_tokens": 200,
+        "gen_ai.usage.cache_write.input_tokens": 200,
         "polythink.source.index": 0,
         "polythink.cache.hit": False,
         "polythink.reasoning.observation": "unknown",
@@ -480,6 +481,7 @@ async def test_stream_records_first_chunk_and_duration_exactly(otel: Otel) -> No
         "polythink.cache.hit": False,
         "polythink.reasoning.requested_effort": "max",
         "polythink.reasoning.applied_effort": "high",
+        "gen_ai.request.reasoning.level": "high",
         "polythink.reasoning.observation": "observed",
         "polythink.warning.count": 1,
     }

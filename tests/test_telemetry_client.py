@@ -16,6 +16,8 @@ import pytest
 import respx
 from opentelemetry.trace import SpanKind, StatusCode
 
+import genai_prices
+
 from polythink import Client, Source
 from polythink.errors import AuthError
 from polythink.simulator import Simulator
@@ -47,6 +49,21 @@ COMPLETION = {
         "completion_tokens_details": {"reasoning_tokens": 30},
     },
 }
+
+
+def table_price(
+    provider: str, model: str, input_tokens: int, output: int, reasoning: int, cache_read: int
+) -> float:
+    """The total the price table gives for these tokens (the test's own oracle)."""
+    usage = genai_prices.Usage(
+        input_tokens=input_tokens,
+        output_tokens=output,
+        output_reasoning_tokens=reasoning,
+        cache_read_tokens=cache_read,
+    )
+    return float(genai_prices.calc_price(usage, model, provider_id=provider).total_price)
+
+
 NEAREST = (
     "model 'gpt-5.5' does not accept reasoning_effort='max' (accepted: none, low, medium, high, "
     "xhigh); applied 'xhigh' by effort_fallback='nearest'"
@@ -108,6 +125,9 @@ async def test_complete_records_the_exact_span_and_metrics(
         "polythink.cache.hit": False,
         "polythink.reasoning.requested_effort": "max",
         "polythink.reasoning.applied_effort": "xhigh",
+        "gen_ai.request.reasoning.level": "xhigh",
+        "polythink.cost.total": table_price("openai", "gpt-5.5", 10007, 50, 30, 9800),
+        "polythink.cost.source": f"genai-prices {genai_prices.__version__}",
         "polythink.reasoning.observation": "observed",
         "polythink.warning.count": 1,
         "polythink.attempts": 1,
@@ -173,6 +193,9 @@ async def test_simulated_stream_records_the_exact_span(otel: Otel, simulator: Si
         "polythink.cache.hit": False,
         "polythink.reasoning.requested_effort": "high",
         "polythink.reasoning.applied_effort": "high",
+        "gen_ai.request.reasoning.level": "high",
+        "polythink.cost.total": table_price("openai", "gpt-5.5", 14, 332, 320, 0),
+        "polythink.cost.source": f"genai-prices {genai_prices.__version__}",
         "polythink.reasoning.observation": "observed",
         "polythink.warning.count": 0,
         "polythink.attempts": 1,
@@ -251,6 +274,7 @@ async def test_c13_anthropic_wire_usage_counts_cached_input(
         "gen_ai.usage.input_tokens": 10007,
         "gen_ai.usage.cache_read.input_tokens": 9800,
         "gen_ai.usage.cache_creation.input_tokens": 200,
+        "gen_ai.usage.cache_write.input_tokens": 200,
         "gen_ai.usage.output_tokens": 50,
     }
     assert attributes["gen_ai.provider.name"] == "anthropic"

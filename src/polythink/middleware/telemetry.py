@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -72,96 +73,75 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from polythink.config import Source
 from polythink.errors import StreamInterruptedError, redact
 from polythink.middleware.base import CompleteNext, StreamNext
-from polythink.types import Message, Request, Response, StreamEvent, Tool, Usage
+from polythink.middleware.semconv import (
+    ERROR_TYPE,
+    GEN_AI_CLIENT_INFERENCE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_CLIENT_OPERATION_DURATION,
+    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_CLIENT_TOKEN_USAGE,
+    GEN_AI_INPUT_MESSAGES,
+    GEN_AI_LATEST_EXPERIMENTAL,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_OUTPUT_MESSAGES,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MAX_TOKENS,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_REQUEST_REASONING_LEVEL,
+    GEN_AI_REQUEST_STOP_SEQUENCES,
+    GEN_AI_REQUEST_STREAM,
+    GEN_AI_REQUEST_TEMPERATURE,
+    GEN_AI_REQUEST_TOP_P,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_TOKEN_TYPE,
+    GEN_AI_TOOL_DEFINITIONS,
+    GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+    HTTP_RESPONSE_STATUS_CODE,
+    OUTCOME_ERROR,
+    OUTCOME_SUCCESS,
+    POLYTHINK_APPLIED_EFFORT,
+    POLYTHINK_ATTEMPTS,
+    POLYTHINK_CACHE_HIT,
+    POLYTHINK_CLIENT_CALLS,
+    POLYTHINK_CLIENT_COST,
+    POLYTHINK_CLIENT_COST_SAVED,
+    POLYTHINK_CLOSED_EARLY,
+    POLYTHINK_COST_SOURCE,
+    POLYTHINK_COST_TOTAL,
+    POLYTHINK_OBSERVATION,
+    POLYTHINK_OUTCOME,
+    POLYTHINK_REASONING_TOKENS,
+    POLYTHINK_REQUESTED_EFFORT,
+    POLYTHINK_SOURCE_INDEX,
+    POLYTHINK_WARNING_COUNT,
+    POLYTHINK_WARNING_EVENT,
+    SEMCONV_OPT_IN_ENV,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+    UNIT_CALL,
+    UNIT_SECONDS,
+    UNIT_TOKEN,
+    UNIT_USD,
+    UNSET_TIER,
+)
+from polythink.types import Effort, Message, Request, Response, StreamEvent, Tool, Usage
 
 __all__ = [
-    "ERROR_TYPE",
-    "GEN_AI_CLIENT_OPERATION_DURATION",
-    "GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK",
-    "GEN_AI_CLIENT_TOKEN_USAGE",
-    "GEN_AI_INPUT_MESSAGES",
-    "GEN_AI_OPERATION_NAME",
-    "GEN_AI_OUTPUT_MESSAGES",
-    "GEN_AI_PROVIDER_NAME",
-    "GEN_AI_REQUEST_MAX_TOKENS",
-    "GEN_AI_REQUEST_MODEL",
-    "GEN_AI_REQUEST_STOP_SEQUENCES",
-    "GEN_AI_REQUEST_STREAM",
-    "GEN_AI_REQUEST_TEMPERATURE",
-    "GEN_AI_REQUEST_TOP_P",
-    "GEN_AI_RESPONSE_FINISH_REASONS",
-    "GEN_AI_RESPONSE_ID",
-    "GEN_AI_RESPONSE_MODEL",
-    "GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK",
-    "GEN_AI_TOKEN_TYPE",
-    "GEN_AI_TOOL_DEFINITIONS",
-    "GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
-    "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
-    "GEN_AI_USAGE_INPUT_TOKENS",
-    "GEN_AI_USAGE_OUTPUT_TOKENS",
-    "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
-    "HTTP_RESPONSE_STATUS_CODE",
-    "POLYTHINK_APPLIED_EFFORT",
-    "POLYTHINK_ATTEMPTS",
-    "POLYTHINK_CACHE_HIT",
-    "POLYTHINK_CLOSED_EARLY",
-    "POLYTHINK_OBSERVATION",
-    "POLYTHINK_REASONING_TOKENS",
-    "POLYTHINK_REQUESTED_EFFORT",
-    "POLYTHINK_SOURCE_INDEX",
-    "POLYTHINK_WARNING_COUNT",
-    "POLYTHINK_WARNING_EVENT",
-    "SERVER_ADDRESS",
-    "SERVER_PORT",
     "TelemetryMiddleware",
     "error_type",
     "provider_name",
     "record_attempt",
 ]
 
-GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
-GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
-GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
-GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
-GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
-GEN_AI_REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
-GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
-GEN_AI_RESPONSE_ID = "gen_ai.response.id"
-GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
-GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
-GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
-GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
-GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
-GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
-GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
-GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
-GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
-SERVER_ADDRESS = "server.address"
-SERVER_PORT = "server.port"
-ERROR_TYPE = "error.type"
-HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
-
-POLYTHINK_REQUESTED_EFFORT = "polythink.reasoning.requested_effort"
-POLYTHINK_APPLIED_EFFORT = "polythink.reasoning.applied_effort"
-POLYTHINK_OBSERVATION = "polythink.reasoning.observation"
-POLYTHINK_CACHE_HIT = "polythink.cache.hit"
-POLYTHINK_SOURCE_INDEX = "polythink.source.index"
-POLYTHINK_ATTEMPTS = "polythink.attempts"
-POLYTHINK_WARNING_COUNT = "polythink.warning.count"
-POLYTHINK_WARNING_EVENT = "polythink.warning"
-POLYTHINK_CLOSED_EARLY = "polythink.stream.closed_early"
-
-GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
-GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
-GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
-POLYTHINK_REASONING_TOKENS = "polythink.reasoning.tokens"
-
 _OPERATION = "chat"
-_UNSET_TIER = "unset"
+_UNSET_TIER = UNSET_TIER
 _OTHER_ERROR = "_OTHER"
 
 # Bucket advice from the conventions' metric definitions (gen-ai-metrics.md, v1.41.0).
@@ -229,9 +209,10 @@ def record_attempt() -> None:
 class _SourceInfo:
     """What telemetry says about one source, computed once at client start."""
 
-    __slots__ = ("address", "base", "input", "model", "output", "port", "provider")
+    __slots__ = ("address", "base", "index", "input", "model", "output", "port", "provider")
 
-    def __init__(self, source: Source, first: _SourceInfo | None) -> None:
+    def __init__(self, source: Source, index: int, first: _SourceInfo | None) -> None:
+        self.index = index
         self.model = source.model
         self.provider = provider_name(source.provider)
         self.address, self.port = _server(source.endpoint)
@@ -266,10 +247,22 @@ def _server(endpoint: str) -> tuple[str | None, int | None]:
 class _Call:
     """The state of one traced call, from its start to the single end."""
 
-    __slots__ = ("attempts", "context", "ended", "first_chunk", "recording", "span", "start")
+    __slots__ = (
+        "attempts",
+        "context",
+        "ended",
+        "first_chunk",
+        "recording",
+        "requested",
+        "span",
+        "start",
+    )
 
-    def __init__(self, span: Span, recording: bool, start: float) -> None:
+    def __init__(
+        self, span: Span, recording: bool, start: float, requested: Effort | None = None
+    ) -> None:
         self.span = span
+        self.requested = requested
         self.recording = recording
         self.start = start
         self.context: otel_context.Context | None = None
@@ -307,8 +300,11 @@ class TelemetryMiddleware:
     ) -> None:
         if not sources:
             raise ValueError("telemetry needs at least one source")
-        first = _SourceInfo(sources[0], None)
-        self._sources = (first, *(_SourceInfo(s, first) for s in sources[1:]))
+        first = _SourceInfo(sources[0], 0, None)
+        self._sources = (
+            first,
+            *(_SourceInfo(s, i, first) for i, s in enumerate(sources[1:], 1)),
+        )
         self._secrets = tuple(secret for s in sources for secret in s.secrets())
         self._default_effort = sources[0].effort
         self._capture = capture_content
@@ -329,30 +325,50 @@ class TelemetryMiddleware:
         self._duration = _histogram(
             meter,
             GEN_AI_CLIENT_OPERATION_DURATION,
-            "s",
+            UNIT_SECONDS,
             "Duration of a GenAI call as the application saw it.",
             _DURATION_BUCKETS,
         )
+        latest = GEN_AI_LATEST_EXPERIMENTAL in os.environ.get(SEMCONV_OPT_IN_ENV, "").split(",")
         self._first_chunk = _histogram(
             meter,
-            GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
-            "s",
+            (
+                GEN_AI_CLIENT_INFERENCE_TIME_TO_FIRST_CHUNK
+                if latest
+                else GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK
+            ),
+            UNIT_SECONDS,
             "Time from the start of a streamed call to its first event.",
             _DURATION_BUCKETS,
         )
         self._tokens = _histogram(
             meter,
             GEN_AI_CLIENT_TOKEN_USAGE,
-            "{token}",
+            UNIT_TOKEN,
             "Tokens used per call, by gen_ai.token.type.",
             _TOKEN_BUCKETS,
         )
         self._reasoning = _histogram(
             meter,
             POLYTHINK_REASONING_TOKENS,
-            "{token}",
+            UNIT_TOKEN,
             "Reasoning tokens per call, by applied reasoning tier.",
             _TOKEN_BUCKETS,
+        )
+        self._calls = meter.create_counter(
+            POLYTHINK_CLIENT_CALLS,
+            unit=UNIT_CALL,
+            description="Calls, by requested and applied reasoning tier, source and outcome.",
+        )
+        self._cost = meter.create_counter(
+            POLYTHINK_CLIENT_COST,
+            unit=UNIT_USD,
+            description="US dollars spent: the cost of every call a provider answered.",
+        )
+        self._saved = meter.create_counter(
+            POLYTHINK_CLIENT_COST_SAVED,
+            unit=UNIT_USD,
+            description="US dollars saved: the original cost of every answer from the cache.",
         )
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
@@ -408,14 +424,15 @@ class TelemetryMiddleware:
 
     def _begin(self, request: Request) -> _Call:
         start = self._clock()
+        requested = request.reasoning_effort or self._default_effort
         try:
             span = self._tracer.start_span(
                 self._span_name, kind=SpanKind.CLIENT, attributes=self._start_attributes
             )
-            call = _Call(span, span.is_recording(), start)
+            call = _Call(span, span.is_recording(), start, requested)
         except Exception:
             _log.warning("telemetry could not start a span; the call goes on", exc_info=True)
-            return _Call(trace.INVALID_SPAN, False, start)
+            return _Call(trace.INVALID_SPAN, False, start, requested)
         if call.recording:
             try:
                 span.set_attributes(self._request_attributes(request))
@@ -524,6 +541,10 @@ class TelemetryMiddleware:
                 attributes[POLYTHINK_REQUESTED_EFFORT] = response.requested_effort.value
             if response.applied_effort is not None:
                 attributes[POLYTHINK_APPLIED_EFFORT] = response.applied_effort.value
+                attributes[GEN_AI_REQUEST_REASONING_LEVEL] = response.applied_effort.value
+            if response.cost is not None:
+                attributes[POLYTHINK_COST_TOTAL] = response.cost.total
+                attributes[POLYTHINK_COST_SOURCE] = response.cost.source
             attributes[POLYTHINK_OBSERVATION] = response.thinking.value
             attributes[POLYTHINK_WARNING_COUNT] = len(response.warnings)
             for warning in response.warnings:
@@ -576,6 +597,7 @@ class TelemetryMiddleware:
         self._duration.record(elapsed, {**base, ERROR_TYPE: kind} if kind is not None else base)
         if call.first_chunk is not None:
             self._first_chunk.record(call.first_chunk - call.start, base)
+        self._count(call, source, response, kind)
         if usage is None:
             return
         if usage.input_tokens is not None:
@@ -587,6 +609,31 @@ class TelemetryMiddleware:
             tier = applied.value if applied is not None else _UNSET_TIER
             self._reasoning.record(usage.reasoning_tokens, {**base, POLYTHINK_APPLIED_EFFORT: tier})
 
+    def _count(
+        self, call: _Call, source: _SourceInfo, response: Response | None, kind: str | None
+    ) -> None:
+        # The same keys on every point, success or error (semconv.CALL_METRIC_KEYS).
+        if response is not None:
+            requested = response.requested_effort
+            applied = response.applied_effort
+            model = response.model
+            hit = response.cache_hit
+        else:
+            requested, applied, model, hit = call.requested, None, source.model, False
+        attributes = {
+            **source.base,
+            GEN_AI_RESPONSE_MODEL: model,
+            POLYTHINK_REQUESTED_EFFORT: requested.value if requested is not None else _UNSET_TIER,
+            POLYTHINK_APPLIED_EFFORT: applied.value if applied is not None else _UNSET_TIER,
+            POLYTHINK_SOURCE_INDEX: source.index,
+            POLYTHINK_CACHE_HIT: hit,
+            POLYTHINK_OUTCOME: OUTCOME_ERROR if kind is not None else OUTCOME_SUCCESS,
+        }
+        self._calls.add(1, attributes)
+        cost = response.cost if response is not None else None
+        if cost is not None:
+            (self._saved if hit else self._cost).add(cost.total, attributes)
+
 
 def _usage_attributes(usage: Usage, attributes: dict[str, Any]) -> None:
     for name, value in (
@@ -594,6 +641,7 @@ def _usage_attributes(usage: Usage, attributes: dict[str, Any]) -> None:
         (GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
         (GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens),
         (GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens),
+        (GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS, usage.cache_write_tokens),
         (GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
     ):
         if value is not None:

@@ -1,0 +1,186 @@
+"""Every telemetry name polythink emits: span and metric attributes, instruments, units.
+
+One module, so a rename upstream is a change here only, and so the Grafana dashboard
+(``dashboards/polythink.json``) and its tests read the same names the code writes.
+
+GenAI names follow the OpenTelemetry semantic conventions, all of them in Development status.
+The released ones are v1.41.0 (``open-telemetry/semantic-conventions``, ``docs/gen-ai``; the
+Python package ``opentelemetry-semantic-conventions`` 0.66b2 carries the same); the work
+moved in 2026-05 to ``open-telemetry/semantic-conventions-genai``, which renamed some of
+them. Checked 2026-12-01 against both (summary in ``../shared/wire/OPERATIONS.md`` §D):
+
+- ``gen_ai.provider.name`` replaces the deprecated ``gen_ai.system`` (never emitted).
+- ``gen_ai.usage.cache_read.input_tokens`` and ``gen_ai.usage.reasoning.output_tokens``
+  (semantic-conventions #3383): subsets of the input and output counts.
+- ``gen_ai.usage.cache_creation.input_tokens`` (released) is renamed
+  ``gen_ai.usage.cache_write.input_tokens`` (semantic-conventions-genai #440): spans carry
+  both until the released name is retired.
+- ``gen_ai.request.reasoning.level`` (semantic-conventions-genai ``client-inference.md``,
+  "Recommended when applicable"): the level sent, so polythink sets it to the applied tier.
+- ``gen_ai.client.operation.time_to_first_chunk`` (released) is renamed
+  ``gen_ai.client.inference.time_to_first_chunk`` (semantic-conventions-genai #521). The
+  released name is the default; ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``
+  switches to the new one (the opt-in the conventions define for moving names).
+- ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` stay on their released
+  names: their replacements for inference (#521, #374) are not settled between snapshots of
+  the new repository.
+
+polythink's own names live under ``polythink.*``. Its instruments carry the same attribute
+keys on every point, success or error (:data:`CALL_METRIC_KEYS`), every one of them with a
+small, closed set of values.
+
+Prometheus (``opentelemetry-exporter-prometheus``) writes these instruments with dots as
+underscores, a unit suffix for ``s`` (``_seconds``) and ``USD`` (``_USD``) and none for
+``{token}`` or ``{call}``, and ``_total`` after counters: ``polythink_client_cost_USD_total``
+(checked by scraping the installed exporter 0.66b2; the dashboard test scrapes it again).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CALL_METRIC_KEYS",
+    "ERROR_TYPE",
+    "GEN_AI_CLIENT_INFERENCE_TIME_TO_FIRST_CHUNK",
+    "GEN_AI_CLIENT_OPERATION_DURATION",
+    "GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK",
+    "GEN_AI_CLIENT_TOKEN_USAGE",
+    "GEN_AI_INPUT_MESSAGES",
+    "GEN_AI_LATEST_EXPERIMENTAL",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_OUTPUT_MESSAGES",
+    "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REQUEST_MAX_TOKENS",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_REQUEST_REASONING_LEVEL",
+    "GEN_AI_REQUEST_STOP_SEQUENCES",
+    "GEN_AI_REQUEST_STREAM",
+    "GEN_AI_REQUEST_TEMPERATURE",
+    "GEN_AI_REQUEST_TOP_P",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_ID",
+    "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK",
+    "GEN_AI_TOKEN_TYPE",
+    "GEN_AI_TOOL_DEFINITIONS",
+    "GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
+    "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
+    "GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS",
+    "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
+    "HTTP_RESPONSE_STATUS_CODE",
+    "OUTCOME_ERROR",
+    "OUTCOME_SUCCESS",
+    "POLYTHINK_APPLIED_EFFORT",
+    "POLYTHINK_ATTEMPTS",
+    "POLYTHINK_CACHE_HIT",
+    "POLYTHINK_CLIENT_CALLS",
+    "POLYTHINK_CLIENT_COST",
+    "POLYTHINK_CLIENT_COST_SAVED",
+    "POLYTHINK_CLOSED_EARLY",
+    "POLYTHINK_COST_SOURCE",
+    "POLYTHINK_COST_TOTAL",
+    "POLYTHINK_OBSERVATION",
+    "POLYTHINK_OUTCOME",
+    "POLYTHINK_REASONING_TOKENS",
+    "POLYTHINK_REQUESTED_EFFORT",
+    "POLYTHINK_SOURCE_INDEX",
+    "POLYTHINK_WARNING_COUNT",
+    "POLYTHINK_WARNING_EVENT",
+    "SEMCONV_OPT_IN_ENV",
+    "SERVER_ADDRESS",
+    "SERVER_PORT",
+    "UNIT_CALL",
+    "UNIT_SECONDS",
+    "UNIT_TOKEN",
+    "UNIT_USD",
+    "UNSET_TIER",
+]
+
+# Attributes (GenAI semantic conventions).
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_REQUEST_REASONING_LEVEL = "gen_ai.request.reasoning.level"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+
+# Attributes (polythink's own).
+POLYTHINK_REQUESTED_EFFORT = "polythink.reasoning.requested_effort"
+POLYTHINK_APPLIED_EFFORT = "polythink.reasoning.applied_effort"
+POLYTHINK_OBSERVATION = "polythink.reasoning.observation"
+POLYTHINK_CACHE_HIT = "polythink.cache.hit"
+POLYTHINK_SOURCE_INDEX = "polythink.source.index"
+POLYTHINK_ATTEMPTS = "polythink.attempts"
+POLYTHINK_WARNING_COUNT = "polythink.warning.count"
+POLYTHINK_WARNING_EVENT = "polythink.warning"
+POLYTHINK_CLOSED_EARLY = "polythink.stream.closed_early"
+POLYTHINK_OUTCOME = "polythink.call.outcome"
+"""``success`` or ``error`` (a stream the consumer closed early is a success)."""
+POLYTHINK_COST_TOTAL = "polythink.cost.total"
+"""Span attribute: :attr:`Cost.total` in US dollars (the original call's on a cache hit)."""
+POLYTHINK_COST_SOURCE = "polythink.cost.source"
+"""Span attribute: :attr:`Cost.source` (``provider`` or ``genai-prices X.Y.Z``)."""
+
+OUTCOME_SUCCESS = "success"
+OUTCOME_ERROR = "error"
+UNSET_TIER = "unset"
+"""The tier attribute's value when no tier was requested, or none is known to be applied."""
+
+# Instruments.
+GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
+GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
+GEN_AI_CLIENT_INFERENCE_TIME_TO_FIRST_CHUNK = "gen_ai.client.inference.time_to_first_chunk"
+POLYTHINK_REASONING_TOKENS = "polythink.reasoning.tokens"
+"""Histogram ({token}) of reasoning tokens per call, by applied tier."""
+POLYTHINK_CLIENT_CALLS = "polythink.client.calls"
+"""Counter ({call}) of calls, by requested and applied tier, source, cache hit, outcome."""
+POLYTHINK_CLIENT_COST = "polythink.client.cost"
+"""Counter (USD) of money spent: :attr:`Cost.total` of every call that reached a provider."""
+POLYTHINK_CLIENT_COST_SAVED = "polythink.client.cost.saved"
+"""Counter (USD) of money saved: the original cost of every answer served from the cache."""
+
+UNIT_SECONDS = "s"
+UNIT_TOKEN = "{token}"
+UNIT_CALL = "{call}"
+UNIT_USD = "USD"
+
+SEMCONV_OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
+GEN_AI_LATEST_EXPERIMENTAL = "gen_ai_latest_experimental"
+
+CALL_METRIC_KEYS: tuple[str, ...] = (
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    POLYTHINK_REQUESTED_EFFORT,
+    POLYTHINK_APPLIED_EFFORT,
+    POLYTHINK_SOURCE_INDEX,
+    POLYTHINK_CACHE_HIT,
+    POLYTHINK_OUTCOME,
+)
+"""The attribute keys of every point of :data:`POLYTHINK_CLIENT_CALLS`,
+:data:`POLYTHINK_CLIENT_COST` and :data:`POLYTHINK_CLIENT_COST_SAVED` (plus
+``server.address`` / ``server.port`` when the source has an address), success or error."""
