@@ -11,12 +11,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import genai_prices
 import httpx
 import pytest
 import respx
 from opentelemetry.trace import SpanKind, StatusCode
-
-import genai_prices
 
 from polythink import Client, Source
 from polythink.errors import AuthError

@@ -209,6 +209,23 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="use a simulator already running at URL (e.g. http://127.0.0.1:8787) "
         "instead of starting one",
     )
+    demo.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="N",
+        help="serve the calls' metrics for Prometheus at http://127.0.0.1:N/metrics",
+    )
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="after the table, keep the simulator and a slow stream of mixed calls "
+        "running until Ctrl-C (with --metrics-port, to watch on a dashboard)",
+    )
+    demo.add_argument(
+        "--chart",
+        metavar="PATH",
+        help="write a PNG of reasoning tokens and cost per applied tier for each model",
+    )
     demo.set_defaults(handler=_cmd_demo)
 
     res = commands.add_parser(
@@ -561,13 +578,15 @@ async def _tool_loop(client: Client, call: DemoCall) -> tuple[Response, str, int
     return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total
 
 
-async def _run_call(call: DemoCall, root: str, http: httpx.AsyncClient) -> _Outcome:
+async def _run_call(
+    call: DemoCall, root: str, http: httpx.AsyncClient, meter_provider: Any = None
+) -> _Outcome:
     started = time.perf_counter()
     try:
         source = Source(
             call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1"
         )
-        async with Client([source], http_client=http) as client:
+        async with Client([source], http_client=http, meter_provider=meter_provider) as client:
             tokens: int | None = None
             if call.mode == "stream":
                 response, detail = await _stream_call(client, call)
@@ -590,9 +609,11 @@ async def _run_call(call: DemoCall, root: str, http: httpx.AsyncClient) -> _Outc
     )
 
 
-async def _run_demo(calls: Sequence[DemoCall], root: str) -> list[_Outcome]:
+async def _run_demo(
+    calls: Sequence[DemoCall], root: str, meter_provider: Any = None
+) -> list[_Outcome]:
     async with httpx.AsyncClient(timeout=30.0) as http:
-        return [await _run_call(call, root, http) for call in calls]
+        return [await _run_call(call, root, http, meter_provider) for call in calls]
 
 
 def _demo_table(outcomes: Sequence[_Outcome]) -> tuple[Table, list[str]]:
@@ -655,11 +676,32 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             calls.append(call)
         else:
             skipped.setdefault(call.provider, reason)
+    endpoint = None
+    if args.metrics_port is not None:
+        from polythink.dashboard import MetricsEndpoint
+
+        try:
+            endpoint = MetricsEndpoint(args.metrics_port)
+        except (ImportError, OSError) as exc:
+            if simulator is not None:
+                simulator.stop()
+            print(f"polythink demo: cannot serve metrics: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        console.print(f"metrics at {endpoint.url}", markup=False)
+    meter_provider = endpoint.meter_provider if endpoint is not None else None
     quiet = logging.NullHandler()
     logger = logging.getLogger("polythink")
     logger.addHandler(quiet)
     try:
-        outcomes = anyio.run(_run_demo, calls, root)
+        outcomes = anyio.run(_run_demo, calls, root, meter_provider)
+        code = _demo_report(console, outcomes, root, simulator is not None, skipped)
+        if args.chart:
+            from polythink.dashboard import write_chart
+
+            path = write_chart(args.chart, [o.response for o in outcomes if o.response])
+            console.print(f"chart written to {path}", markup=False)
+        if args.serve:
+            _serve(console, simulator, root, meter_provider)
     except KeyboardInterrupt:
         print("polythink demo: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -667,7 +709,38 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         logger.removeHandler(quiet)
         if simulator is not None:
             simulator.stop()
-    where = "started for this demo" if simulator is not None else "given by --base-url-root"
+        if endpoint is not None:
+            endpoint.close()
+    return code
+
+
+def _serve(console: Console, simulator: Any, root: str, meter_provider: Any) -> None:
+    """Run the slow stream of mixed calls until Ctrl-C (KeyboardInterrupt)."""
+    import tempfile
+
+    from polythink.dashboard import serve_calls
+    from polythink.simulator.faults import Fault, FaultPlan
+
+    if simulator is not None:
+        # One call in ten fails: 503, 429 with a short wait, or a stream cut midway.
+        simulator.settings.faults = FaultPlan(
+            rate=0.1,
+            mix=(Fault.http(503), Fault.http(429, retry_after=1), Fault.reset(after_chunks=3)),
+            seed=1,
+        )
+    console.print("serving mixed calls until Ctrl-C", markup=False)
+    with tempfile.TemporaryDirectory(prefix="polythink-demo-cache-") as cache:
+        anyio.run(lambda: serve_calls(root, meter_provider=meter_provider, cache=cache))
+
+
+def _demo_report(
+    console: Console,
+    outcomes: Sequence[_Outcome],
+    root: str,
+    started: bool,
+    skipped: Mapping[str, str],
+) -> int:
+    where = "started for this demo" if started else "given by --base-url-root"
     console.print(f"simulator at {root} ({where})", markup=False)
     table, footnotes = _demo_table(outcomes)
     console.print(table)

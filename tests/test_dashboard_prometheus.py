@@ -1,0 +1,309 @@
+"""Every panel of dashboards/polythink.json, run against a real Prometheus server.
+
+Calls go through polythink to the simulator with the OpenTelemetry Prometheus exporter
+serving ``/metrics``; Debian's ``/usr/bin/prometheus`` (started here on a free loopback port,
+temporary config with a 1 s scrape interval and a temporary data directory) scrapes it. Then
+each panel's PromQL goes through Prometheus's HTTP API and must give what the simulator's
+answers imply. Calls come in two phases with a scrape between them, so the rate panels see
+an increase for exactly the tiers of the second phase.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from polythink import Client, Response, Source
+from polythink.dashboard import MetricsEndpoint
+from polythink.errors import PolythinkError
+from polythink.simulator import Simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "dashboards" / "polythink.json"
+PROMETHEUS = "/usr/bin/prometheus"
+RATE_WINDOW = "5m"
+
+# (provider, model, tier, mode): phase 1 touches every tier; phase 2 repeats two of them
+# (one as a stream) and asks the first prompt again, which the cache answers.
+PHASE_1 = [
+    ("openai", "gpt-5.5", "high", "complete"),
+    ("openai", "gpt-5.5", "low", "stream"),
+    ("openai", "gpt-5.1", "minimal", "complete"),
+    ("anthropic", "claude-sonnet-4-5", "medium", "stream"),
+    ("glm", "glm-5.3", "none", "complete"),
+]
+PHASE_2 = [
+    ("openai", "gpt-5.5", "high", "stream"),
+    ("openai", "gpt-5.1", "minimal", "complete"),
+    ("glm", "glm-5.3", "none", "complete"),
+]
+PROMPT = [{"role": "user", "content": "Why is the sky blue? Answer in one sentence."}]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Run:
+    """What the calls returned, and what the panels should therefore show."""
+
+    def __init__(self) -> None:
+        self.responses: list[Response] = []
+        self.errors: Counter[str] = Counter()
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.served: Counter[str] = Counter()
+        self.phase_2_tiers: set[str] = set()
+        self.slowest = 0.0
+
+
+async def _call(
+    client: Client, tier: str, mode: str, run: Run, phase: int, cache: bool = True
+) -> None:
+    started = time.perf_counter()
+    try:
+        if mode == "stream":
+            response = None
+            async for event in client.stream(PROMPT, reasoning_effort=tier, cache=cache):
+                if event.type == "done":
+                    response = event.response
+            assert response is not None
+        else:
+            response = await client.complete(PROMPT, reasoning_effort=tier, cache=cache)
+    except PolythinkError as exc:
+        run.errors[f"{type(exc).__module__}.{type(exc).__qualname__}"] += 1
+        run.calls[(tier, "unset")] += 1
+        return
+    finally:
+        run.slowest = max(run.slowest, time.perf_counter() - started)
+    run.responses.append(response)
+    applied = response.applied_effort.value if response.applied_effort else "unset"
+    run.calls[(tier, applied)] += 1
+    run.served[str(response.source_index)] += 1
+    if phase == 2 and not response.cache_hit:
+        run.phase_2_tiers.add(applied)
+
+
+async def _phase(
+    sim: Simulator, endpoint: MetricsEndpoint, cache: Path, calls: Any, run: Run, phase: int
+) -> None:
+    async with httpx.AsyncClient() as http:
+        for provider, model, tier, mode in calls:
+            source = Source(provider, model, api_key="sim", base_url=sim.base_url(provider))
+            async with Client(
+                [source], http_client=http, meter_provider=endpoint.meter_provider, cache=cache
+            ) as client:
+                # Phase 1 fills the cache; phase 2's first call bypasses it (so it spends).
+                await _call(client, tier, mode, run, phase, cache=phase == 1 or mode != "stream")
+        # One call served by the second source: the first one refuses connections.
+        dead = Source(
+            "openai", "gpt-5.5", api_key="sim", base_url=f"http://127.0.0.1:{_free_port()}/v1"
+        )
+        live = Source(
+            "anthropic", "claude-sonnet-4-5", api_key="sim", base_url=sim.base_url("anthropic")
+        )
+        async with Client(
+            [dead, live], http_client=http, meter_provider=endpoint.meter_provider
+        ) as client:
+            await _call(client, "high", "complete", run, phase)
+
+
+class Prometheus:
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        answer = httpx.get(f"{self.base}/api/v1/query", params={"query": expr}, timeout=10)
+        answer.raise_for_status()
+        body = answer.json()
+        assert body["status"] == "success", body
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result
+
+    def last_scrape(self) -> float:
+        result = self.query('timestamp(up{job="polythink"})')
+        return float(result[0]["value"][1]) if result else 0.0
+
+    def wait_scrapes_after(self, moment: float, count: int = 2) -> None:
+        """Wait until ``count`` scrapes started after ``moment`` (epoch seconds)."""
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.last_scrape() >= moment + (count - 1):
+                return
+            time.sleep(0.2)
+        raise AssertionError("Prometheus did not scrape the exporter twice in 20 s")
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Run]]:
+    if not os.access(PROMETHEUS, os.X_OK):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{PROMETHEUS} is missing (Debian package prometheus; .ci/run installs it)")
+        pytest.skip(f"{PROMETHEUS} is not installed (apt-get install prometheus)")
+    tmp = tmp_path_factory.mktemp("prometheus")
+    run = Run()
+    with Simulator() as sim:
+        endpoint = MetricsEndpoint(0)
+        port = _free_port()
+        config = tmp / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: polythink\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{endpoint.port}']\n"
+        )
+        process = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            prometheus = Prometheus(f"http://127.0.0.1:{port}")
+            cache = tmp / "cache"
+            anyio.run(_phase, sim, endpoint, cache, PHASE_1, run, 1)
+            deadline = time.time() + 20
+            while True:
+                try:
+                    if httpx.get(f"{prometheus.base}/-/ready", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.time() < deadline, "Prometheus did not become ready in 20 s"
+                time.sleep(0.1)
+            prometheus.wait_scrapes_after(time.time(), count=1)
+            anyio.run(_phase, sim, endpoint, cache, PHASE_2, run, 2)
+            prometheus.wait_scrapes_after(time.time(), count=2)
+            yield prometheus, run
+        finally:
+            process.terminate()
+            process.wait(10)
+            endpoint.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _panels() -> list[dict[str, Any]]:
+    panels: list[dict[str, Any]] = json.loads(DASHBOARD.read_text())["panels"]
+    return panels
+
+
+def _expr(panel: dict[str, Any], ref: str = "A") -> str:
+    (target,) = [t for t in panel["targets"] if t["refId"] == ref]
+    return str(target["expr"]).replace("$__rate_interval", RATE_WINDOW)
+
+
+def _by(result: list[dict[str, Any]], *labels: str) -> dict[Any, float]:
+    out = {}
+    for series in result:
+        key = tuple(series["metric"].get(label, "") for label in labels)
+        out[key[0] if len(key) == 1 else key] = float(series["value"][1])
+    return out
+
+
+def _spent(run: Run) -> list[Response]:
+    return [r for r in run.responses if not r.cache_hit]
+
+
+def _tier(response: Response) -> str:
+    return response.applied_effort.value if response.applied_effort else "unset"
+
+
+def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert "uid" not in dashboard
+    (variable,) = dashboard["templating"]["list"]
+    assert (variable["name"], variable["type"], variable["query"]) == (
+        "datasource",
+        "datasource",
+        "prometheus",
+    )
+    for panel in dashboard["panels"]:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
+
+
+def test_prometheus_every_panel_shows_what_the_calls_imply(
+    scraped: tuple[Prometheus, Run],
+) -> None:
+    prometheus, run = scraped
+    spent = _spent(run)
+    hits = [r for r in run.responses if r.cache_hit]
+    assert hits, "the second phase should have been answered from the cache once"
+    assert run.errors, "glm-5.3 refuses 'none', so some calls fail"
+    tokens: defaultdict[str, float] = defaultdict(float)
+    dollars: defaultdict[str, float] = defaultdict(float)
+    per_model: defaultdict[tuple[str, str], float] = defaultdict(float)
+    usage: defaultdict[str, float] = defaultdict(float)
+    for response in spent:
+        assert response.usage is not None
+        assert response.usage.reasoning_tokens is not None
+        assert response.cost is not None
+        tokens[_tier(response)] += response.usage.reasoning_tokens
+        dollars[_tier(response)] += response.cost.total
+        per_model[(response.provider, response.model)] += response.cost.total
+        usage["input"] += response.usage.input_tokens or 0
+        usage["output"] += response.usage.output_tokens or 0
+    total_calls = sum(run.calls.values())
+    checked = set()
+    for panel in _panels():
+        title = panel["title"]
+        results = [prometheus.query(_expr(panel, t["refId"])) for t in panel["targets"]]
+        assert all(results), f"panel {title!r}: a query returned no series"
+        result = results[0]
+        checked.add(title)
+        if title == "Reasoning tokens per applied tier (total)":
+            assert _by(result, "polythink_reasoning_applied_effort") == dict(tokens)
+        elif title == "Reasoning tokens per applied tier (rate)":
+            rates = _by(result, "polythink_reasoning_applied_effort")
+            assert set(rates) == set(tokens)
+            assert {tier for tier, rate in rates.items() if rate > 0} == run.phase_2_tiers
+        elif title == "Requested → applied tier (calls)":
+            got = _by(
+                result, "polythink_reasoning_requested_effort", "polythink_reasoning_applied_effort"
+            )
+            assert got == {key: float(n) for key, n in run.calls.items()}
+            assert got[("minimal", "low")] == 2  # gpt-5.1 has no minimal: nearest is low
+        elif title == "Cost per applied tier (USD)":
+            got = _by(result, "polythink_reasoning_applied_effort")
+            assert got == pytest.approx(dict(dollars), rel=1e-12)
+        elif title == "Cost per model (USD)":
+            got = _by(result, "gen_ai_provider_name", "gen_ai_response_model")
+            assert got == pytest.approx(dict(per_model), rel=1e-12)
+        elif title == "Cache hit ratio":
+            assert _by(result, "") == {"": len(hits) / total_calls}
+        elif title == "Money saved by the cache (USD)":
+            saved = sum(r.cost.total for r in hits if r.cost is not None)
+            assert _by(result, "") == pytest.approx({"": saved}, rel=1e-12)
+        elif title in ("Call latency p50 / p95 / p99", "Time to first chunk p50 / p95 / p99"):
+            p50, p95, p99 = (float(r[0]["value"][1]) for r in results)
+            assert 0 < p50 <= p95 <= p99 <= 2 * run.slowest + 0.01, (p50, p95, p99)
+        elif title == "Token usage by type":
+            assert _by(result, "gen_ai_token_type") == dict(usage)
+        elif title == "Errors by error.type":
+            assert _by(result, "error_type") == {k: float(n) for k, n in run.errors.items()}
+        elif title == "Calls served per source (after failover)":
+            got: defaultdict[str, float] = defaultdict(float)
+            for series in result:
+                got[series["metric"]["polythink_source_index"]] += float(series["value"][1])
+            assert got == {index: float(n) for index, n in run.served.items()}
+            assert got["1"] == 2  # the failover call, once per phase
+        else:
+            raise AssertionError(f"panel {title!r} has no check here")
+    assert len(checked) == len(_panels())
