@@ -52,6 +52,7 @@ PRICE_TABLE_PROVIDERS: dict[str, str] = {
     "anthropic": "anthropic",
     "gemini": "google",
     "openrouter": "openrouter",
+    "openrouter-responses": "openrouter",
     "deepseek": "deepseek",
     "glm": "zhipuai",
     "kimi": "moonshotai",
@@ -180,13 +181,16 @@ def _cost(prices: Any, usage: Usage) -> Cost | None:
         if value is not None and key not in _PRICED_HERE and not _unreported_unit(key):
             return None
     input_tokens = usage.input_tokens or 0
+    output_tokens = usage.output_tokens or 0
     cache_read = usage.cache_read_tokens or 0
     cache_write = usage.cache_write_tokens or 0
     reasoning = usage.reasoning_tokens or 0
-    output_tokens = usage.output_tokens or 0
     read_price = values.get("cache_read_mtok")
     write_price = values.get("cache_write_mtok")
+    output_price = values.get("output_mtok")
     reasoning_price = values.get("output_reasoning_mtok")
+    # A cache count the table prices on its own comes out of the input count; one it does
+    # not price stays in the input, at the input price.
     uncached = input_tokens
     if read_price is not None:
         uncached -= cache_read
@@ -195,30 +199,34 @@ def _cost(prices: Any, usage: Usage) -> Cost | None:
     if uncached < 0 or reasoning > output_tokens:
         return None
     part_input = _part(values.get("input_mtok"), uncached, input_tokens)
-    part_read = _part(read_price, cache_read, input_tokens) if read_price is not None else None
-    part_write = _part(write_price, cache_write, input_tokens) if write_price is not None else None
+    part_read = _part(read_price, cache_read, input_tokens)
+    part_write = _part(write_price, cache_write, input_tokens)
     if reasoning_price is not None:
         part_reasoning = _part(reasoning_price, reasoning, input_tokens)
-        part_output = _part(values.get("output_mtok"), output_tokens - reasoning, input_tokens)
+        part_output = _part(output_price, output_tokens - reasoning, input_tokens)
         part_output += part_reasoning
     else:
-        part_output = _part(values.get("output_mtok"), output_tokens, input_tokens)
-        part_reasoning = _part(values.get("output_mtok"), reasoning, input_tokens)
-    total = part_input + part_output
-    if part_read is not None:
-        total += part_read
-    if part_write is not None:
-        total += part_write
+        part_reasoning = _part(output_price, reasoning, input_tokens)
+        part_output = _part(output_price, output_tokens, input_tokens)
+    total = part_input + part_read + part_write + part_output
     fee = values.get("requests_kcount")
     if fee is not None:
         total += fee / _THOUSAND
     return Cost(
         total=float(total),
         input=float(part_input),
-        cache_read=float(part_read) if part_read is not None else 0.0,
-        cache_write=float(part_write) if part_write is not None else 0.0,
+        cache_read=(
+            float(part_read)
+            if read_price is not None and usage.cache_read_tokens is not None
+            else None
+        ),
+        cache_write=(
+            float(part_write)
+            if write_price is not None and usage.cache_write_tokens is not None
+            else None
+        ),
         output=float(part_output),
-        reasoning=float(part_reasoning),
+        reasoning=float(part_reasoning) if usage.reasoning_tokens is not None else None,
         source=_table.version,
     )
 

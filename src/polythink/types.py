@@ -568,14 +568,17 @@ class Cost:
       tokens and are billed as such).
     - ``reasoning``: the part of ``output`` spent reasoning, for dashboards; never added on
       top of ``output``.
-    - ``total``: what the call cost: ``input + cache_read + cache_write + output`` when
-      priced from a table, the provider's own figure when it billed the call itself.
+    - ``total``: what the call cost: the parts added up when priced from a table, the
+      provider's own figure when it billed the call itself.
     - ``source``: ``"provider"`` when the provider reported the billed amount (OpenRouter's
       ``usage.cost``), else the price table and its version (``"genai-prices 0.2.3"``).
 
-    A part is ``None`` when it is not known on its own: a provider that reports only its
-    total, or splits it into prompt and completion only (then ``input`` is the whole prompt
-    part, cached tokens included).
+    A part is ``None`` when it is not known on its own: the provider did not report that
+    count (``reasoning`` without reasoning tokens), the price table does not price it apart
+    (cache reads of a model without a cache price are billed, and counted, in ``input``), or
+    the provider reported only its total, or only a prompt / completion split (then
+    ``input`` is the whole prompt part, cached tokens included). ``total`` is always set;
+    with a per-request fee it is more than the sum of the parts.
     """
 
     total: float
