@@ -200,9 +200,14 @@ def _bars(
     values: dict[str, dict[str, float]],
     label: str,
 ) -> None:
+    import matplotlib
+
+    # 20 distinct colours: the demo calls more models than the default cycle's 10.
+    palette = matplotlib.colormaps["tab20"]
     width = 0.8 / max(len(models), 1)
     for i, model in enumerate(models):
         xs = [t + i * width for t in range(len(tiers))]
-        axes.bar(xs, [values[model].get(tier, 0.0) for tier in tiers], width, label=model)
+        heights = [values[model].get(tier, 0.0) for tier in tiers]
+        axes.bar(xs, heights, width, label=model, color=palette(i % 20))
     axes.set_xticks([t + 0.4 - width / 2 for t in range(len(tiers))], tiers)
     axes.set_ylabel(label)
