@@ -17,7 +17,9 @@ Clients:
 - ``polythink-full-httpx``: a :class:`polythink.Client` with every option it accepts turned on
   (see :func:`full_options`); ``polythink-full-aiohttp`` the same over aiohttp.
 - ``polythink-client`` and ``polythink-client+{telemetry,limits,cache}``: a client over
-  aiohttp with no option group on, then one group at a time (the layer breakdown).
+  aiohttp with no option group on, then one group at a time (the layer breakdown);
+  ``polythink-client+telemetry+cost`` adds pricing every call (``Response.cost``) to
+  telemetry.
 - ``openai``, ``anthropic``: the official SDKs with their defaults, pointed at the simulator.
 - ``litellm``: ``litellm.acompletion`` with an ``openai/`` model and ``api_base``.
 """
@@ -318,6 +320,7 @@ def _otel_providers() -> tuple[Any, Any]:
 
 _GROUP_OF = {
     "cache": "cache",
+    "cost": "cost",
     "tracer_provider": "telemetry",
     "meter_provider": "telemetry",
     "capture_content": "telemetry",
@@ -338,8 +341,8 @@ def full_options(
 
     The options are read from the signatures, so a layer that lands with a new option is
     picked up here, or named in ``notes`` when this table does not know how to turn it on.
-    ``groups`` limits the grouped options (``telemetry``, ``limits``, ``cache``) to those
-    groups (``None``: all);
+    ``groups`` limits the grouped options (``telemetry``, ``limits``, ``cache``, ``cost``) to
+    those groups (``None``: all);
     the tier (``reasoning_effort``), retries and the HTTP layer are always set.
     Limits are set far above what the benchmark sends (so the layer runs but never waits):
     ``rpm`` 10 000 000, ``tpm`` 10 000 000 000, ``max_concurrency`` 1 000. The cache is on but
@@ -358,7 +361,10 @@ def full_options(
         "meter_provider": meter_provider,
         "capture_content": False,
         "http": http,
+        "cost": True,
     }
+    # Options a Client turns on by default: passed as False when their group is off.
+    on_by_default = {"cost"}
     left_alone_client = {"sources", "http_client"}
     client_kw: dict[str, Any] = {}
     for name in inspect.signature(Client.__init__).parameters:
@@ -366,7 +372,9 @@ def full_options(
             continue
         if name in known_client:
             wanted = groups is None or _GROUP_OF.get(name) in (None, *groups)
-            if known_client[name] is not None and wanted:
+            if name in on_by_default:
+                client_kw[name] = known_client[name] if wanted else False
+            elif known_client[name] is not None and wanted:
                 client_kw[name] = known_client[name]
         else:
             notes.append(f"Client option {name!r} is not turned on by the benchmark")
@@ -463,6 +471,11 @@ class PolythinkClient(PolythinkFullAiohttp):
 class PolythinkClientTelemetry(PolythinkClient):
     name = "polythink-client+telemetry"
     groups = frozenset({"telemetry"})
+
+
+class PolythinkClientTelemetryCost(PolythinkClient):
+    name = "polythink-client+telemetry+cost"
+    groups = frozenset({"telemetry", "cost"})
 
 
 class PolythinkClientLimits(PolythinkClient):
@@ -615,6 +628,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         PolythinkFullAiohttp,
         PolythinkClient,
         PolythinkClientTelemetry,
+        PolythinkClientTelemetryCost,
         PolythinkClientLimits,
         PolythinkClientCache,
         OpenAISDK,

@@ -106,6 +106,18 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{client} p99 ≤ 3× p50 at concurrency 64", _ratio(p99, p50), 3.0, missing=why_load
             )
         )
+    layers = _get(scenarios, "layers", "clients") or {}
+    out.append(
+        _target(
+            "polythink-client+telemetry+cost CPU/request ≤ 1.10× polythink-client+telemetry",
+            _ratio(
+                _get(layers, "polythink-client+telemetry+cost", "1", "cpu_per_request"),
+                _get(layers, "polythink-client+telemetry", "1", "cpu_per_request"),
+            ),
+            1.10,
+            missing="layers scenario not run" if "layers" not in scenarios else "not measured",
+        )
+    )
     stream = _get(scenarios, "stream", "clients") or {}
     floor = _get(stream, FLOOR, "cpu_per_delta")
     for client in ("polythink-full-httpx", "polythink-full-aiohttp"):

@@ -59,6 +59,7 @@ LAYER_CLIENTS = (
     "polythink-bare-aiohttp",
     "polythink-client",
     "polythink-client+telemetry",
+    "polythink-client+telemetry+cost",
     "polythink-client+limits",
     "polythink-client+cache",
     "polythink-full-aiohttp",
