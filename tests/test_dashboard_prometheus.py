@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import yaml
 
 from polythink import Client, Response, Source
 from polythink.dashboard import MetricsEndpoint
@@ -32,6 +33,7 @@ from polythink.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "dashboards" / "polythink.json"
+CONFIG = ROOT / "dashboards" / "prometheus.yml"
 PROMETHEUS = "/usr/bin/prometheus"
 RATE_WINDOW = "5m"
 
@@ -159,12 +161,13 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Promethe
     with Simulator() as sim:
         endpoint = MetricsEndpoint(0)
         port = _free_port()
+        # The README's config, pointed at this test's exporter.
+        shipped = yaml.safe_load(CONFIG.read_text())
+        (job,) = shipped["scrape_configs"]
+        assert (job["job_name"], shipped["global"]["scrape_interval"]) == ("polythink", "1s")
+        job["static_configs"] = [{"targets": [f"127.0.0.1:{endpoint.port}"]}]
         config = tmp / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: polythink\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{endpoint.port}']\n"
-        )
+        config.write_text(yaml.safe_dump(shipped))
         process = subprocess.Popen(
             [
                 PROMETHEUS,
