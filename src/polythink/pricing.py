@@ -87,7 +87,40 @@ _UNREPORTED_PREFIXES = (
     "rerank_searches",
 )
 _UNREPORTED_WORDS = ("audio", "image", "video", "document", "mchars", "gpixels", "1h")
-_MISSING: Any = object()
+_LOOKUP_LIMIT = 4096
+
+
+class _Rates:
+    """The prices of one ``ModelPrice`` that polythink's counts can use (``None``: unpriced)."""
+
+    __slots__ = ("cache_read", "cache_write", "fee", "input", "output", "reasoning")
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.input = values.get("input_mtok")
+        self.cache_read = values.get("cache_read_mtok")
+        self.cache_write = values.get("cache_write_mtok")
+        self.output = values.get("output_mtok")
+        self.reasoning = values.get("output_reasoning_mtok")
+        self.fee = values.get("requests_kcount")
+
+    @classmethod
+    def of(cls, prices: Any) -> _Rates | None:
+        """The rates of ``prices``, or ``None`` when it charges a unit not priced here."""
+        values = prices.__dict__
+        for key, value in values.items():
+            if value is not None and key not in _PRICED_HERE and not _unreported_unit(key):
+                return None
+        return cls(values)
+
+
+class _Entry:
+    """One (provider, model) of the table: its rates, or the model when they vary by date."""
+
+    __slots__ = ("info", "rates")
+
+    def __init__(self, info: Any, rates: _Rates | None) -> None:
+        self.info = info
+        self.rates = rates
 
 
 class _Table:
@@ -96,9 +129,10 @@ class _Table:
     def __init__(self) -> None:
         self.loaded = False
         self.module: Any = None
+        self.model_price: Any = None
         self.tiered: Any = None
         self.version = ""
-        self.lookups: dict[tuple[str, str], Any] = {}
+        self.lookups: dict[tuple[str, str], _Entry | None] = {}
 
     def load(self) -> bool:
         if not self.loaded:
@@ -118,20 +152,24 @@ class _Table:
             self.version = f"genai-prices {genai_prices.__version__}"
         return self.module is not None
 
-    def model(self, provider: str, model: str) -> Any:
-        """The table's ``ModelInfo`` for (provider, model), or ``None``; kept per pair."""
+    def entry(self, provider: str, model: str) -> _Entry | None:
+        """The table's entry for (provider, model), or ``None``; looked up once per pair."""
         key = (provider, model)
-        found = self.lookups.get(key, _MISSING)
-        if found is _MISSING:
-            from genai_prices import data_snapshot
+        if key in self.lookups:
+            return self.lookups[key]
+        from genai_prices import data_snapshot
 
-            try:
-                _, found = data_snapshot.get_snapshot().find_provider_model(
-                    model, None, provider, None
-                )
-            except LookupError:
-                found = None
-            self.lookups[key] = found
+        found: _Entry | None
+        try:
+            _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider, None)
+        except LookupError:
+            found = None
+        else:
+            plain = isinstance(info.prices, self.model_price)
+            found = _Entry(info, _Rates.of(info.prices) if plain else None)
+        if len(self.lookups) >= _LOOKUP_LIMIT:
+            self.lookups.clear()
+        self.lookups[key] = found
         return found
 
 
@@ -166,63 +204,58 @@ def price(
     table_provider = PRICE_TABLE_PROVIDERS.get(provider)
     if table_provider is None or not _table.load():
         return None
-    info = _table.model(table_provider, model)
-    if info is None:
+    entry = _table.entry(table_provider, model)
+    if entry is None:
         return None
-    prices = info.prices
-    if not isinstance(prices, _table.model_price):
-        prices = info.get_prices(at or datetime.now(tz=UTC))
-    return _cost(prices, usage)
-
-
-def _cost(prices: Any, usage: Usage) -> Cost | None:
-    values = prices.__dict__
-    for key, value in values.items():
-        if value is not None and key not in _PRICED_HERE and not _unreported_unit(key):
+    rates = entry.rates
+    if rates is None:
+        if isinstance(entry.info.prices, _table.model_price):
+            return None  # a plain price with a unit not priced here
+        rates = _Rates.of(entry.info.get_prices(at or datetime.now(tz=UTC)))
+        if rates is None:
             return None
+    return _cost(rates, usage)
+
+
+def _cost(rates: _Rates, usage: Usage) -> Cost | None:
     input_tokens = usage.input_tokens or 0
     output_tokens = usage.output_tokens or 0
     cache_read = usage.cache_read_tokens or 0
     cache_write = usage.cache_write_tokens or 0
     reasoning = usage.reasoning_tokens or 0
-    read_price = values.get("cache_read_mtok")
-    write_price = values.get("cache_write_mtok")
-    output_price = values.get("output_mtok")
-    reasoning_price = values.get("output_reasoning_mtok")
     # A cache count the table prices on its own comes out of the input count; one it does
     # not price stays in the input, at the input price.
     uncached = input_tokens
-    if read_price is not None:
+    if rates.cache_read is not None:
         uncached -= cache_read
-    if write_price is not None:
+    if rates.cache_write is not None:
         uncached -= cache_write
     if uncached < 0 or reasoning > output_tokens:
         return None
-    part_input = _part(values.get("input_mtok"), uncached, input_tokens)
-    part_read = _part(read_price, cache_read, input_tokens)
-    part_write = _part(write_price, cache_write, input_tokens)
-    if reasoning_price is not None:
-        part_reasoning = _part(reasoning_price, reasoning, input_tokens)
-        part_output = _part(output_price, output_tokens - reasoning, input_tokens)
+    part_input = _part(rates.input, uncached, input_tokens)
+    part_read = _part(rates.cache_read, cache_read, input_tokens)
+    part_write = _part(rates.cache_write, cache_write, input_tokens)
+    if rates.reasoning is not None:
+        part_reasoning = _part(rates.reasoning, reasoning, input_tokens)
+        part_output = _part(rates.output, output_tokens - reasoning, input_tokens)
         part_output += part_reasoning
     else:
-        part_reasoning = _part(output_price, reasoning, input_tokens)
-        part_output = _part(output_price, output_tokens, input_tokens)
+        part_reasoning = _part(rates.output, reasoning, input_tokens)
+        part_output = _part(rates.output, output_tokens, input_tokens)
     total = part_input + part_read + part_write + part_output
-    fee = values.get("requests_kcount")
-    if fee is not None:
-        total += fee / _THOUSAND
+    if rates.fee is not None:
+        total += rates.fee / _THOUSAND
     return Cost(
         total=float(total),
         input=float(part_input),
         cache_read=(
             float(part_read)
-            if read_price is not None and usage.cache_read_tokens is not None
+            if rates.cache_read is not None and usage.cache_read_tokens is not None
             else None
         ),
         cache_write=(
             float(part_write)
-            if write_price is not None and usage.cache_write_tokens is not None
+            if rates.cache_write is not None and usage.cache_write_tokens is not None
             else None
         ),
         output=float(part_output),
