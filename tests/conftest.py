@@ -64,3 +64,12 @@ def instant_retry_backoff(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     defaults = dict(RetryMiddleware.__init__.__kwdefaults__ or {})
     defaults["sleep"] = _no_wait
     monkeypatch.setattr(RetryMiddleware.__init__, "__kwdefaults__", defaults)
+
+
+@pytest.fixture(autouse=True)
+def private_capability_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the per-user capability store at a file of this test's own temporary directory,
+    so no test reads or writes the real user cache directory."""
+    path = tmp_path / "capabilities.json"
+    monkeypatch.setenv("POLYTHINK_CAPABILITIES", str(path))
+    return path

@@ -319,6 +319,8 @@ def test_models_json_lists_every_registered_model(capsys: pytest.CaptureFixture[
         "max_output_tokens": 128000,
         "evidence": by_name["gpt-5.5"]["evidence"],
         "aliases": [],
+        "origin": "documented",
+        "takes_parameter": True,
     }
     assert by_name["gpt-5.5"]["evidence"].startswith("documented: OAI-DOC-deploy")
     assert by_name["gemini-2.5-pro"]["budget_min"] == 128
@@ -336,15 +338,16 @@ def test_models_table_lists_every_registered_model(
     assert {c.model for c in all_capabilities()} <= first_cells
     row = next(line for line in out.splitlines() if line.startswith("│ gemini-2.5-pro "))
     cells = [cell.strip() for cell in row.split("│")[1:-1]]
-    assert cells[:6] == [
+    assert cells[:7] == [
         "gemini-2.5-pro",
         "gemini",
         "minimal low medium high xhigh max",
         "auto",
         "128-32768",
         "65536",
+        "documented",
     ]
-    assert cells[6].startswith("documented: GEM-DOC-thinking budget table")
+    assert cells[7].startswith("documented: GEM-DOC-thinking budget table")
 
 
 def test_models_provider_filter(capsys: pytest.CaptureFixture[str]) -> None:
@@ -429,7 +432,7 @@ ACCEPTED_EFFORTS = (
         (
             ["models", "--frob"],
             "polythink models: error: unrecognized arguments: --frob; accepted options: --help, "
-            "--provider, --json",
+            "--provider, --json, --store, --learned, --levels",
         ),
         (
             ["simulate", "--port", "70000"],

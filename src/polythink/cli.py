@@ -6,7 +6,14 @@
 - ``polythink resolve --provider P --model M --effort E`` prints the applied tier and the
   request-body fragment :func:`polythink.reasoning.resolve` gives, without any network.
   Exit 1 when the tier cannot be satisfied.
-- ``polythink models`` prints the capability registry.
+- ``polythink models`` prints the capability registry with where each fact comes from
+  (observed > documented > imported > inferred); ``--learned`` lists what was learned on the
+  wire and imported, and suspected stale entries, with their evidence; ``--levels MODEL``
+  prints the tiers a selector should offer for a model and the one to preselect;
+  ``models forget MODEL`` drops what was learned about a model; ``models import openrouter
+  FILE.json`` stores an OpenRouter ``/api/v1/models`` document as imported. ``--store PATH``
+  names the capability store file (default: the per-user one, see
+  :mod:`polythink.capability_store`).
 - ``polythink simulate`` serves the simulator in the foreground until Ctrl-C.
 - ``polythink bench [--quick] …`` runs the benchmark suite, the ``benchmarks`` package of a
   source checkout (next to ``src/``, or in the current directory); every argument after
@@ -42,11 +49,12 @@ from rich.table import Table
 from rich.text import Text
 
 from polythink import __version__
+from polythink.capability_store import CapabilityStore, open_store
 from polythink.client import Client
 from polythink.config import Source
 from polythink.errors import PolythinkError
 from polythink.providers import PROVIDERS, get_provider
-from polythink.reasoning import POLICIES, Capability, all_capabilities, resolve
+from polythink.reasoning import POLICIES, Capability, all_capabilities, get_capability, resolve
 from polythink.transports import transport_class
 from polythink.types import EFFORT_ORDER, Effort, Message, Response, Tool
 
@@ -260,12 +268,55 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
 
     models = commands.add_parser(
         "models",
-        help="print the capability registry",
-        description="Print every registered model with its accepted tiers and evidence.",
+        help="print the capability registry, what was learned, and a model's tiers",
+        description="Print every known model with its accepted tiers, where that comes from "
+        "(observed > documented > imported > inferred) and its evidence.",
     )
     models.add_argument("--provider", choices=providers, metavar="P", help=listing)
-    models.add_argument("--json", action="store_true", help="print a JSON list")
+    models.add_argument("--json", action="store_true", help="print JSON")
+    models.add_argument(
+        "--store",
+        metavar="PATH",
+        help="the capability store file (default: $POLYTHINK_CAPABILITIES, else "
+        "capabilities.json in the user cache directory)",
+    )
+    shown = models.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--learned",
+        action="store_true",
+        help="list learned and imported entries and suspected stale ones, with evidence",
+    )
+    shown.add_argument(
+        "--levels",
+        metavar="MODEL",
+        help="print the tiers a selector should offer for MODEL, cheapest first, and its default",
+    )
     models.set_defaults(handler=_cmd_models)
+    actions = models.add_subparsers(dest="action", metavar="action", parser_class=_Parser)
+    forget = actions.add_parser(
+        "forget",
+        help="drop what was learned or imported about a model",
+        description=(
+            "Drop the learned and imported entries and suspicions of MODEL from the store."
+        ),
+    )
+    forget.add_argument("model", metavar="MODEL")
+    forget.add_argument(
+        "--provider",
+        choices=providers,
+        metavar="P",
+        dest="forget_provider",
+        help="only what was observed on this provider",
+    )
+    forget.set_defaults(handler=_cmd_models_forget)
+    imports = actions.add_parser(
+        "import",
+        help="store a catalogue as imported capabilities",
+        description="Read a catalogue into the capability store (below the shipped registry).",
+    )
+    imports.add_argument("catalogue", choices=("openrouter",), help="openrouter")
+    imports.add_argument("file", metavar="FILE.json", help="an OpenRouter /api/v1/models document")
+    imports.set_defaults(handler=_cmd_models_import)
 
     sim = commands.add_parser(
         "simulate",
@@ -438,11 +489,168 @@ def _console() -> Console:
     return console
 
 
+def _store(args: argparse.Namespace) -> CapabilityStore | None:
+    try:
+        return open_store(args.store)
+    except ValueError as exc:
+        print(f"polythink models: {exc}", file=sys.stderr)
+        return None
+
+
+def _tiers(efforts: Sequence[Effort]) -> str:
+    return " ".join(e.value for e in efforts) or "-"
+
+
+def _cmd_models_forget(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return EXIT_FAILED
+    dropped = store.forget(args.model, args.forget_provider)
+    if not dropped:
+        print(f"nothing learned or imported about {args.model!r} in {store.path or 'memory'}")
+        return EXIT_FAILED
+    print(f"forgot {dropped} entr{'y' if dropped == 1 else 'ies'} about {args.model!r}")
+    return EXIT_OK
+
+
+def _cmd_models_import(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return EXIT_FAILED
+    try:
+        count = store.import_openrouter(args.file)
+    except ValueError as exc:
+        print(f"polythink models import: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"imported {count} models from {args.file} into {store.path or 'memory'}")
+    return EXIT_OK
+
+
+def _cmd_levels(args: argparse.Namespace, store: CapabilityStore) -> int:
+    provider = _MODELS_PROVIDER_ALIASES.get(args.provider, args.provider)
+    found = store.levels(args.levels, provider)
+    if args.json:
+        result = {
+            "model": args.levels,
+            "levels": [e.value for e in found.levels],
+            "default": found.default.value if found.default else None,
+            "origin": found.origin,
+        }
+        print(json.dumps(result, ensure_ascii=False))
+        return EXIT_OK
+    if not found.levels:
+        print(f"{args.levels}: no reasoning control ({found.origin})")
+        return EXIT_OK
+    default = found.default.value if found.default else "-"
+    print(f"{args.levels}: {_tiers(found.levels)} (default {default}; {found.origin})")
+    return EXIT_OK
+
+
+def _learned_rows(store: CapabilityStore) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for entry in store.entries():
+        shipped = get_capability(entry.model)
+        cap = entry.capability
+        rows.append(
+            {
+                "kind": entry.origin,
+                "model": entry.model,
+                "provider": entry.provider,
+                "tiers": [e.value for e in cap.supported_efforts] if cap else None,
+                "registry": [e.value for e in shipped.supported_efforts] if shipped else None,
+                "evidence": entry.evidence,
+                "date": entry.date,
+            }
+        )
+    for hint in store.suspicions():
+        if hint.kind == "reasoned_when_off":
+            seen = "reasoned although asked none"
+        else:
+            seen = "reported 0 reasoning tokens"
+        rows.append(
+            {
+                "kind": "suspected",
+                "model": hint.model,
+                "provider": hint.provider,
+                "tier": hint.tier,
+                "contradiction": hint.kind,
+                "count": hint.count,
+                "evidence": (
+                    f"{hint.count} answers at reasoning_effort={hint.tier!r} "
+                    f"{seen}"
+                    f" ({hint.first_seen} to {hint.last_seen}); the registry entry says: "
+                    f"{hint.registry}"
+                ),
+                "date": hint.last_seen,
+            }
+        )
+    return rows
+
+
+def _cmd_learned(args: argparse.Namespace, store: CapabilityStore) -> int:
+    rows = _learned_rows(store)
+    if args.provider is not None:
+        rows = [r for r in rows if r["provider"] in (None, args.provider)]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return EXIT_OK
+    if not rows:
+        print(f"nothing learned, imported or suspected in {store.path or 'memory'}")
+        return EXIT_OK
+    table = Table(title=f"learned capabilities ({store.path or 'memory'})", title_justify="left")
+    for name in ("kind", "model", "provider", "now", "registry", "evidence"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        if row["kind"] == "suspected":
+            now, registry = f"suspect at {row['tier']}", "-"
+        else:
+            tiers = row["tiers"]
+            now = "no reasoning parameter" if tiers is None else " ".join(tiers)
+            registry = " ".join(row["registry"]) if row["registry"] else "-"
+        cells = (
+            row["kind"],
+            row["model"],
+            row["provider"] or "any",
+            now,
+            registry,
+            row["evidence"],
+        )
+        table.add_row(*(Text(cell) for cell in cells))
+    _console().print(table)
+    return EXIT_OK
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return EXIT_FAILED
+    if args.levels is not None:
+        return _cmd_levels(args, store)
+    if args.learned:
+        return _cmd_learned(args, store)
     provider = _MODELS_PROVIDER_ALIASES.get(args.provider, args.provider)
     caps = all_capabilities(provider)
+    known = [store.lookup(c.provider, c.model) for c in caps]
+    listed = {(c.provider, c.model) for c in caps}
+    for entry in store.entries():
+        if entry.origin == "imported" and provider not in (None, "openrouter"):
+            continue
+        if entry.provider is not None and provider not in (None, entry.provider):
+            continue
+        if get_capability(entry.model) is None and (entry.provider, entry.model) not in listed:
+            listed.add((entry.provider, entry.model))
+            found = store.lookup(entry.provider, entry.model)
+            fallback = Capability(entry.model, (Effort.NONE,), provider=entry.provider)
+            caps.append(found.capability or fallback)
+            known.append(found)
     if args.json:
-        print(json.dumps([_capability_json(c) for c in caps], ensure_ascii=False))
+        rows = []
+        for cap, fact in zip(caps, known, strict=True):
+            row = _capability_json(fact.capability or cap)
+            row["origin"] = fact.origin
+            row["takes_parameter"] = fact.takes_parameter
+            rows.append(row)
+        print(json.dumps(rows, ensure_ascii=False))
         return EXIT_OK
     if not caps:
         print(
@@ -457,16 +665,20 @@ def _cmd_models(args: argparse.Namespace) -> int:
     table.add_column("default", overflow="fold")
     table.add_column("budget", overflow="fold")
     table.add_column("max output", justify="right", overflow="fold")
+    table.add_column("origin", overflow="fold")
     table.add_column("evidence")
-    for cap in caps:
+    for shipped, fact in zip(caps, known, strict=True):
+        cap = fact.capability or shipped
+        tiers = _tiers(cap.supported_efforts) if fact.takes_parameter else "no reasoning parameter"
         cells = (
             cap.model,
             cap.provider or "-",
-            " ".join(e.value for e in cap.supported_efforts),
+            tiers,
             cap.default_effort.value if cap.default_effort else "?",
             _budget_range(cap),
             str(cap.max_output_tokens) if cap.max_output_tokens is not None else "-",
-            cap.evidence,
+            fact.origin,
+            fact.evidence or cap.evidence,
         )
         table.add_row(*(Text(cell) for cell in cells))
     _console().print(table)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import httpx
 
+from polythink.capability_store import CapabilityStore, open_store
 from polythink.config import Source, sources_from_env, sources_from_toml
 from polythink.errors import StreamInterruptedError
 from polythink.http import HTTPLayer, build_http_client, check_http_layer
@@ -145,6 +146,11 @@ class Client:
         cost: price every call into :attr:`Response.cost` from the price table
             (:mod:`polythink.pricing`; needs the ``cost`` extra); ``False`` leaves only the
             cost a provider reports itself.
+        capabilities_store: where learned and imported capabilities live: ``None`` (the
+            per-user file, ``$POLYTHINK_CAPABILITIES`` or ``capabilities.json`` in the user
+            cache directory, shared by every client of the process), a file path, ``False``
+            (memory only, this client alone) or a
+            :class:`~polythink.capability_store.CapabilityStore`.
         http: the HTTP layer of the client's own ``httpx.AsyncClient``: ``"auto"``
             (default: aiohttp's pool under asyncio when ``httpx-aiohttp`` is installed,
             else httpx's own), ``"httpx"`` or ``"aiohttp"``; see
@@ -154,7 +160,8 @@ class Client:
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, a
             provider whose transport is not available, an unusable ``cache`` value, or an
-            unknown or unavailable ``http``.
+            unknown or unavailable ``http``, or a ``capabilities_store`` file that is not a
+            store.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -170,6 +177,7 @@ class Client:
         capture_content: bool = False,
         http: HTTPLayer = "auto",
         cost: bool = True,
+        capabilities_store: str | Path | bool | CapabilityStore | None = None,
     ) -> None:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
         # when the first client is built, and ``import polythink`` stays close to
@@ -190,6 +198,7 @@ class Client:
                 raise ValueError(f"sources[{i}] is {type(source).__name__}, expected Source")
         self.sources = sources
         self.cache = cache
+        self.capabilities = open_store(capabilities_store)
         self._given_http = http_client
         self.http: HTTPLayer = http
         self._http: httpx.AsyncClient | None = None
@@ -209,7 +218,7 @@ class Client:
                 )
             self._keys.append(key)
             self._transport_classes.append(transport_class(profile.wire))
-            self._reasoning.append(ReasoningMiddleware(source, i, profile))
+            self._reasoning.append(ReasoningMiddleware(source, i, profile, self.capabilities))
             self._retry.append(RetryMiddleware(source, i))
             # Every source but the last hands a call it cannot take at once to the next one.
             wait = None if i == len(sources) - 1 else 0.0

@@ -10,20 +10,40 @@ only the final ``done`` response is completed.
 
 Resolutions are pure, so they are memoised per (tier, max_tokens): a call costs a dict
 lookup, not a resolution.
+
+Learning from rejections: when the provider answers 400 / 422 with a recognised refusal of
+the reasoning fields (:func:`polythink.reasoning.learn.parse_reasoning_rejection`), the layer
+records what the model evidently accepts in the capability store as *observed* evidence,
+re-resolves the requested tier under the source's ``effort_fallback`` and sends the call once
+more with the new fragment (``nearest``/``drop``), or raises
+:class:`~polythink.errors.ThinkingUnsupportedError` naming the accepted tiers (``error``). A
+model that takes no reasoning parameter at all is sent none, with a warning saying so. The
+retry goes straight to the transport (the rate limiter outside counted one call). An
+unrecognised 400 is raised unchanged, never retried.
+
+The first call of each requested tier is sent alone: calls for the same tier that arrive
+while it is in flight wait for its outcome, so a rejection is paid once, not once per
+concurrent caller. After that first outcome the gate costs one set lookup.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import json
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from typing import Any
 
+import anyio
+
+from polythink.capability_store import CapabilityStore
 from polythink.config import Source
-from polythink.errors import ThinkingUnsupportedError
+from polythink.errors import PolythinkError, RequestRejectedError, ThinkingUnsupportedError
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
 from polythink.reasoning.resolve import resolve
 from polythink.types import (
@@ -48,6 +68,8 @@ class ReasoningMiddleware:
         source: the source (its model, default effort and fallback policy).
         index: the source's position in the client.
         profile: the source's provider profile.
+        store: the capability store to read (observed > documented > imported > inferred)
+            and to record what rejections teach; ``None`` = a private in-memory store.
 
     Raises:
         ThinkingUnsupportedError: at construction, when the source's own configured effort
@@ -55,13 +77,25 @@ class ReasoningMiddleware:
             client is built, not on the first call).
     """
 
-    def __init__(self, source: Source, index: int, profile: ProviderProfile) -> None:
+    def __init__(
+        self,
+        source: Source,
+        index: int,
+        profile: ProviderProfile,
+        store: CapabilityStore | None = None,
+    ) -> None:
         self.source = source
         self.index = index
         self.profile = profile
         self.model = source.model
-        self.capability: Capability | None = get_capability(source.model)
+        self.store = store if store is not None else CapabilityStore(None)
+        known = self.store.lookup(profile.id, source.model)
+        self.capability: Capability | None = known.capability
+        self.takes_parameter = known.takes_parameter
+        self.origin = known.origin
         self._memo: dict[tuple[Effort | None, int | None], Resolution] = {}
+        self._settled: set[Effort] = set()
+        self._probes: dict[Effort, anyio.Event] = {}
         if source.effort is not None:
             try:
                 self._resolve(source.effort, None)
@@ -72,6 +106,9 @@ class ReasoningMiddleware:
     def _resolve(self, effort: Effort | None, max_tokens: int | None) -> Resolution:
         key = (effort, max_tokens)
         found = self._memo.get(key)
+        if found is None and not self.takes_parameter and effort is not None:
+            found = Resolution(effort, None, {}, None, (self._no_parameter_note(effort),))
+            self._memo[key] = found
         if found is None:
             found = resolve(
                 effort,
@@ -159,27 +196,197 @@ class ReasoningMiddleware:
             warnings=[*response.warnings, *warnings],
         )
 
+    def _no_parameter_note(self, effort: Effort) -> str:
+        return (
+            f"model {self.model!r} takes no reasoning parameter on {self.profile.id} "
+            f"({self.origin} evidence); sent none for reasoning_effort={effort.value!r}, so "
+            "the model reasons (or not) by its own default"
+        )
+
+    def _requested(self, request: Request) -> Effort | None:
+        effort = request.reasoning_effort
+        return self.source.effort if effort is None else effort
+
+    async def _admit(self, effort: Effort | None) -> anyio.Event | None:
+        """Wait while the first call of this tier is in flight; return the gate to open when
+        this call is that first one, else ``None``."""
+        if effort is None or effort in self._settled:
+            return None
+        while True:
+            probe = self._probes.get(effort)
+            if probe is None:
+                probe = self._probes[effort] = anyio.Event()
+                return probe
+            await probe.wait()
+            if effort in self._settled:
+                return None
+
+    def _release(self, effort: Effort | None, probe: anyio.Event | None) -> None:
+        if probe is None or effort is None:
+            return
+        self._settled.add(effort)
+        self._probes.pop(effort, None)
+        probe.set()
+
+    def learn(self, error: PolythinkError, prepared: Request) -> Request | None:
+        """Learn from a rejection of ``prepared``; return the request to send once more.
+
+        Returns ``None`` when ``error`` is not a recognised reasoning rejection of a request
+        that carried reasoning fields (the caller re-raises it), or when re-resolving gives the
+        same fragment again.
+
+        Raises:
+            ThinkingUnsupportedError: the requested tier cannot be satisfied under the
+                source's policy with what was learned (``error`` policy, or ``none`` on a model
+                that turned out unable to switch off); it names the accepted tiers.
+        """
+        resolution = prepared.resolution
+        if resolution is None or not resolution.payload or error.body is None:
+            return None
+        try:
+            body: Any = json.loads(error.body)
+        except ValueError:
+            body = error.body
+        rejection = parse_reasoning_rejection(error.status_code, body)
+        if rejection is None:
+            return None
+        today = datetime.datetime.now(datetime.UTC).date().isoformat()
+        sent = resolution.applied_effort
+        evidence = (
+            f"observed {today} on {self.profile.id}: HTTP {error.status_code} to "
+            f"{json.dumps(dict(resolution.payload), sort_keys=True)}: {rejection.gist}"
+        )
+        try:
+            capability = learned_capability(
+                self.capability,
+                rejection,
+                model=self.model,
+                provider=self.profile.id,
+                wire=self.profile.reasoning_wire,
+                sent=sent,
+                evidence=evidence,
+            )
+        except ValueError:
+            return None
+        if capability is None and not self.takes_parameter:
+            return None
+        self.store.observe(self.profile.id, self.model, capability, evidence)
+        self.capability = capability
+        self.takes_parameter = capability is not None
+        self.origin = "observed"
+        self._memo.clear()
+        requested = self._requested(prepared)
+        try:
+            retried = self._resolve(requested, prepared.max_tokens)
+        except ThinkingUnsupportedError as exc:
+            exc.message = f"{exc.message}; learned from {evidence}"
+            exc.args = (exc.message,)
+            exc.source_index = self.index
+            raise exc from error
+        if dict(retried.payload) == dict(resolution.payload):
+            return None
+        what = (
+            "no reasoning parameter"
+            if capability is None
+            else f"accepted: {', '.join(e.value for e in capability.supported_efforts)}"
+        )
+        note = (
+            f"{self.profile.id} rejected the reasoning fields for model {self.model!r} "
+            f"({rejection.gist}); learned {what} and sent the call again"
+        )
+        _throttle.warn(note, model=self.model, tier="learned", kind="learn")
+        learned = dataclasses.replace(retried, warnings=(note, *retried.warnings))
+        return prepared.with_(resolution=learned)
+
+    def _suspect(self, response: Response) -> str | None:
+        """Count a reasoning observation that contradicts the registry; a note once suspect."""
+        cap = self.capability
+        applied = response.applied_effort
+        if cap is None or applied is None or self.origin == "observed":
+            return None
+        if applied is Effort.NONE and response.thinking is ThinkingObservation.OBSERVED:
+            kind: Any = "reasoned_when_off"
+        elif (
+            applied is not Effort.AUTO
+            and applied is not Effort.NONE
+            and response.thinking is ThinkingObservation.ABSENT
+        ):
+            kind = "silent_when_on"
+        else:
+            return None
+        hint = self.store.contradict(self.profile.id, self.model, applied, kind, cap.evidence)
+        if not hint.suspected:
+            return None
+        return (
+            f"the capability entry of model {self.model!r} looks stale: {hint.count} answers "
+            f"at reasoning_effort={applied.value!r} contradicted it ({kind.replace('_', ' ')}); "
+            "nothing was changed (see polythink models --learned)"
+        )
+
+    def _done(self, response: Response, resolution: Resolution, prepared: Request) -> Response:
+        finished = self.finish(response, resolution, self.overridden(prepared))
+        note = self._suspect(finished)
+        if note is None:
+            return finished
+        return dataclasses.replace(finished, warnings=[*finished.warnings, note])
+
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
-        """Resolve, call the transport, reconcile."""
-        prepared = self.prepare(request)
-        response = await call_next(prepared)
+        """Resolve, call the transport (once more after a recognised rejection), reconcile."""
+        effort = self._requested(request)
+        probe = await self._admit(effort)
+        try:
+            prepared = self.prepare(request)
+            try:
+                response = await call_next(prepared)
+            except RequestRejectedError as exc:
+                retry = self.learn(exc, prepared)
+                if retry is None:
+                    raise
+                prepared = retry
+                response = await call_next(prepared)
+        finally:
+            self._release(effort, probe)
         assert prepared.resolution is not None
-        return self.finish(response, prepared.resolution, self.overridden(prepared))
+        return self._done(response, prepared.resolution, prepared)
 
     async def stream(
         self, request: Request, call_next: StreamNext
     ) -> AsyncGenerator[StreamEvent, None]:
-        """Resolve, pass events through, reconcile the final ``done`` response."""
-        prepared = self.prepare(request)
+        """Resolve, pass events through, reconcile the final ``done`` response.
+
+        A rejection arrives before the first event, so learning and sending once more happen
+        before anything reaches the caller.
+        """
+        effort = self._requested(request)
+        probe = await self._admit(effort)
+        try:
+            prepared = self.prepare(request)
+            events = call_next(prepared)
+            try:
+                first = await events.__anext__()
+            except RequestRejectedError as exc:
+                await events.aclose()
+                retry = self.learn(exc, prepared)
+                if retry is None:
+                    raise
+                prepared = retry
+                events = call_next(prepared)
+                first = await events.__anext__()
+        except BaseException:
+            self._release(effort, probe)
+            raise
+        self._release(effort, probe)
         assert prepared.resolution is not None
-        async with aclosing(call_next(prepared)) as events:
-            async for event in events:
+        resolution = prepared.resolution
+        async with aclosing(events):
+            event: StreamEvent | None = first
+            while event is not None:
                 if event.type == "done" and event.response is not None:
-                    done = self.finish(
-                        event.response, prepared.resolution, self.overridden(prepared)
+                    event = StreamEvent(
+                        "done", response=self._done(event.response, resolution, prepared)
                     )
-                    event = StreamEvent("done", response=done)
                 yield event
+                event = await anext(events, None)
 
 
 def _overlap(payload: Mapping[str, Any], extra: Mapping[str, Any], prefix: str = "") -> list[str]:

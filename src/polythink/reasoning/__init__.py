@@ -8,6 +8,14 @@ from polythink.reasoning.capabilities import (
     normalise_model_name,
     register_capability,
 )
+from polythink.reasoning.learn import (
+    GENERIC_LEVELS,
+    ReasoningRejection,
+    default_level,
+    learned_capability,
+    parse_reasoning_rejection,
+    reasoning_levels,
+)
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
 from polythink.reasoning.resolve import (
     ANTHROPIC_MIN_BUDGET,
@@ -21,17 +29,23 @@ from polythink.reasoning.resolve import (
 
 __all__ = [
     "ANTHROPIC_MIN_BUDGET",
+    "GENERIC_LEVELS",
     "POLICIES",
     "TIER_BUDGET_TOKENS",
     "Capability",
     "EffortPolicy",
+    "ReasoningRejection",
     "WarningThrottle",
     "all_capabilities",
     "budget_for",
     "capabilities_from_openrouter",
+    "default_level",
     "get_capability",
+    "learned_capability",
     "normalise_model_name",
     "observe",
+    "parse_reasoning_rejection",
+    "reasoning_levels",
     "reconcile",
     "register_capability",
     "resolve",

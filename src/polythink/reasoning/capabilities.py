@@ -303,16 +303,24 @@ def _known_effort(value: Any) -> Effort | None:
 
 def capabilities_from_openrouter(
     document: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    *,
+    evidence: str = "documented: OpenRouter /models reasoning metadata",
 ) -> list[Capability]:
     """Build capabilities from an OpenRouter ``/api/v1/models`` JSON document.
 
     Reads each model's ``reasoning`` object (OR-DOC, retrieved 2026-10-05):
-    ``supported_efforts`` (``null`` = every gateway tier; omitted = no effort selection, on/off
-    only), ``mandatory`` (true = cannot switch off), ``default_effort`` (``"none"`` = off by
-    default); the model's ``context_length`` becomes ``context_window``. Models without a
-    ``reasoning`` object are skipped (they do not reason, or are routers); tier names
-    polythink does not know are left out. Pass the result to :func:`register_capability`
-    to use it.
+    ``supported_efforts`` (listed highest first; ``null`` = no allowlist, every gateway tier;
+    omitted = no effort selection, on/off only), ``mandatory`` (true = cannot switch off),
+    ``default_effort`` (``"none"`` = off by default); the model's ``context_length`` becomes
+    ``context_window``. The tiers come out cheapest first, with ``none`` first unless
+    ``mandatory``. Models without a ``reasoning`` object are skipped (they do not reason, or
+    are routers); tier names polythink does not know are left out. Pass the result to
+    :func:`register_capability`, or store it as imported with
+    :meth:`polythink.capability_store.CapabilityStore.import_openrouter`.
+
+    Args:
+        document: the parsed JSON document.
+        evidence: the evidence text of every capability built (name the file and its date).
 
     Raises:
         ValueError: when the document is neither ``{"data": [...]}`` nor a list of models.
@@ -353,7 +361,7 @@ def capabilities_from_openrouter(
                 supported_efforts=tuple(efforts),
                 default_effort=_known_effort(default),
                 provider="openrouter",
-                evidence="documented: OpenRouter /models reasoning metadata",
+                evidence=evidence,
                 context_window=window if type(window) is int and window > 0 else None,
             )
         )

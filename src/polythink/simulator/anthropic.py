@@ -8,6 +8,8 @@ against (WIRE.md §3):
 - ``thinking: {type: enabled, budget_tokens}`` is accepted on ``manual`` models with
   ``1024 <= budget_tokens < max_tokens`` and rejected on ``adaptive`` ones with the message
   Anthropic sends for 4.7 and later (3rd-party NousResearch/hermes-agent#11137);
+  thinking on a model that does not reason gets "'<model>' does not support thinking."
+  (anthropics/claude-code#11388, 2025-11);
   ``{type: adaptive}`` is rejected on ``manual`` models; ``{type: disabled}`` is rejected on
   models that cannot switch thinking off; ``output_config.effort`` outside an adaptive model's
   tiers is rejected (Anthropic returns an error for ``max`` where the model lacks it,
@@ -195,6 +197,10 @@ def _depth(body: Mapping[str, Any], model: str, max_tokens: int) -> tuple[Effort
             )
         effort = parsed
     style = cap.thinking if cap is not None else None
+    if kind in ("enabled", "adaptive") and (
+        not behaviour.takes_parameter(model) or (cap is not None and not cap.reasons)
+    ):
+        raise _Rejected(f"'{model}' does not support thinking.")
     if (
         cap is not None
         and style == "adaptive"

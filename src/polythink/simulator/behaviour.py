@@ -8,16 +8,18 @@ the tier. Everything here is deterministic, so tests can assert exact values.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.reasoning.capabilities import Capability, get_capability, normalise_model_name
 from polythink.types import Effort
 
 __all__ = [
+    "PLAYED",
     "REASONING_TOKENS",
     "Answer",
     "accepts",
@@ -27,6 +29,7 @@ __all__ = [
     "prompt_tokens",
     "quoted_list",
     "reasoning_text",
+    "takes_parameter",
     "tool_arguments",
 ]
 
@@ -45,14 +48,46 @@ REASONING_TOKENS: dict[Effort, int] = {
 _WORDS_PER_TOKEN = 0.25
 
 
+PLAYED: contextvars.ContextVar[Mapping[str, Capability | None] | None] = contextvars.ContextVar(
+    "polythink_simulator_played", default=None
+)
+"""The models whose capabilities this request's simulator plays instead of the registry's
+(``Settings.capabilities``; the server sets it for each request it dispatches)."""
+
+_NO_PARAMETER = object()
+
+
+def _played(model: str) -> Any:
+    played = PLAYED.get()
+    if not played:
+        return get_capability(model)
+    if model in played:
+        found = played[model]
+    else:
+        name = normalise_model_name(model)
+        found = next(
+            (cap for key, cap in played.items() if normalise_model_name(key) == name),
+            get_capability(model),
+        )
+    return _NO_PARAMETER if found is None else found
+
+
+def takes_parameter(model: str) -> bool:
+    """Whether the model accepts a reasoning parameter at all (``False`` only where the
+    simulator was told it takes none)."""
+    return _played(model) is not _NO_PARAMETER
+
+
 def capability(model: str) -> Capability | None:
-    """The registry entry the simulator plays, or ``None`` for an unregistered model."""
-    return get_capability(model)
+    """The capability the simulator plays for ``model`` (``Settings.capabilities``, else the
+    registry entry), or ``None`` for an unregistered model or one that takes no parameter."""
+    found = _played(model)
+    return None if found is _NO_PARAMETER else found
 
 
 def default_tier(model: str) -> Effort:
     """The tier a model reasons at when the request sends no reasoning field."""
-    cap = get_capability(model)
+    cap = capability(model)
     if cap is None:
         return Effort.MEDIUM
     if cap.default_effort is not None:
@@ -62,7 +97,7 @@ def default_tier(model: str) -> Effort:
 
 def accepts(model: str, tier: Effort) -> bool:
     """Whether a registered model accepts ``tier`` (unregistered models accept anything)."""
-    cap = get_capability(model)
+    cap = capability(model)
     if cap is None:
         return True
     if tier is Effort.AUTO:
@@ -72,7 +107,7 @@ def accepts(model: str, tier: Effort) -> bool:
 
 def supported_listing(model: str) -> list[str]:
     """The tiers a registered model accepts, as strings (empty when unregistered)."""
-    cap = get_capability(model)
+    cap = capability(model)
     return [e.value for e in cap.supported_efforts] if cap else []
 
 

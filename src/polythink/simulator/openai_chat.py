@@ -7,7 +7,9 @@
   ``thinking_budget``; vLLM ``chat_template_kwargs``), else the model's default;
 - on effort-validating providers (OpenAI, xAI, Groq, Mistral, MiniMax) a registered model
   given a tier it does not accept gets OpenAI's 400 ``unsupported_value`` error, and a model
-  that does not reason gets 400 ``unsupported_parameter``; OpenAI also rejects ``max_tokens``
+  that does not reason gets 400 ``unsupported_parameter``; xAI answers with its bare-string
+  errors instead ("Model … does not support parameter reasoningEffort.", "Invalid reasoning
+  effort."), Groq with "`reasoning_effort` must be one of …"; OpenAI also rejects ``max_tokens``
   on reasoning models (recorded: vercel_openai_chat_reasoning_max_tokens_error.json);
 - providers that do not validate reason anyway when asked to switch off a model that cannot
   (as measured on GLM-5.3, 2026-09-05), which polythink's reconciliation reports;
@@ -107,18 +109,34 @@ def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None)
             param="max_tokens",
             code="unsupported_parameter",
         )
-    if provider not in _VALIDATING or raw is None or cap is None:
+    if provider not in _VALIDATING or raw is None:
         return None
-    supported = [e.value for e in cap.supported_efforts if e is not Effort.AUTO]
-    if not cap.reasons or not supported:
+    takes = behaviour.takes_parameter(model)
+    if takes and cap is None:
+        return None
+    supported = [e.value for e in cap.supported_efforts if e is not Effort.AUTO] if cap else []
+    if not takes or cap is None or not cap.reasons or not supported:
         # Non-reasoning models, and reasoning models with no strength to choose (xAI
         # grok-4, XAI-DOC 2025), refuse the field itself (wording: WIRE §1.2).
+        if provider == "xai":
+            return _xai_error(f"Model {model} does not support parameter reasoningEffort.")
         return _error(
             "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
             param="reasoning_effort",
             code="unsupported_parameter",
         )
     if raw not in supported:
+        if provider == "xai":
+            return _xai_error("Invalid reasoning effort.")
+        if provider == "groq":
+            listed = [f"`{v}`" for v in supported]
+            tail = f"{', '.join(listed[:-1])} or {listed[-1]}" if len(listed) > 1 else listed[0]
+            return {
+                "error": {
+                    "message": f"`reasoning_effort` must be one of {tail}",
+                    "type": "invalid_request_error",
+                }
+            }
         return _error(
             f"Unsupported value: 'reasoning_effort' does not support '{raw}' with this model. "
             f"Supported values are: {_listing(supported)}.",
@@ -126,6 +144,12 @@ def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None)
             code="unsupported_value",
         )
     return None
+
+
+def _xai_error(message: str) -> dict[str, Any]:
+    """xAI's error body: a bare string under ``error``, no ``param`` (BerriAI/litellm#16265,
+    2025-11; chenyme/grok2api#814, 2026-07)."""
+    return {"code": "Client specified an invalid argument", "error": message}
 
 
 def _effective(model: str, tier: Effort) -> Effort:

@@ -81,6 +81,18 @@ def _reject(provider: str, body: Mapping[str, Any], model: str) -> tuple[int, An
                 code="invalid_encrypted_content",
             )
     cap = behaviour.capability(model)
+    reasoning = body.get("reasoning")
+    if (
+        provider == "openai-responses"
+        and not behaviour.takes_parameter(model)
+        and isinstance(reasoning, Mapping)
+        and "effort" in reasoning
+    ):
+        return 400, _error(
+            "Unsupported parameter: 'reasoning.effort' is not supported with this model.",
+            param="reasoning.effort",
+            code="unsupported_parameter",
+        )
     if provider != "openai-responses" or cap is None:
         return None
     include = body.get("include")
@@ -88,7 +100,6 @@ def _reject(provider: str, body: Mapping[str, Any], model: str) -> tuple[int, An
         return 400, _error(
             "Encrypted content is not supported with this model.", param="include", code=None
         )
-    reasoning = body.get("reasoning")
     if not isinstance(reasoning, Mapping) or "effort" not in reasoning:
         return None
     if not cap.reasons:

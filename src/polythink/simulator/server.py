@@ -74,6 +74,11 @@ class Settings:
         tool_rounds: tool-call turns before the model answers in text when tools are offered
             (header ``x-sim-tool-rounds``).
         faults: an optional fault plan consulted for every request (see ``faults.py``).
+        capabilities: models whose accepted tiers differ from polythink's registry: model
+            name -> the :class:`~polythink.reasoning.Capability` the simulator plays instead,
+            answering other tiers with each provider's own rejection (a model mapped to
+            ``None`` takes no reasoning parameter at all). Matched by exact name, then by
+            normalised name.
     """
 
     latency: float = 0.0
@@ -81,6 +86,7 @@ class Settings:
     answer_words: int = 12
     tool_rounds: int = 1
     faults: Any = None
+    capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -343,6 +349,9 @@ class SimulatorServer:
         if latency:
             await asyncio.sleep(latency)
         faults = self.settings.faults
+        from polythink.simulator import behaviour
+
+        behaviour.PLAYED.set(self.settings.capabilities)
         for wire in self.wires:
             if wire.matches(request.path):
                 handle = wire.handle if faults is None else faults.wrap(request, wire.handle)

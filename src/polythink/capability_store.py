@@ -1,0 +1,527 @@
+"""The user's capability store: what was learned on the wire or imported, kept across processes.
+
+One store per file, shared by every client of the process that names the same file (so they
+share what they learn), held in memory and written to one JSON file per user:
+
+- ``$POLYTHINK_CAPABILITIES`` when set (a file path; ``off`` keeps the store in memory only);
+- else ``$XDG_CACHE_HOME/polythink/capabilities.json``;
+- else ``~/.cache/polythink/capabilities.json`` (next to the response cache directory).
+
+``Client(capabilities_store=...)`` takes a path, ``False`` (memory only, this client alone) or
+a :class:`CapabilityStore`. The file is private to the user (mode 0600 in a 0700 directory) and
+holds model names, tiers, dates and the gist of provider error messages, never a key.
+
+Lookup precedence (:meth:`CapabilityStore.lookup`): **observed** on the wire (this provider
+and model) > **documented** (the shipped registry, and entries registered in code) >
+**imported** (an OpenRouter catalogue) > **inferred** (shipped entries whose evidence says
+inferred).
+
+Suspected stale entries: an observation that contradicts the registry (asked ``none`` and the
+model reasoned; asked a tier and the provider reported 0 reasoning tokens) is counted; from
+:data:`SUSPECT_AFTER` contradictions on it is listed by ``polythink models --learned``. It never
+changes what is sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from polythink.reasoning.capabilities import (
+    Capability,
+    capabilities_from_openrouter,
+    get_capability,
+    normalise_model_name,
+)
+from polythink.reasoning.learn import default_level, reasoning_levels
+from polythink.types import Effort
+
+__all__ = [
+    "ENV_VAR",
+    "SUSPECT_AFTER",
+    "CapabilityStore",
+    "Known",
+    "Levels",
+    "Origin",
+    "StoredEntry",
+    "Suspicion",
+    "default_store_path",
+    "open_store",
+]
+
+ENV_VAR = "POLYTHINK_CAPABILITIES"
+SUSPECT_AFTER = 3
+"""Contradicting observations of one (provider, model, tier) before it is listed as suspect."""
+
+Origin = Literal["observed", "documented", "imported", "inferred", "unknown"]
+_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    """One learned or imported fact about a model.
+
+    Attributes:
+        origin: ``observed`` (learned from a provider's rejection) or ``imported``.
+        provider: the provider id it was observed on; ``None`` for imported entries (they
+            apply by model name on every provider, below the shipped registry).
+        model: the model id as the source or the catalogue names it.
+        capability: what the model accepts; ``None`` = it takes no reasoning parameter.
+        evidence: where the fact comes from and when (provider, date, the error's gist; or
+            the imported file and its date).
+        date: ISO date (``YYYY-MM-DD``) it was recorded.
+    """
+
+    origin: Literal["observed", "imported"]
+    provider: str | None
+    model: str
+    capability: Capability | None
+    evidence: str
+    date: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """(origin, provider or ``*``, normalised model name)."""
+        return (self.origin, self.provider or "*", normalise_model_name(self.model))
+
+
+@dataclass(frozen=True, slots=True)
+class Suspicion:
+    """Observations that contradict the registry for one (provider, model, tier).
+
+    Attributes:
+        provider, model: where it was seen.
+        tier: the applied tier (``none`` or a strength).
+        kind: ``reasoned_when_off`` (asked ``none``, reasoning observed) or
+            ``silent_when_on`` (asked a tier, the provider reported 0 reasoning tokens).
+        count: how many times.
+        first_seen, last_seen: ISO dates.
+        registry: the evidence of the entry being contradicted.
+    """
+
+    provider: str
+    model: str
+    tier: str
+    kind: Literal["reasoned_when_off", "silent_when_on"]
+    count: int
+    first_seen: str
+    last_seen: str
+    registry: str
+
+    @property
+    def suspected(self) -> bool:
+        """Whether there were enough contradictions to list the entry as suspect."""
+        return self.count >= SUSPECT_AFTER
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What polythink knows about a model on a provider, and from where.
+
+    Attributes:
+        capability: the capability to resolve with; ``None`` when unknown or when the model
+            takes no reasoning parameter (see ``takes_parameter``).
+        origin: ``observed``, ``documented``, ``imported``, ``inferred`` or ``unknown``.
+        takes_parameter: ``False`` when the provider said the model takes no reasoning
+            parameter.
+        evidence: the evidence of the winning fact.
+    """
+
+    capability: Capability | None
+    origin: Origin
+    takes_parameter: bool = True
+    evidence: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """What a selector offers for one model (:func:`polythink.reasoning.reasoning_levels`).
+
+    Attributes:
+        levels: the tiers to offer, cheapest first (empty: no reasoning control).
+        default: the tier to preselect (``None`` when nothing is offered).
+        origin: where the knowledge comes from (``unknown`` = the generic tiers).
+    """
+
+    levels: tuple[Effort, ...]
+    default: Effort | None
+    origin: Origin
+
+
+def _today() -> str:
+    return datetime.datetime.now(datetime.UTC).date().isoformat()
+
+
+def default_store_path() -> Path | None:
+    """The per-user store file (see the module docstring); ``None`` when set to ``off``."""
+    configured = os.environ.get(ENV_VAR)
+    if configured is not None:
+        return None if configured.strip().lower() in ("", "off") else Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "polythink" / "capabilities.json"
+
+
+def _shipped_origin(cap: Capability) -> Origin:
+    return "inferred" if cap.evidence.lower().startswith("inferred") else "documented"
+
+
+class CapabilityStore:
+    """Learned and imported capabilities in memory, persisted to one JSON file.
+
+    Args:
+        path: the JSON file; ``None`` = memory only. A missing file is an empty store; a
+            file that cannot be read is reported once as a ``ValueError``.
+        today: the date function (ISO ``YYYY-MM-DD``), injectable for tests.
+
+    Raises:
+        ValueError: when ``path`` exists but is not a store file polythink wrote.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, today: Any = _today) -> None:
+        self.path = Path(path).expanduser() if path is not None else None
+        self._today = today
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, str, str], StoredEntry] = {}
+        self._suspicions: dict[tuple[str, str, str, str], Suspicion] = {}
+        if self.path is not None and self.path.exists():
+            self._entries, self._suspicions = _read(self.path)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def lookup(self, provider: str | None, model: str) -> Known:
+        """Return the winning fact for ``model`` on ``provider`` (precedence in the module doc).
+
+        ``provider`` ``None`` takes an observation made on any provider.
+        """
+        name = normalise_model_name(model)
+        if provider is None:
+            observed = next(
+                (e for k, e in self._entries.items() if k[0] == "observed" and k[2] == name), None
+            )
+        else:
+            observed = self._entries.get(("observed", provider, name))
+        if observed is not None:
+            return Known(
+                observed.capability, "observed", observed.capability is not None, observed.evidence
+            )
+        shipped = get_capability(model)
+        if shipped is not None and _shipped_origin(shipped) == "documented":
+            return Known(shipped, "documented", evidence=shipped.evidence)
+        imported = self._entries.get(("imported", "*", name))
+        if imported is not None and imported.capability is not None:
+            return Known(imported.capability, "imported", evidence=imported.evidence)
+        if shipped is not None:
+            return Known(shipped, "inferred", evidence=shipped.evidence)
+        return Known(None, "unknown")
+
+    def levels(self, model: str, provider: str | None = None) -> Levels:
+        """Return the tiers a selector should offer for ``model`` and the one to preselect."""
+        known = self.lookup(provider, model)
+        capability, takes = known.capability, known.takes_parameter
+        return Levels(
+            reasoning_levels(capability, takes_parameter=takes),
+            default_level(capability, takes_parameter=takes),
+            known.origin,
+        )
+
+    def import_openrouter(self, path: str | Path) -> int:
+        """Read an OpenRouter ``/api/v1/models`` JSON file into the store as *imported*.
+
+        The evidence names the file and its modification date. See
+        :func:`polythink.reasoning.capabilities_from_openrouter` for the fields read.
+
+        Returns:
+            how many models were imported.
+
+        Raises:
+            ValueError: when the file cannot be read or is not such a document.
+        """
+        source = Path(path).expanduser()
+        try:
+            document = json.loads(source.read_text(encoding="utf-8"))
+            stamp = datetime.datetime.fromtimestamp(source.stat().st_mtime, datetime.UTC)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read OpenRouter models file {source}: {exc}") from exc
+        evidence = (
+            f"imported: OpenRouter /models document {source.name} "
+            f"(file dated {stamp.date().isoformat()})"
+        )
+        return self.add_imported(
+            capabilities_from_openrouter(document, evidence=evidence), evidence
+        )
+
+    def entries(self, origin: str | None = None) -> list[StoredEntry]:
+        """Every stored entry (optionally of one origin), sorted by model then provider."""
+        with self._lock:
+            found = [e for e in self._entries.values() if origin is None or e.origin == origin]
+        return sorted(found, key=lambda e: (e.model, e.provider or ""))
+
+    def suspicions(self, *, all_counts: bool = False) -> list[Suspicion]:
+        """Suspected stale registry entries (or every counted contradiction)."""
+        with self._lock:
+            found = [s for s in self._suspicions.values() if all_counts or s.suspected]
+        return sorted(found, key=lambda s: (s.model, s.provider, s.tier))
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def observe(
+        self, provider: str, model: str, capability: Capability | None, evidence: str
+    ) -> StoredEntry:
+        """Record what a provider's answer showed about a model, and persist it.
+
+        ``capability`` ``None`` records that the model takes no reasoning parameter.
+        """
+        entry = StoredEntry("observed", provider, model, capability, evidence, self._today())
+        self._put([entry])
+        return entry
+
+    def add_imported(self, capabilities: Iterable[Capability], evidence: str) -> int:
+        """Store imported capabilities (replacing earlier imports of the same models).
+
+        Returns:
+            how many entries were stored.
+        """
+        date = self._today()
+        entries = [
+            StoredEntry(
+                "imported", None, cap.model, replace(cap, evidence=evidence), evidence, date
+            )
+            for cap in capabilities
+        ]
+        self._put(entries)
+        return len(entries)
+
+    def forget(self, model: str, provider: str | None = None) -> int:
+        """Drop the learned and imported entries and suspicions of ``model``.
+
+        Args:
+            model: matched by normalised name (``openai/gpt-5.1`` forgets ``gpt-5.1`` too).
+            provider: only those observed on this provider (imported ones stay).
+
+        Returns:
+            how many entries and suspicions were dropped.
+        """
+        name = normalise_model_name(model)
+        with self._lock:
+            keys = [
+                k
+                for k, e in self._entries.items()
+                if k[2] == name and (provider is None or e.provider == provider)
+            ]
+            hints = [
+                k
+                for k in self._suspicions
+                if normalise_model_name(k[1]) == name and (provider is None or k[0] == provider)
+            ]
+            for key in keys:
+                del self._entries[key]
+            for hint in hints:
+                del self._suspicions[hint]
+            dropped = len(keys) + len(hints)
+            if dropped:
+                self._save_locked(removed=set(keys), removed_hints=set(hints))
+        return dropped
+
+    def contradict(
+        self,
+        provider: str,
+        model: str,
+        tier: Effort,
+        kind: Literal["reasoned_when_off", "silent_when_on"],
+        registry: str,
+    ) -> Suspicion:
+        """Count one observation contradicting the registry; return the updated count.
+
+        Persisted while the count is at most :data:`SUSPECT_AFTER` (later ones only in memory:
+        the entry is listed already).
+        """
+        key = (provider, model, tier.value, kind)
+        today = self._today()
+        with self._lock:
+            previous = self._suspicions.get(key)
+            if previous is None:
+                found = Suspicion(provider, model, tier.value, kind, 1, today, today, registry)
+            else:
+                found = replace(previous, count=previous.count + 1, last_seen=today)
+            self._suspicions[key] = found
+            if found.count <= SUSPECT_AFTER:
+                self._save_locked()
+        return found
+
+    def _put(self, entries: list[StoredEntry]) -> None:
+        with self._lock:
+            for entry in entries:
+                self._entries[entry.key] = entry
+            self._save_locked()
+
+    def _save_locked(
+        self,
+        removed: set[tuple[str, str, str]] | None = None,
+        removed_hints: set[tuple[str, str, str, str]] | None = None,
+    ) -> None:
+        if self.path is None:
+            return
+        # Another process may have written since this one loaded: keep its entries unless this
+        # process has its own for the same key (then this one, the newer, wins).
+        entries, hints = _read(self.path) if self.path.exists() else ({}, {})
+        for key in removed or ():
+            entries.pop(key, None)
+        for hint in removed_hints or ():
+            hints.pop(hint, None)
+        entries.update(self._entries)
+        hints.update(self._suspicions)
+        self._entries, self._suspicions = entries, hints
+        _write(self.path, entries, hints)
+
+
+def _cap_json(cap: Capability | None) -> dict[str, Any] | None:
+    if cap is None:
+        return None
+    return {
+        "supported_efforts": [e.value for e in cap.supported_efforts],
+        "default_effort": cap.default_effort.value if cap.default_effort else None,
+        "provider": cap.provider,
+        "thinking": cap.thinking,
+        "budget_min": cap.budget_min,
+        "budget_max": cap.budget_max,
+        "max_output_tokens": cap.max_output_tokens,
+        "thinking_display": cap.thinking_display,
+        "sampling": cap.sampling,
+    }
+
+
+def _cap_from(model: str, row: Mapping[str, Any] | None, evidence: str) -> Capability | None:
+    if row is None:
+        return None
+    return Capability(
+        model=model,
+        supported_efforts=tuple(row["supported_efforts"]),
+        default_effort=row.get("default_effort"),
+        provider=row.get("provider"),
+        thinking=row.get("thinking"),
+        budget_min=row.get("budget_min"),
+        budget_max=row.get("budget_max"),
+        max_output_tokens=row.get("max_output_tokens"),
+        evidence=evidence,
+        thinking_display=row.get("thinking_display"),
+        sampling=row.get("sampling", "any"),
+    )
+
+
+def _read(
+    path: Path,
+) -> tuple[dict[tuple[str, str, str], StoredEntry], dict[tuple[str, str, str, str], Suspicion]]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(document, Mapping) or document.get("format") != _FORMAT:
+            raise ValueError(f"'format' is not {_FORMAT}")
+        entries: dict[tuple[str, str, str], StoredEntry] = {}
+        for row in document.get("entries", []):
+            entry = StoredEntry(
+                origin=row["origin"],
+                provider=row.get("provider"),
+                model=row["model"],
+                capability=_cap_from(row["model"], row.get("capability"), row["evidence"]),
+                evidence=row["evidence"],
+                date=row["date"],
+            )
+            entries[entry.key] = entry
+        hints: dict[tuple[str, str, str, str], Suspicion] = {}
+        for row in document.get("suspicions", []):
+            hint = Suspicion(**row)
+            hints[(hint.provider, hint.model, hint.tier, hint.kind)] = hint
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"capability store {path} cannot be read ({exc}); remove it or point "
+            f"{ENV_VAR} (or Client(capabilities_store=...)) elsewhere"
+        ) from exc
+    return entries, hints
+
+
+def _write(
+    path: Path,
+    entries: Mapping[tuple[str, str, str], StoredEntry],
+    hints: Mapping[tuple[str, str, str, str], Suspicion],
+) -> None:
+    document = {
+        "format": _FORMAT,
+        "entries": [
+            {
+                "origin": e.origin,
+                "provider": e.provider,
+                "model": e.model,
+                "capability": _cap_json(e.capability),
+                "evidence": e.evidence,
+                "date": e.date,
+            }
+            for e in sorted(entries.values(), key=lambda e: e.key)
+        ],
+        "suspicions": [
+            {
+                "provider": s.provider,
+                "model": s.model,
+                "tier": s.tier,
+                "kind": s.kind,
+                "count": s.count,
+                "first_seen": s.first_seen,
+                "last_seen": s.last_seen,
+                "registry": s.registry,
+            }
+            for s in sorted(hints.values(), key=lambda s: (s.provider, s.model, s.tier, s.kind))
+        ],
+    }
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, ensure_ascii=False, indent=1)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+
+
+_shared: dict[Path | None, CapabilityStore] = {}
+_shared_lock = threading.Lock()
+
+
+def open_store(where: str | Path | bool | CapabilityStore | None = None) -> CapabilityStore:
+    """Return the store a client should use.
+
+    Args:
+        where: ``None`` or ``True``: the per-user store (:func:`default_store_path`), one
+            instance per process; a path: the store in that file, one instance per process
+            and file; ``False``: a new memory-only store; a :class:`CapabilityStore`: itself.
+
+    Raises:
+        ValueError: for another type, or a file that is not a store.
+    """
+    if isinstance(where, CapabilityStore):
+        return where
+    if where is False:
+        return CapabilityStore(None)
+    if where is None or where is True:
+        path = default_store_path()
+    elif isinstance(where, str | Path):
+        path = Path(where).expanduser()
+    else:
+        raise ValueError(
+            "capabilities_store must be None (the per-user file), a file path, False (memory "
+            f"only) or a CapabilityStore; got {type(where).__name__}"
+        )
+    key = path.resolve() if path is not None else None
+    with _shared_lock:
+        store = _shared.get(key)
+        if store is None:
+            store = CapabilityStore(path)
+            _shared[key] = store
+    return store
