@@ -142,6 +142,24 @@ async def test_learn_cache_key_keeps_the_requested_tier(sim: Simulator, tmp_path
 
 
 @pytest.mark.anyio
+async def test_learn_telemetry_records_the_tier_that_finally_went_out(sim: Simulator) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tracer = TracerProvider()
+    tracer.add_span_processor(SimpleSpanProcessor(exporter))
+    source = _source(sim, "openai", "gpt-5.5")
+    async with Client([source], tracer_provider=tracer, capabilities_store=False) as client:
+        await client.complete(USER, reasoning_effort="xhigh")
+    [span] = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["polythink.reasoning.requested_effort"] == "xhigh"
+    assert span.attributes["polythink.reasoning.applied_effort"] == "high"
+
+
+@pytest.mark.anyio
 async def test_learn_error_policy_names_the_accepted_tiers(sim: Simulator) -> None:
     wire = Wire()
     async with wire.client() as http:
