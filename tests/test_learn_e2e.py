@@ -397,3 +397,50 @@ async def test_learn_mixed_tiers_against_a_disagreeing_simulator(
     table = capsys.readouterr().out
     assert "no reasoning parameter" in table
     assert "Thinking level low is not supported for this model." in table
+
+
+def test_learn_simulate_command_plays_disagreeing_models() -> None:
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from polythink.cli import main; sys.exit(main())",
+        "simulate",
+        "--port",
+        "0",
+        "--play",
+        "gpt-5.5=low,medium,high",
+        "--play",
+        "grok-4.3=",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        root = line.split(" listening on ", 1)[1].split(";", 1)[0]
+        with httpx.Client(timeout=10.0) as http:
+            openai = http.post(
+                f"{root}/openai/v1/chat/completions",
+                json={"model": "gpt-5.5", "messages": USER, "reasoning_effort": "xhigh"},
+            )
+            xai = http.post(
+                f"{root}/xai/v1/chat/completions",
+                json={"model": "grok-4.3", "messages": USER, "reasoning_effort": "low"},
+            )
+    finally:
+        process.terminate()
+        process.wait(10)
+    assert (openai.status_code, openai.json()["error"]["message"]) == (
+        400,
+        "Unsupported value: 'reasoning_effort' does not support 'xhigh' with this model. "
+        "Supported values are: 'low', 'medium', and 'high'.",
+    )
+    assert (xai.status_code, xai.json()) == (
+        400,
+        {
+            "code": "Client specified an invalid argument",
+            "error": "Model grok-4.3 does not support parameter reasoningEffort.",
+        },
+    )

@@ -29,7 +29,7 @@ import datetime
 import json
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -184,7 +184,9 @@ class CapabilityStore:
         ValueError: when ``path`` exists but is not a store file polythink wrote.
     """
 
-    def __init__(self, path: str | Path | None = None, *, today: Any = _today) -> None:
+    def __init__(
+        self, path: str | Path | None = None, *, today: Callable[[], str] = _today
+    ) -> None:
         self.path = Path(path).expanduser() if path is not None else None
         self._today = today
         self._lock = threading.Lock()
@@ -192,6 +194,10 @@ class CapabilityStore:
         self._suspicions: dict[tuple[str, str, str, str], Suspicion] = {}
         if self.path is not None and self.path.exists():
             self._entries, self._suspicions = _read(self.path)
+
+    def today(self) -> str:
+        """Today's date as the store records it (ISO ``YYYY-MM-DD``, UTC)."""
+        return self._today()
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -278,7 +284,7 @@ class CapabilityStore:
 
         ``capability`` ``None`` records that the model takes no reasoning parameter.
         """
-        entry = StoredEntry("observed", provider, model, capability, evidence, self._today())
+        entry = StoredEntry("observed", provider, model, capability, evidence, self.today())
         self._put([entry])
         return entry
 
@@ -288,7 +294,7 @@ class CapabilityStore:
         Returns:
             how many entries were stored.
         """
-        date = self._today()
+        date = self.today()
         entries = [
             StoredEntry(
                 "imported", None, cap.model, replace(cap, evidence=evidence), evidence, date
@@ -343,7 +349,7 @@ class CapabilityStore:
         the entry is listed already).
         """
         key = (provider, model, tier.value, kind)
-        today = self._today()
+        today = self.today()
         with self._lock:
             previous = self._suspicions.get(key)
             if previous is None:

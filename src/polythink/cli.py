@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -150,6 +151,27 @@ def _effort(value: str) -> Effort:
             "(aliases: off, on, true, false)"
         )
     return parsed
+
+
+def _played(value: str) -> tuple[str, Capability | None]:
+    model, sep, tiers = value.partition("=")
+    model = model.strip()
+    if not sep or not model:
+        raise argparse.ArgumentTypeError(
+            f"expected MODEL=TIERS such as gpt-5.5=low,medium,high (or grok-4.3= for a model "
+            f"with no reasoning parameter), got {value!r}"
+        )
+    names = [t for t in (part.strip() for part in tiers.split(",")) if t]
+    if not names:
+        return model, None
+    efforts = tuple(_effort(name) for name in names)
+    base = get_capability(model)
+    try:
+        if base is None:
+            return model, Capability(model, efforts)
+        return model, dataclasses.replace(base, supported_efforts=efforts, default_effort=None)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(value: str) -> int:
@@ -336,6 +358,15 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         default=0.0,
         metavar="S",
         help="seconds between streamed chunks",
+    )
+    sim.add_argument(
+        "--play",
+        action="append",
+        type=_played,
+        metavar="MODEL=TIERS",
+        help="answer MODEL as if it accepted only TIERS (comma-separated, e.g. "
+        "gpt-5.5=low,medium,high; empty = no reasoning parameter), rejecting other tiers the "
+        "way its provider does; repeatable",
     )
     sim.set_defaults(handler=_cmd_simulate)
 
@@ -689,7 +720,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from polythink.simulator import Settings
     from polythink.simulator.server import SimulatorServer
 
-    server = SimulatorServer(Settings(latency=args.latency, chunk_delay=args.chunk_delay))
+    played = dict(args.play or ())
+    settings = Settings(latency=args.latency, chunk_delay=args.chunk_delay, capabilities=played)
+    server = SimulatorServer(settings)
 
     async def serve() -> None:
         stop = asyncio.Event()

@@ -29,7 +29,6 @@ concurrent caller. After that first outcome the gate costs one set lookup.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -250,7 +249,7 @@ class ReasoningMiddleware:
         rejection = parse_reasoning_rejection(error.status_code, body)
         if rejection is None:
             return None
-        today = datetime.datetime.now(datetime.UTC).date().isoformat()
+        today = self.store.today()
         sent = resolution.applied_effort
         evidence = (
             f"observed {today} on {self.profile.id}: HTTP {error.status_code} to "
@@ -333,7 +332,7 @@ class ReasoningMiddleware:
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Resolve, call the transport (once more after a recognised rejection), reconcile."""
         effort = self._requested(request)
-        probe = await self._admit(effort)
+        probe = None if effort is None or effort in self._settled else await self._admit(effort)
         try:
             prepared = self.prepare(request)
             try:
@@ -358,12 +357,12 @@ class ReasoningMiddleware:
         before anything reaches the caller.
         """
         effort = self._requested(request)
-        probe = await self._admit(effort)
+        probe = None if effort is None or effort in self._settled else await self._admit(effort)
         try:
             prepared = self.prepare(request)
             events = call_next(prepared)
             try:
-                first = await events.__anext__()
+                first = await anext(events, None)
             except RequestRejectedError as exc:
                 await events.aclose()
                 retry = self.learn(exc, prepared)
@@ -371,7 +370,7 @@ class ReasoningMiddleware:
                     raise
                 prepared = retry
                 events = call_next(prepared)
-                first = await events.__anext__()
+                first = await anext(events, None)
         except BaseException:
             self._release(effort, probe)
             raise
@@ -379,7 +378,7 @@ class ReasoningMiddleware:
         assert prepared.resolution is not None
         resolution = prepared.resolution
         async with aclosing(events):
-            event: StreamEvent | None = first
+            event = first
             while event is not None:
                 if event.type == "done" and event.response is not None:
                     event = StreamEvent(
