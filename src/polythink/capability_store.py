@@ -398,6 +398,7 @@ def _cap_json(cap: Capability | None) -> dict[str, Any] | None:
         "budget_min": cap.budget_min,
         "budget_max": cap.budget_max,
         "max_output_tokens": cap.max_output_tokens,
+        "context_window": cap.context_window,
         "thinking_display": cap.thinking_display,
         "sampling": cap.sampling,
     }
@@ -415,6 +416,7 @@ def _cap_from(model: str, row: Mapping[str, Any] | None, evidence: str) -> Capab
         budget_min=row.get("budget_min"),
         budget_max=row.get("budget_max"),
         max_output_tokens=row.get("max_output_tokens"),
+        context_window=row.get("context_window"),
         evidence=evidence,
         thinking_display=row.get("thinking_display"),
         sampling=row.get("sampling", "any"),
