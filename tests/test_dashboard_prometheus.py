@@ -61,6 +61,15 @@ def _free_port() -> int:
         return port
 
 
+def require_prometheus(path: str) -> str:
+    """``path`` when it is an executable; else skip, or fail under ``CI=true``."""
+    if not os.access(path, os.X_OK):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} is missing (Debian package prometheus; .ci/run installs it)")
+        pytest.skip(f"{path} is not installed (apt-get install prometheus)")
+    return path
+
+
 class Run:
     """What the calls returned, and what the panels should therefore show."""
 
@@ -152,10 +161,7 @@ class Prometheus:
 
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Run]]:
-    if not os.access(PROMETHEUS, os.X_OK):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{PROMETHEUS} is missing (Debian package prometheus; .ci/run installs it)")
-        pytest.skip(f"{PROMETHEUS} is not installed (apt-get install prometheus)")
+    binary = require_prometheus(PROMETHEUS)
     tmp = tmp_path_factory.mktemp("prometheus")
     run = Run()
     with Simulator() as sim:
@@ -170,7 +176,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Promethe
         config.write_text(yaml.safe_dump(shipped))
         process = subprocess.Popen(
             [
-                PROMETHEUS,
+                binary,
                 f"--config.file={config}",
                 f"--storage.tsdb.path={tmp / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
@@ -226,6 +232,18 @@ def _spent(run: Run) -> list[Response]:
 
 def _tier(response: Response) -> str:
     return response.applied_effort.value if response.applied_effort else "unset"
+
+
+def test_prometheus_missing_fails_under_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "prometheus")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="is missing"):
+        require_prometheus(missing)
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="is not installed"):
+        require_prometheus(missing)
 
 
 def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
