@@ -25,10 +25,12 @@ overwrites the entry with the fresh answer. Entries older than ``ttl`` seconds a
 A store that fails (a corrupt or unreadable file, a locked database) degrades to a miss and
 logs one warning; the call goes on to the provider.
 
-The store is synchronous (diskcache); writes, and reads from stores other than diskcache,
-are called through ``anyio.to_thread.run_sync`` with a small dedicated
-:class:`anyio.CapacityLimiter`; a diskcache read (one SQLite row, WAL mode) runs in the
-caller's task, being cheaper than the hand-off. Entries are UTF-8 JSON, not pickles.
+Entries live in a :class:`~polythink.backends.base.CacheBackend` (:func:`cache_backend`):
+a synchronous store (diskcache) run by :class:`~polythink.backends.local.StoreCache` —
+writes, and reads from stores other than diskcache, in worker threads; a diskcache read
+(one SQLite row, WAL mode) in the caller's task, being cheaper than the hand-off — or a
+:class:`~polythink.backends.redis.RedisCache` shared by many processes, which the same
+rules apply to. Entries are UTF-8 JSON, not pickles.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import anyio
 import diskcache  # type: ignore[import-untyped]
 
+from polythink.backends.base import DEFAULT_SIZE_LIMIT, CacheBackend
+from polythink.backends.local import StoreCache
 from polythink.config import Source
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.types import (
@@ -68,6 +71,7 @@ __all__ = [
     "CacheMiddleware",
     "CacheStore",
     "DiskStore",
+    "cache_backend",
     "cache_key",
     "cache_store",
     "canonical_request",
@@ -83,13 +87,10 @@ _T = TypeVar("_T")
 # parsed, changes, so entries stored under the old rules miss instead of being served.
 _KEY_VERSION = b"polythink-cache-v2\n"
 _ENTRY_VERSION = 1
-_THREADS = 4
 _DB_FILES = ("cache.db", "cache.db-wal", "cache.db-shm")
 _NO_VALUE_FILES = 2**62
 """diskcache ``disk_min_file_size``: keep every value inside the SQLite database, whose
 files are created private, rather than as separate files created with the process umask."""
-DEFAULT_SIZE_LIMIT = 2**30
-"""Default size limit of a :class:`DiskStore`, in bytes (1 GiB, diskcache's own default)."""
 
 
 class CacheStore(Protocol):
@@ -222,20 +223,31 @@ class DiskStore:
 _NOT_PATHS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0", "none"})
 
 
-def cache_store(option: Any) -> CacheStore | None:
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def cache_store(option: Any) -> CacheStore | CacheBackend | None:
     """Turn ``Client(cache=...)`` into a store, or ``None`` for no cache.
 
     ``None``/``False``: off. ``True``: a :class:`DiskStore` in :func:`default_cache_dir`.
-    A ``str`` or path: a :class:`DiskStore` there. Anything with callable ``get``, ``set``
-    and ``delete`` (see :class:`CacheStore`): used as is.
+    A ``redis://``, ``rediss://`` or ``unix://`` URL: a
+    :class:`~polythink.backends.redis.RedisCache` on that server (extra
+    ``polythink[redis]``), shared by every process naming it. Another ``str`` or path: a
+    :class:`DiskStore` there. Anything with callable ``get``, ``set`` and ``delete`` (see
+    :class:`CacheStore`), or async ``load`` and ``save`` (see
+    :class:`~polythink.backends.base.CacheBackend`): used as is.
 
     Raises:
-        ValueError: for any other value.
+        ValueError: for any other value, or a Redis URL without the ``redis`` package.
     """
     if option is None or option is False:
         return None
     if option is True:
         return DiskStore()
+    if isinstance(option, str) and option.startswith(_REDIS_SCHEMES):
+        from polythink.backends.redis import RedisCache
+
+        return RedisCache(option)
     if isinstance(option, str) and option.strip().lower() in _NOT_PATHS:
         raise ValueError(
             f"cache={option!r} looks like a flag, not a directory: pass the bool True for the "
@@ -243,14 +255,30 @@ def cache_store(option: Any) -> CacheStore | None:
         )
     if isinstance(option, str | os.PathLike):
         return DiskStore(option)
+    if all(callable(getattr(option, name, None)) for name in ("load", "save")):
+        backend: CacheBackend = option
+        return backend
     if all(callable(getattr(option, name, None)) for name in ("get", "set", "delete")):
         store: CacheStore = option
         return store
     raise ValueError(
         "cache must be None or False (off), True (the user cache directory), a directory "
-        "path, or an object with get/set/delete methods such as diskcache.Cache; got "
-        f"{type(option).__name__}"
+        "path, a redis:// URL, or an object with get/set/delete methods such as "
+        f"diskcache.Cache; got {type(option).__name__}"
     )
+
+
+def cache_backend(store: CacheStore | CacheBackend) -> CacheBackend:
+    """Return ``store`` as a :class:`~polythink.backends.base.CacheBackend`.
+
+    An object with async ``load``/``save`` is one already; a synchronous store is run by a
+    :class:`~polythink.backends.local.StoreCache`, which reads a diskcache store inline
+    (cheaper than a thread) and every other store, and every write, in worker threads.
+    """
+    if all(callable(getattr(store, name, None)) for name in ("load", "save")):
+        backend: CacheBackend = store  # type: ignore[assignment]
+        return backend
+    return StoreCache(store, inline_reads=isinstance(store, DiskStore | diskcache.Cache))
 
 
 def _plain(value: Any) -> Any:
@@ -584,7 +612,8 @@ class CacheMiddleware:
     """Answer repeated calls from a store; keep only complete successes.
 
     Args:
-        store: where entries live (see :class:`CacheStore`).
+        store: where entries live: a :class:`CacheStore` or a
+            :class:`~polythink.backends.base.CacheBackend`.
         sources: the client's sources, in order; their identities are part of every key.
         ttl: seconds an entry stays fresh (an entry is a miss once older); ``None``: no
             expiry.
@@ -598,7 +627,7 @@ class CacheMiddleware:
 
     def __init__(
         self,
-        store: CacheStore,
+        store: CacheStore | CacheBackend,
         sources: Sequence[Source],
         *,
         ttl: float | None = None,
@@ -611,14 +640,10 @@ class CacheMiddleware:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"a source's extra_body cannot be part of a cache key: {exc}") from exc
         self.store = store
+        self.backend = cache_backend(store)
         self.ttl = ttl
         self._scope = scope.encode()
         self._clock = clock
-        self._threads = anyio.CapacityLimiter(_THREADS)
-        # A diskcache read of one row in WAL mode takes about 10 µs and does not wait for
-        # writers; handing it to a worker thread costs about 130 µs of CPU (polythink bench,
-        # 2026-11-30). Other stores may block, so they are read in a thread like every write.
-        self._inline_reads = isinstance(store, DiskStore | diskcache.Cache)
         self._warned = False
 
     def key(self, request: Request) -> str | None:
@@ -688,10 +713,7 @@ class CacheMiddleware:
 
     async def _load(self, key: str) -> dict[str, Any] | None:
         try:
-            if self._inline_reads:
-                raw = self.store.get(key)
-            else:
-                raw = await anyio.to_thread.run_sync(self.store.get, key, limiter=self._threads)
+            raw = await self.backend.load(key)
         except Exception as exc:
             self._degraded("the cache cannot be read; treating it as a miss", exc)
             return None
@@ -728,13 +750,8 @@ class CacheMiddleware:
         await self._write(key, value)
 
     async def _write(self, key: str, value: bytes) -> None:
-        ttl = self.ttl
-
-        def write() -> None:
-            self.store.set(key, value, expire=ttl)
-
         try:
-            await anyio.to_thread.run_sync(write, limiter=self._threads)
+            await self.backend.save(key, value, self.ttl)
         except Exception as exc:
             self._degraded("the cache cannot be written; the answer was not stored", exc)
 

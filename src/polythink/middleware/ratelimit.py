@@ -29,18 +29,23 @@ its deadline as its timeout.
 
 The budget arithmetic runs on an injectable :class:`Clock`; waits of unknown length (a free
 slot, a place in the queue) are bounded with anyio's own timer, in the same seconds.
+
+The budget itself lives in a :class:`~polythink.backends.base.LimitBackend`: in this
+process by default (:class:`~polythink.backends.local.LocalLimits`), or on Redis, shared by
+every process naming the same server and account
+(:class:`~polythink.backends.redis.RedisLimits`). This layer decides when to wait, for how
+long and what to give back; the backend only keeps the counts.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Protocol
 
 import anyio
 
+from polythink.backends.base import Lease, LimitBackend
+from polythink.backends.local import Clock, LocalLimits, MonotonicClock, TokenBucket
 from polythink.config import Source
 from polythink.errors import (
     PolythinkError,
@@ -60,85 +65,8 @@ __all__ = [
     "estimate_tokens",
 ]
 
-_PERIOD = 60.0
-"""Seconds per budget period: the limits are per minute."""
-_EPSILON = 1e-9
 _CHARS_PER_TOKEN = 4
 _TOKENS_PER_MESSAGE = 3
-
-
-class Clock(Protocol):
-    """Where the rate limiter reads time and sleeps; inject a fake one in tests.
-
-    ``now()`` returns seconds on a monotonic scale; ``sleep(seconds)`` waits that long and
-    must be cancellable (the limiter cuts a sleep short when tokens come back).
-    """
-
-    def now(self) -> float:
-        """Return the current time in seconds (monotonic)."""
-        ...
-
-    async def sleep(self, seconds: float) -> None:
-        """Wait ``seconds``."""
-        ...
-
-
-class MonotonicClock:
-    """The real clock: ``time.monotonic`` and ``anyio.sleep``."""
-
-    def now(self) -> float:
-        """Return ``time.monotonic()``."""
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep with ``anyio.sleep``."""
-        await anyio.sleep(seconds)
-
-
-class TokenBucket:
-    """A bucket holding up to one minute of a per-minute limit.
-
-    It starts full and refills continuously at ``per_minute / 60`` units per second. A call
-    may take when the bucket holds its cost, or is full when the cost is larger than the
-    bucket; taking may drive the level below zero (debt), which later callers wait out.
-
-    Args:
-        per_minute: the limit (requests or tokens per minute); the bucket's capacity.
-        now: the clock reading at creation, in seconds.
-    """
-
-    __slots__ = ("_level", "_stamp", "capacity", "rate")
-
-    def __init__(self, per_minute: float, now: float) -> None:
-        self.capacity = float(per_minute)
-        self.rate = self.capacity / _PERIOD
-        self._level = self.capacity
-        self._stamp = now
-
-    def level(self, now: float) -> float:
-        """Return the units available at ``now`` (negative while in debt)."""
-        if now > self._stamp:
-            self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
-            self._stamp = now
-        return self._level
-
-    def wait(self, cost: float, now: float) -> float:
-        """Return the seconds until a call costing ``cost`` may take (0 when it may now)."""
-        need = min(cost, self.capacity)
-        missing = need - self.level(now)
-        return 0.0 if missing <= _EPSILON else missing / self.rate
-
-    def take(self, cost: float, now: float) -> None:
-        """Remove ``cost`` units (the level may go below zero)."""
-        self._level = self.level(now) - cost
-
-    def give(self, amount: float, now: float) -> None:
-        """Add ``amount`` units back (negative to charge more), never above capacity."""
-        self._level = min(self.capacity, self.level(now) + amount)
-
-    def shrink(self, remaining: float, now: float) -> None:
-        """Lower the level to ``remaining`` when the provider reports less than we hold."""
-        self._level = min(self.level(now), remaining)
 
 
 def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> int:
@@ -166,15 +94,16 @@ def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> 
 
 
 class _Ticket:
-    """One admitted call: the request to send, its token reservation, whether it is counted
-    in ``in_flight`` (and holds a slot when there is a cap)."""
+    """One admitted call: the request to send, its token reservation, its slot, whether it
+    is counted in ``in_flight``."""
 
-    __slots__ = ("cost", "counted", "request", "settled")
+    __slots__ = ("cost", "counted", "lease", "request", "settled")
 
-    def __init__(self, request: Request, cost: int, counted: bool) -> None:
+    def __init__(self, request: Request, cost: int, lease: Lease | None) -> None:
         self.request = request
         self.cost = cost
-        self.counted = counted
+        self.lease = lease
+        self.counted = True
         self.settled = False
 
 
@@ -190,14 +119,20 @@ class RateLimitMiddleware:
             :class:`~polythink.errors.RateLimitedError` at once. ``None``: up to the call's
             deadline. ``0``: never wait (the client uses it for every source but the last, so
             a busy source hands the call to the next one).
-        clock: time source for the budgets (default :class:`MonotonicClock`).
+        clock: time source for the waits and the in-process budget (default
+            :class:`MonotonicClock`).
+        backend: where the budget lives (:class:`~polythink.backends.base.LimitBackend`);
+            ``None``: in this process (:class:`~polythink.backends.local.LocalLimits`). A
+            shared backend such as :class:`~polythink.backends.redis.RedisLimits` makes
+            every process naming the same server and account share it.
 
     Raises:
         ValueError: for a negative ``max_wait``.
 
-    Attributes ``requests`` and ``tokens`` are the buckets (``None`` when that limit is
-    unset), ``in_flight`` the number of calls inside this layer, ``paused_until`` the clock
-    time before which the server asked for no calls.
+    Attributes ``requests`` and ``tokens`` are the in-process buckets (``None`` when that
+    limit is unset), ``paused_until`` the clock time before which the server asked for no
+    calls (for a shared backend: those of its in-process fallback), ``in_flight`` the number
+    of this process's calls inside this layer.
     """
 
     def __init__(
@@ -208,6 +143,7 @@ class RateLimitMiddleware:
         *,
         max_wait: float | None = None,
         clock: Clock | None = None,
+        backend: LimitBackend | None = None,
     ) -> None:
         if max_wait is not None and not max_wait >= 0:
             raise ValueError(f"max_wait must be >= 0 seconds or None; got {max_wait!r}")
@@ -216,17 +152,36 @@ class RateLimitMiddleware:
         self.provider = profile.id
         self.max_wait = max_wait
         self.clock: Clock = clock or MonotonicClock()
-        now = self.clock.now()
-        self.requests = TokenBucket(source.rpm, now) if source.rpm else None
-        self.tokens = TokenBucket(source.tpm, now) if source.tpm else None
+        self.backend: LimitBackend = backend or LocalLimits(
+            source.rpm, source.tpm, source.max_concurrency, self.clock
+        )
         self.max_concurrency = source.max_concurrency
-        self._slots = anyio.Semaphore(source.max_concurrency) if source.max_concurrency else None
         self.in_flight = 0
-        self.paused_until = -math.inf
         self._queue = anyio.Lock()
         self._napper: anyio.CancelScope | None = None
         self._default_output = profile.default_max_tokens
         self._total = source.timeouts.total
+
+    @property
+    def _local(self) -> LocalLimits:
+        local = self.backend.local
+        assert isinstance(local, LocalLimits)
+        return local
+
+    @property
+    def requests(self) -> TokenBucket | None:
+        """The in-process requests-per-minute bucket (``None``: no RPM limit)."""
+        return self._local.requests
+
+    @property
+    def tokens(self) -> TokenBucket | None:
+        """The in-process tokens-per-minute bucket (``None``: no TPM limit)."""
+        return self._local.tokens
+
+    @property
+    def paused_until(self) -> float:
+        """The clock time before which the server asked for no calls (in-process state)."""
+        return self._local.paused_until
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Admit the call, send it, then settle its token count and release its slot.
@@ -239,11 +194,11 @@ class RateLimitMiddleware:
         try:
             response = await call_next(ticket.request)
         except PolythinkError as exc:
-            self._failed(ticket, exc)
+            await self._failed(ticket, exc)
             raise
         finally:
-            self._release(ticket)
-        self._settle(ticket, response.usage, response.rate_limit)
+            await self._release(ticket)
+        await self._settle(ticket, response.usage, response.rate_limit)
         return response
 
     async def stream(
@@ -263,14 +218,14 @@ class RateLimitMiddleware:
             async with aclosing(call_next(ticket.request)) as events:
                 async for event in events:
                     if event.type == "done" and event.response is not None:
-                        self._release(ticket)
-                        self._settle(ticket, event.response.usage, event.response.rate_limit)
+                        await self._release(ticket)
+                        await self._settle(ticket, event.response.usage, event.response.rate_limit)
                     yield event
         except PolythinkError as exc:
-            self._failed(ticket, exc)
+            await self._failed(ticket, exc)
             raise
         finally:
-            self._release(ticket)
+            await self._release(ticket)
 
     async def _admit(self, request: Request) -> _Ticket:
         start = self.clock.now()
@@ -278,12 +233,13 @@ class RateLimitMiddleware:
         limit = deadline
         if self.max_wait is not None:
             limit = self.max_wait if limit is None else min(limit, self.max_wait)
-        cost = estimate_tokens(request, self._default_output) if self.tokens is not None else 0
+        cost = estimate_tokens(request, self._default_output) if self.source.tpm else 0
         waited = False
-        if self._slots is not None:
-            waited = await self._take_slot(limit)
+        lease = None
+        if self.max_concurrency:
+            lease, waited = await self._take_slot(limit)
         self.in_flight += 1
-        ticket = _Ticket(request, cost, counted=True)
+        ticket = _Ticket(request, cost, lease)
         try:
             waited = await self._take_budget(cost, start, limit) or waited
             if waited and deadline is not None:
@@ -292,39 +248,33 @@ class RateLimitMiddleware:
                     raise self._rejected("deadline", None, limit)
                 ticket.request = request.with_(timeout=left)
         except BaseException:
-            self._release(ticket)
+            await self._release(ticket)
             raise
         return ticket
 
-    async def _take_slot(self, limit: float | None) -> bool:
-        slots = self._slots
-        assert slots is not None
-        try:
-            slots.acquire_nowait()
-        except anyio.WouldBlock:
-            pass
-        else:
-            return False
+    async def _take_slot(self, limit: float | None) -> tuple[Lease, bool]:
+        lease = await self.backend.acquire(0)
+        if lease is not None:
+            return lease, False
         if limit is not None and limit <= 0:
             raise self._rejected("concurrency_limit", None, limit)
-        try:
-            with anyio.fail_after(limit):
-                await slots.acquire()
-        except TimeoutError:
-            raise self._rejected("concurrency_limit", None, limit) from None
-        return True
+        lease = await self.backend.acquire(limit)
+        if lease is None:
+            raise self._rejected("concurrency_limit", None, limit)
+        return lease, True
 
     async def _take_budget(self, cost: int, start: float, limit: float | None) -> bool:
-        now = self.clock.now()
+        backend = self.backend
         if not self._queue.locked():
-            wait, reason = self._wait(cost, now)
+            wait, reason = await backend.take(cost)
             if wait <= 0:
-                self._take(cost, now)
                 return False
+            now = self.clock.now()
             if limit is not None and wait > limit - (now - start):
                 raise self._rejected(reason, wait, limit)
         elif limit is not None and limit <= 0:
             raise self._rejected("queue", None, limit)
+        now = self.clock.now()
         deadline_at = None if limit is None else start + limit
         try:
             with anyio.fail_after(None if deadline_at is None else max(0.0, deadline_at - now)):
@@ -333,34 +283,17 @@ class RateLimitMiddleware:
             raise self._rejected("queue", None, limit) from None
         try:
             while True:
-                now = self.clock.now()
-                wait, reason = self._wait(cost, now)
+                wait, reason = await backend.take(cost)
                 if wait <= 0:
-                    self._take(cost, now)
                     return True
+                now = self.clock.now()
                 if deadline_at is not None and now + wait > deadline_at:
                     raise self._rejected(reason, wait, limit)
-                await self._nap(wait)
+                # A shared budget may get tokens back from another process, which cannot
+                # wake this one: ask again after at most ``max_nap``.
+                await self._nap(min(wait, backend.max_nap))
         finally:
             self._queue.release()
-
-    def _wait(self, cost: int, now: float) -> tuple[float, str]:
-        wait, reason = self.paused_until - now, "server_pause"
-        if self.requests is not None:
-            needed = self.requests.wait(1, now)
-            if needed > wait:
-                wait, reason = needed, "rpm_limit"
-        if self.tokens is not None:
-            needed = self.tokens.wait(cost, now)
-            if needed > wait:
-                wait, reason = needed, "tpm_limit"
-        return (wait if wait > _EPSILON else 0.0), reason
-
-    def _take(self, cost: int, now: float) -> None:
-        if self.requests is not None:
-            self.requests.take(1, now)
-        if self.tokens is not None:
-            self.tokens.take(cost, now)
 
     async def _nap(self, seconds: float) -> None:
         with anyio.CancelScope() as scope:
@@ -376,67 +309,57 @@ class RateLimitMiddleware:
         if self._napper is not None:
             self._napper.cancel()
 
-    def _release(self, ticket: _Ticket) -> None:
+    async def _release(self, ticket: _Ticket) -> None:
         if ticket.counted:
             ticket.counted = False
             self.in_flight -= 1
-            if self._slots is not None:
-                self._slots.release()
+            if ticket.lease is not None:
+                await ticket.lease.release()
 
-    def _settle(self, ticket: _Ticket, usage: Usage | None, limits: RateLimit | None) -> None:
+    async def _settle(
+        self,
+        ticket: _Ticket,
+        usage: Usage | None,
+        limits: RateLimit | None,
+        pause: float | None = None,
+    ) -> None:
+        refund = 0
         if not ticket.settled:
             ticket.settled = True
             actual = usage.total_tokens if usage is not None else None
             if actual is not None:
-                self._refund(ticket.cost - actual)
-        self._observe(limits)
+                refund = ticket.cost - actual
+        await self._apply(refund, limits, pause)
 
-    def _failed(self, ticket: _Ticket, error: PolythinkError) -> None:
+    async def _failed(self, ticket: _Ticket, error: PolythinkError) -> None:
         limits = error.rate_limit
         if isinstance(error, StreamInterruptedError):
             partial = error.partial
             if partial is not None:
-                limits = limits or partial.rate_limit
-                self._settle(ticket, partial.usage, limits)
+                await self._settle(ticket, partial.usage, limits or partial.rate_limit)
                 return
-        elif not ticket.settled and not (
+        refund = 0
+        if not ticket.settled and not (
             isinstance(error, TransientError) and error.status_code is None
         ):
             # The provider answered with an error, or the call was refused before it was
             # sent: nothing was generated. A timeout or a dropped connection may have been
             # processed anyway, so its estimate stays counted.
             ticket.settled = True
-            self._refund(ticket.cost)
-        self._observe(limits)
+            refund = ticket.cost
+        pause = None
         if isinstance(error, RateLimitedError) and error.retry_after:
-            self._pause(error.retry_after)
+            pause = error.retry_after
+        await self._apply(refund, limits, pause)
 
-    def _refund(self, amount: int) -> None:
-        if self.tokens is None or amount == 0:
+    async def _apply(self, refund: int, limits: RateLimit | None, pause: float | None) -> None:
+        if not self.source.tpm:
+            refund = 0
+        if refund == 0 and limits is None and not pause:
             return
-        self.tokens.give(amount, self.clock.now())
-        if amount > 0:
+        await self.backend.settle(refund, limits, pause)
+        if refund > 0:
             self._wake()
-
-    def _observe(self, limits: RateLimit | None) -> None:
-        if limits is None:
-            return
-        now = self.clock.now()
-        for remaining, reset, bucket in (
-            (limits.requests_remaining, limits.requests_reset, self.requests),
-            (limits.tokens_remaining, limits.tokens_reset, self.tokens),
-        ):
-            if remaining is None:
-                continue
-            if bucket is not None:
-                bucket.shrink(remaining, now)
-            if remaining == 0 and reset:
-                self._pause(reset, now)
-
-    def _pause(self, seconds: float, now: float | None = None) -> None:
-        if now is None:
-            now = self.clock.now()
-        self.paused_until = max(self.paused_until, now + seconds)
 
     def _rejected(self, reason: str, wait: float | None, limit: float | None) -> RateLimitedError:
         source = self.source
