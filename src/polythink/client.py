@@ -24,8 +24,15 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import httpx
 
+from polythink.backends.local import LocalLimits, MonotonicClock
 from polythink.capability_store import CapabilityStore, open_store
-from polythink.config import Source, sources_from_env, sources_from_toml
+from polythink.config import (
+    Source,
+    options_from_env,
+    options_from_toml,
+    sources_from_env,
+    sources_from_toml,
+)
 from polythink.errors import StreamInterruptedError
 from polythink.http import HTTPLayer, build_http_client, check_http_layer
 from polythink.middleware.base import Chain, Middleware, compose
@@ -54,6 +61,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
+    from polythink.backends.redis import RedisLimitStore
     from polythink.middleware.cache import CacheMiddleware
     from polythink.middleware.retry import RetryMiddleware
 
@@ -121,6 +129,27 @@ def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
     raise ValueError(f"stop must be a string or a list of strings; got {stop!r}")
 
 
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _shared_limits(limits: Any) -> RedisLimitStore | None:
+    if limits is None:
+        return None
+    if isinstance(limits, str) and limits.startswith(_REDIS_SCHEMES):
+        try:
+            from polythink.backends.redis import RedisLimitStore
+        except ModuleNotFoundError as exc:
+            raise ValueError(str(exc)) from None
+        return RedisLimitStore(limits)
+    if callable(getattr(limits, "for_source", None)):
+        shared: RedisLimitStore = limits
+        return shared
+    raise ValueError(
+        "limits must be None (this process) or a redis:// URL such as "
+        f"'redis://localhost:6379/0' (or a RedisLimitStore); got {type(limits).__name__}"
+    )
+
+
 class Client:
     """A chat client over an ordered list of sources.
 
@@ -136,6 +165,15 @@ class Client:
             ``diskcache.Cache`` or a :class:`~polythink.middleware.cache.DiskStore` (which
             also takes a TTL and a size limit); see
             :class:`~polythink.middleware.cache.CacheStore`.
+            A ``redis://`` URL (or a :class:`~polythink.backends.redis.RedisCache`, which
+            also takes a TTL and a size limit) shares the cache with every process naming
+            that server (extra ``polythink[redis]``, asyncio only).
+        limits: where the sources' ``rpm``, ``tpm`` and ``max_concurrency`` budgets live:
+            ``None`` (this process), or a ``redis://`` URL (or a
+            :class:`~polythink.backends.redis.RedisLimitStore`) shared by every process
+            naming that server; a budget belongs to an account (provider, base URL and a
+            SHA-256 fingerprint of the API key). A server that does not answer never
+            fails a call: the limits fall back to this process's (one warning).
         http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
             keeps ownership (it is not closed with the client).
         tracer_provider: OpenTelemetry tracer provider for the one span per call; ``None``
@@ -159,9 +197,9 @@ class Client:
 
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, a
-            provider whose transport is not available, an unusable ``cache`` value, or an
-            unknown or unavailable ``http``, or a ``capabilities_store`` file that is not a
-            store.
+            provider whose transport is not available, an unusable ``cache`` or ``limits``
+            value (a Redis URL without the ``redis`` package), an unknown or unavailable
+            ``http``, or a ``capabilities_store`` file that is not a store.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -171,6 +209,7 @@ class Client:
         sources: Sequence[Source],
         *,
         cache: bool | str | Path | Any | None = None,
+        limits: str | Any | None = None,
         http_client: httpx.AsyncClient | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
@@ -199,6 +238,9 @@ class Client:
         self.sources = sources
         self.cache = cache
         self.capabilities = open_store(capabilities_store)
+        self.limits = limits
+        shared = _shared_limits(limits)
+        self._shared = shared
         self._given_http = http_client
         self.http: HTTPLayer = http
         self._http: httpx.AsyncClient | None = None
@@ -222,8 +264,27 @@ class Client:
             self._retry.append(RetryMiddleware(source, i))
             # Every source but the last hands a call it cannot take at once to the next one.
             wait = None if i == len(sources) - 1 else 0.0
-            self._limits.append(RateLimitMiddleware(source, i, profile, max_wait=wait))
-        store = cache_store(cache)
+            backend = None
+            if shared is not None:
+                backend = shared.for_source(
+                    source.provider,
+                    source.endpoint,
+                    key,
+                    rpm=source.rpm,
+                    tpm=source.tpm,
+                    max_concurrency=source.max_concurrency,
+                    fallback=LocalLimits(
+                        source.rpm, source.tpm, source.max_concurrency, MonotonicClock()
+                    ),
+                )
+            self._limits.append(
+                RateLimitMiddleware(source, i, profile, max_wait=wait, backend=backend)
+            )
+        try:
+            store = cache_store(cache)
+        except ModuleNotFoundError as exc:
+            raise ValueError(str(exc)) from None
+        self._store = store
         self._cache: CacheMiddleware | None = (
             CacheMiddleware(store, sources, ttl=getattr(store, "ttl", None))
             if store is not None
@@ -241,17 +302,22 @@ class Client:
     def from_env(cls, scope: str, **kwargs: Any) -> Client:
         """Build a client from ``{SCOPE}__{PROVIDER}__{N}__{FIELD}`` environment variables.
 
-        See :func:`polythink.config.sources_from_env`; ``kwargs`` go to the constructor.
+        See :func:`polythink.config.sources_from_env`; ``{SCOPE}__LIMITS`` and
+        ``{SCOPE}__CACHE`` give ``limits`` and ``cache`` (see
+        :func:`polythink.config.options_from_env`); ``kwargs`` go to the constructor and
+        win over both.
         """
-        return cls(sources_from_env(scope), **kwargs)
+        return cls(sources_from_env(scope), **{**options_from_env(scope), **kwargs})
 
     @classmethod
     def from_toml(cls, path: str | Path, **kwargs: Any) -> Client:
         """Build a client from a TOML file of ``[[source]]`` tables.
 
-        See :func:`polythink.config.sources_from_toml`; ``kwargs`` go to the constructor.
+        See :func:`polythink.config.sources_from_toml`; top-level ``limits`` and ``cache``
+        keys give those options (:func:`polythink.config.options_from_toml`); ``kwargs``
+        go to the constructor and win over them.
         """
-        return cls(sources_from_toml(path), **kwargs)
+        return cls(sources_from_toml(path), **{**options_from_toml(path), **kwargs})
 
     async def __aenter__(self) -> Self:
         self.start()
@@ -304,10 +370,14 @@ class Client:
         return layers
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this client created it."""
+        """Close the HTTP client if this client created it, and the Redis connections."""
         http, self._http, self._chain = self._http, None, None
         if http is not None and self._given_http is None:
             await http.aclose()
+        for shared in (self._shared, self._store):
+            close = getattr(shared, "aclose", None)
+            if close is not None and callable(close):
+                await close()
 
     def _started(self) -> Chain:
         if self._chain is None:

@@ -27,9 +27,20 @@ from polythink.providers import PROVIDERS, get_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.types import Effort, check_extra_body
 
-__all__ = ["Source", "Timeout", "sources_from_env", "sources_from_toml", "thinking_default_for"]
+__all__ = [
+    "Source",
+    "Timeout",
+    "options_from_env",
+    "options_from_toml",
+    "sources_from_env",
+    "sources_from_toml",
+    "thinking_default_for",
+]
 
 _log = logging.getLogger("polythink.config")
+
+_OPTIONS = ("limits", "cache")
+"""Client options that the environment and a TOML file may give besides the sources."""
 
 _POLICIES = ("nearest", "error", "drop")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
@@ -378,6 +389,8 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
     for key, value in env.items():
         if not key.startswith(prefix + "__"):
             continue
+        if key[len(prefix) + 2 :].lower() in _OPTIONS:
+            continue
         if key.startswith(f"{prefix}__THINKING__") and key not in (
             f"{prefix}__THINKING__ENABLED",
             f"{prefix}__THINKING__EFFORT",
@@ -445,10 +458,11 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     """
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
-    unknown_tables = sorted(set(data) - {"thinking", "source"})
+    unknown_tables = sorted(set(data) - {"thinking", "source", *_OPTIONS})
     if unknown_tables:
         raise ValueError(
-            f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]]"
+            f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]], "
+            + ", ".join(_OPTIONS)
         )
     default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
     rows = data.get("source")
@@ -468,3 +482,41 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         sources.append(_build(fields, row["provider"], where, default, clamped))
     _warn_clamped(f"{path} [thinking]", clamped)
     return sources
+
+
+def options_from_env(scope: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Read the client options ``{SCOPE}__LIMITS`` and ``{SCOPE}__CACHE``.
+
+    For example ``CHAT__LIMITS=redis://redis:6379/0`` shares the sources' limits through
+    that server and ``CHAT__CACHE=redis://redis:6379/0`` (or a directory) the cache.
+    Returns the ``Client`` keywords that are set, as strings.
+    """
+    env = os.environ if environ is None else environ
+    prefix = scope.upper()
+    found = {}
+    for name in _OPTIONS:
+        value = env.get(f"{prefix}__{name.upper()}", "").strip()
+        if value:
+            found[name] = value
+    return found
+
+
+def options_from_toml(path: str | Path) -> dict[str, str]:
+    """Read the top-level ``limits`` and ``cache`` strings of a sources TOML file.
+
+    Shape: ``limits = "redis://redis:6379/0"`` and ``cache = "redis://redis:6379/0"`` (or a
+    directory) before the first table.
+
+    Raises:
+        ValueError: for a value that is not a non-empty string.
+    """
+    with open(path, "rb") as handle:
+        data = tomllib.load(handle)
+    found = {}
+    for name in _OPTIONS:
+        if name in data:
+            value = data[name]
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{path}: {name} must be a non-empty string; got {value!r}")
+            found[name] = value.strip()
+    return found

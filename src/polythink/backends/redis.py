@@ -1,0 +1,697 @@
+"""The Redis backends: limits and cache entries shared by every process naming one server.
+
+Requires the ``redis`` extra (``pip install 'polythink[redis]'``: redis-py's
+``redis.asyncio``, so asyncio only). ``Client(limits="redis://host:6379/0")`` gives every
+source a :class:`RedisLimits` and ``Client(cache="redis://…")`` a :class:`RedisCache`.
+
+**What shares a budget** is the account: the provider id, the base URL in use and the first
+16 hex digits of the SHA-256 of the API key (never the key itself). Every key of an account
+carries them in one ``{hash tag}``, ``polythink:{openai|https://api.openai.com/v1|3a7bd3e2360a3d29}:rpm``,
+so an account's keys sit in one slot of a Redis Cluster and its scripts run there. Sources
+of one account share its buckets, slots and pause: give them the same limits.
+
+**State, all under the account's tag, every key with a TTL:**
+
+- ``…:rpm`` and ``…:tpm``: token buckets, a HASH ``{level, ts}`` (``ts`` in ms of Redis
+  ``TIME``). A bucket holds one minute of its limit, starts full (an absent key is full),
+  refills continuously and may go into debt, as the in-process
+  :class:`~polythink.backends.local.TokenBucket`; the key expires once it would be full.
+- ``…:leases``: concurrency slots, a ZSET of holder ids scored by their expiry (ms). A
+  holder renews its lease while its call runs (one background renewal per process renews
+  all its leases every third of a lease); a process killed without releasing frees its
+  slots when their lease ends.
+- ``…:pause``: set with ``PX`` by a 429's ``retry-after`` or by rate-limit headers reporting
+  nothing left, extended, never shortened; every process waits it out.
+
+Each read-modify-write runs as one Lua script on the server (registered once per
+connection with ``register_script``; redis-py reloads it after a server restart), with
+Redis ``TIME`` as the clock, so processes on machines with different clocks agree.
+
+**Failure:** a server that is down, slow (socket timeouts default to 0.25 s) or restarted
+never fails a call. Limits fall back to each process's in-process state (so N processes
+may send up to N times the limits meanwhile), the cache to a miss; each logs one warning
+per outage, skips the server for ``retry_interval`` seconds after a failure, and goes back
+to it as soon as it answers (logged at INFO). A restart loses the buckets (they start full)
+and the leases (calls running then are not counted until they end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+import time
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable
+from itertools import count
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+
+try:
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import RedisError
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the extra only
+    raise ModuleNotFoundError(
+        "the Redis backends need the redis package: pip install 'polythink[redis]'"
+    ) from exc
+
+from polythink.backends.base import DEFAULT_SIZE_LIMIT, Lease, server_pause
+from polythink.backends.local import LocalLimits
+from polythink.types import RateLimit
+
+__all__ = [
+    "RedisCache",
+    "RedisLimitStore",
+    "RedisLimits",
+    "account_tag",
+    "fingerprint",
+]
+
+logger = logging.getLogger("polythink.redis")
+
+_T = TypeVar("_T")
+
+DEFAULT_LEASE = 10.0
+"""Seconds a concurrency lease lasts without renewal."""
+DEFAULT_RETRY_INTERVAL = 1.0
+"""Seconds a backend leaves Redis alone after a failure before trying again."""
+DEFAULT_SOCKET_TIMEOUT = 0.25
+"""Seconds to connect to Redis, and to wait for one answer."""
+_POLL = 0.01
+"""Seconds between two attempts at a busy slot (jittered by ±50 %)."""
+MAX_NAP = 0.5
+"""Seconds a call waiting for a shared bucket sleeps before asking again: another process
+may have given tokens back."""
+_COMPRESSION = 6
+
+_TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local rpm, tpm, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local function level(key, cap)
+  local v = redis.call('HMGET', key, 'level', 'ts')
+  local lvl, ts = tonumber(v[1]), tonumber(v[2])
+  if not lvl then return cap end
+  if now > ts then lvl = math.min(cap, lvl + (now - ts) * cap / 60000) end
+  return lvl
+end
+local wait, reason = 0, ''
+local paused = redis.call('PTTL', KEYS[3])
+if paused > 0 then wait, reason = paused, 'server_pause' end
+local r, k
+if rpm > 0 then
+  r = level(KEYS[1], rpm)
+  local missing = math.min(1, rpm) - r
+  if missing > 1e-9 and missing * 60000 / rpm > wait then
+    wait, reason = missing * 60000 / rpm, 'rpm_limit'
+  end
+end
+if tpm > 0 then
+  k = level(KEYS[2], tpm)
+  local missing = math.min(cost, tpm) - k
+  if missing > 1e-9 and missing * 60000 / tpm > wait then
+    wait, reason = missing * 60000 / tpm, 'tpm_limit'
+  end
+end
+if wait > 0 then return {0, string.format('%.17g', wait), reason} end
+local function store(key, cap, lvl)
+  redis.call('HSET', key, 'level', string.format('%.17g', lvl), 'ts', string.format('%.17g', now))
+  redis.call('PEXPIRE', key, math.ceil((cap - lvl) * 60000 / cap) + 1000)
+end
+if rpm > 0 then store(KEYS[1], rpm, r - 1) end
+if tpm > 0 then store(KEYS[2], tpm, k - cost) end
+return {1, '0', ''}
+"""
+"""Take one request and ARGV[3] tokens, or return the wait (ms) and the gate."""
+
+_SETTLE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local rpm, tpm, refund = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local function level(key, cap)
+  local v = redis.call('HMGET', key, 'level', 'ts')
+  local lvl, ts = tonumber(v[1]), tonumber(v[2])
+  if not lvl then return cap end
+  if now > ts then lvl = math.min(cap, lvl + (now - ts) * cap / 60000) end
+  return lvl
+end
+local function store(key, cap, lvl)
+  redis.call('HSET', key, 'level', string.format('%.17g', lvl), 'ts', string.format('%.17g', now))
+  redis.call('PEXPIRE', key, math.ceil((cap - lvl) * 60000 / cap) + 1000)
+end
+if tpm > 0 and refund ~= 0 then store(KEYS[2], tpm, math.min(tpm, level(KEYS[2], tpm) + refund)) end
+if rpm > 0 and ARGV[4] ~= '' then
+  store(KEYS[1], rpm, math.min(level(KEYS[1], rpm), tonumber(ARGV[4])))
+end
+if tpm > 0 and ARGV[5] ~= '' then
+  store(KEYS[2], tpm, math.min(level(KEYS[2], tpm), tonumber(ARGV[5])))
+end
+local pause = tonumber(ARGV[6])
+if pause > 0 and redis.call('PTTL', KEYS[3]) < pause then
+  redis.call('SET', KEYS[3], '1', 'PX', pause)
+end
+return 1
+"""
+"""Correct the tokens by ARGV[3], shrink to reported counts, extend the pause (ms)."""
+
+_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cap, lease = tonumber(ARGV[1]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= cap then return 0 end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[2])
+if redis.call('PTTL', KEYS[1]) < lease then redis.call('PEXPIRE', KEYS[1], lease) end
+return 1
+"""
+"""Add holder ARGV[2] for ARGV[3] ms if fewer than ARGV[1] unexpired holders; 1 if added."""
+
+_RENEW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[1])
+local renewed = 0
+for i = 2, #ARGV do
+  renewed = renewed + redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[i])
+end
+if renewed > 0 and redis.call('PTTL', KEYS[1]) < lease then
+  redis.call('PEXPIRE', KEYS[1], lease)
+end
+return renewed
+"""
+"""Extend the leases of the holders still present by ARGV[1] ms from now."""
+
+_CACHE_SET = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local value, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local name, prefix = ARGV[4], ARGV[5]
+local size = #value
+if size > limit then return 0 end
+local function forget(member)
+  local bytes = tonumber(redis.call('HGET', KEYS[3], member) or '0')
+  redis.call('HDEL', KEYS[3], member)
+  redis.call('ZREM', KEYS[2], member)
+  return bytes
+end
+local total = tonumber(redis.call('GET', KEYS[4]) or '0') - forget(name)
+if ttl > 0 then
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - ttl)) do
+    total = total - forget(member)
+  end
+end
+while total + size > limit do
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if not oldest then break end
+  total = total - forget(oldest)
+  redis.call('DEL', prefix .. oldest)
+end
+if ttl > 0 then
+  redis.call('SET', KEYS[1], value, 'PX', ttl)
+else
+  redis.call('SET', KEYS[1], value)
+end
+redis.call('ZADD', KEYS[2], now, name)
+redis.call('HSET', KEYS[3], name, size)
+redis.call('SET', KEYS[4], total + size)
+if ttl > 0 then
+  for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return 1
+"""
+"""Store an entry within the size limit, culling the least recently stored first."""
+
+
+class Unavailable(Exception):
+    """Redis did not answer (or is being left alone after a failure); use the fallback."""
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, ""))
+
+
+def fingerprint(api_key: str | None) -> str:
+    """Return the first 16 hex digits of the SHA-256 of ``api_key`` (``"none"`` without one).
+
+    It names an account in Redis keys; it cannot be turned back into the key.
+    """
+    if not api_key:
+        return "none"
+    return hashlib.sha256(api_key.encode()).hexdigest()[:16]
+
+
+def account_tag(provider: str, base_url: str, api_key: str | None) -> str:
+    """Return the Redis hash tag of an account: ``{provider|base URL|key fingerprint}``.
+
+    Braces in the URL are percent-encoded so the tag stays one tag.
+    """
+    url = base_url.replace("{", "%7B").replace("}", "%7D")
+    return "{" + f"{provider}|{url}|{fingerprint(api_key)}" + "}"
+
+
+class _Link:
+    """One Redis connection pool, its registered scripts and whether the server answers.
+
+    Built lazily in the running event loop (a pool belongs to one loop). While the server
+    fails, :meth:`run` raises :class:`Unavailable` at once for ``retry_interval`` seconds,
+    then tries again; the first failure of an outage logs one warning.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        what: str,
+        fallback: str,
+        *,
+        retry_interval: float,
+        socket_timeout: float,
+        scripts: dict[str, str],
+    ) -> None:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                f"a Redis URL starts with redis://, rediss:// or unix://; got {_redacted(url)!r}"
+            )
+        if not retry_interval > 0 or not socket_timeout > 0:
+            raise ValueError("retry_interval and socket_timeout must be positive seconds")
+        self.url = url
+        self.what = what
+        self.fallback = fallback
+        self.retry_interval = retry_interval
+        self.socket_timeout = socket_timeout
+        self._sources = scripts
+        self._client: aioredis.Redis | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.scripts: dict[str, Any] = {}
+        self._retry_at = 0.0
+        self.down = False
+        self.outages = 0
+
+    def client(self) -> aioredis.Redis:
+        """Return the connection pool of the running loop (made on first use)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            client = aioredis.Redis.from_url(
+                self.url,
+                socket_timeout=self.socket_timeout,
+                socket_connect_timeout=self.socket_timeout,
+                retry=Retry(NoBackoff(), 0),
+                health_check_interval=0,
+            )
+            self._client, self._loop = client, loop
+            self.scripts = {name: client.register_script(s) for name, s in self._sources.items()}
+        return self._client
+
+    async def run(self, operation: Callable[[aioredis.Redis], Awaitable[_T]]) -> _T:
+        """Run ``operation`` on the server.
+
+        Raises:
+            Unavailable: the server failed now or recently.
+        """
+        if self._retry_at and time.monotonic() < self._retry_at:
+            raise Unavailable
+        client = self.client()
+        try:
+            result = await operation(client)
+        except (RedisError, OSError) as exc:
+            self._failed(exc)
+            # Every pooled connection may be stale (a restarted server): the next attempt
+            # opens fresh ones rather than failing again on the next stale one.
+            with contextlib.suppress(RedisError, OSError):
+                await client.connection_pool.disconnect()
+            raise Unavailable from exc
+        if self.down:
+            self.down = False
+            self._retry_at = 0.0
+            logger.info("%s: Redis at %s answers again", self.what, _redacted(self.url))
+        return result
+
+    def _failed(self, exc: BaseException) -> None:
+        self._retry_at = time.monotonic() + self.retry_interval
+        if self.down:
+            logger.debug("%s: Redis still unavailable (%s)", self.what, type(exc).__name__)
+            return
+        self.down = True
+        self.outages += 1
+        logger.warning(
+            "%s: Redis at %s does not answer (%s: %s); %s until it does (trying again every "
+            "%g s); further failures of this outage are logged at DEBUG level",
+            self.what,
+            _redacted(self.url),
+            type(exc).__name__,
+            exc,
+            self.fallback,
+            self.retry_interval,
+        )
+
+    async def aclose(self) -> None:
+        """Close the pool of the running loop, if any."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.aclose()
+
+
+class _NoSlot:
+    __slots__ = ()
+
+    async def release(self) -> None:
+        return None
+
+
+class _RedisLease:
+    __slots__ = ("_limits", "holder")
+
+    def __init__(self, limits: RedisLimits, holder: str) -> None:
+        self._limits: RedisLimits | None = limits
+        self.holder = holder
+
+    async def release(self) -> None:
+        limits, self._limits = self._limits, None
+        if limits is not None:
+            await limits._release(self.holder)
+
+
+class RedisLimitStore:
+    """The shared-limits configuration of a client: one Redis server, lease and retry times.
+
+    ``Client(limits="redis://…")`` builds one with the defaults; pass one to change them.
+
+    Args:
+        url: ``redis://[:password@]host:port/db``, ``rediss://…`` (TLS) or
+            ``unix:///path?db=N``; redis-py's URL query options apply.
+        lease: seconds a concurrency slot is held without renewal; the longest a killed
+            process can keep one.
+        retry_interval: seconds to leave the server alone after a failure.
+        socket_timeout: seconds to connect and to wait for each answer.
+
+    Raises:
+        ValueError: for a URL of another scheme or a non-positive duration.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lease: float = DEFAULT_LEASE,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+    ) -> None:
+        if not lease > 0:
+            raise ValueError(f"lease must be a positive number of seconds; got {lease!r}")
+        self.lease = lease
+        self.link = _Link(
+            url,
+            "shared rate limits",
+            "each process keeps its own limits",
+            retry_interval=retry_interval,
+            socket_timeout=socket_timeout,
+            scripts={"take": _TAKE, "settle": _SETTLE, "acquire": _ACQUIRE, "renew": _RENEW},
+        )
+
+    def for_source(
+        self,
+        provider: str,
+        base_url: str,
+        api_key: str | None,
+        *,
+        rpm: float | None,
+        tpm: float | None,
+        max_concurrency: int | None,
+        fallback: LocalLimits,
+    ) -> RedisLimits:
+        """Return the shared budget of one source's account (see :func:`account_tag`)."""
+        return RedisLimits(
+            self,
+            account_tag(provider, base_url, api_key),
+            rpm=rpm,
+            tpm=tpm,
+            max_concurrency=max_concurrency,
+            fallback=fallback,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.link.aclose()
+
+
+_holders = count()
+_PROCESS = uuid.uuid4().hex[:12]
+
+
+class RedisLimits:
+    """One account's budget on Redis, with an in-process fallback (see the module docstring).
+
+    Implements :class:`~polythink.backends.base.LimitBackend`. Build it with
+    :meth:`RedisLimitStore.for_source`.
+
+    Args:
+        store: the server and lease settings.
+        tag: the account's hash tag.
+        rpm, tpm, max_concurrency: this source's limits (``None``: not limited).
+        fallback: the in-process state used while the server does not answer.
+    """
+
+    max_nap = MAX_NAP
+
+    def __init__(
+        self,
+        store: RedisLimitStore,
+        tag: str,
+        *,
+        rpm: float | None,
+        tpm: float | None,
+        max_concurrency: int | None,
+        fallback: LocalLimits,
+    ) -> None:
+        self.store = store
+        self.tag = tag
+        self.keys = [f"polythink:{tag}:{name}" for name in ("rpm", "tpm", "pause")]
+        self.leases_key = f"polythink:{tag}:leases"
+        self.rpm = rpm or 0
+        self.tpm = tpm or 0
+        self.max_concurrency = max_concurrency
+        self._fallback = fallback
+        self._lease_ms = max(1, round(store.lease * 1000))
+        self._held: set[str] = set()
+        self._renewer: asyncio.Task[None] | None = None
+        self._poller = anyio.Lock()
+
+    @property
+    def local(self) -> LocalLimits:
+        """The in-process fallback."""
+        return self._fallback
+
+    async def acquire(self, timeout: float | None) -> Lease | None:
+        """Take a lease on a slot within ``timeout`` seconds; ``None`` if none came.
+
+        One task per process asks the server at a time, every 10 ms (jittered) while the
+        slots are busy; the others queue behind it in this process.
+        """
+        if not self.max_concurrency:
+            return _NoSlot()
+        holder = f"{_PROCESS}-{next(_holders)}"
+        args = (self.max_concurrency, holder, self._lease_ms)
+        start = time.monotonic()
+        try:
+            if await self._try(holder, args):
+                return _RedisLease(self, holder)
+            if timeout is not None and timeout <= 0:
+                return None
+            with anyio.fail_after(timeout):
+                async with self._poller:
+                    while True:
+                        if await self._try(holder, args):
+                            return _RedisLease(self, holder)
+                        await anyio.sleep(_POLL * random.uniform(0.5, 1.5))
+        except TimeoutError:
+            return None
+        except Unavailable:
+            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+            return await self._fallback.acquire(left)
+
+    async def _try(self, holder: str, args: tuple[int, str, int]) -> bool:
+        link = self.store.link
+
+        async def acquire(client: aioredis.Redis) -> Any:
+            return await link.scripts["acquire"](keys=[self.leases_key], args=args)
+
+        if await link.run(acquire) == 1:
+            self._hold(holder)
+            return True
+        return False
+
+    def _hold(self, holder: str) -> None:
+        self._held.add(holder)
+        renewer = self._renewer
+        if renewer is None or renewer.done():
+            # One side task per process renews every lease it holds; the calls themselves
+            # run in their callers' tasks.
+            self._renewer = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        link = self.store.link
+        while self._held:
+            await anyio.sleep(self.store.lease / 3)
+            held = list(self._held)
+            if not held:
+                return
+
+            async def renew(client: aioredis.Redis, held: list[str] = held) -> Any:
+                return await link.scripts["renew"](
+                    keys=[self.leases_key], args=[self._lease_ms, *held]
+                )
+
+            try:
+                await link.run(renew)
+            except Unavailable:
+                continue
+
+    async def _release(self, holder: str) -> None:
+        self._held.discard(holder)
+        link = self.store.link
+        # Shielded: a call cancelled by its caller still gives its slot back. An unreachable
+        # server lets the lease end on its own.
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(link.socket_timeout * 2),
+            contextlib.suppress(Unavailable),
+        ):
+            await link.run(lambda client: client.zrem(self.leases_key, holder))
+
+    async def take(self, cost: int) -> tuple[float, str]:
+        """Take one request and ``cost`` tokens on the server, or return the wait (seconds)
+        and its gate; in-process while the server does not answer."""
+        link = self.store.link
+
+        async def take(client: aioredis.Redis) -> Any:
+            return await link.scripts["take"](keys=self.keys, args=[self.rpm, self.tpm, cost])
+
+        try:
+            taken, wait, reason = await link.run(take)
+        except Unavailable:
+            return await self._fallback.take(cost)
+        if taken == 1:
+            return 0.0, ""
+        return float(wait) / 1000.0, reason.decode() if isinstance(reason, bytes) else reason
+
+    async def settle(self, refund: int, limits: RateLimit | None, pause: float | None) -> None:
+        """Correct, shrink and pause on the server in one script (see the protocol)."""
+        link = self.store.link
+        seconds = server_pause(limits, pause)
+        requests_left = limits.requests_remaining if limits is not None else None
+        tokens_left = limits.tokens_remaining if limits is not None else None
+        args = [
+            self.rpm,
+            self.tpm,
+            refund,
+            "" if requests_left is None else requests_left,
+            "" if tokens_left is None else tokens_left,
+            0 if seconds is None else max(1, round(seconds * 1000)),
+        ]
+
+        async def settle(client: aioredis.Redis) -> Any:
+            return await link.scripts["settle"](keys=self.keys, args=args)
+
+        try:
+            await link.run(settle)
+        except Unavailable:
+            await self._fallback.settle(refund, limits, pause)
+
+
+class RedisCache:
+    """Cache entries on a Redis server, shared by every process that names it.
+
+    Implements :class:`~polythink.backends.base.CacheBackend` under the cache layer's rules
+    (key, TTL, complete successes only, streaming replay). Values are zlib-compressed. The
+    server keeps at most ``size_limit`` bytes of values: storing past it removes the least
+    recently stored entries first, as the disk cache does; entries also expire after
+    ``ttl``. All keys share the hash tag ``{polythink-cache}`` (one Redis Cluster slot), so
+    the culling script sees them all. A server that does not answer makes lookups misses
+    and writes no-ops (one warning per outage).
+
+    Args:
+        url: the server (see :class:`RedisLimitStore`).
+        ttl: seconds an entry stays fresh; ``None``: until culled.
+        size_limit: bytes of compressed values kept on the server.
+        retry_interval, socket_timeout: as :class:`RedisLimitStore`.
+
+    Raises:
+        ValueError: for a URL of another scheme, a non-positive ``ttl`` or ``size_limit``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl: float | None = None,
+        size_limit: int = DEFAULT_SIZE_LIMIT,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+    ) -> None:
+        if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
+            raise ValueError(f"size_limit must be a positive number of bytes; got {size_limit!r}")
+        if ttl is not None and (isinstance(ttl, bool) or not ttl > 0):
+            raise ValueError(f"ttl must be a positive number of seconds or None; got {ttl!r}")
+        self.ttl = ttl
+        self.size_limit = size_limit
+        self.link = _Link(
+            url,
+            "shared cache",
+            "every lookup is a miss",
+            retry_interval=retry_interval,
+            socket_timeout=socket_timeout,
+            scripts={"set": _CACHE_SET},
+        )
+        base = "polythink:{polythink-cache}:"
+        self.prefix = base + "e:"
+        self._index = [base + "index", base + "sizes", base + "total"]
+
+    async def load(self, key: str) -> bytes | None:
+        """Return the decompressed value under ``key``, or ``None`` (also when unreachable).
+
+        Raises:
+            ValueError: the stored value is not a zlib stream.
+        """
+        try:
+            raw = await self.link.run(lambda client: client.get(self.prefix + key))
+        except Unavailable:
+            return None
+        if raw is None:
+            return None
+        try:
+            return zlib.decompress(bytes(raw) if isinstance(raw, bytes) else raw.encode())
+        except zlib.error as exc:
+            raise ValueError(f"a shared cache entry is not compressed data: {exc}") from None
+
+    async def save(self, key: str, value: bytes, ttl: float | None) -> None:
+        """Compress and store ``value``; nothing happens while the server does not answer."""
+        packed = zlib.compress(value, _COMPRESSION)
+        ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
+        link = self.link
+
+        async def store(client: aioredis.Redis) -> Any:
+            return await link.scripts["set"](
+                keys=[self.prefix + key, *self._index],
+                args=[packed, ttl_ms, self.size_limit, key, self.prefix],
+            )
+
+        try:
+            await link.run(store)
+        except Unavailable:
+            return
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.link.aclose()
