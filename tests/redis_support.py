@@ -1,0 +1,123 @@
+"""A real redis-server for the tests, and worker processes that call through it.
+
+:class:`RedisServer` runs Debian's ``redis-server`` on 127.0.0.1 on a free port with a
+temporary directory and no persistence. Without the binary the tests skip, except under
+``CI=true``, where they fail. :func:`spawn` starts ``python -m tests.redis_worker`` with a
+JSON plan; the worker prints one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def redis_binary() -> str:
+    """Return the path of ``redis-server``; skip (or fail under CI=true) without one."""
+    found = shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
+    )
+    if found is not None:
+        return found
+    message = "redis-server is not installed (Debian package redis-server; .ci/run installs it)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """One redis-server process on 127.0.0.1; :meth:`stop` and :meth:`start` keep the port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.binary = redis_binary()
+        self.directory = directory
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.command("PING") == "+PONG":
+                return self
+            time.sleep(0.01)
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            process.terminate()
+            process.wait(10)
+
+    def command(self, *words: str) -> str | None:
+        """Send one inline command and return the first line of the reply (``None``: down)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(" ".join(words).encode() + b"\r\n")
+                return sock.recv(65536).split(b"\r\n", 1)[0].decode()
+        except OSError:
+            return None
+
+
+def spawn(plan: dict[str, Any]) -> subprocess.Popen[str]:
+    """Start a worker process running ``plan`` (see tests/redis_worker.py)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.redis_worker", json.dumps(plan)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def go(process: subprocess.Popen[str]) -> None:
+    """Let a worker started with ``wait_go`` begin."""
+    assert process.stdin is not None
+    process.stdin.write("go\n")
+    process.stdin.flush()
+
+
+def results(process: subprocess.Popen[str], timeout: float = 60) -> list[dict[str, Any]]:
+    """Wait for a worker and return its JSON lines; fail with its stderr if it failed."""
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
