@@ -365,7 +365,8 @@ def full_options(
     }
     # Options a Client turns on by default: passed as False when their group is off.
     on_by_default = {"cost"}
-    left_alone_client = {"sources", "http_client"}
+    # Shared limits need a Redis server; benchmarks/shared_limits.py measures them.
+    left_alone_client = {"sources", "http_client", "limits"}
     client_kw: dict[str, Any] = {}
     for name in inspect.signature(Client.__init__).parameters:
         if name == "self" or name in left_alone_client:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import random
+import re
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
@@ -16,6 +19,7 @@ import redis
 from polythink import Client, Source
 from polythink.backends.local import LocalLimits, MonotonicClock
 from polythink.backends.redis import RedisCache, RedisLimitStore, account_tag, fingerprint
+from polythink.config import options_from_env, options_from_toml, sources_from_env
 from polythink.errors import RateLimitedError
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import Fault, FaultPlan
@@ -25,6 +29,7 @@ from tests.redis_support import RedisServer, go, results, spawn
 pytestmark = pytest.mark.anyio
 
 USER = [{"role": "user", "content": "Name three primes"}]
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +165,7 @@ async def test_tpm_is_shared_across_redis_workers_with_corrections_streamed_and_
 
 async def test_a_429_in_one_redis_worker_pauses_the_others(redis_server: RedisServer) -> None:
     key = "sk-shared-429-0004"
-    faults = FaultPlan([Fault.http(429, retry_after=2)])
+    faults = FaultPlan([Fault.http(429, retry_after=1)])
     with Simulator(Settings(faults=faults)) as sim:
         common = {"source": {"max_retries": 0}, "calls": 1}
         hit = spawn(plan(redis_server, sim, key, **common))
@@ -174,9 +179,9 @@ async def test_a_429_in_one_redis_worker_pauses_the_others(redis_server: RedisSe
         "rate_limit_exceeded",
     )
     assert b["ok"]
-    assert b["start"] < a["end"] + 1.0
-    # B was held until the 2 s pause A's 429 set had passed (checked every 0.5 s at most).
-    assert 2.0 - 0.02 <= b["end"] - a["end"] <= 2.0 + 0.7, (a, b)
+    assert b["start"] < a["end"] + 0.5
+    # B was held until the 1 s pause A's 429 set had passed (checked every 0.5 s at most).
+    assert 1.0 - 0.02 <= b["end"] - a["end"] <= 1.0 + 0.7, (a, b)
     assert sim.stats.requests == 2
 
 
@@ -397,3 +402,86 @@ async def test_a_redis_stream_closed_early_is_not_cached_and_releases_its_lease(
             replay = [e.type async for e in client.stream(prompt)]
             assert replay[-1] == "done"
             assert sim.stats.requests == 2
+
+
+def test_the_readme_redis_example_builds_a_client_sharing_limits_and_cache(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Sharing limits and cache across workers") :]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-0012")
+    namespace: dict[str, Any] = {}
+    exec(block.group(1).replace("redis://redis:6379/0", redis_server.url), namespace)
+    client = namespace["client"]
+    assert isinstance(client._shared, RedisLimitStore)
+    assert client._shared.link.url == redis_server.url
+    assert isinstance(client._store, RedisCache)
+    assert client._store.ttl == 3600
+    assert client._limits[0].backend.tag == account_tag(
+        "openai", "https://api.openai.com/v1", "sk-readme-0012"
+    )
+
+
+def test_from_env_and_from_toml_name_the_redis_limits_and_cache(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    env = {
+        "CHAT__OPENAI__0__MODEL": "gpt-5.5",
+        "CHAT__OPENAI__0__API_KEY": "sk-env-0013",
+        "CHAT__LIMITS": redis_server.url,
+        "CHAT__CACHE": redis_server.url,
+    }
+    assert options_from_env("chat", env) == {"limits": redis_server.url, "cache": redis_server.url}
+    assert [s.model for s in sources_from_env("chat", env)] == ["gpt-5.5"]
+    path = tmp_path / "polythink.toml"
+    path.write_text(
+        f'limits = "{redis_server.url}"\ncache = "{redis_server.url}"\n\n'
+        '[[source]]\nprovider = "openai"\nmodel = "gpt-5.5"\napi_key = "sk-toml-0014"\n',
+        encoding="utf-8",
+    )
+    client = Client.from_toml(path)
+    assert isinstance(client._shared, RedisLimitStore)
+    assert isinstance(client._store, RedisCache)
+    assert client._limits[0].backend.tag == account_tag(
+        "openai", "https://api.openai.com/v1", "sk-toml-0014"
+    )
+    path.write_text('limits = 6379\n[[source]]\nprovider = "openai"\nmodel = "m"\n')
+    with pytest.raises(ValueError, match="limits must be a non-empty string"):
+        options_from_toml(path)
+    with pytest.raises(ValueError, match="limits must be None"):
+        Client([Source("openai", "gpt-5.5", api_key="sk-x-0015")], limits="memcached://x")
+
+
+async def test_the_redis_cache_culls_the_least_recently_stored_past_its_size_limit(
+    redis_server: RedisServer,
+) -> None:
+    raw = redis.Redis(port=redis_server.port)
+    raw.flushdb()
+    cache = RedisCache(redis_server.url, size_limit=3000, ttl=60)
+    try:
+        noise = random.Random(9)
+        values = {f"{i:064x}": noise.randbytes(900) for i in range(4)}
+        sizes = {key: len(zlib.compress(value, 6)) for key, value in values.items()}
+        for key, value in values.items():
+            await cache.save(key, value, 60.0)
+        stored = [key for key in values if await cache.load(key) == values[key]]
+        # Kept newest first while the compressed sizes fit in 3000 bytes.
+        kept, total = [], 0
+        for key in reversed(list(values)):
+            if total + sizes[key] > 3000:
+                break
+            kept.append(key)
+            total += sizes[key]
+        assert sorted(stored) == sorted(kept)
+        assert len(kept) == 3
+        assert int(raw.get("polythink:{polythink-cache}:total") or 0) == total
+        assert 59_000 <= raw.pttl(cache.prefix + kept[0]) <= 60_000
+        await cache.save("f" * 64, b"x" * 10, None)
+        assert await cache.load("f" * 64) == b"x" * 10
+        raw.set(cache.prefix + "e" * 64, b"not zlib")
+        with pytest.raises(ValueError, match="not compressed"):
+            await cache.load("e" * 64)
+    finally:
+        await cache.aclose()
