@@ -6,8 +6,9 @@ source a :class:`RedisLimits` and ``Client(cache="redis://…")`` a :class:`Redi
 
 **What shares a budget** is the account: the provider id, the base URL in use and the first
 16 hex digits of the SHA-256 of the API key (never the key itself). Every key of an account
-carries them in one ``{hash tag}``, ``polythink:{openai|https://api.openai.com/v1|3a7bd3e2360a3d29}:rpm``,
-so an account's keys sit in one slot of a Redis Cluster and its scripts run there. Sources
+carries them in one ``{hash tag}``, as in
+``polythink:{openai|https://api.openai.com/v1|3a7bd3e2360a3d29}:rpm``, so an account's
+keys sit in one slot of a Redis Cluster and its scripts run there. Sources
 of one account share its buckets, slots and pause: give them the same limits.
 
 **State, all under the account's tag, every key with a TTL:**
