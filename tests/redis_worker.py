@@ -3,14 +3,15 @@
 ``PLAN`` is JSON: ``redis`` (URL of the shared limits, or null), ``lease`` (seconds),
 ``cache`` (URL or null), ``source`` (``base_url``, ``api_key``, ``rpm``, ``tpm``,
 ``max_concurrency``, ``headers``, ``max_retries``), ``start_at`` (epoch seconds to begin),
-``until`` (epoch seconds to stop starting calls; each call's timeout ends there too) or
-``calls`` (calls per task), ``tasks`` (concurrent tasks), ``stream`` (a flag, or one flag
-per call number, cycled), ``max_tokens``, ``wait_go`` (begin once a line arrives on
-stdin), ``prompt`` and ``vary`` (append the call number to the prompt). It prints one JSON
-line per
-call (``start``/``end`` epoch seconds, ``ok``, the error class and ``error_type``, usage,
-``cache_hit`` and the streamed events) and ``{"event": "streaming"}`` at the first event of
-its first stream.
+``wait_go`` (print ``{"event": "ready"}``, then begin once a line arrives on stdin),
+``until`` (epoch seconds to stop starting calls; each call's timeout ends there too),
+``seconds`` (the same, counted from the start) or ``calls`` (calls per task), ``tasks``
+(concurrent tasks), ``stream`` (a flag, or one flag per call number, cycled),
+``max_tokens``, ``prompt`` and ``vary`` (append the call number to the prompt).
+
+It prints one JSON line per call (``start``/``end`` epoch seconds, ``ok``, the error class
+and ``error_type``, usage, ``cache_hit`` and the streamed events) and
+``{"event": "streaming"}`` at the first event of its first stream.
 """
 
 from __future__ import annotations
@@ -55,8 +56,11 @@ async def run(plan: dict[str, Any]) -> None:
         if start_at is not None:
             await anyio.sleep(max(0.0, start_at - time.time()))
         if plan.get("wait_go"):
+            emit({"event": "ready"})
             await anyio.to_thread.run_sync(sys.stdin.readline)
         until = plan.get("until")
+        if plan.get("seconds") is not None:
+            until = time.time() + plan["seconds"]
 
         async def one(task: int, n: int) -> bool:
             nonlocal announced
