@@ -496,3 +496,23 @@ async def test_the_redis_cache_culls_the_least_recently_stored_past_its_size_lim
             await cache.load("e" * 64)
     finally:
         await cache.aclose()
+
+
+async def test_an_unreachable_redis_warns_once_without_its_password_and_calls_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = "redis://:hunter2-secret@127.0.0.1:1/0"
+    with Simulator() as sim:
+        limits = RedisLimitStore(url)
+        async with Client([source(sim, "sk-down-0016", rpm=60)], limits=limits) as client:
+            for _ in range(3):
+                assert (await client.complete(USER)).text.startswith("Simulated")
+            bucket = client._limits[0].requests
+            assert bucket is not None
+            # The three calls were counted in-process.
+            assert 57.0 <= bucket.level(MonotonicClock().now()) <= 57.5
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "redis://***@127.0.0.1:1/0" in warnings[0]
+    assert "hunter2" not in caplog.text
+    assert limits.link.outages == 1

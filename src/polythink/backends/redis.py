@@ -24,7 +24,8 @@ of one account share its buckets, slots and pause: give them the same limits.
 - ``…:pause``: set with ``PX`` by a 429's ``retry-after`` or by rate-limit headers reporting
   nothing left, extended, never shortened; every process waits it out.
 
-Each read-modify-write runs as one Lua script on the server (registered once per
+Needs Redis 5 or later (scripts that read ``TIME`` and then write). Each
+read-modify-write runs as one Lua script on the server (registered once per
 connection with ``register_script``; redis-py reloads it after a server restart), with
 Redis ``TIME`` as the clock, so processes on machines with different clocks agree.
 
@@ -301,8 +302,19 @@ class _Link:
         self.outages = 0
 
     def client(self) -> aioredis.Redis:
-        """Return the connection pool of the running loop (made on first use)."""
-        loop = asyncio.get_running_loop()
+        """Return the connection pool of the running loop (made on first use).
+
+        Raises:
+            RuntimeError: outside an asyncio event loop (redis.asyncio runs on asyncio
+                only; under trio, use the in-process limits and a disk cache).
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "the Redis backends run on asyncio only (redis.asyncio); under trio leave "
+                "limits unset and use a disk cache"
+            ) from None
         if self._client is None or self._loop is not loop:
             client = aioredis.Redis.from_url(
                 self.url,
