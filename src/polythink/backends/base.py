@@ -63,6 +63,14 @@ class LimitBackend(Protocol):
         if one is free now); ``None`` when no slot came in time."""
         ...
 
+    async def admit(self, cost: int) -> tuple[Lease | None, float, str]:
+        """Take a slot if one is free now and, holding it, try :meth:`take` (one step).
+
+        Returns ``(None, 0.0, "")`` when no slot is free (nothing taken), else the lease
+        and what :meth:`take` returned.
+        """
+        ...
+
     async def take(self, cost: int) -> tuple[float, str]:
         """Take one request and ``cost`` tokens if both buckets and the pause allow it now.
 
@@ -77,6 +85,12 @@ class LimitBackend(Protocol):
         more), lower the buckets to the ``remaining`` counts the provider reported, and
         pause for ``pause`` seconds or until a reported reset of a budget with nothing
         left, whichever is later."""
+        ...
+
+    async def finish(
+        self, lease: Lease | None, refund: int, limits: RateLimit | None, pause: float | None
+    ) -> None:
+        """Release ``lease`` (if given and still held) and :meth:`settle`, in one step."""
         ...
 
 

@@ -181,6 +181,15 @@ class LocalLimits:
             return None
         return _SlotLease(slots)
 
+    async def admit(self, cost: int) -> tuple[Lease | None, float, str]:
+        """Take a free slot and, holding it, try :meth:`take`; ``(None, 0.0, "")`` if no
+        slot is free."""
+        lease = await self.acquire(0)
+        if lease is None:
+            return None, 0.0, ""
+        wait, reason = await self.take(cost)
+        return lease, wait, reason
+
     async def take(self, cost: int) -> tuple[float, str]:
         """Take one request and ``cost`` tokens now, or return the wait and its gate."""
         now = self.clock.now()
@@ -221,6 +230,14 @@ class LocalLimits:
         seconds = server_pause(limits, pause)
         if seconds is not None:
             self.paused_until = max(self.paused_until, now + seconds)
+
+    async def finish(
+        self, lease: Lease | None, refund: int, limits: RateLimit | None, pause: float | None
+    ) -> None:
+        """Release ``lease`` and :meth:`settle`."""
+        if lease is not None:
+            await lease.release()
+        await self.settle(refund, limits, pause)
 
 
 class StoreCache:

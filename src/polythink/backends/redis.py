@@ -93,50 +93,10 @@ MAX_NAP = 0.5
 may have given tokens back."""
 _COMPRESSION = 6
 
-_TAKE = """
+_PRELUDE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-local rpm, tpm, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local function level(key, cap)
-  local v = redis.call('HMGET', key, 'level', 'ts')
-  local lvl, ts = tonumber(v[1]), tonumber(v[2])
-  if not lvl then return cap end
-  if now > ts then lvl = math.min(cap, lvl + (now - ts) * cap / 60000) end
-  return lvl
-end
-local wait, reason = 0, ''
-local paused = redis.call('PTTL', KEYS[3])
-if paused > 0 then wait, reason = paused, 'server_pause' end
-local r, k
-if rpm > 0 then
-  r = level(KEYS[1], rpm)
-  local missing = math.min(1, rpm) - r
-  if missing > 1e-9 and missing * 60000 / rpm > wait then
-    wait, reason = missing * 60000 / rpm, 'rpm_limit'
-  end
-end
-if tpm > 0 then
-  k = level(KEYS[2], tpm)
-  local missing = math.min(cost, tpm) - k
-  if missing > 1e-9 and missing * 60000 / tpm > wait then
-    wait, reason = missing * 60000 / tpm, 'tpm_limit'
-  end
-end
-if wait > 0 then return {0, string.format('%.17g', wait), reason} end
-local function store(key, cap, lvl)
-  redis.call('HSET', key, 'level', string.format('%.17g', lvl), 'ts', string.format('%.17g', now))
-  redis.call('PEXPIRE', key, math.ceil((cap - lvl) * 60000 / cap) + 1000)
-end
-if rpm > 0 then store(KEYS[1], rpm, r - 1) end
-if tpm > 0 then store(KEYS[2], tpm, k - cost) end
-return {1, '0', ''}
-"""
-"""Take one request and ARGV[3] tokens, or return the wait (ms) and the gate."""
-
-_SETTLE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-local rpm, tpm, refund = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function level(key, cap)
   local v = redis.call('HMGET', key, 'level', 'ts')
   local lvl, ts = tonumber(v[1]), tonumber(v[2])
@@ -148,32 +108,75 @@ local function store(key, cap, lvl)
   redis.call('HSET', key, 'level', string.format('%.17g', lvl), 'ts', string.format('%.17g', now))
   redis.call('PEXPIRE', key, math.ceil((cap - lvl) * 60000 / cap) + 1000)
 end
-if tpm > 0 and refund ~= 0 then store(KEYS[2], tpm, math.min(tpm, level(KEYS[2], tpm) + refund)) end
-if rpm > 0 and ARGV[4] ~= '' then
-  store(KEYS[1], rpm, math.min(level(KEYS[1], rpm), tonumber(ARGV[4])))
+local function take(cost)
+  local wait, reason = 0, ''
+  local paused = redis.call('PTTL', KEYS[3])
+  if paused > 0 then wait, reason = paused, 'server_pause' end
+  local r, k
+  if rpm > 0 then
+    r = level(KEYS[1], rpm)
+    local missing = math.min(1, rpm) - r
+    if missing > 1e-9 and missing * 60000 / rpm > wait then
+      wait, reason = missing * 60000 / rpm, 'rpm_limit'
+    end
+  end
+  if tpm > 0 then
+    k = level(KEYS[2], tpm)
+    local missing = math.min(cost, tpm) - k
+    if missing > 1e-9 and missing * 60000 / tpm > wait then
+      wait, reason = missing * 60000 / tpm, 'tpm_limit'
+    end
+  end
+  if wait > 0 then return 0, string.format('%.17g', wait), reason end
+  if rpm > 0 then store(KEYS[1], rpm, r - 1) end
+  if tpm > 0 then store(KEYS[2], tpm, k - cost) end
+  return 1, '0', ''
 end
-if tpm > 0 and ARGV[5] ~= '' then
-  store(KEYS[2], tpm, math.min(level(KEYS[2], tpm), tonumber(ARGV[5])))
+local function settle(refund)
+  if tpm > 0 and refund ~= 0 then
+    store(KEYS[2], tpm, math.min(tpm, level(KEYS[2], tpm) + refund))
+  end
+  if rpm > 0 and ARGV[4] ~= '' then
+    store(KEYS[1], rpm, math.min(level(KEYS[1], rpm), tonumber(ARGV[4])))
+  end
+  if tpm > 0 and ARGV[5] ~= '' then
+    store(KEYS[2], tpm, math.min(level(KEYS[2], tpm), tonumber(ARGV[5])))
+  end
+  local pause = tonumber(ARGV[6])
+  if pause > 0 and redis.call('PTTL', KEYS[3]) < pause then
+    redis.call('SET', KEYS[3], '1', 'PX', pause)
+  end
 end
-local pause = tonumber(ARGV[6])
-if pause > 0 and redis.call('PTTL', KEYS[3]) < pause then
-  redis.call('SET', KEYS[3], '1', 'PX', pause)
+local function lease()
+  local cap, ms = tonumber(ARGV[7]), tonumber(ARGV[9])
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  if redis.call('ZCARD', KEYS[4]) >= cap then return 0 end
+  redis.call('ZADD', KEYS[4], now + ms, ARGV[8])
+  if redis.call('PTTL', KEYS[4]) < ms then redis.call('PEXPIRE', KEYS[4], ms) end
+  return 1
 end
-return 1
 """
-"""Correct the tokens by ARGV[3], shrink to reported counts, extend the pause (ms)."""
+"""Shared by the limit scripts. KEYS: the rpm and tpm buckets (HASH ``level``, ``ts`` in
+ms), the pause (a key with a PX expiry) and the leases (ZSET holder -> expiry in ms). ARGV:
+rpm, tpm (0: none), cost or refund (tokens), requests and tokens remaining ('' unknown),
+pause (ms), slots, holder, lease (ms)."""
 
-_ACQUIRE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cap, lease = tonumber(ARGV[1]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= cap then return 0 end
-redis.call('ZADD', KEYS[1], now + lease, ARGV[2])
-if redis.call('PTTL', KEYS[1]) < lease then redis.call('PEXPIRE', KEYS[1], lease) end
-return 1
-"""
-"""Add holder ARGV[2] for ARGV[3] ms if fewer than ARGV[1] unexpired holders; 1 if added."""
+_SCRIPTS = {
+    "take": _PRELUDE + "return {take(tonumber(ARGV[3]))}",
+    "settle": _PRELUDE + "settle(tonumber(ARGV[3]))\nreturn 1",
+    "acquire": _PRELUDE + "return lease()",
+    "admit": _PRELUDE
+    + "if lease() == 0 then return {0, 0, '0', ''} end\n"
+    + "local taken, wait, reason = take(tonumber(ARGV[3]))\n"
+    + "return {1, taken, wait, reason}",
+    "finish": _PRELUDE
+    + "if ARGV[8] ~= '' then redis.call('ZREM', KEYS[4], ARGV[8]) end\n"
+    + "settle(tonumber(ARGV[3]))\nreturn 1",
+}
+"""``take``: one request and ARGV[3] tokens, or the wait (ms) and the gate. ``settle``:
+correct the tokens by ARGV[3], shrink to reported counts, extend the pause. ``acquire``: a
+lease for ARGV[8] if fewer than ARGV[7] unexpired holders. ``admit``: ``acquire``, then
+``take`` with the slot. ``finish``: release ARGV[8]'s lease and ``settle``."""
 
 _RENEW = """
 local t = redis.call('TIME')
@@ -390,8 +393,14 @@ class _RedisLease:
         self._limits: RedisLimits | None = limits
         self.holder = holder
 
-    async def release(self) -> None:
+    def taken(self) -> RedisLimits | None:
+        """Mark the lease released here (the caller releases it on the server); return the
+        backend it was held on, or ``None`` if it was released already."""
         limits, self._limits = self._limits, None
+        return limits
+
+    async def release(self) -> None:
+        limits = self.taken()
         if limits is not None:
             await limits._release(self.holder)
 
@@ -430,7 +439,7 @@ class RedisLimitStore:
             "each process keeps its own limits",
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
-            scripts={"take": _TAKE, "settle": _SETTLE, "acquire": _ACQUIRE, "renew": _RENEW},
+            scripts={**_SCRIPTS, "renew": _RENEW},
         )
 
     def for_source(
@@ -490,8 +499,8 @@ class RedisLimits:
     ) -> None:
         self.store = store
         self.tag = tag
-        self.keys = [f"polythink:{tag}:{name}" for name in ("rpm", "tpm", "pause")]
-        self.leases_key = f"polythink:{tag}:leases"
+        self.keys = [f"polythink:{tag}:{name}" for name in ("rpm", "tpm", "pause", "leases")]
+        self.leases_key = self.keys[3]
         self.rpm = rpm or 0
         self.tpm = tpm or 0
         self.max_concurrency = max_concurrency
@@ -506,6 +515,37 @@ class RedisLimits:
         """The in-process fallback."""
         return self._fallback
 
+    def _args(
+        self,
+        tokens: int = 0,
+        *,
+        holder: str = "",
+        limits: RateLimit | None = None,
+        pause: float | None = None,
+    ) -> list[Any]:
+        seconds = server_pause(limits, pause)
+        requests_left = limits.requests_remaining if limits is not None else None
+        tokens_left = limits.tokens_remaining if limits is not None else None
+        return [
+            self.rpm,
+            self.tpm,
+            tokens,
+            "" if requests_left is None else requests_left,
+            "" if tokens_left is None else tokens_left,
+            0 if seconds is None else max(1, round(seconds * 1000)),
+            self.max_concurrency or 0,
+            holder,
+            self._lease_ms,
+        ]
+
+    async def _script(self, name: str, args: list[Any]) -> Any:
+        link = self.store.link
+
+        async def run(client: aioredis.Redis) -> Any:
+            return await link.scripts[name](keys=self.keys, args=args)
+
+        return await link.run(run)
+
     async def acquire(self, timeout: float | None) -> Lease | None:
         """Take a lease on a slot within ``timeout`` seconds; ``None`` if none came.
 
@@ -515,18 +555,18 @@ class RedisLimits:
         if not self.max_concurrency:
             return _NoSlot()
         holder = f"{_PROCESS}-{next(_holders)}"
-        args = (self.max_concurrency, holder, self._lease_ms)
+        args = self._args(holder=holder)
         start = time.monotonic()
         try:
-            if await self._try(holder, args):
-                return _RedisLease(self, holder)
+            if await self._script("acquire", args) == 1:
+                return self._hold(holder)
             if timeout is not None and timeout <= 0:
                 return None
             with anyio.fail_after(timeout):
                 async with self._poller:
                     while True:
-                        if await self._try(holder, args):
-                            return _RedisLease(self, holder)
+                        if await self._script("acquire", args) == 1:
+                            return self._hold(holder)
                         await anyio.sleep(_POLL * random.uniform(0.5, 1.5))
         except TimeoutError:
             return None
@@ -534,24 +574,31 @@ class RedisLimits:
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
             return await self._fallback.acquire(left)
 
-    async def _try(self, holder: str, args: tuple[int, str, int]) -> bool:
-        link = self.store.link
+    async def admit(self, cost: int) -> tuple[Lease | None, float, str]:
+        """Take a free slot and, with it, the budget, in one script (see the protocol)."""
+        if not self.max_concurrency:
+            wait, reason = await self.take(cost)
+            return _NoSlot(), wait, reason
+        holder = f"{_PROCESS}-{next(_holders)}"
+        try:
+            got, taken, wait, reason = await self._script("admit", self._args(cost, holder=holder))
+        except Unavailable:
+            return await self._fallback.admit(cost)
+        if got != 1:
+            return None, 0.0, ""
+        lease = self._hold(holder)
+        if taken == 1:
+            return lease, 0.0, ""
+        return lease, float(wait) / 1000.0, reason.decode() if isinstance(reason, bytes) else reason
 
-        async def acquire(client: aioredis.Redis) -> Any:
-            return await link.scripts["acquire"](keys=[self.leases_key], args=args)
-
-        if await link.run(acquire) == 1:
-            self._hold(holder)
-            return True
-        return False
-
-    def _hold(self, holder: str) -> None:
+    def _hold(self, holder: str) -> _RedisLease:
         self._held.add(holder)
         renewer = self._renewer
         if renewer is None or renewer.done():
             # One side task per process renews every lease it holds; the calls themselves
             # run in their callers' tasks.
             self._renewer = asyncio.get_running_loop().create_task(self._renew())
+        return _RedisLease(self, holder)
 
     async def _renew(self) -> None:
         link = self.store.link
@@ -566,10 +613,8 @@ class RedisLimits:
                     keys=[self.leases_key], args=[self._lease_ms, *held]
                 )
 
-            try:
+            with contextlib.suppress(Unavailable):
                 await link.run(renew)
-            except Unavailable:
-                continue
 
     async def _release(self, holder: str) -> None:
         self._held.discard(holder)
@@ -586,13 +631,8 @@ class RedisLimits:
     async def take(self, cost: int) -> tuple[float, str]:
         """Take one request and ``cost`` tokens on the server, or return the wait (seconds)
         and its gate; in-process while the server does not answer."""
-        link = self.store.link
-
-        async def take(client: aioredis.Redis) -> Any:
-            return await link.scripts["take"](keys=self.keys, args=[self.rpm, self.tpm, cost])
-
         try:
-            taken, wait, reason = await link.run(take)
+            taken, wait, reason = await self._script("take", self._args(cost))
         except Unavailable:
             return await self._fallback.take(cost)
         if taken == 1:
@@ -601,26 +641,30 @@ class RedisLimits:
 
     async def settle(self, refund: int, limits: RateLimit | None, pause: float | None) -> None:
         """Correct, shrink and pause on the server in one script (see the protocol)."""
-        link = self.store.link
-        seconds = server_pause(limits, pause)
-        requests_left = limits.requests_remaining if limits is not None else None
-        tokens_left = limits.tokens_remaining if limits is not None else None
-        args = [
-            self.rpm,
-            self.tpm,
-            refund,
-            "" if requests_left is None else requests_left,
-            "" if tokens_left is None else tokens_left,
-            0 if seconds is None else max(1, round(seconds * 1000)),
-        ]
-
-        async def settle(client: aioredis.Redis) -> Any:
-            return await link.scripts["settle"](keys=self.keys, args=args)
-
         try:
-            await link.run(settle)
+            await self._script("settle", self._args(refund, limits=limits, pause=pause))
         except Unavailable:
             await self._fallback.settle(refund, limits, pause)
+
+    async def finish(
+        self, lease: Lease | None, refund: int, limits: RateLimit | None, pause: float | None
+    ) -> None:
+        """Release ``lease`` and settle in one script (see the protocol)."""
+        if isinstance(lease, _RedisLease) and lease.taken() is not None:
+            holder = lease.holder
+            self._held.discard(holder)
+            args = self._args(refund, holder=holder, limits=limits, pause=pause)
+            link = self.store.link
+            # Shielded as a release is: the slot must not stay held past a cancellation.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(link.socket_timeout * 2):
+                try:
+                    await self._script("finish", args)
+                except Unavailable:
+                    await self._fallback.settle(refund, limits, pause)
+            return
+        if lease is not None:
+            await lease.release()
+        await self.settle(refund, limits, pause)
 
 
 class RedisCache:

@@ -193,12 +193,13 @@ class RateLimitMiddleware:
         ticket = await self._admit(request)
         try:
             response = await call_next(ticket.request)
+            await self._settle(ticket, response.usage, response.rate_limit)
         except PolythinkError as exc:
             await self._failed(ticket, exc)
             raise
         finally:
+            # Cancelled, or anything else: the slot goes back (a no-op once settled).
             await self._release(ticket)
-        await self._settle(ticket, response.usage, response.rate_limit)
         return response
 
     async def stream(
@@ -218,7 +219,6 @@ class RateLimitMiddleware:
             async with aclosing(call_next(ticket.request)) as events:
                 async for event in events:
                     if event.type == "done" and event.response is not None:
-                        await self._release(ticket)
                         await self._settle(ticket, event.response.usage, event.response.rate_limit)
                     yield event
         except PolythinkError as exc:
@@ -237,7 +237,14 @@ class RateLimitMiddleware:
         waited = False
         lease = None
         if self.max_concurrency:
-            lease, waited = await self._take_slot(limit)
+            if not self._queue.locked():
+                # A free slot and the budget in one step (one round trip to a shared backend).
+                lease, wait, _ = await self.backend.admit(cost)
+                if lease is not None and wait <= 0:
+                    self.in_flight += 1
+                    return _Ticket(request, cost, lease)
+            if lease is None:
+                lease, waited = await self._take_slot(limit)
         self.in_flight += 1
         ticket = _Ticket(request, cost, lease)
         try:
@@ -309,12 +316,18 @@ class RateLimitMiddleware:
         if self._napper is not None:
             self._napper.cancel()
 
+    def _unhold(self, ticket: _Ticket) -> Lease | None:
+        """Stop counting ``ticket`` in flight; return its lease if it still holds one."""
+        if not ticket.counted:
+            return None
+        ticket.counted = False
+        self.in_flight -= 1
+        return ticket.lease
+
     async def _release(self, ticket: _Ticket) -> None:
-        if ticket.counted:
-            ticket.counted = False
-            self.in_flight -= 1
-            if ticket.lease is not None:
-                await ticket.lease.release()
+        lease = self._unhold(ticket)
+        if lease is not None:
+            await lease.release()
 
     async def _settle(
         self,
@@ -329,7 +342,7 @@ class RateLimitMiddleware:
             actual = usage.total_tokens if usage is not None else None
             if actual is not None:
                 refund = ticket.cost - actual
-        await self._apply(refund, limits, pause)
+        await self._apply(ticket, refund, limits, pause)
 
     async def _failed(self, ticket: _Ticket, error: PolythinkError) -> None:
         limits = error.rate_limit
@@ -350,14 +363,20 @@ class RateLimitMiddleware:
         pause = None
         if isinstance(error, RateLimitedError) and error.retry_after:
             pause = error.retry_after
-        await self._apply(refund, limits, pause)
+        await self._apply(ticket, refund, limits, pause)
 
-    async def _apply(self, refund: int, limits: RateLimit | None, pause: float | None) -> None:
+    async def _apply(
+        self, ticket: _Ticket, refund: int, limits: RateLimit | None, pause: float | None
+    ) -> None:
+        # The call is over: its slot goes back together with what it taught the budget.
+        lease = self._unhold(ticket)
         if not self.source.tpm:
             refund = 0
         if refund == 0 and limits is None and not pause:
+            if lease is not None:
+                await lease.release()
             return
-        await self.backend.settle(refund, limits, pause)
+        await self.backend.finish(lease, refund, limits, pause)
         if refund > 0:
             self._wake()
 
