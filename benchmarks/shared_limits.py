@@ -94,7 +94,7 @@ async def _load(job: dict[str, Any]) -> dict[str, Any]:
     import anyio
 
     from polythink import Client, Source
-    from polythink.errors import RateLimitedError
+    from polythink.errors import PolythinkError, RateLimitedError
 
     source = Source(
         "openai",
@@ -104,12 +104,12 @@ async def _load(job: dict[str, Any]) -> dict[str, Any]:
         rpm=job["rpm"],
         max_concurrency=job["concurrency"],
     )
-    sent = refused = 0
+    sent = refused = timed_out = 0
     async with Client([source], limits=job["redis"]) as client:
         await anyio.sleep(max(0.0, job["start_at"] - time.time()))
 
         async def task(i: int) -> None:
-            nonlocal sent, refused
+            nonlocal sent, refused, timed_out
             n = 0
             while (left := job["until"] - time.time()) > 0:
                 n += 1
@@ -119,12 +119,16 @@ async def _load(job: dict[str, Any]) -> dict[str, Any]:
                 except RateLimitedError:
                     refused += 1
                     return
+                except PolythinkError:
+                    # Admitted near the end, it ran out of its deadline in flight.
+                    timed_out += 1
+                    return
                 sent += 1
 
         async with anyio.create_task_group() as tg:
             for i in range(_TASKS):
                 tg.start_soon(task, i)
-    return {"sent": sent, "refused": refused}
+    return {"sent": sent, "refused": refused, "timed_out": timed_out}
 
 
 async def _cost(job: dict[str, Any]) -> dict[str, Any]:
@@ -216,12 +220,18 @@ def _adherence(sim: SimProcess, url: str, args: argparse.Namespace) -> dict[str,
         subprocess.Popen(
             [sys.executable, "-m", "benchmarks.shared_limits", "load", json.dumps(job)],
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             cwd=Path(__file__).resolve().parent.parent,
         )
         for _ in range(args.workers)
     ]
-    workers = [json.loads(p.communicate()[0].splitlines()[-1]) for p in procs]
+    workers = []
+    for process in procs:
+        out, err = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"load worker failed: {err[-2000:]}")
+        workers.append(json.loads(out.splitlines()[-1]))
     stats = control.get("/_bench/stats").json()
     control.post("/_bench/settings", json={"latency": 0.0})
     arrivals = sorted(stats["arrivals"])
