@@ -130,10 +130,13 @@ async def test_four_redis_workers_keep_one_rpm_and_concurrency_and_a_killed_work
     assert 9.0 <= span <= 10.2, span
     allowed = 120 + 120 / 60 * span
     assert abs(sim.stats.requests - allowed) <= 0.05 * allowed, (sim.stats.requests, allowed)
-    assert len(sent) == sim.stats.requests
+    # A call admitted just before the end may run out of the run's deadline in flight.
+    cut = [r for r in refused if r["error"] == "RequestTimeoutError"]
+    assert all(r["end"] >= until - 0.2 for r in cut), cut
+    assert len(sent) <= sim.stats.requests <= len(sent) + len(cut)
     assert sim.stats.max_in_flight == 3
     assert all(rs for rs in records)
-    assert {(r["error"], r["error_type"]) for r in refused} <= {
+    assert {(r["error"], r["error_type"]) for r in refused if r not in cut} <= {
         ("RateLimitedError", "rpm_limit"),
         ("RateLimitedError", "queue"),
         ("RateLimitedError", "concurrency_limit"),
