@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,7 @@ import yaml
 from polythink import Client, Response, Source
 from polythink.dashboard import MetricsEndpoint
 from polythink.errors import PolythinkError
+from polythink.middleware import semconv
 from polythink.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,7 +249,8 @@ def test_prometheus_missing_fails_under_ci_and_skips_elsewhere(
 
 
 def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
-    dashboard = json.loads(DASHBOARD.read_text())
+    text = DASHBOARD.read_text()
+    dashboard = json.loads(text)
     assert "uid" not in dashboard
     (variable,) = dashboard["templating"]["list"]
     assert (variable["name"], variable["type"], variable["query"]) == (
@@ -258,6 +261,32 @@ def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
     for panel in dashboard["panels"]:
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
+        assert panel["type"] in {"timeseries", "stat", "bargauge", "table"}
+        assert set(panel["gridPos"]) == {"x", "y", "w", "h"}
+        refs = [t["refId"] for t in panel["targets"]]
+        assert refs == sorted(set(refs))
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert ids == list(range(1, len(ids) + 1))
+    # Every metric a panel reads is a semconv instrument as the exporter spells it: dots as
+    # underscores, a unit suffix for s and USD (none for {token} or {call}), _total after
+    # a counter, _bucket / _sum / _count after a histogram.
+    suffix = {semconv.UNIT_SECONDS: "_seconds", semconv.UNIT_USD: "_USD"}
+    written = set()
+    for name, unit, kind in (
+        (semconv.POLYTHINK_REASONING_TOKENS, semconv.UNIT_TOKEN, "histogram"),
+        (semconv.GEN_AI_CLIENT_OPERATION_DURATION, semconv.UNIT_SECONDS, "histogram"),
+        (semconv.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK, semconv.UNIT_SECONDS, "histogram"),
+        (semconv.GEN_AI_CLIENT_TOKEN_USAGE, semconv.UNIT_TOKEN, "histogram"),
+        (semconv.POLYTHINK_CLIENT_CALLS, semconv.UNIT_CALL, "counter"),
+        (semconv.POLYTHINK_CLIENT_COST, semconv.UNIT_USD, "counter"),
+        (semconv.POLYTHINK_CLIENT_COST_SAVED, semconv.UNIT_USD, "counter"),
+    ):
+        base = name.replace(".", "_") + suffix.get(unit, "")
+        ends = ("_total",) if kind == "counter" else ("_bucket", "_sum", "_count")
+        written |= {base + end for end in ends}
+    read = set(re.findall(r"\b((?:gen_ai|polythink)_\w+?_(?:total|sum|bucket|count))\b", text))
+    assert read
+    assert read <= written
 
 
 def test_prometheus_every_panel_shows_what_the_calls_imply(
