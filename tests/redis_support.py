@@ -117,7 +117,9 @@ def go(process: subprocess.Popen[str]) -> None:
 
 
 def results(process: subprocess.Popen[str], timeout: float = 60) -> list[dict[str, Any]]:
-    """Wait for a worker and return its JSON lines; fail with its stderr if it failed."""
+    """Wait for a worker and return its JSON lines; fail with its stderr if it failed, or
+    if it lost Redis (it then fell back to its own limits, which these tests do not test)."""
     out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, err
+    assert "does not answer" not in err, err
     return [json.loads(line) for line in out.splitlines() if line.strip()]

@@ -106,7 +106,7 @@ async def test_four_redis_workers_keep_one_rpm_and_concurrency_and_a_killed_work
         line = await anyio.to_thread.run_sync(victim.stdout.readline)
         assert '"streaming"' in line
         probe = source(slow, "sk-lease-0002", max_concurrency=1)
-        store = RedisLimitStore(redis_server.url, lease=1.5)
+        store = RedisLimitStore(redis_server.url, lease=1.5, socket_timeout=2.0)
         async with Client([probe], limits=store) as client:
             # Two whole leases later the victim still holds the slot: it renews its lease.
             await anyio.sleep(3.2)

@@ -29,7 +29,7 @@ read-modify-write runs as one Lua script on the server (registered once per
 connection with ``register_script``; redis-py reloads it after a server restart), with
 Redis ``TIME`` as the clock, so processes on machines with different clocks agree.
 
-**Failure:** a server that is down, slow (socket timeouts default to 0.25 s) or restarted
+**Failure:** a server that is down, slow (socket timeouts default to 0.5 s) or restarted
 never fails a call. Limits fall back to each process's in-process state (so N processes
 may send up to N times the limits meanwhile), the cache to a miss; each logs one warning
 per outage, skips the server for ``retry_interval`` seconds after a failure, and goes back
@@ -84,7 +84,7 @@ DEFAULT_LEASE = 10.0
 """Seconds a concurrency lease lasts without renewal."""
 DEFAULT_RETRY_INTERVAL = 1.0
 """Seconds a backend leaves Redis alone after a failure before trying again."""
-DEFAULT_SOCKET_TIMEOUT = 0.25
+DEFAULT_SOCKET_TIMEOUT = 0.5
 """Seconds to connect to Redis, and to wait for one answer."""
 _POLL = 0.01
 """Seconds between two attempts at a busy slot (jittered by ±50 %)."""
