@@ -119,8 +119,9 @@ async def test_four_redis_workers_keep_one_rpm_and_concurrency_and_a_killed_work
             freed = time.monotonic() - killed
         assert answer.text.startswith("Simulated")
         assert victim.wait(10) == -9
-        # Renewed every 0.5 s, the lease had between 1.0 and 1.5 s left when the worker died.
-        assert 0.9 <= freed <= 1.5 + 0.3, freed
+        # Renewed every 0.5 s, the lease had between 1.0 and 1.5 s left when the worker died
+        # (less if its renewal ran late on a loaded machine), never more than the lease.
+        assert 0.5 <= freed <= 1.5 + 0.5, freed
         records = [calls(await anyio.to_thread.run_sync(results, w)) for w in workers]
     sent = [r for rs in records for r in rs if r["ok"]]
     refused = [r for rs in records for r in rs if not r["ok"]]
@@ -167,7 +168,10 @@ async def test_tpm_is_shared_across_redis_workers_with_corrections_streamed_and_
     # Estimate: 17 characters = 5 tokens + 3 of framing + max_tokens 2000 = 2008, so B needs
     # (2008 - 992) / 50 = 20.3 s of refill without A's correction; it went 0.5-1 s after A.
     assert b["start"] < a["end"]
-    assert 0.5 <= b["end"] - a["end"] <= 1.5, (a, b)
+    # At the simulator (one clock): A answers 0.5 s after it arrives; B arrives only after
+    # that answer, within one recheck (0.5 s) and some scheduling slack.
+    arrived_a, arrived_b = sorted(sim.stats.arrivals)
+    assert 0.5 <= arrived_b - arrived_a <= 1.5, (arrived_a, arrived_b)
     assert a["usage"] == b["usage"] == [11, 132]
     used = sum(a["usage"]) + sum(b["usage"])
     # Corrected to the real usage of both calls; refilled 50 tokens/s since A took.
@@ -194,9 +198,11 @@ async def test_a_429_in_one_redis_worker_pauses_the_others(redis_server: RedisSe
     )
     assert b["ok"]
     assert b["start"] < a["end"] + 0.8
-    # B was held until the 1 s pause A's 429 set had passed (checked every 0.5 s at most).
-    assert 1.0 - 0.02 <= b["end"] - a["end"] <= 1.0 + 0.7, (a, b)
+    # At the simulator (one clock): B was held until the 1 s pause A's 429 set had passed
+    # (rechecked every 0.5 s at most, plus scheduling slack).
     assert sim.stats.requests == 2
+    arrived_a, arrived_b = sorted(sim.stats.arrivals)
+    assert 1.0 <= arrived_b - arrived_a <= 1.0 + 0.5 + 0.5, (arrived_a, arrived_b)
 
 
 async def test_a_redis_cache_entry_written_by_one_process_is_a_hit_in_another(
