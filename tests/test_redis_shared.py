@@ -137,11 +137,15 @@ async def test_four_redis_workers_keep_one_rpm_and_concurrency_and_a_killed_work
     assert len(sent) <= sim.stats.requests <= len(sent) + len(cut)
     assert sim.stats.max_in_flight == 3
     assert all(rs for rs in records)
+    # The other calls that did not go were refused, unsent, when the run's end came nearer
+    # than their turn: by the bucket, the queue, the slots, or after waiting (deadline).
     assert {(r["error"], r["error_type"]) for r in refused if r not in cut} <= {
         ("RateLimitedError", "rpm_limit"),
         ("RateLimitedError", "queue"),
         ("RateLimitedError", "concurrency_limit"),
+        ("RateLimitedError", "deadline"),
     }
+    assert all(r["end"] >= until - 1.0 for r in refused), refused
     assert max(r["end"] for r in sent) <= until + 1.0
 
 
