@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -181,7 +182,12 @@ class ToolCall:
 class Tool:
     """A function the model may call: name, description and a JSON Schema for its arguments.
 
+    ``name`` is 1 to 64 letters, digits, ``_`` or ``-`` (what OpenAI, Anthropic and Gemini
+    all accept); ``parameters`` is a JSON Schema object (a dict with ``"type": "object"``).
     ``strict`` is sent only when set (OpenAI structured outputs for tools).
+
+    Raises:
+        ValueError: at construction, for a name or a schema the providers would refuse.
     """
 
     name: str
@@ -191,13 +197,53 @@ class Tool:
     )
     strict: bool | None = None
 
+    def __post_init__(self) -> None:
+        # What every provider accepts: OpenAI ``FunctionObject.name`` (a-z, A-Z, 0-9, _ and -,
+        # at most 64), Anthropic ``Tool.name`` (^[a-zA-Z0-9_-]{1,128}$) and Gemini
+        # ``FunctionDeclaration.name`` (also . and :, at most 64): the shared subset. Sources:
+        # the OpenAI and Anthropic OpenAPI documents and generativelanguage v1beta
+        # content.proto, as copied on 2026-11-28.
+        if not isinstance(self.name, str) or _TOOL_NAME.fullmatch(self.name) is None:
+            raise ValueError(
+                f"tool name {self.name!r} is refused by providers: use 1 to 64 letters, digits, "
+                "'_' or '-' (OpenAI and Gemini allow 64 characters, Anthropic 128; Gemini also "
+                "'.' and ':'; only the common part works everywhere)"
+            )
+        if not isinstance(self.description, str):
+            raise ValueError(
+                f"tool {self.name!r}: description must be a string; got "
+                f"{type(self.description).__name__}"
+            )
+        params = self.parameters
+        if not isinstance(params, Mapping) or params.get("type") != "object":
+            got = (
+                f"a {type(params).__name__}"
+                if not isinstance(params, Mapping)
+                else f"type {params.get('type')!r}"
+            )
+            raise ValueError(
+                f"tool {self.name!r}: parameters must be a JSON Schema object, a dict with "
+                f'"type": "object" (and usually "properties"); got {got}. OpenAI, Anthropic '
+                "(input_schema) and Gemini (parameters) all take an object schema for the "
+                "arguments"
+            )
+        props = params.get("properties")
+        if props is not None and not isinstance(props, Mapping):
+            raise ValueError(
+                f"tool {self.name!r}: parameters.properties must be a dict of property "
+                f"schemas; got {type(props).__name__}"
+            )
+        if self.strict is not None and not isinstance(self.strict, bool):
+            raise ValueError(f"tool {self.name!r}: strict must be a bool or None")
+
     @classmethod
     def coerce(cls, value: Tool | Mapping[str, Any]) -> Tool:
         """Accept a ``Tool``, an OpenAI ``{"type": "function", "function": {...}}`` dict, or a
         flat ``{"name", "description", "parameters"}`` dict.
 
         Raises:
-            ValueError: when the dict has no function name.
+            ValueError: when the dict has no function name, an unknown key, or a name or
+                schema providers refuse (see :class:`Tool`).
         """
         if isinstance(value, Tool):
             return value
@@ -205,6 +251,12 @@ class Tool:
         name = spec.get("name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"a tool needs a non-empty 'name'; got {dict(value)!r}")
+        unknown = spec.keys() - _TOOL_KEYS
+        if unknown:
+            raise ValueError(
+                f"tool {name!r} has unknown key(s) {', '.join(map(repr, sorted(unknown)))}; "
+                f"accepted: {', '.join(sorted(_TOOL_KEYS))}"
+            )
         params = spec.get("parameters")
         return cls(
             name=name,
@@ -361,11 +413,17 @@ class Message:
         """Accept a ``Message`` or an OpenAI chat-shaped dict.
 
         The dict may carry ``reasoning_content`` or ``reasoning`` (string) for the reasoning
-        text, and ``reasoning_details`` (OpenRouter) for opaque items.
+        text, and ``reasoning_details`` (OpenRouter) for opaque items. Every key of the
+        OpenAI chat request messages is accepted (``refusal``, ``audio`` and
+        ``function_call`` are not sent on), and every field of ``Message``; any other key is
+        refused, as is a system, developer, user or tool message without ``content``, or an
+        assistant message with neither content nor any output.
 
         Raises:
             ValueError: when the value is not a message or dict, or is malformed (unknown
-                role, a tool message without ``tool_call_id``, a tool call without a name).
+                role or key, missing content, a tool message without ``tool_call_id``, a
+                tool call without a name); the message names the key and lists the
+                accepted ones.
         """
         if isinstance(value, Message):
             return value
@@ -377,6 +435,20 @@ class Message:
         role = value.get("role")
         if not isinstance(role, str) or not role:
             raise ValueError(f"a message needs a 'role' string; got {dict(value)!r}")
+        if not _MESSAGE_KEYS.issuperset(value):
+            unknown = sorted(map(str, value.keys() - _MESSAGE_KEYS))
+            raise ValueError(
+                f"{role} message has unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"accepted: {', '.join(sorted(_MESSAGE_KEYS))}"
+            )
+        if value.get("content") is None and (
+            role in _NEEDS_CONTENT or not any(value.get(k) for k in _ASSISTANT_OUTPUT)
+        ):
+            needs = "" if role in _NEEDS_CONTENT else ", or one of " + ", ".join(_ASSISTANT_OUTPUT)
+            raise ValueError(
+                f"{role} message has no content: it needs 'content' (a string or a list of "
+                f"content parts){needs}"
+            )
         raw_calls = value.get("tool_calls") or ()
         if isinstance(raw_calls, str | bytes | Mapping):
             raise ValueError("a message's tool_calls must be a list of tool calls")
@@ -502,6 +574,38 @@ def _copied(value: Any) -> Any:
         return [_copied(item) for item in value]
     return value
 
+
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_TOOL_KEYS = frozenset({"type", "function", "name", "description", "parameters", "strict"})
+# The keys of OpenAI's ChatCompletionRequest{System,Developer,User,Assistant,Tool}Message
+# (openai OpenAPI document, 2026-11-28), the reasoning keys other wires put on assistant
+# turns, and every field of Message itself.
+_MESSAGE_KEYS = frozenset(
+    {
+        "role",
+        "content",
+        "name",
+        "refusal",
+        "audio",
+        "function_call",
+        "tool_calls",
+        "tool_call_id",
+        "reasoning_content",
+        "reasoning_details",
+        *(f.name for f in dataclasses.fields(Message)),
+    }
+)
+_NEEDS_CONTENT = frozenset({"system", "developer", "user", "tool"})
+_ASSISTANT_OUTPUT = (
+    "tool_calls",
+    "function_call",
+    "refusal",
+    "audio",
+    "reasoning",
+    "reasoning_content",
+    "reasoning_details",
+    "reasoning_items",
+)
 
 MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "contents"})
 """Body fields polythink always sets itself; ``extra_body`` may not replace them."""
