@@ -555,7 +555,7 @@ async def test_drop_params_drops_and_warns_once_per_parameter(
         "stop_reason": "end_turn",
         "usage": {"input_tokens": 5, "output_tokens": 9},
     }
-    caplog.set_level(logging.WARNING, logger="polythink.transports.anthropic")
+    caplog.set_level(logging.INFO, logger="polythink.transport")
     with respx.mock(assert_all_called=True) as mock:
         streamed = _sse(
             _start({"input_tokens": 5, "output_tokens": 1}),

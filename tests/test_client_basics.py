@@ -162,7 +162,17 @@ async def test_every_source_failing_raises_the_last_error_with_the_earlier_ones(
         429,
         7.0,
     )
-    assert last.message == "deepseek answered HTTP 429: slow down"
+    # One line naming each source's error.
+    assert last.message == (
+        "all 3 sources failed: "
+        "source 0 (openai gpt-5.5): openai answered HTTP 500: boom "
+        "(TransientError, HTTP 500, server_error); "
+        "source 1 (openrouter openai/gpt-5.5): openrouter answered HTTP 401: who? "
+        "(AuthError, HTTP 401, invalid_api_key); "
+        "source 2 (deepseek deepseek-v4-flash): deepseek answered HTTP 429: slow down "
+        "(RateLimitedError, HTTP 429, rate_limit_exceeded)"
+    )
+    assert "\n" not in str(last)
     assert [(type(e), e.source_index, e.status_code) for e in last.previous] == [
         (TransientError, 0, 500),
         (AuthError, 1, 401),
@@ -249,7 +259,10 @@ async def test_stream_fails_over_only_before_its_first_event() -> None:
 
 
 def test_unknown_provider_fails_at_source() -> None:
-    with pytest.raises(ValueError, match="unknown provider 'opneai'; known providers: openai, "):
+    with pytest.raises(
+        ValueError,
+        match=r"^unknown provider 'opneai' \(did you mean 'openai'\?\); known providers: openai, ",
+    ):
         Source("opneai", "gpt-5.5", api_key=KEY)
 
 

@@ -199,7 +199,7 @@ def test_env_enable_thinking_alone_sets_the_switch() -> None:
         ),
         (
             {"CHAT__OPENIA__0__MODEL": "x"},
-            "unknown provider 'OPENIA' in environment; known: openai,",
+            "unknown provider 'OPENIA' in environment (did you mean 'openai'?); known: openai,",
         ),
         (
             {"CHAT__OPENAI__X__MODEL": "x"},

@@ -256,8 +256,12 @@ async def test_every_source_skipped_raises_a_typed_circuit_error() -> None:
     assert error.source_index == 1
     assert error.retry_after == 45.0
     assert error.message == (
-        "source 1 (b) skipped: circuit open for another 45.0 s after 1 consecutive failures "
-        "(last: slow down)"
+        "all 2 sources failed: "
+        "source 0 (a): skipped: circuit open for another 45.0 s after 1 consecutive failures "
+        "(last: TransientError, HTTP 503, server_error) (TransientError, HTTP 503, circuit_open); "
+        "source 1 (b): skipped: circuit open for another 45.0 s after 1 consecutive failures "
+        "(last: RateLimitedError, HTTP 429, rate_limit_exceeded) "
+        "(RateLimitedError, HTTP 429, circuit_open)"
     )
     assert [(type(e), e.error_type, e.status_code) for e in error.previous] == [
         (TransientError, "circuit_open", 503)

@@ -376,7 +376,7 @@ def _warnings_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_reconciliation_warning_logged_once_but_on_every_response(
     fresh_throttle: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="polythink.reasoning")
+    caplog.set_level(logging.INFO, logger="polythink.reasoning")
     source = Source("openai", "gpt-5.5", api_key="sk-warn-000000000000")
     responses = []
     with respx.mock(assert_all_called=True) as mock:
@@ -419,7 +419,7 @@ async def test_reconciliation_warning_logged_once_but_on_every_response(
 async def test_nearest_mapping_warning_logged_once_per_model_and_tier(
     fresh_throttle: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="polythink.reasoning")
+    caplog.set_level(logging.INFO, logger="polythink.reasoning")
     source = Source("openai", "gpt-5.1", api_key="sk-warn-000000000000")
     mapped = (
         "model 'gpt-5.1' does not accept reasoning_effort='minimal' (accepted: none, low, "
@@ -443,7 +443,7 @@ async def test_nearest_mapping_warning_logged_once_per_model_and_tier(
 async def test_unregistered_model_warns_once_and_still_sends_the_tier(
     fresh_throttle: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="polythink.reasoning")
+    caplog.set_level(logging.INFO, logger="polythink.reasoning")
     source = Source("openai", "gpt-9-preview", api_key="sk-warn-000000000000")
     with respx.mock(assert_all_called=True) as mock:
         route = mock.post(URL).mock(return_value=httpx.Response(200, json=_answer(4)))

@@ -94,7 +94,7 @@ async def test_openai_sampling_passes_where_it_is_accepted(
 
 @pytest.mark.anyio
 async def test_drop_params_drops_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="polythink")
+    caplog.set_level(logging.INFO, logger="polythink")
     source = Source("openai", "gpt-5.5", api_key=KEY, drop_params=True)
     with respx.mock() as router:
         route = router.post(CHAT).mock(return_value=httpx.Response(200, json=CHAT_ANSWER))

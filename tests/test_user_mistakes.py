@@ -60,7 +60,7 @@ async def test_an_unregistered_model_is_reported_once_whatever_the_tier(
         ],
     }
     source = Source("openai", "brand-new-model-7", api_key="sk-test-0000000000000000")
-    caplog.set_level(logging.WARNING, logger="polythink")
+    caplog.set_level(logging.INFO, logger="polythink")
     with respx.mock() as router:
         router.post("https://api.openai.com/v1/chat/completions").mock(
             return_value=httpx.Response(200, json=answer)

@@ -14,6 +14,7 @@ from polythink.config import Source, Timeout
 from polythink.conversation import compact, should_compact
 from polythink.errors import (
     AuthError,
+    ClientClosedError,
     ContextWindowExceededError,
     PolythinkError,
     RateLimitedError,
@@ -52,6 +53,7 @@ __all__ = [
     "AuthError",
     "Capability",
     "Client",
+    "ClientClosedError",
     "ContextWindowExceededError",
     "Cost",
     "Effort",

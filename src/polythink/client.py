@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -33,7 +34,7 @@ from polythink.config import (
     sources_from_env,
     sources_from_toml,
 )
-from polythink.errors import StreamInterruptedError
+from polythink.errors import ClientClosedError, StreamInterruptedError
 from polythink.http import HTTPLayer, build_http_client, check_http_layer
 from polythink.middleware.base import Chain, Middleware, compose
 from polythink.middleware.failover import Failover
@@ -245,6 +246,7 @@ class Client:
         self.http: HTTPLayer = http
         self._http: httpx.AsyncClient | None = None
         self._chain: Chain | None = None
+        self._closed = False
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
         self._reasoning: list[ReasoningMiddleware] = []
@@ -331,10 +333,40 @@ class Client:
     ) -> None:
         await self.aclose()
 
+    def __repr__(self) -> str:
+        """Show the sources (provider, model, base URL given, tier) and the state; no keys."""
+        shown = []
+        for source in self.sources:
+            text = f"{source.provider}/{source.model}"
+            if source.base_url is not None:
+                text += f" at {source.base_url}"
+            if source.effort is not None:
+                text += f" reasoning_effort={source.effort.value}"
+            shown.append(text)
+        state = "closed" if self._closed else "open" if self._chain is not None else "not started"
+        cache = "on" if self._cache is not None else "off"
+        return f"<Client sources=[{', '.join(shown)}] http={self.http} cache={cache} {state}>"
+
+    def __del__(self) -> None:
+        # A started client owns an HTTP pool (aiohttp's session) that only aclose() releases.
+        if getattr(self, "_chain", None) is not None and getattr(self, "_given_http", 1) is None:
+            warnings.warn(
+                f"{self!r} was started and never closed: call 'await client.aclose()' or use "
+                "'async with Client(...)'",
+                ResourceWarning,
+                source=self,
+                stacklevel=2,
+            )
+
     def start(self) -> None:
-        """Create the HTTP client and compose the onion (``async with`` calls this)."""
+        """Create the HTTP client and compose the onion (``async with`` calls this).
+
+        A client started this way owns a connection pool: end it with ``await aclose()``
+        (a client collected while still open warns with ``ResourceWarning``).
+        """
         if self._chain is not None:
             return
+        self._closed = False
         http = self._given_http or build_http_client(self.http)
         self._http = http
         stacks = []
@@ -370,8 +402,14 @@ class Client:
         return layers
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this client created it, and the Redis connections."""
+        """Close the HTTP client if this client created it, and the Redis connections.
+
+        Afterwards ``complete`` and ``stream``, and any stream still being read, raise
+        :class:`~polythink.errors.ClientClosedError` until the client is started again.
+        """
         http, self._http, self._chain = self._http, None, None
+        if http is not None:
+            self._closed = True
         if http is not None and self._given_http is None:
             await http.aclose()
         for shared in (self._shared, self._store):
@@ -381,8 +419,24 @@ class Client:
 
     def _started(self) -> Chain:
         if self._chain is None:
-            raise RuntimeError("use the client inside 'async with Client(...)' (or call start())")
+            if self._closed:
+                raise self._closed_error()
+            raise RuntimeError(
+                "use the client inside 'async with Client(...)', or call start() and later "
+                "'await client.aclose()'"
+            )
+        if self._given_http is not None and self._given_http.is_closed:
+            raise ClientClosedError(
+                "the client is closed: the httpx.AsyncClient given as http_client was closed "
+                "by its owner"
+            )
         return self._chain
+
+    def _closed_error(self) -> ClientClosedError:
+        return ClientClosedError(
+            "the client is closed (aclose() ran, or its 'async with' block ended); open it "
+            "again with 'async with client:' or client.start()"
+        )
 
     def request(
         self,
@@ -491,6 +545,7 @@ class Client:
         Raises:
             ValueError: for malformed input (see :meth:`request`).
             PolythinkError: the typed error of the last source tried.
+            ClientClosedError: the client is closed (see :meth:`aclose`).
         """
         request = self.request(
             messages,
@@ -509,7 +564,12 @@ class Client:
         )
         chain = self._started()
         started_at, start = _wall_clock(), _monotonic()
-        response = await chain.complete(request)
+        try:
+            response = await chain.complete(request)
+        except Exception as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise
         return _recorded(response, started_at, _monotonic() - start)
 
     async def stream(
@@ -539,6 +599,8 @@ class Client:
             PolythinkError: before the first event, the typed error of the last source
                 tried; after it, :class:`~polythink.errors.StreamInterruptedError`, whose
                 ``partial`` is marked ``interrupted`` (and its message's metadata too).
+            ClientClosedError: the client is closed, or was closed while the stream was
+                read.
         """
         request = self.request(
             messages,
@@ -558,14 +620,26 @@ class Client:
         )
         events = self._started().stream(request)
         started_at, start = _wall_clock(), _monotonic()
-        async with aclosing(events) as iterator:
-            try:
+        try:
+            async with aclosing(events) as iterator:
                 async for event in iterator:
+                    # Either HTTP layer may still hold buffered events, or fail in its own way
+                    # (aiohttp: a bare RuntimeError), once the client is closed.
+                    if self._closed:
+                        raise self._closed_error()
                     if event.type == "done" and event.response is not None:
                         response = _recorded(event.response, started_at, _monotonic() - start)
                         event = dataclasses.replace(event, response=response)
                     yield event
-            except StreamInterruptedError as exc:
-                if exc.partial is not None:
-                    exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
-                raise
+        except StreamInterruptedError as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            if exc.partial is not None:
+                exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
+            raise
+        except ClientClosedError:
+            raise
+        except Exception as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polythink.providers import PROVIDERS, get_provider
+from polythink.providers import PROVIDERS, get_provider, suggest_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.types import Effort, check_extra_body
 
@@ -263,7 +263,10 @@ def _provider_from_env(name: str) -> str:
     for pid in PROVIDERS:
         if pid == wanted or pid.replace("-", "_") == name.lower():
             return pid
-    raise ValueError(f"unknown provider {name!r} in environment; known: {', '.join(PROVIDERS)}")
+    raise ValueError(
+        f"unknown provider {name!r} in environment{suggest_provider(wanted)}; known: "
+        f"{', '.join(PROVIDERS)}"
+    )
 
 
 def _convert(field_name: str, raw: Any, where: str) -> Any:

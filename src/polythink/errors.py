@@ -12,7 +12,8 @@ retry-after (seconds) and a redacted copy of the body:
 - :class:`AuthError`: 401, 403, and 402 / billing errors.
 
 :class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
-carries what was assembled so far. Configuration mistakes raise ``ValueError`` (or
+carries what was assembled so far; :class:`ClientClosedError` is a call on a closed client.
+Configuration mistakes raise ``ValueError`` (or
 :class:`ThinkingUnsupportedError`, which is one) when the client is built.
 
 API keys never appear in a message, repr or body of these errors: bodies pass through
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthError",
+    "ClientClosedError",
     "ContextWindowExceededError",
     "PolythinkError",
     "RateLimitedError",
@@ -105,10 +107,11 @@ class PolythinkError(Exception):
                 ("status", self.status_code),
                 ("type", self.error_type),
                 ("request_id", self.request_id),
-                ("retry_after", self.retry_after),
             )
             if value is not None
         ]
+        if self.retry_after is not None:
+            details.append(f"retry_after={self.retry_after:.1f} s")
         if details:
             parts.append("(" + ", ".join(details) + ")")
         return " ".join(parts)
@@ -217,6 +220,17 @@ class StreamInterruptedError(PolythinkError):
     def __init__(self, message: str, *, partial: Response | None = None, **kwargs: object):
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.partial = partial
+
+
+class ClientClosedError(PolythinkError, RuntimeError):
+    """A call or a stream used a :class:`~polythink.Client` after it was closed.
+
+    Raised by ``complete`` and ``stream`` once ``aclose()`` ran (or the ``async with`` block
+    ended), by a stream still being read at that moment, on either HTTP layer, and when the
+    ``http_client`` given to the client was closed by its owner. It is a ``RuntimeError``
+    too, like httpx's own error for a closed client. A closed client opens again with
+    ``async with client:`` or ``client.start()``.
+    """
 
 
 _SECRET_PATTERNS = re.compile(

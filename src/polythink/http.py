@@ -19,7 +19,10 @@ transport sees the same behaviour on both layers:
   starts to be read, as httpcore does, so a stream's idle timeout can differ from its
   first-byte timeout;
 - proxies come from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), as with
-  httpx's own client.
+  httpx's own client;
+- a request body larger than :data:`CHUNK_BYTES` is sent in chunks of that size, each write
+  waiting for the socket to drain: aiohttp warns (``ResourceWarning``, an error under
+  ``-W error``) that one raw write of more than 1 MiB may block the event loop.
 """
 
 from __future__ import annotations
@@ -32,10 +35,14 @@ from typing import Any, Literal, get_args
 
 import httpx
 
-__all__ = ["LIMITS", "HTTPLayer", "build_http_client", "check_http_layer"]
+__all__ = ["CHUNK_BYTES", "LIMITS", "HTTPLayer", "build_http_client", "check_http_layer"]
 
 LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 """Pool limits of the client polythink creates (connections)."""
+
+CHUNK_BYTES = 256 * 1024
+"""Bodies above this size (bytes) go to aiohttp as a stream of chunks of this size; aiohttp's
+own warning threshold for one raw write is 1 MiB (``aiohttp.payload.TOO_LARGE_BYTES_BODY``)."""
 
 HTTPLayer = Literal["auto", "httpx", "aiohttp"]
 """Which HTTP implementation carries httpx's requests (see :func:`build_http_client`)."""
@@ -126,6 +133,17 @@ def _aiohttp_transport() -> httpx.AsyncBaseTransport:
             return aiohttp.ClientSession(connector=connector, trust_env=proxied)
 
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            content = request.content
+            if len(content) > CHUNK_BYTES:
+                # Same head (content-length included, so aiohttp does not switch to chunked
+                # transfer encoding) and extensions; only the body is handed over in parts.
+                request = httpx.Request(
+                    request.method,
+                    request.url,
+                    headers=request.headers,
+                    stream=_Chunks(content),
+                    extensions=request.extensions,
+                )
             try:
                 response: httpx.Response = await super().handle_async_request(request)
             except httpx.ConnectTimeout as exc:
@@ -137,6 +155,18 @@ def _aiohttp_transport() -> httpx.AsyncBaseTransport:
 
     transport: httpx.AsyncBaseTransport = Transport(limits=LIMITS)
     return transport
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """A request body handed to aiohttp :data:`CHUNK_BYTES` at a time (no copies)."""
+
+    def __init__(self, content: bytes) -> None:
+        self._content = memoryview(content)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        view = self._content
+        for start in range(0, len(view), CHUNK_BYTES):
+            yield view[start : start + CHUNK_BYTES]  # type: ignore[misc]
 
 
 class _BodyStream(httpx.AsyncByteStream):

@@ -12,6 +12,7 @@ Facts and their sources are in ``../shared/wire/WIRE.md`` §§1-6 (snapshots up 
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,6 +22,7 @@ __all__ = [
     "ReasoningWire",
     "get_provider",
     "register_provider",
+    "suggest_provider",
 ]
 
 ReasoningWire = Literal[
@@ -264,10 +266,22 @@ def get_provider(provider: str | ProviderProfile) -> ProviderProfile:
     profile = PROVIDERS.get(provider)
     if profile is None:
         raise ValueError(
-            f"unknown provider {provider!r}; known providers: {', '.join(PROVIDERS)}"
-            " (or register one with polythink.providers.register_provider)"
+            f"unknown provider {provider!r}{suggest_provider(provider)}; known providers: "
+            f"{', '.join(PROVIDERS)} (or register one with polythink.providers.register_provider)"
         )
     return profile
+
+
+def suggest_provider(name: object) -> str:
+    """``" (did you mean 'x'?)"`` for the provider id nearest to ``name``, or ``""``.
+
+    Nearness is :func:`difflib.get_close_matches` (ratio 0.6 or more) on the lower-cased
+    name, so ``"opneai"`` and ``"Anthropic"`` find their id.
+    """
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name.strip().lower(), list(PROVIDERS), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def register_provider(profile: ProviderProfile) -> None:

@@ -20,7 +20,8 @@ sources with an equal, smaller or unknown window are passed over, since they wou
 same prompt. When no later source has a larger window, the error is raised at once.
 
 When every source has failed, the last source's error is raised (its class, status and
-``retry_after``), with the earlier sources' errors in its ``previous`` list. A successful
+``retry_after``), with the earlier sources' errors in its ``previous`` list and, when more
+than one source was tried, a message naming each source's error on one line. A successful
 response reports the source that answered in ``source_index`` and, in ``warnings``, why
 each earlier source was passed over. A stream fails over only before its first output
 event (usage reports before it are held back); after that, the error reaches the caller.
@@ -266,7 +267,7 @@ class Failover:
         return cls(
             f"source {index} ({self.names[index]}) skipped: circuit open for another "
             f"{wait:.1f} s after {breaker.failures} consecutive failures"
-            + (f" (last: {last.message})" if last is not None else ""),
+            + (f" (last: {_details(last)})" if last is not None else ""),
             provider=last.provider if last is not None else None,
             source_index=index,
             status_code=last.status_code if last is not None else None,
@@ -282,15 +283,37 @@ class Failover:
         )
 
     def _failure_note(self, index: int, error: PolythinkError) -> str:
-        details = [type(error).__name__]
-        if error.status_code is not None:
-            details.append(f"HTTP {error.status_code}")
-        if error.error_type:
-            details.append(error.error_type)
         return (
-            f"failover: source {index} ({self.names[index]}) failed ({', '.join(details)}); "
+            f"failover: source {index} ({self.names[index]}) failed ({_details(error)}); "
             "tried the next source"
         )
+
+    def _exhausted(self, request: Request, failures: list[PolythinkError]) -> PolythinkError:
+        """The error raised when no source answered: the last one's, earlier ones attached.
+
+        With more than one source tried, its message names each source's error on one line.
+        """
+        if not failures:
+            timeout = f" of {request.timeout:.1f} s" if request.timeout is not None else ""
+            return RequestTimeoutError(
+                f"deadline{timeout} exceeded before any source was tried", error_type="deadline"
+            )
+        last = failures[-1]
+        last.previous = failures[:-1]
+        if len(failures) > 1:
+            each = "; ".join(self._one_line(e) for e in failures)
+            last.message = f"all {len(failures)} sources failed: {each}"
+            last.args = (last.message,)
+        return last
+
+    def _one_line(self, error: PolythinkError) -> str:
+        message = " ".join(error.message.split())
+        index = error.source_index
+        if index is None or not 0 <= index < len(self.names):
+            return f"{message} ({_details(error)})"
+        who = f"source {index} ({self.names[index]})"
+        message = message.removeprefix(f"{who} ")
+        return f"{who}: {message} ({_details(error)})"
 
     def _outcome(self, index: int, error: PolythinkError) -> None:
         breaker = self.breakers[index]
@@ -347,7 +370,7 @@ class Failover:
                 raise
             breaker.success()
             return self._noted(response, notes)
-        raise _exhausted(failures)
+        raise self._exhausted(request, failures)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Stream from the first source that produces an output event.
@@ -405,7 +428,7 @@ class Failover:
                 exc.previous = failures
                 raise
             return
-        raise _exhausted(failures)
+        raise self._exhausted(request, failures)
 
     def _noted_event(self, event: StreamEvent, notes: list[str]) -> StreamEvent:
         if notes and event.type == "done" and event.response is not None:
@@ -413,11 +436,10 @@ class Failover:
         return event
 
 
-def _exhausted(failures: list[PolythinkError]) -> PolythinkError:
-    if not failures:
-        return RequestTimeoutError(
-            "deadline exceeded before any source was tried", error_type="deadline"
-        )
-    last = failures[-1]
-    last.previous = failures[:-1]
-    return last
+def _details(error: PolythinkError) -> str:
+    details = [type(error).__name__]
+    if error.status_code is not None:
+        details.append(f"HTTP {error.status_code}")
+    if error.error_type:
+        details.append(error.error_type)
+    return ", ".join(details)

@@ -96,6 +96,10 @@ class WarningThrottle:
             return True
 
     def warn(self, message: str, *, model: str, tier: str, kind: str) -> None:
-        """Log ``message`` at WARNING level unless this key was logged before."""
+        """Log ``message`` at INFO level unless this key was logged before.
+
+        INFO, not WARNING: every such note is also in ``Response.warnings`` and telemetry,
+        where the caller reads it; a library does not print on its own.
+        """
         if self.should_log(model, tier, kind):
-            logger.warning(message)
+            logger.info(message)

@@ -102,6 +102,8 @@ def deep_merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, A
 _DEADLINE = "polythink.deadline"
 """Key in ``httpx.Response.extensions`` under which :meth:`HTTPTransport.open_stream` leaves
 the stream's deadline (``time.monotonic()`` seconds) for :meth:`HTTPTransport.sse_events`."""
+_BUDGET = "polythink.budget"
+"""Key beside :data:`_DEADLINE`: the deadline's length in seconds, for the error message."""
 
 
 class HTTPTransport:
@@ -190,9 +192,10 @@ class HTTPTransport:
             secrets=self._secrets,
         )
 
-    def _deadline_error(self) -> RequestTimeoutError:
+    def _deadline_error(self, budget: float | None) -> RequestTimeoutError:
         return RequestTimeoutError(
-            f"{self.profile.id}: deadline exceeded",
+            f"{self.profile.id}: deadline exceeded: no complete answer within the "
+            f"{budget or 0:.1f} s left of the call's timeout (Timeout.total or timeout=)",
             provider=self.profile.id,
             source_index=self.index,
             error_type="deadline",
@@ -232,7 +235,7 @@ class HTTPTransport:
         except TRANSPORT_ERRORS as exc:
             raise self._transport_error(exc) from exc
         if response is None:
-            raise self._deadline_error()
+            raise self._deadline_error(self._budget(request))
         content = response.content
         if response.status_code >= 300:
             raise error_from_status(
@@ -286,7 +289,7 @@ class HTTPTransport:
         except TRANSPORT_ERRORS as exc:
             raise self._transport_error(exc) from exc
         if response is None:
-            raise self._deadline_error()
+            raise self._deadline_error(budget)
         try:
             if response.status_code >= 300:
                 try:
@@ -308,6 +311,7 @@ class HTTPTransport:
                 timeouts["read"] = self._idle
             if budget is not None:
                 response.extensions[_DEADLINE] = time.monotonic() + budget
+                response.extensions[_BUDGET] = budget
             yield response
         finally:
             with anyio.CancelScope(shield=True):
@@ -350,7 +354,7 @@ class HTTPTransport:
                             with anyio.move_on_after(left) as scope:
                                 chunk = await chunks.__anext__()
                             if scope.cancelled_caught:
-                                raise self._deadline_error()
+                                raise self._deadline_error(response.extensions.get(_BUDGET))
                 except StopAsyncIteration:
                     for event in decoder.close():
                         yield event
@@ -409,7 +413,8 @@ class HTTPTransport:
             notes.append(note)
             if name not in self._logged_drops:
                 self._logged_drops.add(name)
-                _log.warning("source %d: %s", self.index, note)
+                # INFO: the note is in the response's warnings too.
+                _log.info("source %d: %s", self.index, note)
         return notes
 
     def sampling_notes(self, body: dict[str, Any], request: Request) -> list[str]:
