@@ -12,7 +12,6 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 import respx
@@ -98,13 +97,15 @@ def test_the_canonical_form_and_the_key_are_exactly_as_documented() -> None:
     )
     expected_scope = (
         '[{"base_url":"https://api.openai.com/v1","drop_params":false,"effort_fallback":'
-        '"nearest","extra_body":null,"model":"gpt-4o","provider":"openai",'
-        '"reasoning_effort":null}]'
+        '"nearest","extra_body":null,"model":"gpt-4o","provider":"openai"}]'
     )
     assert canonical_request(request) == expected_request
     assert canonical_scope([SOURCE]) == expected_scope
+    # In the key, reasoning_effort is the effective tier of each source.
+    keyed_request = expected_request.replace('"reasoning_effort":null', '"reasoning_effort":[null]')
+    assert canonical_request(request, [None]) == keyed_request
     digest = hashlib.sha256(
-        b"polythink-cache-v2\n" + expected_scope.encode() + b"\n" + expected_request.encode()
+        b"polythink-cache-v3\n" + expected_scope.encode() + b"\n" + keyed_request.encode()
     ).hexdigest()
     assert cache_key(request, [SOURCE]) == digest
 
@@ -206,7 +207,6 @@ SOURCE_CHANGES: dict[str, Callable[[Source], list[Source]]] = {
     "provider": lambda s: [dataclasses.replace(s, provider="vllm")],
     "model": lambda s: [dataclasses.replace(s, model="llama3.3")],
     "base URL": lambda s: [dataclasses.replace(s, base_url="http://gpu-2:11434/v1")],
-    "source effort": lambda s: [dataclasses.replace(s, reasoning_effort=Effort.MEDIUM)],
     "source fallback": lambda s: [dataclasses.replace(s, effort_fallback="error")],
     "source drop_params": lambda s: [dataclasses.replace(s, drop_params=True)],
     "source extra_body": lambda s: [dataclasses.replace(s, extra_body={"keep_alive": "1m"})],
@@ -224,6 +224,26 @@ def test_every_request_field_that_reaches_the_provider_changes_the_key(
 @pytest.mark.parametrize("change", SOURCE_CHANGES.values(), ids=SOURCE_CHANGES.keys())
 def test_every_source_identity_changes_the_key(change: Callable[[Source], list[Source]]) -> None:
     assert cache_key(BASE, change(BASE_SOURCE)) != cache_key(BASE, [BASE_SOURCE])
+
+
+def test_the_key_records_the_effective_tier_whatever_its_origin() -> None:
+    high = dataclasses.replace(BASE_SOURCE, reasoning_effort=Effort.HIGH)
+    unset = BASE.with_(reasoning_effort=None)
+    # Per call "high" on a source configured "high" is the same call as leaving it unset.
+    assert cache_key(BASE, [high]) == cache_key(unset, [high])
+    assert canonical_request(unset, [Effort.HIGH]) == canonical_request(BASE, [Effort.HIGH])
+    # The source's tier counts when the call sets none, and only then.
+    medium = dataclasses.replace(BASE_SOURCE, reasoning_effort=Effort.MEDIUM)
+    assert cache_key(unset, [medium]) != cache_key(unset, [high])
+    assert cache_key(BASE, [medium]) == cache_key(BASE, [high])
+    # Per source, in order: a second source's own tier is part of the key.
+    other = Source("openai", "gpt-5.5", api_key="sk-unused-00000000")
+    assert cache_key(unset, [high, other]) != cache_key(
+        unset, [high, dataclasses.replace(other, reasoning_effort="low")]
+    )
+    assert cache_key(BASE, [high, other]) == cache_key(
+        BASE, [high, dataclasses.replace(other, reasoning_effort="low")]
+    )
 
 
 NOT_IN_KEY: dict[str, Callable[[Source], Source]] = {
@@ -666,27 +686,6 @@ async def test_an_unknown_per_call_cache_mode_is_refused() -> None:
     async with Client([SOURCE], cache=DictStore()) as client:
         with pytest.raises(ValueError, match="refresh"):
             await client.complete([{"role": "user", "content": "hi"}], cache="refesh")  # type: ignore[arg-type]
-
-
-async def test_concurrent_identical_misses_each_reach_the_provider_and_store_one_entry() -> None:
-    store = DictStore()
-    all_arrived = anyio.Event()
-
-    async def answer(request: Request) -> Response:
-        if len(inner.requests) == 3:
-            all_arrived.set()
-        await all_arrived.wait()
-        return response(f"answer {len(inner.requests)}")
-
-    inner = FakeHandler(answer)
-    _, _, chain = layered(store, handler=inner)
-    async with anyio.create_task_group() as tg:
-        for _ in range(3):
-            tg.start_soon(chain.complete, ask())
-    assert len(inner.requests) == 3
-    assert len(store.data) == 1
-    assert len(store.sets) == 3
-    assert (await chain.complete(ask())).cache_hit is True
 
 
 async def test_no_api_key_reaches_any_cache_file(tmp_path: Path) -> None:

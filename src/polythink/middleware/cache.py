@@ -6,10 +6,12 @@ Per call, above failover (DESIGN §2, §5). The key is the SHA-256 of the canoni
 - every request field that reaches a provider: messages (with the reasoning items sent back),
   tools, ``tool_choice``, ``temperature``, ``top_p``, ``stop``, ``max_tokens``, the call's
   ``extra_body`` (case C05) and whether it streams;
-- the requested reasoning tier: the cache sits above the reasoning layer, so the tier a
-  source would map it to is not known yet;
+- the effective requested reasoning tier of each source: the call's own tier, else the
+  source's configured one, so asking per call for the tier a source already has shares its
+  entry. The cache sits above the reasoning layer, so the tier a source would map it to is
+  not known yet, and need not be;
 - the identity of every source of the client, in order: provider, model, base URL, its
-  configured effort and fallback policy, ``drop_params`` and its own ``extra_body``.
+  fallback policy, ``drop_params`` and its own ``extra_body``.
 
 Never secrets, headers, timeouts, limits or other metadata. Because of the canonical form,
 two requests that differ only in the order of JSON object keys share an entry (case C06).
@@ -18,7 +20,18 @@ Only complete successes are stored: a raised error, a stream that broke or was c
 early, and a response with ``finish_reason == "error"`` never are (case C07). A hit on
 ``complete`` returns the stored response; a hit on ``stream`` replays the stored events one
 for one (text and reasoning deltas, tool calls, usage, ``done``). Either way the response
-says ``cache_hit=True`` and has no ``rate_limit`` (no provider answered).
+says ``cache_hit=True`` and carries only what is true of the hit: no ``rate_limit`` (no
+provider answered) and none of the failover notes of the call that stored it; the notes the
+answer itself implies (nearest-mapping, dropped parameters, reconciliation) stay.
+
+Identical calls in flight at the same time are coalesced: the first goes upstream and the
+others wait for its answer, which they get as a hit. For a stream the others get the whole
+stream replayed once the first one has ended (a stream of another caller cannot be resumed
+half-way, so joiners do not follow it live). An error of the first call is raised to all of
+them; if the first caller is cancelled or stops reading early, one of the waiting calls
+goes upstream in its place, so cancelling one caller never cancels another. ``complete``
+and ``stream`` keep separate entries: whether the call streams is part of the key, because a
+stream's entry is its events and a stream may be cut where a complete answer is not.
 
 Per call, ``cache=False`` bypasses the cache and ``cache="refresh"`` skips the lookup and
 overwrites the entry with the fresh answer. Entries older than ``ttl`` seconds are misses.
@@ -53,6 +66,7 @@ from polythink.backends.base import DEFAULT_SIZE_LIMIT, CacheBackend
 from polythink.backends.local import StoreCache
 from polythink.config import Source
 from polythink.middleware.base import CompleteNext, StreamNext
+from polythink.middleware.failover import NOTE_PREFIX
 from polythink.types import (
     Cost,
     Effort,
@@ -85,7 +99,7 @@ _T = TypeVar("_T")
 
 # Part of every key: raised whenever what counts as a complete success, or how an answer is
 # parsed, changes, so entries stored under the old rules miss instead of being served.
-_KEY_VERSION = b"polythink-cache-v2\n"
+_KEY_VERSION = b"polythink-cache-v3\n"
 _ENTRY_VERSION = 1
 _DB_FILES = ("cache.db", "cache.db-wal", "cache.db-shm")
 _NO_VALUE_FILES = 2**62
@@ -316,14 +330,25 @@ def _number(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def canonical_request(request: Request) -> str:
+def effective_efforts(request: Request, defaults: Sequence[Effort | None]) -> list[str | None]:
+    """The tier each source is asked for: the call's own, else the source's default (unset:
+    ``None``), in source order; the same precedence as the reasoning layer's."""
+    asked = request.reasoning_effort
+    if asked is not None:
+        return [asked.value] * len(defaults)
+    return [d.value if d is not None else None for d in defaults]
+
+
+def canonical_request(request: Request, defaults: Sequence[Effort | None] | None = None) -> str:
     """Return the canonical JSON of the fields of ``request`` that reach a provider.
 
     Object keys are sorted at every depth; array order (messages, tools, stop) is kept;
     ``temperature`` and ``top_p`` are compared as numbers (``0`` and ``0.0`` are equal).
     ``timeout``, ``cache``, message metadata (never sent) and the resolution (set later,
     per source) are not included. ``system_suffix`` and ``prompt_cache`` are included only
-    when set, so keys of calls without them are unchanged.
+    when set, so keys of calls without them are unchanged. With ``defaults`` (the sources'
+    configured tiers) ``reasoning_effort`` is the list of :func:`effective_efforts`;
+    without, the call's own tier.
 
     Raises:
         TypeError: a field holds a value JSON cannot represent.
@@ -335,13 +360,16 @@ def canonical_request(request: Request) -> str:
     if request.prompt_cache is not None:
         cache = request.prompt_cache
         fields["prompt_cache"] = [cache.key, cache.retention, cache.ttl, cache.breakpoints]
+    effort: list[str | None] | str | None
+    if defaults is not None:
+        effort = effective_efforts(request, defaults)
+    else:
+        effort = request.reasoning_effort.value if request.reasoning_effort is not None else None
     return _canonical_json(
         {
             **fields,
             "messages": [_message(m) for m in request.messages],
-            "reasoning_effort": (
-                request.reasoning_effort.value if request.reasoning_effort is not None else None
-            ),
+            "reasoning_effort": effort,
             "max_tokens": request.max_tokens,
             "temperature": _number(request.temperature),
             "top_p": _number(request.top_p),
@@ -365,8 +393,9 @@ def canonical_request(request: Request) -> str:
 def canonical_scope(sources: Sequence[Source]) -> str:
     """Return the canonical JSON of the sources' identities (never keys or headers).
 
-    Per source, in order: provider, model, base URL in use, configured effort, fallback
-    policy, ``drop_params`` and ``extra_body``.
+    Per source, in order: provider, model, base URL in use, fallback policy,
+    ``drop_params`` and ``extra_body``. The configured effort is not here: it is part of the
+    effective tiers in :func:`canonical_request`.
 
     Raises:
         TypeError: an ``extra_body`` holds a value JSON cannot represent.
@@ -377,7 +406,6 @@ def canonical_scope(sources: Sequence[Source]) -> str:
                 "provider": s.provider,
                 "model": s.model,
                 "base_url": s.endpoint,
-                "reasoning_effort": s.effort.value if s.effort is not None else None,
                 "effort_fallback": s.effort_fallback,
                 "drop_params": s.drop_params,
                 "extra_body": s.extra_body,
@@ -387,11 +415,11 @@ def canonical_scope(sources: Sequence[Source]) -> str:
     )
 
 
-def _digest(scope: bytes, request: Request) -> str:
+def _digest(scope: bytes, request: Request, defaults: Sequence[Effort | None]) -> str:
     digest = hashlib.sha256(_KEY_VERSION)
     digest.update(scope)
     digest.update(b"\n")
-    digest.update(canonical_request(request).encode())
+    digest.update(canonical_request(request, defaults).encode())
     return digest.hexdigest()
 
 
@@ -401,7 +429,7 @@ def cache_key(request: Request, sources: Sequence[Source]) -> str:
     Raises:
         TypeError, ValueError: as :func:`canonical_request`.
     """
-    return _digest(canonical_scope(sources).encode(), request)
+    return _digest(canonical_scope(sources).encode(), request, [s.effort for s in sources])
 
 
 def _usage_out(usage: Usage | None) -> list[int | None] | None:
@@ -489,7 +517,7 @@ def _response_out(response: Response) -> dict[str, Any]:
             response.applied_effort.value if response.applied_effort is not None else None
         ),
         "thinking": response.thinking.value,
-        "warnings": response.warnings,
+        "warnings": [w for w in response.warnings if not w.startswith(NOTE_PREFIX)],
         "output_limited": response.output_limited,
         "id": response.id,
         "native_finish_reason": response.native_finish_reason,
@@ -580,6 +608,16 @@ class _Recording:
         self._kinds.append(kind)
         self._payloads.append(event.text if kind in _DELTA_KINDS else event)
 
+    def replay(self) -> list[StreamEvent]:
+        """The recorded events as a cache hit replays them (the ``done`` response a hit)."""
+        events = []
+        for kind, payload in zip(self._kinds, self._payloads, strict=True):
+            if kind in _DELTA_KINDS:
+                events.append(StreamEvent(kind, text=payload))  # type: ignore[arg-type]
+            else:
+                events.append(_event_in(_event_out(payload)))
+        return events
+
     def entry(self, at: float) -> bytes:
         """The entry's bytes.
 
@@ -602,6 +640,25 @@ class _Recording:
 
 
 _DELTA_KINDS = frozenset({"text", "reasoning"})
+
+
+class _Flight:
+    """One call on its way upstream that identical calls wait for (single flight).
+
+    ``ended`` is set when the first call is over; then ``response`` (a complete call, or
+    its hit), ``recording`` (a stream that reached its ``done`` event), ``events`` (a
+    stream's hit) or ``error`` tells how. All ``None``: the first caller was cancelled or
+    stopped reading early.
+    """
+
+    __slots__ = ("ended", "error", "events", "recording", "response")
+
+    def __init__(self) -> None:
+        self.ended = anyio.Event()
+        self.response: Response | None = None
+        self.recording: _Recording | None = None
+        self.events: list[StreamEvent] | None = None
+        self.error: Exception | None = None
 
 
 def _complete_success(response: Response | None) -> bool:
@@ -643,6 +700,8 @@ class CacheMiddleware:
         self.backend = cache_backend(store)
         self.ttl = ttl
         self._scope = scope.encode()
+        self._defaults = tuple(s.effort for s in sources)
+        self._flights: dict[str, _Flight] = {}
         self._clock = clock
         self._warned = False
 
@@ -650,29 +709,54 @@ class CacheMiddleware:
         """Return the cache key of ``request``, or ``None`` (with one warning) when a field
         cannot be represented in JSON, in which case the call is not cached."""
         try:
-            return _digest(self._scope, request)
+            return _digest(self._scope, request, self._defaults)
         except (TypeError, ValueError) as exc:
             self._degraded("a request field cannot be part of a cache key; not caching it", exc)
             return None
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
-        """Return the stored response on a hit; otherwise call and store a success."""
+        """Return the stored response on a hit; otherwise call and store a success.
+
+        While an identical call is in flight, wait for its answer instead of calling.
+        """
         mode = request.cache
         if mode is False:
             return await call_next(request)
         key = self.key(request)
         if key is None:
             return await call_next(request)
-        if mode != "refresh":
-            entry = await self._load(key)
-            if entry is not None:
-                cached = self._decode(entry, lambda e: _response_in(e["response"]))
-                if cached is not None:
-                    return cached
-        response = await call_next(request)
-        if _complete_success(response):
-            await self._save(key, {"response": _response_out(response)})
-        return response
+        while (flight := self._flights.get(key)) is not None:
+            if mode == "refresh":
+                return await call_next(request)
+            await flight.ended.wait()
+            if flight.error is not None:
+                raise flight.error
+            if flight.response is not None:
+                return _response_in(_response_out(flight.response))
+            # The first caller was cancelled: look again, and go upstream if no one else has.
+        # The flight is registered before the lookup and ends after the answer is stored, so
+        # an identical call either joins it or finds the entry.
+        flight = self._flights[key] = _Flight()
+        try:
+            if mode != "refresh":
+                entry = await self._load(key)
+                if entry is not None:
+                    cached = self._decode(entry, lambda e: _response_in(e["response"]))
+                    if cached is not None:
+                        flight.response = cached
+                        return cached
+            response = await call_next(request)
+            flight.response = response
+            if _complete_success(response):
+                await self._save(key, {"response": _response_out(response)})
+            return response
+        except Exception as exc:
+            if flight.response is None:
+                flight.error = exc
+            raise
+        finally:
+            del self._flights[key]
+            flight.ended.set()
 
     def stream(self, request: Request, call_next: StreamNext) -> AsyncGenerator[StreamEvent, None]:
         """Replay a stored stream on a hit; otherwise pass events through and store the
@@ -685,24 +769,54 @@ class CacheMiddleware:
         self, request: Request, call_next: StreamNext
     ) -> AsyncGenerator[StreamEvent, None]:
         key = self.key(request)
-        if key is not None and request.cache != "refresh":
-            entry = await self._load(key)
-            if entry is not None:
-                replay = self._decode(entry, lambda e: [_event_in(x) for x in e["events"]])
-                if replay and replay[-1].type == "done":
-                    for event in replay:
-                        yield event
-                    return
-        recorded = _Recording()
-        async with aclosing(call_next(request)) as events:
-            async for event in events:
-                if key is not None:
+        refresh = request.cache == "refresh"
+        while key is not None and (flight := self._flights.get(key)) is not None:
+            if refresh:
+                key = None
+                break
+            await flight.ended.wait()
+            if flight.error is not None:
+                raise flight.error
+            if flight.events is not None or flight.recording is not None:
+                replay = flight.events if flight.events is not None else flight.recording.replay()  # type: ignore[union-attr]
+                for event in replay:
+                    yield event
+                return
+            # The first caller was cancelled or stopped early: go upstream if no one else has.
+        if key is None:
+            async with aclosing(call_next(request)) as events:
+                async for event in events:
+                    yield event
+            return
+        flight = self._flights[key] = _Flight()
+        try:
+            if not refresh:
+                entry = await self._load(key)
+                if entry is not None:
+                    replay = self._decode(entry, lambda e: [_event_in(x) for x in e["events"]])
+                    if replay and replay[-1].type == "done":
+                        flight.events = replay
+                        for event in replay:
+                            yield event
+                        return
+            recorded = _Recording()
+            async with aclosing(call_next(request)) as events:
+                async for event in events:
                     recorded.add(event)
-                    # Stored before ``done`` is handed over: a caller that stops reading at
-                    # ``done`` still leaves a complete stream in the cache.
-                    if event.type == "done" and _complete_success(event.response):
-                        await self._save_events(key, recorded)
-                yield event
+                    if event.type == "done":
+                        flight.recording = recorded
+                        # Stored before ``done`` is handed over: a caller that stops reading
+                        # at ``done`` still leaves a complete stream in the cache.
+                        if _complete_success(event.response):
+                            await self._save_events(key, recorded)
+                    yield event
+        except Exception as exc:
+            if flight.recording is None and flight.events is None:
+                flight.error = exc
+            raise
+        finally:
+            del self._flights[key]
+            flight.ended.set()
 
     def _decode(self, entry: dict[str, Any], decode: Callable[[dict[str, Any]], _T]) -> _T | None:
         try:

@@ -56,6 +56,7 @@ from polythink.types import Request, Response, StreamEvent
 __all__ = [
     "BREAKER_COOLDOWN",
     "BREAKER_THRESHOLD",
+    "NOTE_PREFIX",
     "CircuitBreaker",
     "Failover",
     "counts_against",
@@ -66,6 +67,9 @@ BREAKER_THRESHOLD = 5
 """Consecutive failed calls that open a source's circuit."""
 BREAKER_COOLDOWN = 30.0
 """Seconds an open circuit skips its source before letting one probe through."""
+NOTE_PREFIX = "failover: "
+"""How every warning this layer adds to a response begins: they say what happened on the way
+to one answer, so a cache hit of that answer leaves them out."""
 
 
 def fails_over(error: PolythinkError) -> bool:
@@ -278,13 +282,13 @@ class Failover:
     def _skip_note(self, index: int) -> str:
         breaker = self.breakers[index]
         return (
-            f"failover: source {index} ({self.names[index]}) skipped, circuit open for another "
+            f"{NOTE_PREFIX}source {index} ({self.names[index]}) skipped, circuit open for another "
             f"{breaker.remaining():.1f} s after {breaker.failures} consecutive failures"
         )
 
     def _failure_note(self, index: int, error: PolythinkError) -> str:
         return (
-            f"failover: source {index} ({self.names[index]}) failed ({_details(error)}); "
+            f"{NOTE_PREFIX}source {index} ({self.names[index]}) failed ({_details(error)}); "
             "tried the next source"
         )
 
