@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from contextlib import aclosing
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 import httpx
 
@@ -51,8 +51,8 @@ from polythink.types import (
     PromptCache,
     Request,
     Response,
-    StreamEvent,
     Tool,
+    TypedStreamEvent,
     check_extra_body,
     coerce_messages,
     coerce_tools,
@@ -588,11 +588,14 @@ class Client:
         extra_body: Mapping[str, Any] | None = None,
         system_suffix: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
-    ) -> AsyncGenerator[StreamEvent, None]:
+    ) -> AsyncGenerator[TypedStreamEvent, None]:
         """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
 
-        An async generator: ``aclose()`` (or leaving an ``async with aclosing(...)`` block)
-        ends it early and releases the connection. Same arguments as :meth:`complete`.
+        For a type checker each event is the view of its kind (:data:`TypedStreamEvent`):
+        after ``if event.type == "done":`` its ``response`` is a ``Response``, after
+        ``"text"`` its ``text`` a ``str``. An async generator: ``aclose()`` (or leaving an
+        ``async with aclosing(...)`` block) ends it early and releases the connection. Same
+        arguments as :meth:`complete`.
 
         Raises:
             ValueError: for malformed input.
@@ -630,7 +633,7 @@ class Client:
                     if event.type == "done" and event.response is not None:
                         response = _recorded(event.response, started_at, _monotonic() - start)
                         event = dataclasses.replace(event, response=response)
-                    yield event
+                    yield cast(TypedStreamEvent, event)
         except StreamInterruptedError as exc:
             if self._closed:
                 raise self._closed_error() from exc

@@ -14,29 +14,36 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 __all__ = [
     "EFFORT_ORDER",
     "MANAGED_BODY_FIELDS",
     "CacheMode",
     "Cost",
+    "DoneEvent",
     "Effort",
     "FinishReason",
     "Message",
     "MessageMetadata",
     "PromptCache",
     "RateLimit",
+    "ReasoningEvent",
     "Request",
     "Resolution",
     "Response",
     "StreamEvent",
     "StreamEventType",
+    "TextEvent",
     "ThinkingObservation",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
+    "ToolCallDeltaEvent",
+    "ToolCallEvent",
+    "TypedStreamEvent",
     "Usage",
+    "UsageEvent",
     "check_extra_body",
     "coerce_messages",
     "coerce_tools",
@@ -937,6 +944,121 @@ class StreamEvent:
     usage: Usage | None = None
     response: Response | None = None
     tool_call_delta: ToolCallDelta | None = None
+
+
+# The static view of a StreamEvent, one per ``type``: ``Client.stream`` is typed as yielding
+# their union, so ``if event.type == "done":`` narrows ``event.response`` to ``Response``
+# under a type checker. At run time every event is a StreamEvent; a new event type adds its
+# view here and to TypedStreamEvent.
+
+
+class TextEvent(Protocol):
+    """A ``text`` event: ``text`` is the delta of the answer."""
+
+    @property
+    def type(self) -> Literal["text"]: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tool_call(self) -> None: ...
+    @property
+    def usage(self) -> None: ...
+    @property
+    def response(self) -> None: ...
+    @property
+    def tool_call_delta(self) -> None: ...
+
+
+class ReasoningEvent(Protocol):
+    """A ``reasoning`` event: ``text`` is the delta of the reasoning text."""
+
+    @property
+    def type(self) -> Literal["reasoning"]: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tool_call(self) -> None: ...
+    @property
+    def usage(self) -> None: ...
+    @property
+    def response(self) -> None: ...
+    @property
+    def tool_call_delta(self) -> None: ...
+
+
+class ToolCallEvent(Protocol):
+    """A ``tool_call`` event: ``tool_call`` is a complete call."""
+
+    @property
+    def type(self) -> Literal["tool_call"]: ...
+    @property
+    def text(self) -> None: ...
+    @property
+    def tool_call(self) -> ToolCall: ...
+    @property
+    def usage(self) -> None: ...
+    @property
+    def response(self) -> None: ...
+    @property
+    def tool_call_delta(self) -> None: ...
+
+
+class ToolCallDeltaEvent(Protocol):
+    """A ``tool_call_delta`` event: ``tool_call_delta`` is a piece of a call as it arrives."""
+
+    @property
+    def type(self) -> Literal["tool_call_delta"]: ...
+    @property
+    def text(self) -> None: ...
+    @property
+    def tool_call(self) -> None: ...
+    @property
+    def usage(self) -> None: ...
+    @property
+    def response(self) -> None: ...
+    @property
+    def tool_call_delta(self) -> ToolCallDelta: ...
+
+
+class UsageEvent(Protocol):
+    """A ``usage`` event: ``usage`` holds the counts reported so far."""
+
+    @property
+    def type(self) -> Literal["usage"]: ...
+    @property
+    def text(self) -> None: ...
+    @property
+    def tool_call(self) -> None: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def response(self) -> None: ...
+    @property
+    def tool_call_delta(self) -> None: ...
+
+
+class DoneEvent(Protocol):
+    """The ``done`` event, always last: ``response`` is the assembled :class:`Response`."""
+
+    @property
+    def type(self) -> Literal["done"]: ...
+    @property
+    def text(self) -> None: ...
+    @property
+    def tool_call(self) -> None: ...
+    @property
+    def usage(self) -> None: ...
+    @property
+    def response(self) -> Response: ...
+    @property
+    def tool_call_delta(self) -> None: ...
+
+
+TypedStreamEvent: TypeAlias = (
+    TextEvent | ReasoningEvent | ToolCallDeltaEvent | ToolCallEvent | UsageEvent | DoneEvent
+)
+"""What ``Client.stream`` yields, for a type checker: a :class:`StreamEvent` seen through the
+view of its ``type`` (narrow with ``event.type == "done"`` and the like)."""
 
 
 def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Message, ...]:
