@@ -69,6 +69,11 @@ class _Rejected(Exception):
     """A request the API answers with 400 ``invalid_request_error``."""
 
 
+def bad_request(message: str) -> dict[str, Any]:
+    """Anthropic's 400 body for a request it cannot read (``invalid_request_error``)."""
+    return _error(message)
+
+
 def matches(path: str) -> bool:
     """Whether ``path`` is a Messages API route."""
     return path.endswith("/messages")

@@ -41,6 +41,11 @@ _METHODS = (":generateContent", ":streamGenerateContent")
 _LEVELS = frozenset({"minimal", "low", "medium", "high"})
 
 
+def bad_request(message: str) -> dict[str, Any]:
+    """Gemini's 400 body for a request it cannot read (``INVALID_ARGUMENT``)."""
+    return _error(400, message)
+
+
 def matches(path: str) -> bool:
     """Whether ``path`` is a Gemini generate route."""
     return path.endswith(_METHODS)
@@ -168,6 +173,16 @@ def _check_history(model: str, contents: list[Any]) -> str | None:
     return None
 
 
+def _malformed(body: Mapping[str, Any], contents: list[Any]) -> str | None:
+    """The ``Invalid value`` message Gemini gives a ``tools`` or ``parts`` that is not a list."""
+    if not isinstance(body.get("tools", []), list):
+        return "Invalid value at 'tools': expected a list of \"Tool\" objects."
+    for i, content in enumerate(contents):
+        if isinstance(content, Mapping) and not isinstance(content.get("parts", []), list):
+            return f"Invalid value at 'contents[{i}].parts': expected a list of \"Part\" objects."
+    return None
+
+
 def _last_user_text(contents: list[Any]) -> str:
     for content in reversed(contents):
         if isinstance(content, Mapping) and content.get("role", "user") == "user":
@@ -232,6 +247,10 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         await response.send_json(
             400, _error(400, "* GenerateContentRequest.contents: contents is not specified")
         )
+        return
+    problem = _malformed(body, contents)
+    if problem is not None:
+        await response.send_json(400, _error(400, problem))
         return
     config = _thinking(body)
     tier, problem = _tier(model, config)

@@ -42,6 +42,11 @@ _REASONING_CONTENT = frozenset({"deepseek", "qwen", "glm", "kimi", "minimax", "x
 _REASONING_FIELD = frozenset({"groq", "vllm", "ollama", "openrouter"})
 
 
+def bad_request(message: str) -> dict[str, Any]:
+    """OpenAI's 400 body for a request it cannot read (``invalid_request_error``)."""
+    return _error(message, param=None, code=None)
+
+
 def matches(path: str) -> bool:
     """Whether ``path`` is a Chat Completions route."""
     return path.endswith("/chat/completions")

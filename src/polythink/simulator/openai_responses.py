@@ -41,6 +41,11 @@ _ENCRYPTED = "reasoning.encrypted_content"
 _KEY = b"polythink-simulator-responses"
 
 
+def bad_request(message: str) -> dict[str, Any]:
+    """OpenAI's 400 body for a request it cannot read (``invalid_request_error``)."""
+    return _error(message, param=None, code=None)
+
+
 def matches(path: str) -> bool:
     """Whether ``path`` is a Responses route."""
     return path.endswith("/responses")
@@ -210,6 +215,14 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         await response.send_json(
             400,
             _error("'model' and 'input' are required.", param="input", code="missing_required"),
+        )
+        return
+    if not isinstance(body.get("tools", []), list):
+        await response.send_json(
+            400,
+            _error(
+                "Invalid type for 'tools': expected an array.", param="tools", code="invalid_type"
+            ),
         )
         return
     provider = request.provider

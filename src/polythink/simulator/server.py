@@ -239,9 +239,14 @@ class SimResponse:
 
 
 class WireModule(Protocol):
-    """What a simulator wire module provides."""
+    """What a simulator wire module provides.
+
+    ``bad_request(message)`` is the provider's 400 body for a request it cannot read.
+    """
 
     def matches(self, path: str) -> bool: ...
+
+    def bad_request(self, message: str) -> Any: ...
 
     async def handle(self, request: SimRequest, response: SimResponse) -> None: ...
 
@@ -301,13 +306,16 @@ class SimulatorServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             return None
         lines = head.decode("latin-1").split("\r\n")
-        method, target, _ = lines[0].split(" ", 2)
+        method, target, _ = (*lines[0].split(" ", 2), "", "")[:3]
         headers: dict[str, str] = {}
         for line in lines[1:]:
             if line:
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0") or 0)
+        try:
+            length = max(0, int(headers.get("content-length", "0") or 0))
+        except ValueError:
+            length = 0
         body = await reader.readexactly(length) if length else b""
         parts = urlsplit(target)
         return SimRequest(method, parts.path, dict(parse_qsl(parts.query)), headers, body)
@@ -355,7 +363,23 @@ class SimulatorServer:
         for wire in self.wires:
             if wire.matches(request.path):
                 handle = wire.handle if faults is None else faults.wrap(request, wire.handle)
-                await handle(request, response)
+                try:
+                    await handle(request, response)
+                except (ConnectionReset, ConnectionError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    # A body of the right JSON shape but the wrong types deep inside: the
+                    # providers answer 400 with their error body, never a dropped connection.
+                    if response.status is not None:
+                        raise
+                    await response.send_json(
+                        400,
+                        wire.bad_request(
+                            "The request body could not be read: "
+                            f"{type(exc).__name__} at a field of an unexpected type."
+                        ),
+                    )
+                    return
                 if response.streaming and not response.finished:
                     await response.end()
                 return
