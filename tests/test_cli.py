@@ -332,7 +332,7 @@ def test_models_table_lists_every_registered_model(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "250")
-    code, out, _ = run(capsys, "models")
+    code, out, _ = run(capsys, "models", "--evidence")
     assert code == 0
     first_cells = {line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")}
     assert {c.model for c in all_capabilities()} <= first_cells
@@ -432,7 +432,7 @@ ACCEPTED_EFFORTS = (
         (
             ["models", "--frob"],
             "polythink models: error: unrecognized arguments: --frob; accepted options: --help, "
-            "--provider, --json, --store, --learned, --levels",
+            "--provider, --evidence, --json, --store, --learned, --levels",
         ),
         (
             ["simulate", "--port", "70000"],

@@ -291,10 +291,14 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     models = commands.add_parser(
         "models",
         help="print the capability registry, what was learned, and a model's tiers",
-        description="Print every known model with its accepted tiers, where that comes from "
+        description="Print every known model, one line each: provider, model, accepted tiers, "
+        "default tier. --evidence adds budgets, output limits, where each entry comes from "
         "(observed > documented > imported > inferred) and its evidence.",
     )
     models.add_argument("--provider", choices=providers, metavar="P", help=listing)
+    models.add_argument(
+        "--evidence", action="store_true", help="a table with budgets, limits and sources"
+    )
     models.add_argument("--json", action="store_true", help="print JSON")
     models.add_argument(
         "--store",
@@ -689,6 +693,40 @@ def _cmd_models(args: argparse.Namespace) -> int:
             "provider resolves by its name (polythink resolve --model M)"
         )
         return EXIT_OK
+    if args.evidence:
+        _console().print(_models_evidence(caps, known))
+    else:
+        for line in _models_lines(caps, known):
+            print(line)
+    return EXIT_OK
+
+
+def _models_lines(caps: Sequence[Capability], known: Sequence[Any]) -> list[str]:
+    """One line per model (provider, model, accepted tiers, default), columns aligned;
+    ``?`` for a default that is not known. ``known`` is the store's fact for each entry."""
+    rows = []
+    for shipped, fact in zip(caps, known, strict=True):
+        cap = fact.capability or shipped
+        rows.append(
+            (
+                cap.provider or "-",
+                cap.model,
+                _tiers(cap.supported_efforts) if fact.takes_parameter else "no reasoning parameter",
+                cap.default_effort.value if cap.default_effort else "?",
+            )
+        )
+    rows.insert(0, ("provider", "model", "tiers", "default"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  "
+        + row[3]
+        for row in rows
+    ]
+
+
+def _models_evidence(caps: Sequence[Capability], known: Sequence[Any]) -> Table:
+    """The registry as a table with budgets, output limits and the evidence of each entry."""
     table = Table(title="polythink capability registry", title_justify="left")
     table.add_column("model", overflow="fold")
     table.add_column("provider", overflow="fold")
@@ -712,8 +750,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
             fact.evidence or cap.evidence,
         )
         table.add_row(*(Text(cell) for cell in cells))
-    _console().print(table)
-    return EXIT_OK
+    return table
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -861,42 +898,84 @@ async def _run_demo(
         return [await _run_call(call, root, http, meter_provider) for call in calls]
 
 
-def _demo_table(outcomes: Sequence[_Outcome]) -> tuple[Table, list[str]]:
-    table = Table(title="polythink demo", title_justify="left")
-    for name in ("model", "provider", "requested", "applied"):
-        table.add_column(name, overflow="fold")
-    table.add_column("reasoning tokens", justify="right", overflow="fold")
-    table.add_column("observation", overflow="fold")
-    table.add_column("latency", justify="right", overflow="fold")
-    table.add_column("note", overflow="fold")
+_WIDE = 120
+"""Terminal columns from which the demo prints its wide table (notes inline, long headers)."""
+
+
+def _wrapped(text: str, width: int, at: str) -> str:
+    """``text`` broken after its first ``at`` when longer than ``width`` (rich would cut a
+    word anywhere)."""
+    if len(text) <= width or at not in text:
+        return text
+    head, _, tail = text.partition(at)
+    return f"{head}{at}\n{tail}"
+
+
+def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table, list[str]]:
+    """The demo's table and its footnotes.
+
+    From :data:`_WIDE` columns: long headers and each row's notes inline (the long texts as
+    numbered footnotes). Below: short headers, no borders, and one footnote per row that
+    has anything to say, so the table fits 80 columns.
+    """
+    compact = width < _WIDE
     footnotes: list[str] = []
 
     def refer(text: str) -> str:
         footnotes.append(text)
         return f"[{len(footnotes)}]"
 
+    if compact:
+        table = Table(title="polythink demo", title_justify="left", box=None, padding=(0, 1, 0, 0))
+        headers = ("model", "provider", "asked", "sent", "tokens", "seen", "ms", "note")
+    else:
+        table = Table(title="polythink demo", title_justify="left")
+        headers = (
+            "model",
+            "provider",
+            "requested",
+            "applied",
+            "reasoning tokens",
+            "observation",
+            "latency",
+            "note",
+        )
+    for i, name in enumerate(headers):
+        right = name in ("reasoning tokens", "latency", "tokens", "ms")
+        table.add_column(
+            name,
+            justify="right" if right else "left",
+            overflow="fold",
+            no_wrap=compact and i < len(headers) - 1,
+        )
     for outcome in outcomes:
         call, response = outcome.call, outcome.response
         labels: list[str] = []
         if outcome.error is not None:
-            labels.append(f"{type(outcome.error).__name__} {refer(_message(outcome.error))}")
+            error = f"{type(outcome.error).__name__}"
+            labels.append(
+                f"{error}: {_message(outcome.error)}"
+                if compact
+                else f"{error} {refer(_message(outcome.error))}"
+            )
         if outcome.detail:
             labels.append(outcome.detail)
         for note in outcome.notes:
             kind = "nearest tier" if "effort_fallback=" in note else "warning"
-            labels.append(f"{kind} {refer(note)}")
+            labels.append(f"{kind}: {note}" if compact else f"{kind} {refer(note)}")
         if not outcome.as_expected:
             labels.append(f"UNEXPECTED: wanted {call.expect}")
         tokens = outcome.reasoning_tokens
+        seconds = outcome.seconds * 1000
         cells = (
-            call.model,
-            call.provider,
+            _wrapped(call.model, 20, "/") if compact else call.model,
+            _wrapped(call.provider, 10, "-") if compact else call.provider,
             call.effort,
             outcome.result if response is not None else "error",
             "-" if response is None else ("n/a" if tokens is None else str(tokens)),
             response.thinking.value if response is not None else "-",
-            f"{outcome.seconds * 1000:.0f} ms",
-            "; ".join(labels),
+            f"{seconds:.0f}" if compact else f"{seconds:.0f} ms",
+            (refer("; ".join(labels)) if labels else "") if compact else "; ".join(labels),
         )
         table.add_row(*(Text(cell) for cell in cells))
     return table, footnotes
@@ -987,7 +1066,7 @@ def _demo_report(
 ) -> int:
     where = "started for this demo" if started else "given by --base-url-root"
     console.print(f"simulator at {root} ({where})", markup=False)
-    table, footnotes = _demo_table(outcomes)
+    table, footnotes = _demo_table(outcomes, console.width)
     console.print(table)
     for number, text in enumerate(footnotes, 1):
         console.print(f"[{number}] {text}", markup=False)
