@@ -25,17 +25,26 @@ def test_durations_in_messages_are_rounded() -> None:
 
 @contextlib.asynccontextmanager
 async def silent_server() -> AsyncIterator[str]:
+    """Accept calls and never answer them."""
+    quiet = asyncio.Event()
+    writers: list[asyncio.StreamWriter] = []
+
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
         with contextlib.suppress(ConnectionError):
             await reader.read(65536)
-            await asyncio.sleep(5)
+            await quiet.wait()
         writer.close()
 
     server = await asyncio.start_server(connection, "127.0.0.1", 0)
     try:
         yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
     finally:
+        quiet.set()
+        for writer in writers:
+            writer.close()
         server.close()
+        await server.wait_closed()
 
 
 @pytest.mark.anyio
