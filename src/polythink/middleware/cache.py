@@ -24,14 +24,15 @@ says ``cache_hit=True`` and carries only what is true of the hit: no ``rate_limi
 provider answered) and none of the failover notes of the call that stored it; the notes the
 answer itself implies (nearest-mapping, dropped parameters, reconciliation) stay.
 
-Identical calls in flight at the same time are coalesced: the first goes upstream and the
-others wait for its answer, which they get as a hit. For a stream the others get the whole
-stream replayed once the first one has ended (a stream of another caller cannot be resumed
-half-way, so joiners do not follow it live). An error of the first call is raised to all of
-them; if the first caller is cancelled or stops reading early, one of the waiting calls
-goes upstream in its place, so cancelling one caller never cancels another. ``complete``
-and ``stream`` keep separate entries: whether the call streams is part of the key, because a
-stream's entry is its events and a stream may be cut where a complete answer is not.
+Identical calls in flight at the same time in one client are coalesced: the first goes
+upstream and the others wait for its answer, which they get as a hit. For a stream the
+others get the whole stream replayed once the first one has ended (a stream of another
+caller cannot be resumed half-way, so joiners do not follow it live). An error of the first
+call is raised to all of them; if the first caller is cancelled or stops reading early, one
+of the waiting calls goes upstream in its place, so cancelling one caller never cancels
+another. ``complete`` and ``stream`` keep separate entries: whether the call streams is
+part of the key, because a stream's entry is its events and a stream may be cut where a
+complete answer is not.
 
 Per call, ``cache=False`` bypasses the cache and ``cache="refresh"`` skips the lookup and
 overwrites the entry with the fresh answer. Entries older than ``ttl`` seconds are misses.
@@ -60,6 +61,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import anyio
 import diskcache  # type: ignore[import-untyped]
 
 from polythink.backends.base import DEFAULT_SIZE_LIMIT, CacheBackend
