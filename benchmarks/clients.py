@@ -16,6 +16,8 @@ Clients:
   pool; ``polythink-bare-aiohttp`` over the aiohttp-backed httpx transport.
 - ``polythink-full-httpx``: a :class:`polythink.Client` with every option it accepts turned on
   (see :func:`full_options`); ``polythink-full-aiohttp`` the same over aiohttp.
+- ``polythink-default``: a :class:`polythink.Client` with one source and every option at its
+  default (the quick start's client).
 - ``polythink-client`` and ``polythink-client+{telemetry,limits,cache}``: a client over
   aiohttp with no option group on, then one group at a time (the layer breakdown);
   ``polythink-client+telemetry+cost`` adds pricing every call (``Response.cost``) to
@@ -101,6 +103,19 @@ class Adapter:
     async def stream(self, i: int, first: Callable[[], None]) -> int:
         raise NotImplementedError
 
+    async def converse(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        """Send a whole conversation with ``tools``; return the assistant turn to append,
+        in the form this client's users keep their conversation in."""
+        raise Missing(f"{self.name} does not take a conversation")
+
+    def keep(self, messages: list[dict[str, Any]]) -> list[Any]:
+        """A conversation of OpenAI Chat dicts as this client's users keep it across turns."""
+        return messages
+
+    def user_turn(self, text: str) -> Any:
+        """A user message in the form :meth:`keep` holds."""
+        return {"role": "user", "content": text}
+
     async def close(self) -> None:
         """Release the client."""
 
@@ -115,6 +130,9 @@ def _auth_headers(work: Workload) -> dict[str, str]:
 
 
 class _RawBase(Adapter):
+    def _conversation_body(self, messages: list[Any], tools: list[dict[str, Any]]) -> bytes:
+        return json.dumps({**self.work.body, "messages": messages, "tools": tools}).encode()
+
     def _text(self, data: dict[str, Any]) -> str:
         if self.work.wire == "anthropic":
             return "".join(b.get("text", "") for b in data["content"] if b["type"] == "text")
@@ -176,6 +194,12 @@ class RawHttpx(_RawBase):
                     seen = counted
         return seen
 
+    async def converse(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        body = self._conversation_body(messages, tools)
+        response = await self.client.post(self.url, content=body, headers=self.headers)
+        response.raise_for_status()
+        return json.loads(response.content)["choices"][0]["message"]
+
     async def close(self) -> None:
         await self.client.aclose()
 
@@ -208,6 +232,12 @@ class RawAiohttp(_RawBase):
                     break
                 seen = counted
         return seen
+
+    async def converse(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        body = self._conversation_body(messages, tools)
+        async with self.session.post(self.url, data=body, headers=self.headers) as response:
+            response.raise_for_status()
+            return json.loads(await response.read())["choices"][0]["message"]
 
     async def close(self) -> None:
         await self.session.close()
@@ -450,6 +480,20 @@ class PolythinkFull(Adapter):
                 seen += 1
         return seen
 
+    async def converse(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        return (await self.client.complete(messages, tools=tools)).message
+
+    def keep(self, messages: list[dict[str, Any]]) -> list[Any]:
+        # An agent loop appends the Message values of its answers and keeps them.
+        from polythink.types import Message
+
+        return [Message.coerce(m) for m in messages]
+
+    def user_turn(self, text: str) -> Any:
+        from polythink.types import Message
+
+        return Message(role="user", content=text)
+
     async def close(self) -> None:
         await self.client.aclose()
 
@@ -457,6 +501,28 @@ class PolythinkFull(Adapter):
 class PolythinkFullAiohttp(PolythinkFull):
     name = "polythink-full-aiohttp"
     http = "aiohttp"
+
+
+class PolythinkDefault(PolythinkFull):
+    """A :class:`polythink.Client` as the quick start builds it: one source with the tier,
+    every other option at its default (the default layers, the default HTTP layer)."""
+
+    name = "polythink-default"
+    limitable = False
+
+    async def open(self) -> None:
+        from polythink.client import Client
+        from polythink.config import Source
+
+        source = Source(
+            self.work.provider,
+            self.work.model,
+            api_key=API_KEY,
+            base_url=self.base_url,
+            reasoning_effort=self.work.effort,
+        )
+        self.client = Client([source])
+        await self.client.__aenter__()
 
 
 class PolythinkClient(PolythinkFullAiohttp):
@@ -531,6 +597,12 @@ class OpenAISDK(Adapter):
                     first()
                 seen += 1
         return seen
+
+    async def converse(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        completion = await self.client.chat.completions.create(
+            model=self.work.model, messages=messages, tools=tools, **self.kwargs
+        )
+        return {"role": "assistant", "content": completion.choices[0].message.content}
 
     async def close(self) -> None:
         await self.client.close()
@@ -627,6 +699,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         PolythinkBareAiohttp,
         PolythinkFull,
         PolythinkFullAiohttp,
+        PolythinkDefault,
         PolythinkClient,
         PolythinkClientTelemetry,
         PolythinkClientTelemetryCost,

@@ -118,6 +118,7 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
             missing="layers scenario not run" if "layers" not in scenarios else "not measured",
         )
     )
+    out.extend(_conversation_targets(scenarios))
     stream = _get(scenarios, "stream", "clients") or {}
     floor = _get(stream, FLOOR, "cpu_per_delta")
     for client in ("polythink-full-httpx", "polythink-full-aiohttp"):
@@ -190,6 +191,54 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _conversation_targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation-size targets: per size, polythink against the raw floors; and the
+    agent loop's growth per turn against raw httpx's (whose growth is the serialisation of
+    the body every client must send)."""
+    out: list[dict[str, Any]] = []
+    scenario = _get(scenarios, "conversation") or {}
+    clients = _get(scenario, "clients") or {}
+    why = "conversation scenario not run" if not scenario else "client not measured"
+    sizes = list(_get(clients, FLOOR, "sizes") or {})
+    for size in sizes:
+        httpx_cpu = _get(clients, FLOOR, "sizes", size, "cpu_per_call")
+        aiohttp_cpu = _get(clients, "raw-aiohttp", "sizes", size, "cpu_per_call")
+        for client, floor_name, floor, limit in (
+            ("polythink-default", "raw httpx", httpx_cpu, 1.0),
+            ("polythink-default", "raw aiohttp", aiohttp_cpu, 1.5),
+            ("polythink-full-aiohttp", "raw httpx", httpx_cpu, 1.25),
+        ):
+            cpu = _get(clients, client, "sizes", size, "cpu_per_call")
+            out.append(
+                _target(
+                    f"{client} CPU/call with {size} messages ≤ {limit}× {floor_name}",
+                    _ratio(cpu, floor),
+                    limit,
+                    missing=why,
+                )
+            )
+
+    def growth(client: str) -> float | None:
+        agent = _get(clients, client, "agent")
+        return None if agent is None else agent["last_tenth"] - agent["first_tenth"]
+
+    floor_growth = growth(FLOOR)
+    for client in ("polythink-default", "polythink-full-aiohttp"):
+        grown = growth(client)
+        ratio = None
+        if grown is not None and floor_growth is not None and floor_growth > 0:
+            ratio = max(grown, 0.0) / floor_growth
+        out.append(
+            _target(
+                f"{client} agent-loop CPU growth per turn ≤ 1× raw httpx's",
+                ratio,
+                1.0,
+                missing=why,
+            )
+        )
+    return out
+
+
 def _measured(target: dict[str, Any]) -> str:
     value = target["measured"]
     if value is None:
@@ -250,6 +299,7 @@ def tables(results: dict[str, Any]) -> list[Table]:
                 _footnotes(load),
             )
         )
+    out.extend(_conversation_tables(scenarios.get("conversation")))
     layers = scenarios.get("layers")
     if layers:
         clients = layers["clients"]
@@ -444,6 +494,64 @@ def tables(results: dict[str, Any]) -> list[Table]:
     return out
 
 
+def _conversation_tables(scenario: dict[str, Any] | None) -> list[Table]:
+    if not scenario or not scenario.get("clients"):
+        return []
+    clients = scenario["clients"]
+    names = list(clients)
+    floor = clients.get(FLOOR, {})
+    sizes = list(_get(floor, "sizes") or next(iter(clients.values()))["sizes"])
+    rows = []
+    for size in sizes:
+        any_data = next(c["sizes"][size] for c in clients.values() if size in c["sizes"])
+        row = [size, f"{any_data['body_bytes'] / 1024:,.0f}"]
+        for name in names:
+            cpu = _get(clients, name, "sizes", size, "cpu_per_call")
+            ratio = _ratio(cpu, _get(floor, "sizes", size, "cpu_per_call"))
+            row.append(_us(cpu) + ("" if name == FLOOR or ratio is None else f" ({_x(ratio)})"))
+        rows.append(row)
+    rows.append(["peak RSS MiB", "", *(_mib(_get(clients, n, "peak_rss_kib")) for n in names)])
+    tables: list[Table] = [
+        (
+            f"Conversation size, {scenario.get('tools', 30)} tools, one call at a time "
+            "(client CPU per call, µs; × raw httpx)",
+            ["messages", "body KiB", *names],
+            rows,
+            _footnotes(scenario),
+        )
+    ]
+    agent_rows = []
+    for name in names:
+        agent = _get(clients, name, "agent")
+        if agent is None:
+            continue
+        agent_rows.append(
+            [
+                name,
+                _us(agent["first_tenth"]),
+                _us(agent["last_tenth"]),
+                f"{(agent['last_tenth'] - agent['first_tenth']) * 1e6:+,.0f}",
+            ]
+        )
+    if agent_rows:
+        first = next(c["agent"] for c in clients.values() if "agent" in c)
+        start, turns = first["start"], first["turns"]
+        tables.append(
+            (
+                f"Agent loop: {turns} turns from {start} messages, two messages added a turn "
+                "(client CPU per turn, µs)",
+                ["client", "first tenth", "last tenth", "growth"],
+                agent_rows,
+                [
+                    f"the conversation grows from {start + 1} to {start + 2 * turns - 1} "
+                    "messages; every client serialises the whole body every turn, so "
+                    "raw httpx's growth is the floor"
+                ],
+            )
+        )
+    return tables
+
+
 def _footnotes(scenario: dict[str, Any]) -> list[str]:
     notes = [f"{c}: skipped, {why}" for c, why in scenario.get("skipped", {}).items()]
     notes += [f"{c}: failed, {why}" for c, why in scenario.get("errors", {}).items()]
@@ -580,6 +688,9 @@ def charts(results: dict[str, Any], out: Path, mode: str) -> list[Path]:
                 "ms",
             )
         )
+    conversation = _get(scenarios, "conversation", "clients")
+    if conversation:
+        made.extend(_conversation_charts(conversation, out, mode))
     stream = _get(scenarios, "stream", "clients")
     if stream:
         labels = list(stream)
@@ -617,3 +728,48 @@ def charts(results: dict[str, Any], out: Path, mode: str) -> list[Path]:
             )
         )
     return made
+
+
+def _conversation_charts(clients: dict[str, Any], out: Path, mode: str) -> list[Path]:
+    """Cost against conversation size (log-log), and CPU per agent-loop turn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    for name, data in clients.items():
+        sizes = [int(s) for s in data["sizes"]]
+        cpu = [data["sizes"][str(s)]["cpu_per_call"] * 1e3 for s in sizes]
+        axes.plot(sizes, cpu, marker="o", label=name)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("messages in the conversation (30 tools)")
+    axes.set_ylabel("ms of client CPU per call")
+    axes.set_title("Client CPU per call against conversation size", fontsize=10)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    size_chart = out / f"{mode}-conversation.png"
+    figure.savefig(size_chart, dpi=110)
+    plt.close(figure)
+
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    for name, data in clients.items():
+        per_turn = data["agent"]["cpu_per_turn"]
+        window = max(1, len(per_turn) // 20)
+        smooth = [
+            sum(per_turn[max(0, i - window + 1) : i + 1])
+            / len(per_turn[max(0, i - window + 1) : i + 1])
+            for i in range(len(per_turn))
+        ]
+        axes.plot(range(1, len(per_turn) + 1), [v * 1e3 for v in smooth], label=name)
+    axes.set_yscale("log")
+    axes.set_xlabel("turn")
+    axes.set_ylabel("ms of client CPU per turn (running mean)")
+    axes.set_title("Agent loop: CPU per turn as the conversation grows", fontsize=10)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    agent_chart = out / f"{mode}-agent.png"
+    figure.savefig(agent_chart, dpi=110)
+    plt.close(figure)
+    return [size_chart, agent_chart]

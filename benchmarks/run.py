@@ -32,12 +32,22 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.simproc import SimProcess
-from benchmarks.workload import ANTHROPIC, OPENAI_CHAT, STREAM, Workload, workload
+from benchmarks.workload import ANTHROPIC, OPENAI_CHAT, STREAM, TOOLS, Workload, workload
 
 __all__ = ["SCALES", "SCENARIOS", "Scale", "main"]
 
 ROOT = Path(__file__).resolve().parent
-SCENARIOS = ("load", "layers", "stream", "cache", "faults", "ratelimit", "memory", "import")
+SCENARIOS = (
+    "load",
+    "layers",
+    "conversation",
+    "stream",
+    "cache",
+    "faults",
+    "ratelimit",
+    "memory",
+    "import",
+)
 
 LOAD_CLIENTS = (
     "raw-httpx",
@@ -65,6 +75,15 @@ LAYER_CLIENTS = (
     "polythink-full-aiohttp",
 )
 """The layer breakdown: where polythink-full-aiohttp's CPU goes, one option group at a time."""
+
+CONVERSATION_CLIENTS = (
+    "raw-aiohttp",
+    "raw-httpx",
+    "polythink-default",
+    "polythink-full-aiohttp",
+    "openai",
+)
+"""The conversation-size scenario: growing conversations with 30 tools, one call at a time."""
 
 STREAM_CLIENTS = (
     "raw-httpx",
@@ -132,6 +151,10 @@ class Scale:
     ratelimit_rpm: int
     ratelimit_seconds: float
     import_reps: int
+    conversation_sizes: tuple[int, ...]
+    conversation_calls: tuple[int, ...]
+    agent_start: int
+    agent_turns: int
     import_modules: tuple[str, ...] = IMPORT_MODULES
     stream_chunk_delay: float = STREAM_CHUNK_DELAY
 
@@ -149,6 +172,10 @@ SCALES = {
         ratelimit_rpm=240,
         ratelimit_seconds=1.0,
         import_reps=1,
+        conversation_sizes=(4, 12),
+        conversation_calls=(3, 3),
+        agent_start=4,
+        agent_turns=6,
         import_modules=("httpx", "polythink"),
         stream_chunk_delay=0.001,
     ),
@@ -164,6 +191,10 @@ SCALES = {
         ratelimit_rpm=600,
         ratelimit_seconds=5.0,
         import_reps=2,
+        conversation_sizes=(4, 100, 600),
+        conversation_calls=(100, 40, 15),
+        agent_start=100,
+        agent_turns=60,
         stream_chunk_delay=0.002,
     ),
     "full": Scale(
@@ -178,6 +209,10 @@ SCALES = {
         ratelimit_rpm=1200,
         ratelimit_seconds=20.0,
         import_reps=5,
+        conversation_sizes=(4, 100, 600, 3000),
+        conversation_calls=(300, 150, 50, 15),
+        agent_start=600,
+        agent_turns=200,
     ),
 }
 
@@ -391,6 +426,22 @@ def run_scenarios(
             return runner.job(label, client, "load", params)
 
         out["layers"] = _repeated("layers", chosen(LAYER_CLIENTS), scale.reps, layers)
+    if "conversation" in scenarios:
+
+        def converse(client: str, label: str) -> dict[str, Any]:
+            params = {
+                "sizes": list(scale.conversation_sizes),
+                "calls": list(scale.conversation_calls),
+                "warmup": 2,
+                "agent_start": scale.agent_start,
+                "turns": scale.agent_turns,
+            }
+            return runner.job(label, client, "conversation", params)
+
+        out["conversation"] = _repeated(
+            "conversation", chosen(CONVERSATION_CLIENTS), scale.reps, converse
+        )
+        out["conversation"]["tools"] = TOOLS
     if "stream" in scenarios:
         words = _stream_words(runner)
 
@@ -603,6 +654,7 @@ def _job_count(scale: Scale, scenarios: Sequence[str], only: set[str] | None) ->
     for scenario, clients, reps in (
         ("load", LOAD_CLIENTS, scale.reps),
         ("layers", LAYER_CLIENTS, scale.reps),
+        ("conversation", CONVERSATION_CLIENTS, scale.reps),
         ("stream", STREAM_CLIENTS, scale.reps),
         ("cache", CACHE_CLIENTS, 1),
         ("faults", FAULT_CLIENTS, 1),

@@ -18,6 +18,13 @@ process), KiB for RSS (``ru_maxrss``). Kinds:
   client: latency of each (p50, mean).
 - ``faults``: ``n`` calls without faults, then ``n`` with the simulator's fault mix: success
   rate, latency, calls the simulator received per logical call.
+- ``conversation``: for each size in ``sizes`` (messages, ascending), ``warmup`` calls then
+  the size's count in ``calls``, one at a time, of a conversation of that size with
+  ``TOOLS`` tools (:func:`~benchmarks.workload.conversation`; only the last prompt changes):
+  CPU per call, p50 latency, request body bytes, and the process's peak RSS so far. Then an
+  agent loop: from a conversation of ``agent_start`` messages, ``turns`` calls, each
+  appending the answer and a new user message to the conversation as the client's users
+  keep it: CPU of every turn.
 - ``ratelimit``: from ``callers`` concurrent callers through a client limited to ``rpm`` and
   ``max_concurrency``, first ``rpm`` calls (the bucket's one-minute burst), then at least
   ``steady`` more: the pace of the second half of those at the simulator (requests per
@@ -40,7 +47,7 @@ from typing import Any
 import httpx
 
 from benchmarks.clients import API_KEY, Adapter, Missing, make_adapter
-from benchmarks.workload import Workload
+from benchmarks.workload import Workload, conversation, prompt, tools
 
 __all__ = ["main", "percentile"]
 
@@ -296,6 +303,61 @@ async def _ratelimit(adapter: Adapter, params: dict[str, Any], control: _Control
     }
 
 
+async def _conversation(adapter: Adapter, params: dict[str, Any]) -> dict[str, Any]:
+    sizes = [int(s) for s in params["sizes"]]
+    calls = [int(n) for n in params["calls"]]
+    warmup = int(params.get("warmup", 2))
+    turns = int(params["turns"])
+    spec = tools()
+    progress = _Progress(sum(calls) + turns)
+    out: dict[str, Any] = {}
+    offset = 1
+    for size, n in zip(sizes, calls, strict=True):
+        messages = conversation(size, offset)
+        body_bytes = len(json.dumps({**adapter.work.body, "messages": messages, "tools": spec}))
+        latencies: list[float] = []
+        cpu = 0.0
+        for k in range(warmup + n):
+            # Only the last prompt changes, so a response cache misses on every call.
+            messages[-1] = {"role": "user", "content": prompt(offset + k)}
+            began_cpu = time.process_time()
+            began = time.perf_counter()
+            await adapter.converse(messages, spec)
+            if k >= warmup:
+                latencies.append(time.perf_counter() - began)
+                cpu += time.process_time() - began_cpu
+                progress.tick()
+        offset += warmup + n
+        out[str(size)] = {
+            "n": n,
+            "body_bytes": body_bytes,
+            "cpu_per_call": cpu / n,
+            "p50": percentile(latencies, 50),
+            "peak_rss_kib": _max_rss_kib(),
+        }
+    kept = adapter.keep(conversation(int(params["agent_start"]), offset))
+    per_turn: list[float] = []
+    for turn in range(turns):
+        began_cpu = time.process_time()
+        answer = await adapter.converse(kept, spec)
+        kept.append(answer)
+        kept.append(adapter.user_turn(prompt(offset + 1 + turn)))
+        per_turn.append(time.process_time() - began_cpu)
+        progress.tick()
+    tenth = max(1, turns // 10)
+    return {
+        "sizes": out,
+        "agent": {
+            "start": int(params["agent_start"]),
+            "turns": turns,
+            "cpu_per_turn": per_turn,
+            "first_tenth": statistics.fmean(per_turn[:tenth]),
+            "last_tenth": statistics.fmean(per_turn[-tenth:]),
+        },
+        "peak_rss_kib": _max_rss_kib(),
+    }
+
+
 class _Control:
     """The simulator's ``/_bench/*`` control routes, over their own connection."""
 
@@ -347,6 +409,8 @@ async def _run(job: dict[str, Any]) -> dict[str, Any]:
             result = await _faults(adapter, params, control)
         elif kind == "ratelimit":
             result = await _ratelimit(adapter, params, control)
+        elif kind == "conversation":
+            result = await _conversation(adapter, params)
         else:
             raise ValueError(f"unknown measurement kind {kind!r}")
     finally:

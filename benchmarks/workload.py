@@ -12,7 +12,17 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ANTHROPIC", "OPENAI_CHAT", "STREAM", "Workload", "prompt", "workload"]
+__all__ = [
+    "ANTHROPIC",
+    "OPENAI_CHAT",
+    "STREAM",
+    "TOOLS",
+    "Workload",
+    "conversation",
+    "prompt",
+    "tools",
+    "workload",
+]
 
 _PROMPT = "Request {i}: why is the sky blue at noon today?"
 
@@ -102,3 +112,74 @@ ANTHROPIC = ("anthropic", "anthropic", "claude-sonnet-4-5", "low")
 
 STREAM = ("openai_chat", "deepseek", "deepseek-v4-pro", "high")
 """Streams with reasoning deltas: DeepSeek's dialect sends ``reasoning_content`` deltas."""
+
+
+TOOLS = 30
+"""Tools sent with every call of the conversation-size scenario."""
+
+_TURN_TEXT = (
+    "Step {k}: the caller asked about the deployment log of service {k} — the last run "
+    "ended with exit code {code}; the retry policy waited {wait} s before the next attempt, "
+    "and the operator wants a short summary of what changed since the previous release."
+)
+
+
+def tools(n: int = TOOLS) -> list[dict[str, Any]]:
+    """``n`` OpenAI Chat tools of a realistic size (about 280 bytes of JSON each)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": f"lookup_{k}",
+                "description": f"Look up record {k} of the inventory and return its fields.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "description": "the record id"},
+                        "fields": {"type": "array", "items": {"type": "string"}},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                    },
+                    "required": ["id"],
+                },
+            },
+        }
+        for k in range(n)
+    ]
+
+
+def _turn(k: int) -> list[dict[str, Any]]:
+    """Four messages of an agent turn: a question, a tool call, its result, an answer."""
+    text = _TURN_TEXT.format(k=k, code=k % 7, wait=k % 5 + 1)
+    call_id = f"call_{k:06d}"
+    return [
+        {"role": "user", "content": text},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": f"lookup_{k % TOOLS}", "arguments": f'{{"id":"r{k}"}}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": f'{{"id":"r{k}","status":"ok"}}'},
+        {"role": "assistant", "content": "Summary: " + text},
+    ]
+
+
+def conversation(size: int, i: int) -> list[dict[str, Any]]:
+    """A conversation of ``size`` OpenAI Chat dicts (at least 2) ending with ``prompt(i)``.
+
+    A system message, then agent turns (question, tool call, tool result, answer) cut to
+    ``size - 2`` messages, then call ``i``'s user prompt: the same conversation for every
+    ``i`` but its last message, so a response cache misses on every call.
+    """
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an operator."}]
+    k = 0
+    while len(messages) < size - 1:
+        messages.extend(_turn(k)[: size - 1 - len(messages)])
+        k += 1
+    messages.append({"role": "user", "content": prompt(i)})
+    return messages
