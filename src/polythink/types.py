@@ -12,9 +12,9 @@ import dataclasses
 import enum
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 __all__ = [
     "EFFORT_ORDER",
@@ -48,6 +48,9 @@ __all__ = [
     "coerce_messages",
     "coerce_tools",
 ]
+
+
+_T = TypeVar("_T")
 
 
 class Effort(enum.StrEnum):
@@ -394,26 +397,71 @@ class Message:
     reasoning_format: str | None = None
     metadata: MessageMetadata | None = field(default=None, compare=False)
 
+    _memo: tuple[str, Any] | dict[str, Any] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """Shapes derived from this value, by the name of what derived them (see :meth:`memo`)."""
+
     def __post_init__(self) -> None:
-        if self.role not in _ROLES:
+        if self.role not in _ROLE_SET:
             raise ValueError(f"unknown message role {self.role!r}; accepted: {', '.join(_ROLES)}")
-        if self.content is not None and not isinstance(self.content, str | list):
+        content = self.content
+        if (
+            content is not None
+            and content.__class__ is not str
+            and not isinstance(content, str | list)
+        ):
             raise ValueError(
                 "message content must be a string, a list of content parts, or None; got "
-                f"{type(self.content).__name__}"
+                f"{type(content).__name__}"
             )
         if self.role == "tool" and not (isinstance(self.tool_call_id, str) and self.tool_call_id):
             raise ValueError("a tool message needs the tool_call_id of the call it answers")
-        if not isinstance(self.tool_calls, tuple):
-            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        if any(not isinstance(call, ToolCall) for call in self.tool_calls):
-            raise ValueError("Message.tool_calls must hold ToolCall values")
-        if not isinstance(self.reasoning_items, tuple):
+        calls = self.tool_calls
+        if calls.__class__ is not tuple:
+            calls = tuple(calls)
+            object.__setattr__(self, "tool_calls", calls)
+        for call in calls:
+            if call.__class__ is not ToolCall and not isinstance(call, ToolCall):
+                raise ValueError("Message.tool_calls must hold ToolCall values")
+        if self.reasoning_items.__class__ is not tuple:
             object.__setattr__(self, "reasoning_items", tuple(self.reasoning_items))
         if self.metadata is not None and not isinstance(self.metadata, MessageMetadata):
             if not isinstance(self.metadata, Mapping):
                 raise ValueError("Message.metadata must be a MessageMetadata, a dict or None")
             object.__setattr__(self, "metadata", MessageMetadata.from_dict(self.metadata))
+
+    def memo(self, name: str, derive: Callable[[Message], _T]) -> _T:
+        """Return ``derive(self)``, computed once per ``name`` for this value.
+
+        A ``Message`` is immutable, so what a transport or the cache derives from it (its
+        body on one wire, its canonical bytes in a cache key) holds for as long as the
+        value lives: an agent loop that keeps its messages converts only the new ones each
+        turn. ``name`` must say everything the derived value depends on besides the
+        message (for example the wire and the provider). The derived value is shared:
+        treat it as read-only, as the message itself (content parts and reasoning items
+        included) must be.
+        """
+        memo = self._memo
+        if memo is None:
+            # Most messages are derived for one purpose only: a pair until a second one.
+            value = derive(self)
+            object.__setattr__(self, "_memo", (name, value))
+            return value
+        if isinstance(memo, tuple):
+            if memo[0] == name:
+                found: _T = memo[1]
+                return found
+            table = {memo[0]: memo[1]}
+            object.__setattr__(self, "_memo", table)
+        elif name in memo:
+            found = memo[name]
+            return found
+        else:
+            table = memo
+        value = derive(self)
+        table[name] = value
+        return value
 
     @classmethod
     def coerce(cls, value: Message | Mapping[str, Any]) -> Message:
@@ -432,15 +480,16 @@ class Message:
                 tool call without a name); the message names the key and lists the
                 accepted ones.
         """
-        if isinstance(value, Message):
+        if value.__class__ is Message or isinstance(value, Message):
             return value
-        if not isinstance(value, Mapping):
+        if value.__class__ is not dict and not isinstance(value, Mapping):
             raise ValueError(
                 "each message must be a Message or an OpenAI-style dict with 'role' and "
                 f"'content'; got {type(value).__name__}"
             )
-        role = value.get("role")
-        if not isinstance(role, str) or not role:
+        get = value.get
+        role = get("role")
+        if (role.__class__ is not str and not isinstance(role, str)) or not role:
             raise ValueError(f"a message needs a 'role' string; got {dict(value)!r}")
         if not _MESSAGE_KEYS.issuperset(value):
             unknown = sorted(map(str, value.keys() - _MESSAGE_KEYS))
@@ -448,42 +497,70 @@ class Message:
                 f"{role} message has unknown key(s) {', '.join(map(repr, unknown))}; "
                 f"accepted: {', '.join(sorted(_MESSAGE_KEYS))}"
             )
-        if value.get("content") is None and (
-            role in _NEEDS_CONTENT or not any(value.get(k) for k in _ASSISTANT_OUTPUT)
+        if get("content") is None and (
+            role in _NEEDS_CONTENT or not any(get(k) for k in _ASSISTANT_OUTPUT)
         ):
             needs = "" if role in _NEEDS_CONTENT else ", or one of " + ", ".join(_ASSISTANT_OUTPUT)
             raise ValueError(
                 f"{role} message has no content: it needs 'content' (a string or a list of "
                 f"content parts){needs}"
             )
-        raw_calls = value.get("tool_calls") or ()
-        if isinstance(raw_calls, str | bytes | Mapping):
-            raise ValueError("a message's tool_calls must be a list of tool calls")
-        calls = tuple(
-            c if isinstance(c, ToolCall) else ToolCall.from_openai(_mapping(c, "tool call"))
-            for c in raw_calls
-        )
-        reasoning = value.get("reasoning_content")
-        if reasoning is None and isinstance(value.get("reasoning"), str):
-            reasoning = value.get("reasoning")
+        raw_calls = get("tool_calls") or ()
+        calls: tuple[ToolCall, ...] = ()
+        if raw_calls:
+            if raw_calls.__class__ is not list and isinstance(raw_calls, str | bytes | Mapping):
+                raise ValueError("a message's tool_calls must be a list of tool calls")
+            calls = tuple([_tool_call(c) for c in raw_calls])
+        reasoning = get("reasoning_content")
+        if reasoning is None:
+            reasoning = get("reasoning")
+            if reasoning is not None and not isinstance(reasoning, str):
+                reasoning = None
         items: tuple[Mapping[str, Any], ...] = ()
-        fmt = value.get("reasoning_format")
-        details = value.get("reasoning_details")
+        fmt = get("reasoning_format")
+        details = get("reasoning_details")
         if details:
             items, fmt = tuple(details), fmt or "openrouter"
-        elif value.get("reasoning_items"):
-            items = tuple(value["reasoning_items"])
-        return cls(
-            role=role,
-            content=value.get("content"),
-            tool_calls=calls,
-            tool_call_id=value.get("tool_call_id"),
-            name=value.get("name"),
-            reasoning=reasoning,
-            reasoning_items=items,
-            reasoning_format=fmt,
-            metadata=value.get("metadata"),
-        )
+        else:
+            raw_items = get("reasoning_items")
+            if raw_items:
+                items = tuple(raw_items)
+        content = get("content")
+        tool_call_id = get("tool_call_id")
+        metadata = get("metadata")
+        if (
+            cls is not Message
+            or metadata is not None
+            or role not in _ROLE_SET
+            or (content is not None and content.__class__ is not str)
+            or (role == "tool" and not (isinstance(tool_call_id, str) and tool_call_id))
+        ):
+            # The constructor validates and raises the error that says what is wrong.
+            return cls(
+                role=role,
+                content=content,
+                tool_calls=calls,
+                tool_call_id=tool_call_id,
+                name=get("name"),
+                reasoning=reasoning,
+                reasoning_items=items,
+                reasoning_format=fmt,
+                metadata=metadata,
+            )
+        # What __post_init__ checks holds here, so the value is built through its slots,
+        # skipping the frozen dataclass __init__ (about half the cost of a message).
+        message: Message = _new(Message)
+        _set_role(message, role)
+        _set_content(message, content)
+        _set_tool_calls(message, calls)
+        _set_tool_call_id(message, tool_call_id)
+        _set_name(message, get("name"))
+        _set_reasoning(message, reasoning)
+        _set_reasoning_items(message, items)
+        _set_reasoning_format(message, fmt)
+        for set_default, default in _OTHER_DEFAULTS:
+            set_default(message, default())
+        return message
 
     def to_dict(self) -> dict[str, Any]:
         """Return the message as a JSON-ready dict (the inverse of :meth:`from_dict`).
@@ -558,6 +635,52 @@ class Message:
 
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+_ROLE_SET = frozenset(_ROLES)
+_new = object.__new__
+
+
+def _tool_call(value: Any) -> ToolCall:
+    """A ``ToolCall`` from a ``ToolCall`` or an OpenAI ``tool_calls[]`` entry."""
+    if value.__class__ is dict:
+        function = value.get("function")
+        if function.__class__ is dict:
+            name = function.get("name")
+            arguments = function.get("arguments", "{}")
+            if name.__class__ is str and name and arguments.__class__ is str:
+                # The common shape, built through the slots (as ``from_openai`` would).
+                call: ToolCall = _new(ToolCall)
+                _set_call_id(call, str(value.get("id") or ""))
+                _set_call_name(call, name)
+                _set_call_arguments(call, arguments)
+                return call
+    if isinstance(value, ToolCall):
+        return value
+    return ToolCall.from_openai(_mapping(value, "tool call"))
+
+
+def _slot(name: str, cls: type = Message) -> Callable[[Any, Any], None]:
+    setter: Callable[[Any, Any], None] = vars(cls)[name].__set__
+    return setter
+
+
+def _default_of(spec: dataclasses.Field[Any]) -> Callable[[], Any]:
+    if spec.default_factory is not dataclasses.MISSING:
+        return spec.default_factory
+    value = spec.default
+    return lambda: value
+
+
+_set_role = _slot("role")
+_set_content = _slot("content")
+_set_tool_calls = _slot("tool_calls")
+_set_tool_call_id = _slot("tool_call_id")
+_set_name = _slot("name")
+_set_reasoning = _slot("reasoning")
+_set_reasoning_items = _slot("reasoning_items")
+_set_reasoning_format = _slot("reasoning_format")
+_set_call_id = _slot("id", ToolCall)
+_set_call_name = _slot("name", ToolCall)
+_set_call_arguments = _slot("arguments", ToolCall)
 _DICT_KEYS = frozenset(
     {
         "role",
@@ -599,7 +722,7 @@ _MESSAGE_KEYS = frozenset(
         "tool_call_id",
         "reasoning_content",
         "reasoning_details",
-        *(f.name for f in dataclasses.fields(Message)),
+        *(f.name for f in dataclasses.fields(Message) if f.init),
     }
 )
 _NEEDS_CONTENT = frozenset({"system", "developer", "user", "tool"})
@@ -613,6 +736,23 @@ _ASSISTANT_OUTPUT = (
     "reasoning_details",
     "reasoning_items",
 )
+_COERCED = frozenset(
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "name",
+        "reasoning",
+        "reasoning_items",
+        "reasoning_format",
+    }
+)
+_OTHER_DEFAULTS: tuple[tuple[Callable[[Message, Any], None], Callable[[], Any]], ...] = tuple(
+    (_slot(f.name), _default_of(f)) for f in dataclasses.fields(Message) if f.name not in _COERCED
+)
+"""Every other field (the memo, metadata, any field added later) with its default."""
+
 
 MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "contents"})
 """Body fields polythink always sets itself; ``extra_body`` may not replace them."""
@@ -1072,7 +1212,9 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
             "messages must be a list of Message objects or OpenAI-style dicts; got "
             f"{type(messages).__name__}"
         )
-    result = tuple(Message.coerce(m) for m in messages)
+    coerce = Message.coerce
+    # A Message value is taken as it is; only dicts are converted.
+    result = tuple([m if m.__class__ is Message else coerce(m) for m in messages])
     if not result:
         raise ValueError("messages must not be empty")
     return result

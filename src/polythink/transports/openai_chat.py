@@ -16,6 +16,7 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
@@ -125,6 +126,13 @@ def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> lis
     """
     out: list[dict[str, Any]] = []
     moved: list[Any] = []
+    # Each message's body depends on the message and these profile fields only; an agent
+    # loop that keeps its Message values converts only the new ones.
+    memo = (
+        f"openai_chat:{profile.reasoning_back}:{profile.reasoning_back_tool_turns_only}:"
+        f"{profile.reasoning_back_required}:{profile.reasoning_format}"
+    )
+    convert = functools.partial(_message_body, profile=profile)
     for message in messages:
         images = _tool_images(message) if message.role == "tool" else []
         if moved and message.role != "tool":
@@ -135,7 +143,7 @@ def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> lis
             moved.append({"type": "text", "text": f"Images from tool call {message.tool_call_id}:"})
             moved.extend(dict(image) for image in images)
         else:
-            out.append(_message_body(message, profile))
+            out.append(message.memo(memo, convert))
     if moved:
         out.append({"role": "user", "content": moved})
     return out
@@ -152,7 +160,8 @@ def _append_system_suffix(messages: list[dict[str, Any]], suffix: str) -> None:
     if position is None:
         messages.insert(0, {"role": "system", "content": suffix})
         return
-    target = messages[position]
+    # A copy: the message's own body is memoised on it and shared with later calls.
+    target = messages[position] = dict(messages[position])
     content = target["content"]
     if isinstance(content, list):
         target["content"] = [*content, {"type": "text", "text": suffix}]
