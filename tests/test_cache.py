@@ -578,9 +578,12 @@ async def test_a_corrupt_database_file_degrades_to_misses_with_one_warning(
     directory = tmp_path / "cache"
     directory.mkdir()
     (directory / "cache.db").write_bytes(b"this is not an SQLite database" * 100)
-    _, _inner, chain = layered(DiskStore(directory), handler=counting("A", "B"))
+    layer, _inner, chain = layered(DiskStore(directory), handler=counting("A", "B"))
     with caplog.at_level(logging.WARNING, logger="polythink.cache"):
         first = await chain.complete(ask())
+        # The answer waits in memory for the batch writer until committed; its commit
+        # fails here, and the entry is dropped.
+        await layer.aclose()
         second = await chain.complete(ask())
     assert (first.text, second.text) == ("A", "B")
     assert (first.cache_hit, second.cache_hit) == (False, False)

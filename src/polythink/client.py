@@ -402,12 +402,15 @@ class Client:
         return layers
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this client created it, and the Redis connections.
+        """Commit the cache entries still pending, close the HTTP client if this client
+        created it, and the Redis connections.
 
         Afterwards ``complete`` and ``stream``, and any stream still being read, raise
         :class:`~polythink.errors.ClientClosedError` until the client is started again.
         """
         http, self._http, self._chain = self._http, None, None
+        if self._cache is not None:
+            await self._cache.aclose()
         if http is not None:
             self._closed = True
         if http is not None and self._given_http is None:

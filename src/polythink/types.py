@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast
 
 __all__ = [
     "EFFORT_ORDER",
@@ -455,8 +455,7 @@ class Message:
             table = {memo[0]: memo[1]}
             object.__setattr__(self, "_memo", table)
         elif name in memo:
-            found = memo[name]
-            return found
+            return cast(_T, memo[name])
         else:
             table = memo
         value = derive(self)
