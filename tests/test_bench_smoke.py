@@ -136,6 +136,35 @@ def test_layers_of_this_build_are_measured_or_named_as_missing(
             assert "no rate-limit layer" in limits["skipped"][client]
 
 
+def test_conversation_sizes_and_agent_turns_for_every_client(
+    run: tuple[dict[str, Any], Path, str],
+) -> None:
+    results, _, _ = run
+    scenario = results["scenarios"]["conversation"]
+    assert scenario["errors"] == {}
+    # The clients of this run that the scenario compares.
+    assert set(scenario["clients"]) == {"raw-httpx", "polythink-full-aiohttp"}
+    scale = results["scale"]
+    sizes = [str(s) for s in scale["conversation_sizes"]]
+    for data in scenario["clients"].values():
+        assert list(data["sizes"]) == sizes
+        for size, calls in zip(sizes, scale["conversation_calls"], strict=True):
+            figures = data["sizes"][size]
+            assert figures["n"] == calls
+            assert figures["cpu_per_call"] > 0
+            assert figures["peak_rss_kib"] > 0
+        bodies = [data["sizes"][s]["body_bytes"] for s in sizes]
+        assert bodies == sorted(bodies)
+        assert bodies[0] < bodies[-1]
+        agent = data["agent"]
+        assert agent["start"] == scale["agent_start"]
+        assert len(agent["cpu_per_turn"]) == agent["turns"] == scale["agent_turns"]
+        assert all(cpu > 0 for cpu in agent["cpu_per_turn"])
+    names = {t["target"] for t in results["targets"]}
+    for size in sizes:
+        assert f"polythink-full-aiohttp CPU/call with {size} messages ≤ 1.25× raw httpx" in names
+
+
 def test_import_times_and_targets(run: tuple[dict[str, Any], Path, str]) -> None:
     results, _, _ = run
     seconds = results["scenarios"]["import"]["seconds"]
@@ -159,10 +188,19 @@ def test_import_times_and_targets(run: tuple[dict[str, Any], Path, str]) -> None
 
 def test_tables_and_charts_are_written(run: tuple[dict[str, Any], Path, str]) -> None:
     results, out, stdout = run
-    for title in ("Non-streaming calls", "Streaming", "Memory", "Import time", "Targets"):
+    for title in (
+        "Non-streaming calls",
+        "Conversation size",
+        "Agent loop",
+        "Streaming",
+        "Memory",
+        "Import time",
+        "Targets",
+    ):
         assert title in stdout
     expected = {f"smoke-{name}.png" for name in ("load-cpu", "load-latency", "stream-cpu")}
     expected |= {"smoke-memory.png", "smoke-import.png"}
+    expected |= {"smoke-conversation.png", "smoke-agent.png"}
     assert {Path(p).name for p in results["charts"]} == expected
     for name in expected:
         assert (out / name).read_bytes()[:8] == PNG

@@ -1,0 +1,358 @@
+"""The fast paths send the same bytes and compute the same cache keys as the plain code.
+
+For every recorded exchange in ../shared/fixtures/real, a conversation is built from the
+recorded request's messages, the assistant turn parsed from the recorded answer and a new
+user turn. On every wire (OpenAI Chat with the dialects whose message bodies differ,
+OpenAI Responses, Anthropic, Gemini) the body polythink sends and the request's cache key
+are compared with a reference computed the plain way, kept here: messages built through the
+dataclass constructor (the coercion as it was before its fast path), each message's body
+converted afresh, the body encoded by ``json.dumps``, the key hashed over the whole
+:func:`canonical_request`. Each comparison is made three times: on messages coerced from
+dicts (first conversion), on the same Message values again (the memoised shapes and bytes),
+and on the conversation grown by two messages (an agent loop's next turn: resumed hashing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from polythink.config import Source
+from polythink.errors import PolythinkError
+from polythink.middleware.cache import _KEY_VERSION, CacheMiddleware, canonical_request
+from polythink.providers import get_provider
+from polythink.transports import anthropic, gemini, openai_chat, openai_responses, transport_class
+from polythink.transports.base import dumps
+from polythink.types import Message, Request, Tool, ToolCall, coerce_messages, coerce_tools
+from tests.cassettes import Cassette, Interaction
+from tests.conftest import REAL, shared_file
+
+pytestmark = pytest.mark.fixture_replay
+
+PROVIDERS = (
+    "openai",
+    "deepseek",
+    "openrouter",
+    "ollama",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+)
+"""One provider per wire, and the OpenAI Chat dialects whose message bodies differ
+(reasoning sent back as ``reasoning_content``, as ``reasoning``, OpenRouter's details)."""
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look up a record — by id.",
+            "parameters": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "ratio": {"type": "number"}},
+                "required": ["id"],
+            },
+        },
+    }
+]
+
+
+def _recordings() -> list[Path]:
+    directory = shared_file(REAL)
+    return sorted(directory.glob("*.yaml"))
+
+
+def _reference_json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _reference_message(value: Message | Mapping[str, Any]) -> Message:
+    """``Message.coerce`` as it was before its fast path: through the constructor."""
+    if isinstance(value, Message):
+        return value
+    raw_calls = value.get("tool_calls") or ()
+    calls = tuple(c if isinstance(c, ToolCall) else ToolCall.from_openai(c) for c in raw_calls)
+    reasoning = value.get("reasoning_content")
+    if reasoning is None and isinstance(value.get("reasoning"), str):
+        reasoning = value.get("reasoning")
+    items: tuple[Mapping[str, Any], ...] = ()
+    fmt = value.get("reasoning_format")
+    details = value.get("reasoning_details")
+    if details:
+        items, fmt = tuple(details), fmt or "openrouter"
+    elif value.get("reasoning_items"):
+        items = tuple(value["reasoning_items"])
+    return Message(
+        role=value["role"],
+        content=value.get("content"),
+        tool_calls=calls,
+        tool_call_id=value.get("tool_call_id"),
+        name=value.get("name"),
+        reasoning=reasoning,
+        reasoning_items=items,
+        reasoning_format=fmt,
+    )
+
+
+def _reference_key(scope: bytes, request: Request) -> str:
+    """The key as it was computed before: one SHA-256 over the whole canonical JSON."""
+    digest = hashlib.sha256(_KEY_VERSION)
+    digest.update(scope)
+    digest.update(b"\n")
+    digest.update(canonical_request(request).encode())
+    return digest.hexdigest()
+
+
+def _as_dicts(messages: list[Message]) -> list[dict[str, Any]]:
+    """OpenAI-style dicts that coerce back to ``messages`` (reasoning items kept)."""
+    out = []
+    for m in messages:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            d["tool_calls"] = [c.to_openai() for c in m.tool_calls]
+        if m.tool_call_id is not None:
+            d["tool_call_id"] = m.tool_call_id
+        if m.name is not None:
+            d["name"] = m.name
+        if m.reasoning is not None:
+            d["reasoning_content"] = m.reasoning
+        if m.reasoning_items:
+            d["reasoning_items"] = [dict(i) for i in m.reasoning_items]
+            d["reasoning_format"] = m.reasoning_format
+        out.append(d)
+    return out
+
+
+def _recorded_turns(recorded: Interaction) -> list[dict[str, Any]]:
+    """The recorded request's conversation as OpenAI-style dicts (what a caller passes)."""
+    body = recorded.request_body
+    if not isinstance(body, dict):
+        return []
+    turns: list[dict[str, Any]] = []
+    system = body.get("system") or body.get("instructions")
+    if isinstance(system, str):
+        turns.append({"role": "system", "content": system})
+    for message in body.get("messages") or ():
+        if isinstance(message, dict) and message.get("role") in ("system", "user", "assistant"):
+            content = message.get("content")
+            if isinstance(content, str | list) and not message.get("tool_calls"):
+                turns.append({"role": message["role"], "content": content})
+    for content in body.get("contents") or ():
+        texts = [p["text"] for p in content.get("parts", ()) if isinstance(p.get("text"), str)]
+        if texts:
+            role = "assistant" if content.get("role") == "model" else "user"
+            turns.append({"role": role, "content": "".join(texts)})
+    if isinstance(body.get("input"), str):
+        turns.append({"role": "user", "content": body["input"]})
+    return turns
+
+
+def _recorded_answer(recorded: Interaction) -> Message | None:
+    """The assistant turn parsed from a recorded JSON answer, with its reasoning items."""
+    data = recorded.response_json
+    if recorded.status != 200 or not isinstance(data, dict):
+        return None
+    uri = recorded.uri
+    try:
+        if "generativelanguage" in uri:
+            profile = get_provider("gemini")
+            parsed = gemini.parse_response(data, profile=profile, source_index=0, model="m")
+        elif "/messages" in uri:
+            profile = get_provider("anthropic")
+            parsed = anthropic.parse_message(data, profile=profile, source_index=0, model="m")
+        elif "/responses" in uri:
+            profile = get_provider("openai-responses")
+            parsed = openai_responses.parse_response(
+                data, profile=profile, source_index=0, model="m"
+            )
+        elif "chat/completions" in uri:
+            provider = "openrouter" if "openrouter" in uri else "openai"
+            profile = get_provider(provider)
+            parsed = openai_chat.parse_completion(data, profile=profile, source_index=0, model="m")
+        else:
+            return None
+    except PolythinkError:
+        return None
+    return parsed.message
+
+
+def _conversations() -> list[tuple[str, list[dict[str, Any]]]]:
+    cases = []
+    for path in _recordings():
+        for index, recorded in enumerate(Cassette.load(path).interactions):
+            turns = _recorded_turns(recorded)
+            answer = _recorded_answer(recorded)
+            if answer is not None:
+                turns.extend(_as_dicts([answer]))
+                if answer.tool_calls:
+                    turns.extend(
+                        {"role": "tool", "tool_call_id": c.id, "content": '{"ok":true}'}
+                        for c in answer.tool_calls
+                    )
+            if not turns:
+                continue
+            turns.append({"role": "user", "content": "Next — and thanks. ✓"})
+            cases.append((f"{path.name}#{index}", turns))
+    return cases
+
+
+def _transport(provider: str) -> Any:
+    profile = get_provider(provider)
+    source = Source(provider, "test-model", api_key="k", base_url="http://127.0.0.1:1/v1")
+    return transport_class(profile.wire)(
+        source=source, index=0, profile=profile, client=httpx.AsyncClient(), api_key="k"
+    )
+
+
+def _reference_body(transport: Any, request: Request) -> dict[str, Any]:
+    body: dict[str, Any] = transport.body(request)
+    if transport.profile.wire == "openai_chat":
+        # The message bodies converted afresh, as before they were memoised.
+        body["messages"] = [
+            openai_chat._message_body(m, transport.profile) for m in request.messages
+        ]
+    return body
+
+
+def _outcome(build: Any) -> tuple[str, Any]:
+    try:
+        return "ok", build()
+    except (PolythinkError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+def test_every_recording_yields_conversations() -> None:
+    cases = _conversations()
+    assert len(cases) >= 20
+    # Reasoning items from Anthropic, Responses and Gemini answers are among them.
+    kinds = {m.get("reasoning_format") for _, turns in cases for m in turns}
+    assert {"anthropic", "openai-responses", "gemini"} <= kinds
+
+
+def test_recorded_request_bodies_encode_to_the_same_bytes() -> None:
+    bodies = [
+        recorded.request_body
+        for path in _recordings()
+        for recorded in Cassette.load(path).interactions
+        if isinstance(recorded.request_body, dict)
+    ]
+    assert len(bodies) >= 20
+    for body in bodies:
+        assert dumps(body) == _reference_json(body)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_bodies_and_keys_match_the_plain_code_on_every_recording(provider: str) -> None:
+    transport = _transport(provider)
+    source = transport.source
+    layer = CacheMiddleware(_DictStore(), [source])
+    scope = layer._scope
+    tools = coerce_tools(TOOLS)
+    checked = 0
+    for name, turns in _conversations():
+        reference = tuple(_reference_message(t) for t in turns)
+        fast = coerce_messages(turns)
+        assert fast == reference, name
+        grown = (
+            *fast,
+            Message(role="assistant", content="Done."),
+            Message(role="user", content="And then?"),
+        )
+        reference_grown = (*reference, *grown[-2:])
+        for messages, expected_messages in (
+            (fast, reference),
+            (fast, reference),
+            (grown, reference_grown),
+        ):
+            request = Request(messages=messages, tools=tools, temperature=0.5)
+            expected = Request(messages=expected_messages, tools=tools, temperature=0.5)
+            sent = _outcome(lambda r=request: dumps(transport.body(r)))
+            wanted = _outcome(lambda r=expected: _reference_json(_reference_body(transport, r)))
+            assert sent == wanted, name
+            assert layer.key(request) == _reference_key(scope, expected), name
+        checked += 1
+    assert checked >= 20
+
+
+def test_a_message_keeps_what_was_derived_from_it() -> None:
+    message = Message(role="user", content="hi")
+    calls: list[str] = []
+
+    def derive(m: Message) -> str:
+        calls.append(m.role)
+        return f"derived {m.content}"
+
+    assert message.memo("a", derive) == "derived hi"
+    assert message.memo("a", derive) == "derived hi"
+    assert message.memo("b", derive) == "derived hi"
+    assert message.memo("a", derive) == "derived hi"
+    assert calls == ["user", "user"]
+    # A derived copy starts afresh; the memo is not part of equality or the repr.
+    changed = dataclasses.replace(message, content="bye")
+    assert changed.memo("a", derive) == "derived bye"
+    assert Message(role="user", content="hi") == message
+    assert "memo" not in repr(message)
+
+
+def test_an_agent_loop_hashes_only_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    from polythink.middleware import cache
+
+    encoded: list[str | list[Any] | None] = []
+    real = cache._message_bytes
+
+    def counting(message: Message) -> bytes:
+        encoded.append(message.content)
+        return real(message)
+
+    monkeypatch.setattr(cache, "_message_bytes", counting)
+    layer = CacheMiddleware(_DictStore(), [_transport("openai").source])
+    conversation = list(coerce_messages([{"role": "user", "content": "turn 0"}]))
+    for turn in range(1, 6):
+        request = Request(messages=tuple(conversation))
+        assert layer.key(request) == _reference_key(layer._scope, request)
+        conversation += [
+            Message(role="assistant", content=f"answer {turn}"),
+            Message(role="user", content=f"turn {turn}"),
+        ]
+    # Each message was encoded once, however many turns sent it.
+    assert encoded == ["turn 0", *[x for t in range(1, 5) for x in (f"answer {t}", f"turn {t}")]]
+
+
+def test_floats_orjson_writes_differently_keep_their_value() -> None:
+    body = {"temperature": 1e-05, "x": [1e-07, 0.1, 1e16], "big": 2**70}
+    sent = dumps(body)
+    assert json.loads(sent) == body
+    # An integer beyond 64 bits goes through json, which writes it exactly.
+    assert sent == _reference_json(body)
+    assert dumps({"t": 1e-05}) == b'{"t":0.00001}'
+
+
+def test_tools_keep_their_order_and_floats_in_the_key() -> None:
+    source = _transport("openai").source
+    layer = CacheMiddleware(_DictStore(), [source])
+    small = coerce_tools([{"name": "f", "parameters": {"type": "number", "minimum": 1e-05}}])
+    request = Request(messages=coerce_messages([{"role": "user", "content": "x"}]), tools=small)
+    assert layer.key(request) == _reference_key(layer._scope, request)
+    assert "1e-05" in canonical_request(request)
+    assert isinstance(small[0], Tool)
+
+
+class _DictStore:
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def set(self, key: str, value: bytes, expire: float | None = None) -> None:
+        self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)
