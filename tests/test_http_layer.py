@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
 from httpx_aiohttp import AiohttpTransport
 
+import polythink.http
 from polythink import Client, Source, Timeout
 from polythink.errors import RequestTimeoutError, TransientError
 from polythink.http import build_http_client
@@ -103,6 +106,34 @@ async def test_auto_falls_back_to_httpx_without_the_package(
         await client.aclose()
     with pytest.raises(ValueError, match=r"http='aiohttp' needs the httpx-aiohttp package"):
         Client([source("http://127.0.0.1:1/v1")], http="aiohttp")
+
+
+@pytest.mark.anyio
+async def test_every_client_shares_one_ssl_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[ssl.SSLContext] = []
+    real = httpx.create_ssl_context
+
+    def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        context = real(*args, **kwargs)
+        if not args and not kwargs:
+            built.append(context)
+        return context
+
+    monkeypatch.setattr(polythink.http, "_ssl_context", None)
+    monkeypatch.setattr(httpx, "create_ssl_context", counting)
+    clients = [build_http_client(layer) for layer in ("httpx", "aiohttp", "httpx", "aiohttp")]
+    try:
+        assert len(built) == 1
+        shared = polythink.http.default_ssl_context()
+        assert shared is built[0]
+        assert shared.verify_mode is ssl.CERT_REQUIRED
+        assert shared.check_hostname is True
+        pools = [c._transport for c in clients]
+        assert all(p._pool._ssl_context is shared for p in pools[::2])  # type: ignore[attr-defined]
+        assert all(p.ssl_context is shared for p in pools[1::2])  # type: ignore[attr-defined]
+    finally:
+        for client in clients:
+            await client.aclose()
 
 
 def test_unknown_layer_is_refused_when_the_client_is_built() -> None:
