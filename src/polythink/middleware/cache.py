@@ -841,7 +841,7 @@ class _BatchWriter:
         ttl: float | None,
         on_error: Callable[[str, BaseException], None],
         *,
-        delay: float = 0.003,
+        delay: float = 0.005,
         linger: float = 1.0,
     ) -> None:
         self._store = store
@@ -853,6 +853,7 @@ class _BatchWriter:
         """Entries handed over and not yet committed, by key."""
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._idle = False
 
     def put(self, key: str, value: bytes) -> None:
         """Hand ``value`` over for ``key``; it is committed within about ``delay`` seconds."""
@@ -863,15 +864,22 @@ class _BatchWriter:
                     target=self._run, name="polythink-cache-writer", daemon=False
                 )
                 self._thread.start()
-            else:
+            elif self._idle:
+                # A writer already waiting out its delay or committing takes this entry
+                # with the rest; only an idle one needs waking.
+                self._idle = False
                 self._wake.notify()
 
     def _run(self) -> None:
         while True:
             with self._wake:
-                if not self.pending and not self._wake.wait(self._linger) and not self.pending:
-                    self._thread = None
-                    return
+                while not self.pending:
+                    self._idle = True
+                    if not self._wake.wait(self._linger) and not self.pending:
+                        self._thread = None
+                        self._idle = False
+                        return
+                self._idle = False
             time.sleep(self._delay)
             self.flush()
 
