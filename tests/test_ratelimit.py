@@ -125,7 +125,7 @@ def test_estimate_counts_four_characters_per_token_three_per_message_and_the_cei
 def test_estimate_includes_reasoning_tool_calls_and_tool_definitions() -> None:
     call = ToolCall(id="c1", name="lookup", arguments='{"q":"x"}')  # 6 + 9 characters
     tool = Tool(name="get", description="d", parameters={"type": "object"})
-    # str({"type": "object"}) is 18 characters; with name and description: 22.
+    # {"type":"object"} is 17 characters of compact JSON; with name and description: 21.
     request = Request(
         messages=(
             Message(role="user", content=FORTY),
@@ -133,7 +133,7 @@ def test_estimate_includes_reasoning_tool_calls_and_tool_definitions() -> None:
         ),
         tools=(tool,),
     )
-    chars = 40 + 15 + 9 + 22
+    chars = 40 + 15 + 9 + 21
     assert estimate_tokens(request) == -(-chars // 4) + 2 * 3
 
 
