@@ -492,7 +492,7 @@ def _around_messages(
     ``prompt_cache`` and ``system_suffix`` among them), so the head is the first two fields
     and ``"messages":[``, the tail ``]`` and the rest, as :func:`canonical_request` has them.
     """
-    head = _canonical_json({"extra_body": request.extra_body, "max_tokens": request.max_tokens})
+    head = _canonical_bytes({"extra_body": request.extra_body, "max_tokens": request.max_tokens})
     fields: dict[str, Any] = {}
     if request.system_suffix is not None:
         fields["system_suffix"] = request.system_suffix
@@ -504,7 +504,7 @@ def _around_messages(
         effort = effective_efforts(request, defaults)
     else:
         effort = request.reasoning_effort.value if request.reasoning_effort is not None else None
-    tail = _canonical_json(
+    tail = _canonical_bytes(
         {
             **fields,
             "reasoning_effort": effort,
@@ -524,7 +524,51 @@ def _around_messages(
             "stream": request.stream,
         }
     )
-    return head[:-1].encode() + b',"messages":[', b"]," + tail[1:].encode()
+    return head[:-1] + b',"messages":[', b"]," + tail[1:]
+
+
+def _orjson_exact(value: Any) -> bool:
+    """Whether orjson writes ``value`` as :func:`_canonical_json` does, byte for byte.
+
+    Strings, booleans, ``None``, integers within 64 bits, floats from 1e-4 to 1e16 (where
+    both write the shortest decimal form; outside it their exponent forms differ), and
+    dicts with string keys and lists of those. Anything else (a Mapping that is not a dict,
+    NaN, a large integer) is left to ``json``, which decides or raises.
+    """
+    stack = [value]
+    pop = stack.pop
+    extend = stack.extend
+    while stack:
+        item = pop()
+        cls = item.__class__
+        if cls is str or item is None or cls is bool:
+            continue
+        if cls is dict:
+            for key in item:
+                if key.__class__ is not str:
+                    return False
+            extend(item.values())
+        elif cls is list or cls is tuple:
+            extend(item)
+        elif cls is int:
+            if not -(2**63) <= item < 2**64:
+                return False
+        elif cls is float:
+            if not (item == 0.0 or 1e-4 <= abs(item) < 1e16):
+                return False
+        else:
+            return False
+    return True
+
+
+def _canonical_bytes(value: Any) -> bytes:
+    """``_canonical_json(value).encode()``, through orjson where it writes the same bytes."""
+    if _orjson_exact(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            pass  # a lone surrogate: json decides
+    return _canonical_json(value).encode()
 
 
 class _Prefixes:
