@@ -19,6 +19,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -342,6 +343,36 @@ def test_tools_keep_their_order_and_floats_in_the_key() -> None:
     assert layer.key(request) == _reference_key(layer._scope, request)
     assert "1e-05" in canonical_request(request)
     assert isinstance(small[0], Tool)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        1e-05,
+        1e16,
+        0.1,
+        2**70,
+        -(2**63),
+        float("nan"),
+        float("inf"),
+        {"b": [1.5, None, True], "a": "é"},
+        MappingProxyType({"b": 1, "a": {"d": 2, "c": 1}}),
+        ("t", 1),
+        "\ud800",
+    ],
+)
+def test_keys_of_awkward_values_match_or_fail_as_before(value: Any) -> None:
+    layer = CacheMiddleware(_DictStore(), [_transport("openai").source])
+    for where in ("extra_body", "tool_choice"):
+        request = Request(
+            messages=coerce_messages([{"role": "user", "content": "x", "name": "n"}]),
+            **{where: {"x": value}},
+        )
+        try:
+            expected: str | None = _reference_key(layer._scope, request)
+        except (TypeError, ValueError):
+            expected = None
+        assert layer.key(request) == expected
 
 
 class _DictStore:

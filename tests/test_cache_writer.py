@@ -1,0 +1,133 @@
+"""The disk cache's batch writer: entries found at once, committed together, flushed on close."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from polythink import Client, Source
+from polythink.middleware.base import compose
+from polythink.middleware.cache import CacheMiddleware, DiskStore, _BatchWriter, cache_key
+from polythink.simulator import Simulator
+from polythink.types import Message, Request, Response, Usage
+from tests.limits_cache_support import FakeHandler, response
+
+pytestmark = pytest.mark.anyio
+
+SOURCE = Source("openai", "gpt-4o", api_key="sk-unused-0000000000")
+
+
+def ask(text: str) -> Request:
+    return Request(messages=(Message(role="user", content=text),))
+
+
+def answering(*texts: str) -> FakeHandler:
+    answers = list(texts)
+
+    async def answer(request: Request) -> Response:
+        return response(answers.pop(0), usage=Usage(input_tokens=4, output_tokens=2))
+
+    return FakeHandler(answer)
+
+
+class _RecordingCache:
+    """A diskcache stand-in that records each transaction's keys (and can hold a commit)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.transactions: list[list[str]] = []
+        self.hold = threading.Event()
+        self.hold.set()
+        self._open: list[str] | None = None
+
+    def transact(self) -> Any:
+        cache = self
+
+        class _Transaction:
+            def __enter__(self) -> None:
+                cache.hold.wait(5)
+                cache._open = []
+
+            def __exit__(self, *exc: object) -> None:
+                assert cache._open is not None
+                cache.transactions.append(cache._open)
+                cache._open = None
+
+        return _Transaction()
+
+    def set(self, key: str, value: bytes, expire: float | None = None) -> None:
+        assert self._open is not None, "written outside a transaction"
+        self._open.append(key)
+        self.data[key] = value
+
+
+async def test_an_answer_is_found_at_once_and_committed_with_others_in_one_transaction(
+    tmp_path: Path,
+) -> None:
+    store = DiskStore(tmp_path / "cache")
+    layer = CacheMiddleware(store, [SOURCE])
+    recording = _RecordingCache()
+    writer = _BatchWriter(recording, None, layer._degraded, delay=0.05)  # type: ignore[arg-type]
+    layer._writer = writer
+    chain = compose([layer], answering("A", "B", "C"))
+    recording.hold.clear()
+    first = await chain.complete(ask("one"))
+    second = await chain.complete(ask("two"))
+    # Not committed yet, and served from memory.
+    assert (await chain.complete(ask("one"))).cache_hit is True
+    assert (first.text, second.text) == ("A", "B")
+    recording.hold.set()
+    deadline = time.monotonic() + 5
+    while writer.pending and time.monotonic() < deadline:
+        await anyio.sleep(0.01)
+    keys = [cache_key(ask(text), [SOURCE]) for text in ("one", "two")]
+    assert recording.transactions == [keys]
+    assert writer.pending == {}
+    third = await chain.complete(ask("three"))
+    assert third.text == "C"
+    await layer.aclose()
+    assert recording.transactions[-1] == [cache_key(ask("three"), [SOURCE])]
+
+
+async def test_closing_the_client_commits_what_is_pending(tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    prompt = [{"role": "user", "content": "remember me"}]
+    with Simulator() as simulator:
+        source = Source(
+            "openai", "gpt-5.5", api_key="sk-sim", base_url=simulator.base_url("openai")
+        )
+        async with Client([source], cache=str(directory)) as client:
+            answer = await client.complete(prompt)
+            assert client._cache is not None
+            key = client._cache.key(client.request(prompt))
+            assert key is not None
+    assert answer.cache_hit is False
+    # Another store on the same directory (another process would see the same) has it.
+    other = DiskStore(directory)
+    assert other.get(key) is not None
+    other.close()
+
+
+async def test_a_failed_answer_is_never_handed_to_the_writer(tmp_path: Path) -> None:
+    store = DiskStore(tmp_path / "cache")
+    layer = CacheMiddleware(store, [SOURCE])
+
+    async def failing(request: Request) -> Response:
+        failed = response("partial", usage=Usage(input_tokens=1, output_tokens=1))
+        return failed.__class__(**{**_fields(failed), "finish_reason": "error"})
+
+    chain = compose([layer], FakeHandler(failing))
+    await chain.complete(ask("x"))
+    assert layer._writer is not None
+    assert layer._writer.pending == {}
+    await layer.aclose()
+    assert store.get(cache_key(ask("x"), [SOURCE])) is None
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in value.__slots__}
