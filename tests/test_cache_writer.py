@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +71,7 @@ async def test_an_answer_is_found_at_once_and_committed_with_others_in_one_trans
     store = DiskStore(tmp_path / "cache")
     layer = CacheMiddleware(store, [SOURCE])
     recording = _RecordingCache()
-    writer = _BatchWriter(recording, None, layer._degraded, delay=0.05)  # type: ignore[arg-type]
+    writer = _BatchWriter(recording, None, layer._degraded, delay=0.05, linger=0.01)  # type: ignore[arg-type]
     layer._writer = writer
     chain = compose([layer], answering("A", "B", "C"))
     recording.hold.clear()
@@ -81,10 +80,12 @@ async def test_an_answer_is_found_at_once_and_committed_with_others_in_one_trans
     # Not committed yet, and served from memory.
     assert (await chain.complete(ask("one"))).cache_hit is True
     assert (first.text, second.text) == ("A", "B")
+    thread = writer._thread
+    assert thread is not None
     recording.hold.set()
-    deadline = time.monotonic() + 5
-    while writer.pending and time.monotonic() < deadline:
-        await anyio.sleep(0.01)
+    # The writer commits, finds nothing more to do and ends.
+    await anyio.to_thread.run_sync(thread.join, 5.0)
+    assert not thread.is_alive()
     keys = [cache_key(ask(text), [SOURCE]) for text in ("one", "two")]
     assert recording.transactions == [keys]
     assert writer.pending == {}
