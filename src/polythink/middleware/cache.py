@@ -428,24 +428,22 @@ def _digest(
     """SHA-256 of the version, ``scope``, a newline and :func:`canonical_request`'s bytes.
 
     The bytes are assembled, not encoded whole: the fields sorted before ``messages``, each
-    message's canonical bytes (memoised on the message), the fields after. With
-    ``prefixes``, the hash of a conversation's unchanged prefix is resumed rather than
-    recomputed. The digest is the one of the whole canonical JSON either way.
+    message's canonical bytes, the fields after. With ``prefixes``, the hash of a
+    conversation's unchanged prefix is resumed, so only its new messages are encoded (a
+    memo per message would cost more than it saves: the prefix covers the messages a
+    conversation sends again). The digest is the one of the whole canonical JSON either way.
     """
     head, tail = _around_messages(request, defaults)
     start = _KEY_VERSION + scope + b"\n" + head
     messages = request.messages
     if prefixes is None:
         digest = hashlib.sha256(start)
-        digest.update(b",".join([m.memo(_MEMO, _message_bytes) for m in messages]))
+        digest.update(b",".join([_message_bytes(m) for m in messages]))
     else:
         digest = prefixes.resume(start, messages)
     digest.update(tail)
     return digest.hexdigest()
 
-
-_MEMO = "cache-key-v2"
-"""The name of a message's canonical bytes in :meth:`Message.memo` (changes with the key)."""
 
 _TEXT = (str, type(None))
 
@@ -577,12 +575,13 @@ class _Prefixes:
     An agent loop sends its conversation again with two more messages each turn; the hash
     of what it sent before is kept (with the head it started from and the messages, held
     by identity) and resumed, so a turn hashes only its new messages. Only conversations
-    seen before (their first message, by identity, began an earlier request) are kept, so
-    conversations rebuilt from dicts on every call hold no memory here; up to ``size`` are
-    kept, the least recently used dropped first.
+    seen before (their first message, by identity, began an earlier request) are kept, up
+    to ``size``, the least recently used dropped first; the newest other one waits in a
+    single trial slot, so conversations rebuilt from dicts on every call hold at most one
+    conversation here.
     """
 
-    __slots__ = ("_entries", "_roots", "_size")
+    __slots__ = ("_entries", "_roots", "_size", "_trial")
 
     _LOOKBACK = 8
     """How many of the newest messages may be new since a kept prefix."""
@@ -591,14 +590,19 @@ class _Prefixes:
         self._entries: dict[int, tuple[bytes, tuple[Message, ...], Any]] = {}
         self._roots: dict[int, Message] = {}
         self._size = size
+        self._trial: tuple[int, tuple[bytes, tuple[Message, ...], Any]] | None = None
 
     def resume(self, start: bytes, messages: tuple[Message, ...]) -> Any:
         """The hash of ``start`` and the messages' canonical bytes joined by commas."""
         entries = self._entries
         digest = None
         done = 0
+        trial = self._trial
         for end in range(len(messages), max(0, len(messages) - self._LOOKBACK), -1):
-            found = entries.get(id(messages[end - 1]))
+            last = id(messages[end - 1])
+            found = entries.get(last)
+            if found is None and trial is not None and trial[0] == last:
+                found = trial[1]
             if found is None:
                 continue
             head, kept, state = found
@@ -608,14 +612,18 @@ class _Prefixes:
         if digest is None:
             digest = hashlib.sha256(start)
         if done < len(messages):
-            fresh = b",".join([m.memo(_MEMO, _message_bytes) for m in messages[done:]])
+            fresh = b",".join([_message_bytes(m) for m in messages[done:]])
             digest.update(b"," + fresh if done else fresh)
-        if messages and self._seen(messages[0]):
+        if messages:
             key = id(messages[-1])
-            entries.pop(key, None)
-            entries[key] = (start, messages, digest.copy())
-            if len(entries) > self._size:
-                del entries[next(iter(entries))]
+            entry = (start, messages, digest.copy())
+            if self._seen(messages[0]):
+                entries.pop(key, None)
+                entries[key] = entry
+                if len(entries) > self._size:
+                    del entries[next(iter(entries))]
+            else:
+                self._trial = (key, entry)
         return digest
 
     def _seen(self, root: Message) -> bool:

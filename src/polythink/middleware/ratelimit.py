@@ -93,7 +93,8 @@ def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> 
     """
     chars = 0
     for message in request.messages:
-        chars += len(message.text())
+        content = message.content
+        chars += len(content) if content.__class__ is str else len(message.text())
         if message.reasoning:
             chars += len(message.reasoning)
         for call in message.tool_calls:
