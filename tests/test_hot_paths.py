@@ -215,7 +215,8 @@ def _transport(provider: str) -> Any:
 def _reference_body(transport: Any, request: Request) -> dict[str, Any]:
     body: dict[str, Any] = transport.body(request)
     if transport.profile.wire == "openai_chat":
-        # The message bodies converted afresh, as before they were memoised.
+        # The message bodies converted afresh, as before they were memoised (the recorded
+        # conversations have no tool results with images, the one case that adds a turn).
         body["messages"] = [
             openai_chat._message_body(m, transport.profile) for m in request.messages
         ]
@@ -280,6 +281,19 @@ def test_bodies_and_keys_match_the_plain_code_on_every_recording(provider: str) 
             assert layer.key(request) == _reference_key(scope, expected), name
         checked += 1
     assert checked >= 20
+
+
+def test_a_system_suffix_leaves_the_memoised_system_message_alone() -> None:
+    transport = _transport("openai")
+    messages = coerce_messages(
+        [{"role": "system", "content": "Stable."}, {"role": "user", "content": "hi"}]
+    )
+    with_suffix = transport.body(Request(messages=messages, system_suffix="Plan: A."))
+    again = transport.body(Request(messages=messages, system_suffix="Plan: B."))
+    plain = transport.body(Request(messages=messages))
+    assert with_suffix["messages"][0]["content"] == "Stable.\n\nPlan: A."
+    assert again["messages"][0]["content"] == "Stable.\n\nPlan: B."
+    assert plain["messages"][0] == {"role": "system", "content": "Stable."}
 
 
 def test_a_message_keeps_what_was_derived_from_it() -> None:
