@@ -320,13 +320,13 @@ def test_an_agent_loop_hashes_only_its_new_messages(monkeypatch: pytest.MonkeyPa
     from polythink.middleware import cache
 
     encoded: list[str | list[Any] | None] = []
-    real = cache._message_bytes
+    real = cache._plain_message
 
-    def counting(message: Message) -> bytes:
+    def counting(message: Message) -> dict[str, Any] | None:
         encoded.append(message.content)
         return real(message)
 
-    monkeypatch.setattr(cache, "_message_bytes", counting)
+    monkeypatch.setattr(cache, "_plain_message", counting)
     layer = CacheMiddleware(_DictStore(), [_transport("openai").source])
     conversation = list(coerce_messages([{"role": "user", "content": "turn 0"}]))
     for turn in range(1, 6):
