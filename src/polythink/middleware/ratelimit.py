@@ -87,8 +87,8 @@ def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> 
     tool-call names and arguments and tool definitions (schemas as compact JSON), plus 3
     tokens of framing per message (the rules of thumb of OpenAI's "what are tokens" help
     article and its tiktoken cookbook, where each chat message costs 3 tokens of overhead).
-    Output: ``max_tokens``, else
-    ``default_max_tokens`` (the ceiling the wire sends when the caller gives none), else 0.
+    Output: ``max_tokens``, else ``default_max_tokens`` (the ceiling the wire sends when the
+    caller gives none), else 0.
     The estimate is replaced by the real usage when the call ends.
     """
     chars = 0
