@@ -31,7 +31,15 @@ from polythink.middleware.cache import _KEY_VERSION, CacheMiddleware, canonical_
 from polythink.providers import get_provider
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses, transport_class
 from polythink.transports.base import dumps
-from polythink.types import Message, Request, Tool, ToolCall, coerce_messages, coerce_tools
+from polythink.types import (
+    Message,
+    PromptCache,
+    Request,
+    Tool,
+    ToolCall,
+    coerce_messages,
+    coerce_tools,
+)
 from tests.cassettes import Cassette, Interaction
 from tests.conftest import REAL, shared_file
 
@@ -102,12 +110,13 @@ def _reference_message(value: Message | Mapping[str, Any]) -> Message:
     )
 
 
-def _reference_key(scope: bytes, request: Request) -> str:
-    """The key as it was computed before: one SHA-256 over the whole canonical JSON."""
+def _reference_key(layer: CacheMiddleware, request: Request) -> str:
+    """The key as it was computed before: one SHA-256 over the whole canonical JSON (with
+    each source's effective tier, as the layer keys it)."""
     digest = hashlib.sha256(_KEY_VERSION)
-    digest.update(scope)
+    digest.update(layer._scope)
     digest.update(b"\n")
-    digest.update(canonical_request(request).encode())
+    digest.update(canonical_request(request, layer._defaults).encode())
     return digest.hexdigest()
 
 
@@ -217,9 +226,10 @@ def _reference_body(transport: Any, request: Request) -> dict[str, Any]:
     if transport.profile.wire == "openai_chat":
         # The message bodies converted afresh, as before they were memoised (the recorded
         # conversations have no tool results with images, the one case that adds a turn).
-        body["messages"] = [
-            openai_chat._message_body(m, transport.profile) for m in request.messages
-        ]
+        messages = [openai_chat._message_body(m, transport.profile) for m in request.messages]
+        if request.system_suffix:
+            openai_chat._append_system_suffix(messages, request.system_suffix)
+        body["messages"] = messages
     return body
 
 
@@ -255,7 +265,6 @@ def test_bodies_and_keys_match_the_plain_code_on_every_recording(provider: str) 
     transport = _transport(provider)
     source = transport.source
     layer = CacheMiddleware(_DictStore(), [source])
-    scope = layer._scope
     tools = coerce_tools(TOOLS)
     checked = 0
     for name, turns in _conversations():
@@ -273,12 +282,18 @@ def test_bodies_and_keys_match_the_plain_code_on_every_recording(provider: str) 
             (fast, reference),
             (grown, reference_grown),
         ):
-            request = Request(messages=messages, tools=tools, temperature=0.5)
-            expected = Request(messages=expected_messages, tools=tools, temperature=0.5)
+            # The grown turn also sets the optional fields that sort after the messages.
+            extra: dict[str, Any] = (
+                {"system_suffix": "Plan: B.", "prompt_cache": PromptCache(key="k")}
+                if messages is grown
+                else {}
+            )
+            request = Request(messages=messages, tools=tools, temperature=0.5, **extra)
+            expected = Request(messages=expected_messages, tools=tools, temperature=0.5, **extra)
             sent = _outcome(lambda r=request: dumps(transport.body(r)))
             wanted = _outcome(lambda r=expected: _reference_json(_reference_body(transport, r)))
             assert sent == wanted, name
-            assert layer.key(request) == _reference_key(scope, expected), name
+            assert layer.key(request) == _reference_key(layer, expected), name
         checked += 1
     assert checked >= 20
 
@@ -331,7 +346,7 @@ def test_an_agent_loop_hashes_only_its_new_messages(monkeypatch: pytest.MonkeyPa
     conversation = list(coerce_messages([{"role": "user", "content": "turn 0"}]))
     for turn in range(1, 6):
         request = Request(messages=tuple(conversation))
-        assert layer.key(request) == _reference_key(layer._scope, request)
+        assert layer.key(request) == _reference_key(layer, request)
         conversation += [
             Message(role="assistant", content=f"answer {turn}"),
             Message(role="user", content=f"turn {turn}"),
@@ -352,9 +367,10 @@ def test_floats_orjson_writes_differently_keep_their_value() -> None:
 def test_tools_keep_their_order_and_floats_in_the_key() -> None:
     source = _transport("openai").source
     layer = CacheMiddleware(_DictStore(), [source])
-    small = coerce_tools([{"name": "f", "parameters": {"type": "number", "minimum": 1e-05}}])
+    schema = {"type": "object", "properties": {"x": {"type": "number", "minimum": 1e-05}}}
+    small = coerce_tools([{"name": "f", "parameters": schema}])
     request = Request(messages=coerce_messages([{"role": "user", "content": "x"}]), tools=small)
-    assert layer.key(request) == _reference_key(layer._scope, request)
+    assert layer.key(request) == _reference_key(layer, request)
     assert "1e-05" in canonical_request(request)
     assert isinstance(small[0], Tool)
 
@@ -383,7 +399,7 @@ def test_keys_of_awkward_values_match_or_fail_as_before(value: Any) -> None:
             **{where: {"x": value}},
         )
         try:
-            expected: str | None = _reference_key(layer._scope, request)
+            expected: str | None = _reference_key(layer, request)
         except (TypeError, ValueError):
             expected = None
         assert layer.key(request) == expected
