@@ -527,11 +527,11 @@ def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
         assert applied.value == call.expect
 
 
-def test_demo_rows_cover_mapping_refusal_streaming_and_tools() -> None:
+def test_demo_rows_cover_mapping_refusal_streaming_tools_and_a_cache_hit() -> None:
     mapped = [c for c in DEMO_CALLS if c.expect not in (c.effort, "ThinkingUnsupportedError")]
     refused = [c for c in DEMO_CALLS if c.expect == "ThinkingUnsupportedError"]
     assert ("gpt-5.1", "minimal", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     assert ("glm-5.3", "medium", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     assert [(c.model, c.effort) for c in refused] == [("glm-5.3", "none")]
-    assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools"}
+    assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools", "cached"}
     assert {c.provider for c in DEMO_CALLS} >= {"openai", "anthropic", "openai-responses", "gemini"}

@@ -23,7 +23,8 @@ from polythink.transports import transport_class
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
 
-# (model, provider, requested, applied, reasoning tokens, observation, note); notes that
+# (model, provider, requested, applied, reasoning tokens, observation, note; the cost column
+# is checked in test_cli_output.py); notes that
 # point at a footnote are matched as a pattern. The prompt "Why is the sky blue? Answer in
 # one sentence." gives 9 words per reasoning step ("Step N: weigh" and the first six
 # prompt words), 13 steps at high: 117 streamed pieces.
@@ -134,6 +135,7 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
             "requested",
             "applied",
             "reasoning tokens",
+            "cost",
             "observation",
             "latency",
             "note",
@@ -145,23 +147,24 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
     assert [(r[0], r[1], r[2]) for r in body] == [(c.model, c.provider, c.effort) for c in running]
     for row, call in zip(body, running, strict=True):
         assert row[3] == ("error" if call.expect.endswith("Error") else call.expect), row
-        assert re.fullmatch(r"\d+ ms", row[6]), row
-        assert "UNEXPECTED" not in row[7], row
+        assert re.fullmatch(r"\$\d\.\d{5}|—", row[5]), row
+        assert re.fullmatch(r"\d+ ms", row[7]), row
+        assert "UNEXPECTED" not in row[8], row
 
     chat = [r for r in body if r[1] in {"openai", "glm", "deepseek", "openrouter", "qwen", "kimi"}]
     assert len(chat) == len(CHAT_ROWS)
     for row, expected in zip(chat, CHAT_ROWS, strict=True):
-        assert row[:6] == list(expected[:6])
-        assert re.fullmatch(expected[6], row[7]), row
+        assert row[:5] + row[6:7] == list(expected[:6])
+        assert re.fullmatch(expected[6], row[8]), row
 
-    nearest = [re.fullmatch(CHAT_ROWS[i][6], chat[i][7]) for i in (1, 4)]
+    nearest = [re.fullmatch(CHAT_ROWS[i][6], chat[i][8]) for i in (1, 4)]
     assert [notes[m[1]] for m in nearest if m] == [
         "model 'gpt-5.1' does not accept reasoning_effort='minimal' (accepted: none, low, "
         "medium, high); applied 'low' by effort_fallback='nearest'",
         "model 'glm-5.3' does not accept reasoning_effort='medium' (accepted: low, high, max); "
         "applied 'low' by effort_fallback='nearest'",
     ]
-    error = re.fullmatch(CHAT_ROWS[5][6], chat[5][7])
+    error = re.fullmatch(CHAT_ROWS[5][6], chat[5][8])
     assert error is not None
     assert notes[error[1]].startswith(
         "model 'glm-5.3' cannot switch reasoning off, so reasoning_effort='none' cannot be "

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from polythink import Effort, Message, Response, Usage
+from polythink.cli import DEMO_CALLS
 from polythink.dashboard import SERVE_MODELS, write_chart
 from polythink.pricing import price
 
@@ -109,7 +110,7 @@ def test_demo_metrics_port_serves_what_it_recorded_and_serve_keeps_calling(
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     assert process.returncode == 130, (out, err)
-    assert "17 calls, each ended as expected" in out
+    assert f"{len(DEMO_CALLS)} calls, each ended as expected" in out
     assert f"metrics at {url}" in out
     assert "serving mixed calls until Ctrl-C" in out
     # Models only the table calls: kimi-k3 at max (1024 reasoning tokens), gpt-5.4 at xhigh

@@ -66,7 +66,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-DemoMode = Literal["complete", "stream", "tools"]
+DemoMode = Literal["complete", "stream", "tools", "cached"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +80,11 @@ class DemoCall:
         effort: the requested tier, as a caller would write it.
         expect: the applied tier the response should report, or the name of the error class
             the call should raise.
-        mode: ``complete`` (one call), ``stream`` (one streamed call) or ``tools`` (a tool
+        mode: ``complete`` (one call), ``stream`` (one streamed call), ``tools`` (a tool
             loop: the assistant turn is appended with its reasoning and the tool result sent
-            back until the model answers in text).
+            back until the model answers in text) or ``cached`` (the same call twice through
+            a client with a response cache: the second is a cache hit, which spends nothing
+            and saves what the first cost).
     """
 
     provider: str
@@ -110,6 +112,7 @@ DEMO_CALLS: tuple[DemoCall, ...] = (
     DemoCall("openai-responses", "gpt-5.5", "medium", "medium", "stream"),
     DemoCall("gemini", "gemini-3-pro-preview", "medium", "low"),
     DemoCall("gemini", "gemini-2.5-flash", "low", "low", "tools"),
+    DemoCall("anthropic", "claude-sonnet-4-5", "low", "low", "cached"),
 )
 """The demo's calls, one per table row; add a row to show another provider, model or tier."""
 
@@ -802,6 +805,11 @@ class _Outcome:
     reasoning_tokens: int | None = None
     detail: str = ""
     notes: list[str] = field(default_factory=list)
+    spent: float | None = None
+    """USD the row's calls cost (every turn of a tool loop); ``None`` when one is unpriced."""
+    saved: float = 0.0
+    """USD the row's cache hits would have cost."""
+    hits: int = 0
 
     @property
     def result(self) -> str:
@@ -838,18 +846,28 @@ async def _stream_call(client: Client, call: DemoCall) -> tuple[Response, str]:
     return final, f"streamed {counts['reasoning']} reasoning + {counts['text']} text deltas"
 
 
-async def _tool_loop(client: Client, call: DemoCall) -> tuple[Response, str, int | None]:
+def _dollars(responses: Sequence[Response]) -> float | None:
+    """What ``responses`` cost together (USD), ``None`` when one of them has no price."""
+    costs = [r.cost.total if r.cost is not None else None for r in responses]
+    return None if not costs or None in costs else sum(c for c in costs if c is not None)
+
+
+async def _tool_loop(
+    client: Client, call: DemoCall
+) -> tuple[Response, str, int | None, float | None]:
     messages: list[Message | Mapping[str, Any]] = list(_TOOL_PROMPT)
     total: int | None = None
     results = 0
+    turns: list[Response] = []
     for turn in range(1, _MAX_TOOL_TURNS + 1):
         response = await client.complete(messages, reasoning_effort=call.effort, tools=[_WEATHER])
+        turns.append(response)
         spent = response.usage.reasoning_tokens if response.usage else None
         if spent is not None:
             total = (total or 0) + spent
         if not response.tool_calls:
             sent = f"{results} tool result{'s' if results != 1 else ''} sent back"
-            return response, f"tool round trip: {turn} calls, {sent}", total
+            return response, f"tool round trip: {turn} calls, {sent}", total, _dollars(turns)
         messages.append(response.message)
         for tool_call in response.tool_calls:
             results += 1
@@ -857,30 +875,58 @@ async def _tool_loop(client: Client, call: DemoCall) -> tuple[Response, str, int
             messages.append(
                 Message(role="tool", tool_call_id=tool_call.id, content=json.dumps(weather))
             )
-    return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total
+    return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total, _dollars(turns)
+
+
+class _MemoryStore:
+    """A response cache store in a dict (see ``CacheStore``), for the demo's cached row."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, bytes] = {}
+
+    def get(self, key: str) -> bytes | None:
+        return self._entries.get(key)
+
+    def set(self, key: str, value: bytes, expire: float | None = None) -> None:
+        self._entries[key] = value
+
+    def delete(self, key: str) -> None:
+        self._entries.pop(key, None)
 
 
 async def _run_call(
     call: DemoCall, root: str, http: httpx.AsyncClient, meter_provider: Any = None
 ) -> _Outcome:
     started = time.perf_counter()
+    first: Response | None = None
     try:
         source = Source(
             call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1"
         )
-        async with Client([source], http_client=http, meter_provider=meter_provider) as client:
+        cache = _MemoryStore() if call.mode == "cached" else None
+        async with Client(
+            [source], http_client=http, meter_provider=meter_provider, cache=cache
+        ) as client:
             tokens: int | None = None
+            spent: float | None = None
             if call.mode == "stream":
                 response, detail = await _stream_call(client, call)
             elif call.mode == "tools":
-                response, detail, tokens = await _tool_loop(client, call)
+                response, detail, tokens, spent = await _tool_loop(client, call)
+            elif call.mode == "cached":
+                first = await client.complete(_PROMPT, reasoning_effort=call.effort)
+                response = await client.complete(_PROMPT, reasoning_effort=call.effort)
+                hit = "a cache hit" if response.cache_hit else "NOT a cache hit"
+                detail = f"asked twice: the second is {hit}"
             else:
                 response = await client.complete(_PROMPT, reasoning_effort=call.effort)
                 detail = ""
     except (PolythinkError, ValueError, RuntimeError) as exc:
         return _Outcome(call, time.perf_counter() - started, error=exc)
-    if call.mode != "tools" and response.usage is not None:
-        tokens = response.usage.reasoning_tokens
+    if call.mode != "tools":
+        tokens = response.usage.reasoning_tokens if response.usage is not None else None
+        spent = _dollars([r for r in (first, response) if r is not None and not r.cache_hit])
+    hits = [r for r in (first, response) if r is not None and r.cache_hit]
     return _Outcome(
         call,
         time.perf_counter() - started,
@@ -888,6 +934,9 @@ async def _run_call(
         reasoning_tokens=tokens,
         detail=detail,
         notes=list(response.warnings),
+        spent=spent,
+        saved=sum(r.cost.total for r in hits if r.cost is not None),
+        hits=len(hits),
     )
 
 
@@ -903,12 +952,29 @@ _WIDE = 120
 
 
 def _wrapped(text: str, width: int, at: str) -> str:
-    """``text`` broken after its first ``at`` when longer than ``width`` (rich would cut a
-    word anywhere)."""
-    if len(text) <= width or at not in text:
+    """``text`` broken after its last ``at`` that keeps the first line within ``width``,
+    when longer than ``width`` (rich would cut a word anywhere)."""
+    cut = text.rfind(at, 0, width) if len(text) > width else -1
+    if cut <= 0:
         return text
-    head, _, tail = text.partition(at)
-    return f"{head}{at}\n{tail}"
+    cut += len(at)
+    return f"{text[:cut]}\n{text[cut:]}"
+
+
+def _usd(dollars: float | None) -> str:
+    """US dollars to five decimals (``$0.00123``); ``—`` when not known."""
+    return "—" if dollars is None else f"${dollars:.5f}"
+
+
+def _demo_total(outcomes: Sequence[_Outcome]) -> str:
+    """The line under the table: dollars spent by the priced rows, and saved by cache hits."""
+    priced = [o.spent for o in outcomes if o.spent is not None]
+    line = f"total: {_usd(sum(priced))} spent by the {len(priced)} priced rows of {len(outcomes)}"
+    hits = sum(o.hits for o in outcomes)
+    if hits:
+        saved = sum(o.saved for o in outcomes)
+        line += f"; {_usd(saved)} saved by {hits} cache hit{'s' if hits != 1 else ''}"
+    return line
 
 
 def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table, list[str]]:
@@ -916,7 +982,8 @@ def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table
 
     From :data:`_WIDE` columns: long headers and each row's notes inline (the long texts as
     numbered footnotes). Below: short headers, no borders, and one footnote per row that
-    has anything to say, so the table fits 80 columns.
+    has anything to say, so the table fits 80 columns. The cost column is what the row's
+    calls spent in US dollars (``—`` when a call has no price).
     """
     compact = width < _WIDE
     footnotes: list[str] = []
@@ -926,8 +993,14 @@ def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table
         return f"[{len(footnotes)}]"
 
     if compact:
-        table = Table(title="polythink demo", title_justify="left", box=None, padding=(0, 1, 0, 0))
-        headers = ("model", "provider", "asked", "sent", "tokens", "seen", "ms", "note")
+        table = Table(
+            title="polythink demo",
+            title_justify="left",
+            box=None,
+            padding=(0, 1, 0, 0),
+            pad_edge=False,
+        )
+        headers = ("model", "provider", "asked", "sent", "tokens", "cost", "seen", "ms", "note")
     else:
         table = Table(title="polythink demo", title_justify="left")
         headers = (
@@ -936,18 +1009,16 @@ def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table
             "requested",
             "applied",
             "reasoning tokens",
+            "cost",
             "observation",
             "latency",
             "note",
         )
     for i, name in enumerate(headers):
-        right = name in ("reasoning tokens", "latency", "tokens", "ms")
-        table.add_column(
-            name,
-            justify="right" if right else "left",
-            overflow="fold",
-            no_wrap=compact and i < len(headers) - 1,
-        )
+        right = name in ("reasoning tokens", "latency", "tokens", "ms", "cost")
+        # Short cells never wrap; narrow terminals fold the model, provider and note.
+        short = (compact and i < len(headers) - 1) or name not in ("model", "provider", "note")
+        table.add_column(name, justify="right" if right else "left", overflow="fold", no_wrap=short)
     for outcome in outcomes:
         call, response = outcome.call, outcome.response
         labels: list[str] = []
@@ -968,11 +1039,12 @@ def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table
         tokens = outcome.reasoning_tokens
         seconds = outcome.seconds * 1000
         cells = (
-            _wrapped(call.model, 20, "/") if compact else call.model,
+            _wrapped(call.model, 17, "/" if "/" in call.model else "-") if compact else call.model,
             _wrapped(call.provider, 10, "-") if compact else call.provider,
             call.effort,
             outcome.result if response is not None else "error",
             "-" if response is None else ("n/a" if tokens is None else str(tokens)),
+            _usd(outcome.spent),
             response.thinking.value if response is not None else "-",
             f"{seconds:.0f}" if compact else f"{seconds:.0f} ms",
             (refer("; ".join(labels)) if labels else "") if compact else "; ".join(labels),
@@ -1068,6 +1140,7 @@ def _demo_report(
     console.print(f"simulator at {root} ({where})", markup=False)
     table, footnotes = _demo_table(outcomes, console.width)
     console.print(table)
+    console.print(_demo_total(outcomes), markup=False)
     for number, text in enumerate(footnotes, 1):
         console.print(f"[{number}] {text}", markup=False)
     for provider, reason in skipped.items():
