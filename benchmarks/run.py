@@ -6,8 +6,9 @@ measurement of the load and streaming scenarios is repeated ``reps`` times with 
 in a rotated order, and the median of the repetitions is reported.
 
 Outputs (``--out``, default ``benchmarks/results``): ``{mode}.json`` with every figure, the
-machine and the load average before and after; ``{mode}-*.png`` charts; and, with
-``--update-readme``, the results table in ``benchmarks/README.md``.
+machine and the load average before and after; ``{mode}-*.png`` charts; with
+``--update-readme``, the results table in ``benchmarks/README.md``; with ``--chart PATH``,
+the tier chart of :mod:`benchmarks.tiers`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.simproc import SimProcess
+from benchmarks.simproc import DEFAULT_SETTINGS, SimProcess
 from benchmarks.workload import ANTHROPIC, OPENAI_CHAT, STREAM, TOOLS, Workload, workload
 
 __all__ = ["SCALES", "SCENARIOS", "Scale", "main"]
@@ -257,12 +258,7 @@ class Runner:
             "kind": kind,
             "workload": self.workload(wire, stream).as_json(),
             "params": params,
-            "settings": {
-                "latency": 0.0,
-                "chunk_delay": 0.0,
-                "answer_words": 12,
-                **(settings or {}),
-            },
+            "settings": {**DEFAULT_SETTINGS, **(settings or {})},
         }
         self.display.begin(label)
         began = time.perf_counter()
@@ -691,6 +687,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--update-readme", action="store_true", help="write the table into benchmarks/README.md"
     )
+    parser.add_argument(
+        "--chart",
+        type=Path,
+        metavar="PATH",
+        help="also write a PNG of reasoning tokens and cost per applied tier for the models "
+        "the run called, each asked every tier once (the chart of polythink demo --chart)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -730,6 +733,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{wire}{'-stream' if stream else ''}": w.as_json()
             for (wire, stream), w in runner.workloads.items()
         }
+        if args.chart is not None:
+            from benchmarks.tiers import tier_chart
+
+            called = dict.fromkeys((w.provider, w.model) for w in runner.workloads.values())
+            if called:
+                args.chart.parent.mkdir(parents=True, exist_ok=True)
+                results["tier_chart"] = tier_chart(sim.root, list(called), args.chart)
+            else:
+                results["tier_chart"] = {"skipped": "the chosen scenarios called no model"}
     results["load_average_after"] = list(os.getloadavg())
     results["duration_seconds"] = round(time.time() - started, 1)
     results["targets"] = report.targets(results["scenarios"])
@@ -746,4 +758,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"results: {json_path}"
         + (f"; charts: {', '.join(p.name for p in charts)}" if charts else "")
     )
+    if "path" in results.get("tier_chart", {}):
+        print(f"tier chart: {results['tier_chart']['path']}")
     return 0

@@ -30,7 +30,10 @@ import sys
 from types import TracebackType
 from typing import Any
 
-__all__ = ["SimProcess", "main"]
+__all__ = ["DEFAULT_SETTINGS", "SimProcess", "main"]
+
+DEFAULT_SETTINGS: dict[str, float] = {"latency": 0.0, "chunk_delay": 0.0, "answer_words": 12}
+"""The settings every job starts from (``POST /_bench/settings``): no delay, 12-word answers."""
 
 _PREFIX = "/_bench/"
 

@@ -2,7 +2,8 @@
 
 No timing is asserted (the machine may be busy); what is checked is that the harness ran
 every measurement end to end and wrote every figure, table and chart: exact call and delta
-counts, no errors, a ratio for every target it could measure, and PNG files.
+counts, no errors, a ratio for every target it could measure, and PNG files (the tier chart
+of ``--chart`` with the exact reasoning tokens and dollars of its calls).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import genai_prices
 import pytest
 
 from tests.conftest import ROOT
@@ -40,6 +42,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path,
             ",".join(CLIENTS),
             "--out",
             str(out),
+            "--chart",
+            str(out / "tiers.png"),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -207,3 +211,49 @@ def test_tables_and_charts_are_written(run: tuple[dict[str, Any], Path, str]) ->
     machine = results["machine"]
     assert machine["cores"] >= 1
     assert machine["python"] == ".".join(map(str, sys.version_info[:3]))
+
+
+# Reasoning tokens the simulator spends at each applied tier (simulator/behaviour.py).
+SIM_REASONING = {"none": 0, "minimal": 12, "low": 40, "medium": 120, "high": 320, "xhigh": 640}
+SIM_REASONING |= {"max": 1024, "auto": 120}
+
+
+def test_the_tier_chart_shows_each_called_model_at_every_tier(
+    run: tuple[dict[str, Any], Path, str],
+) -> None:
+    results, out, stdout = run
+    chart = results["tier_chart"]
+    assert chart["path"] == str(out / "tiers.png")
+    assert f"tier chart: {out / 'tiers.png'}" in stdout
+    data = (out / "tiers.png").read_bytes()
+    assert data[:8] == PNG
+    assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == (1000, 700)
+    assert chart["refused"] == []
+    # The models the run's workloads called, each asked the 7 tiers and auto once.
+    called = {(w["provider"], w["model"]) for w in results["workloads"].values()}
+    assert called == {
+        ("openai", "gpt-5.5"),
+        ("anthropic", "claude-sonnet-4-5"),
+        ("deepseek", "deepseek-v4-pro"),
+    }
+    calls = chart["calls"]
+    assert len(calls) == 3 * 8
+    applied = {(c["model"], c["requested"]): c["applied"] for c in calls}
+    # gpt-5.5 takes none..xhigh: minimal and max go to the nearest tier.
+    assert [applied["gpt-5.5", t] for t in ("minimal", "max", "auto")] == ["low", "xhigh", "auto"]
+    assert [applied["claude-sonnet-4-5", t] for t in ("minimal", "max")] == ["minimal", "max"]
+    for call in calls:
+        assert call["reasoning_tokens"] == SIM_REASONING[call["applied"]], call
+        # The answer's 12 text tokens plus the reasoning ones.
+        assert call["output_tokens"] == call["reasoning_tokens"] + 12, call
+        if call["provider"] == "deepseek":
+            # DeepSeek's price depends on the time of day: only that it is priced.
+            assert call["cost_usd"] > 0, call
+            continue
+        usage = genai_prices.Usage(
+            input_tokens=call["input_tokens"],
+            output_tokens=call["output_tokens"],
+            output_reasoning_tokens=call["reasoning_tokens"],
+        )
+        table = genai_prices.calc_price(usage, call["model"], provider_id=call["provider"])
+        assert call["cost_usd"] == float(table.total_price), call
