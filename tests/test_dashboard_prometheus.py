@@ -248,6 +248,68 @@ def test_prometheus_missing_fails_under_ci_and_skips_elsewhere(
         require_prometheus(missing)
 
 
+def _uids(node: Any) -> list[Any]:
+    """Every value of a ``uid`` key anywhere in ``node``."""
+    if isinstance(node, dict):
+        own = [node["uid"]] if "uid" in node else []
+        return own + [u for value in node.values() for u in _uids(value)]
+    if isinstance(node, list):
+        return [u for value in node for u in _uids(value)]
+    return []
+
+
+def test_dashboard_follows_grafanas_classic_json_model() -> None:
+    # Fields of Grafana's classic dashboard JSON model
+    # (https://grafana.com/docs/grafana/latest/visualizations/dashboards/build-dashboards/
+    # view-dashboard-json-model/, read 2026-12-01): an unsaved dashboard has "id": null and
+    # Grafana assigns its uid on import; panels sit on a 24-column grid.
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["id"] is None
+    assert isinstance(dashboard["schemaVersion"], int)
+    assert dashboard["schemaVersion"] >= 36  # datasource references as {type, uid}
+    assert isinstance(dashboard["title"], str)
+    assert dashboard["title"]
+    assert set(dashboard["time"]) == {"from", "to"}
+    assert dashboard["annotations"] == {"list": []}
+    # The only uid anywhere is the datasource variable's template.
+    assert set(_uids(dashboard)) == {"${datasource}"}
+    taken: set[tuple[int, int]] = set()
+    for panel in dashboard["panels"]:
+        grid = panel["gridPos"]
+        assert all(isinstance(grid[k], int) for k in ("x", "y", "w", "h")), panel["title"]
+        assert grid["w"] > 0
+        assert grid["h"] > 0
+        assert grid["x"] >= 0
+        assert grid["y"] >= 0
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        cells = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not cells & taken, f"{panel['title']} overlaps another panel"
+        taken |= cells
+        assert panel["title"]
+        assert panel["targets"]
+        for target in panel["targets"]:
+            assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert isinstance(target["refId"], str)
+            assert target["refId"]
+            assert isinstance(target["expr"], str)
+            assert target["expr"].strip()
+        if panel["type"] == "table":
+            # One row per series: an instant query in table format, without the time column.
+            for target in panel["targets"]:
+                assert (target["instant"], target["range"], target["format"]) == (
+                    True,
+                    False,
+                    "table",
+                )
+            assert {"id": "organize", "options": {"excludeByName": {"Time": True}}} in panel[
+                "transformations"
+            ]
+
+
 def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
     text = DASHBOARD.read_text()
     dashboard = json.loads(text)
