@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -417,3 +418,76 @@ class _DictStore:
 
     def delete(self, key: str) -> None:
         self.data.pop(key, None)
+
+
+_CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "s", "name": "ops"},
+        {"role": "developer", "content": ""},
+        {"role": "assistant", "content": None, "tool_calls": [_CALL]},
+        {"role": "assistant", "content": "", "tool_calls": [_CALL, {**_CALL, "id": "c2"}]},
+        {"role": "assistant", "content": "text", "tool_calls": [_CALL]},
+        {"role": "assistant", "content": "x", "tool_calls": []},
+        {"role": "assistant", "content": None, "tool_calls": (_CALL,)},
+        {"role": "assistant", "content": None, "tool_calls": [ToolCall(id="c", name="g")]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"ok":true}'},
+        {"role": "user", "content": "x", "tool_call_id": "stray"},
+        {"role": "user", "content": "x", "name": 7},
+        {"role": "user", "content": [{"type": "text", "text": "parts"}]},
+        {"role": "assistant", "content": "x", "reasoning_content": "why"},
+    ],
+)
+def test_dicts_coerce_to_what_the_constructor_builds(value: dict[str, Any]) -> None:
+    fast = Message.coerce(value)
+    reference = _reference_message(value)
+    assert fast == reference
+    assert repr(fast) == repr(reference)
+    assert type(fast) is Message
+    assert [type(c) for c in fast.tool_calls] == [ToolCall] * len(reference.tool_calls)
+    assert fast.metadata is None
+    assert hash(fast.role) == hash(reference.role)
+    # A value built on the fast path is as frozen and as derivable as any other.
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.content = "changed"  # type: ignore[misc]
+    if fast.tool_calls:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.tool_calls[0].name = "changed"  # type: ignore[misc]
+    assert dataclasses.replace(fast, name="n") == dataclasses.replace(reference, name="n")
+    assert fast.memo("x", lambda m: m.role) == reference.role
+    assert Message.from_dict(fast.to_dict()) == reference
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ({"role": "tool", "content": "x"}, "a tool message needs the tool_call_id"),
+        ({"role": "tool", "content": "x", "tool_call_id": ""}, "a tool message needs the"),
+        ({"role": "tool", "content": "x", "tool_call_id": 5}, "a tool message needs the"),
+        (
+            {"role": "assistant", "content": None, "tool_calls": []},
+            "assistant message has no content: it needs 'content'",
+        ),
+        ({"role": "user", "content": None}, "user message has no content"),
+        ({"role": "robot", "content": "x"}, "unknown message role 'robot'"),
+        ({"role": ["user"], "content": "x"}, "a message needs a 'role' string"),
+        ({"content": "x"}, "a message needs a 'role' string"),
+        ({"role": "user", "content": 5}, "message content must be a string"),
+        (
+            {"role": "user", "content": "x", "tool_calls": "abc"},
+            "a message's tool_calls must be a list",
+        ),
+        ({"role": "user", "contents": "x"}, "user message has unknown key(s) 'contents'"),
+        (
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {}}]},
+            "a tool call needs a function name",
+        ),
+    ],
+)
+def test_dicts_the_fast_path_refuses_fail_as_before(value: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(error)):
+        Message.coerce(value)

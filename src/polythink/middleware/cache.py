@@ -446,29 +446,38 @@ def _digest(
 
 
 _TEXT = (str, type(None))
+_NONE: tuple[()] = ()
+"""An empty array in a plain message (a tuple: orjson writes it as ``[]``, and sharing one
+spares the collector two containers a message)."""
 
 
 def _plain_message(message: Message) -> dict[str, Any] | None:
     """The canonical dict of a message of strings only, keys in sorted order; ``None`` for
     any other message (content parts, reasoning items: values whose floats orjson and
     ``json`` write differently)."""
+    content = message.content
+    name = message.name
+    reasoning = message.reasoning
+    fmt = message.reasoning_format
+    call_id = message.tool_call_id
     if (
-        message.content.__class__ in _TEXT
+        content.__class__ in _TEXT
         and not message.reasoning_items
-        and message.reasoning.__class__ in _TEXT
-        and message.tool_call_id.__class__ in _TEXT
-        and message.name.__class__ in _TEXT
-        and message.reasoning_format.__class__ in _TEXT
+        and reasoning.__class__ in _TEXT
+        and call_id.__class__ in _TEXT
+        and name.__class__ in _TEXT
+        and fmt.__class__ in _TEXT
     ):
+        calls = message.tool_calls
         return {
-            "content": message.content,
-            "name": message.name,
-            "reasoning": message.reasoning,
-            "reasoning_format": message.reasoning_format,
-            "reasoning_items": [],
+            "content": content,
+            "name": name,
+            "reasoning": reasoning,
+            "reasoning_format": fmt,
+            "reasoning_items": _NONE,
             "role": message.role,
-            "tool_call_id": message.tool_call_id,
-            "tool_calls": [[c.id, c.name, c.arguments] for c in message.tool_calls],
+            "tool_call_id": call_id,
+            "tool_calls": [(c.id, c.name, c.arguments) for c in calls] if calls else _NONE,
         }
     return None
 

@@ -66,22 +66,29 @@ _THINK_CLOSE = "</think>"
 
 
 def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
-    body: dict[str, Any] = {"role": message.role}
-    if message.tool_calls:
-        body["content"] = message.content if message.content else None
-        body["tool_calls"] = [call.to_openai() for call in message.tool_calls]
+    role = message.role
+    calls = message.tool_calls
+    body: dict[str, Any]
+    if calls:
+        body = {
+            "role": role,
+            "content": message.content if message.content else None,
+            "tool_calls": [call.to_openai() for call in calls],
+        }
     else:
-        body["content"] = message.content
+        body = {"role": role, "content": message.content}
     if message.tool_call_id is not None:
         body["tool_call_id"] = message.tool_call_id
     if message.name is not None:
         body["name"] = message.name
-    if message.role == "assistant" and profile.reasoning_back:
+    if role != "assistant":
+        return body
+    if profile.reasoning_back:
         if message.reasoning and (message.tool_calls or not profile.reasoning_back_tool_turns_only):
             body[profile.reasoning_back] = message.reasoning
         elif message.tool_calls and profile.reasoning_back_required:
             body[profile.reasoning_back] = ""
-    if message.role == "assistant" and (
+    if (
         message.reasoning_items
         and profile.reasoning_format is not None
         and message.reasoning_format == profile.reasoning_format
@@ -133,17 +140,21 @@ def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> lis
         f"{profile.reasoning_back_required}:{profile.reasoning_format}"
     )
     convert = functools.partial(_message_body, profile=profile)
+    append = out.append
     for message in messages:
-        images = _tool_images(message) if message.role == "tool" else []
-        if moved and message.role != "tool":
-            out.append({"role": "user", "content": moved})
+        if message.role == "tool":
+            images = _tool_images(message)
+            if images:
+                append(_text_only_tool_body(message, profile))
+                moved.append(
+                    {"type": "text", "text": f"Images from tool call {message.tool_call_id}:"}
+                )
+                moved.extend(dict(image) for image in images)
+                continue
+        elif moved:
+            append({"role": "user", "content": moved})
             moved = []
-        if images:
-            out.append(_text_only_tool_body(message, profile))
-            moved.append({"type": "text", "text": f"Images from tool call {message.tool_call_id}:"})
-            moved.extend(dict(image) for image in images)
-        else:
-            out.append(message.memo(memo, convert))
+        append(message.memo(memo, convert))
     if moved:
         out.append({"role": "user", "content": moved})
     return out
