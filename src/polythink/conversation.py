@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from polythink.reasoning.capabilities import get_capability
 from polythink.types import Effort, Message, Response, Tool, coerce_messages
+
+_log = logging.getLogger("polythink.conversation")
+_windowless_reported: set[str] = set()
+"""Models :func:`should_compact` has already logged as having no known context window."""
 
 if TYPE_CHECKING:
     from polythink.client import Client
@@ -324,9 +329,18 @@ def should_compact(
         context_window: the window in tokens, instead of the registry's.
         summary_tokens, margin: room kept for the summary and the estimate's error.
 
-    True when the context exceeds :func:`compact_threshold`. False when no window is known
-    (unregistered model, or a response without usage), and when the threshold makes no
-    sense (a window no larger than ``summary_tokens + margin``).
+    True when the context exceeds :func:`compact_threshold`. False when no window is known,
+    and when the threshold makes no sense (a window no larger than ``summary_tokens +
+    margin``); also False for a response without usage.
+
+    No known window means an unregistered model, or a registered one whose
+    :class:`~polythink.reasoning.Capability` has ``context_window=None``: the registry
+    records a window only where a provider document states it (``polythink models --json``
+    shows which; ``gpt-5.5``, ``claude-sonnet-4-6`` and ``deepseek-v4-pro`` have none). For
+    such a model this function can never say to compact, and context-window failover
+    cannot pick a larger model either. Pass ``context_window=`` (tokens) or register the
+    model's capability with one. The first such call for each model logs one WARNING on
+    the ``polythink.conversation`` logger saying so; later calls for it log nothing.
 
     Raises:
         ValueError: ``context`` is a negative or non-integer token count.
@@ -344,6 +358,16 @@ def should_compact(
     if window is None and model is not None:
         cap = get_capability(model)
         window = cap.context_window if cap is not None else None
+        if window is None and model not in _windowless_reported:
+            _windowless_reported.add(model)
+            what = "is not in the capability registry" if cap is None else "has no context_window"
+            _log.warning(
+                "should_compact: model %r %s, so it never says to compact this model's "
+                "conversations (and context-window failover cannot act on it); pass "
+                "context_window= in tokens, or register a Capability with one",
+                model,
+                what,
+            )
     if window is None:
         return False
     threshold = compact_threshold(window, summary_tokens=summary_tokens, margin=margin)
