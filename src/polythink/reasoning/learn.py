@@ -350,16 +350,20 @@ def reasoning_levels(
     """Return the tiers a selector should offer for a model, cheapest first.
 
     - a model nothing is known about (``capability`` ``None``): :data:`GENERIC_LEVELS`;
-    - a model with no reasoning control (``takes_parameter`` false: no reasoning parameter
-      reaches it; or a model that does not reason): nothing, so the selector is shown inert;
-    - otherwise the model's own strength tiers (or ``auto`` alone for one that only switches
-      on and off), with ``none`` first only when it can switch reasoning off.
+    - a model with no reasoning control: nothing, so the selector is shown inert. That is
+      a model no reasoning parameter reaches (``takes_parameter`` false), one that does not
+      reason, and one that always reasons and has no strength tiers (its only tier is
+      ``auto``: xAI's grok-4 takes no reasoning parameter and always reasons);
+    - otherwise the model's own strength tiers, with ``none`` first only when it can switch
+      reasoning off (``none auto`` for one that only switches on and off).
     """
     if not takes_parameter:
         return ()
     if capability is None:
         return GENERIC_LEVELS
     if not capability.reasons:
+        return ()
+    if not capability.strengths and not capability.can_disable:
         return ()
     tiers = capability.strengths or (Effort.AUTO,)
     return (Effort.NONE, *tiers) if capability.can_disable else tiers
