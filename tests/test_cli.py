@@ -317,6 +317,7 @@ def test_models_json_lists_every_registered_model(capsys: pytest.CaptureFixture[
         "budget_min": None,
         "budget_max": None,
         "max_output_tokens": 128000,
+        "context_window": None,
         "evidence": by_name["gpt-5.5"]["evidence"],
         "aliases": [],
         "origin": "documented",

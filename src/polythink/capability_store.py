@@ -34,14 +34,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import (
     Capability,
     capabilities_from_openrouter,
     get_capability,
     normalise_model_name,
+    openrouter_without_reasoning,
 )
 from polythink.reasoning.learn import default_level, reasoning_levels
-from polythink.types import Effort
+from polythink.reasoning.resolve import resolve
+from polythink.types import Effort, Resolution
 
 __all__ = [
     "ENV_VAR",
@@ -54,6 +57,7 @@ __all__ = [
     "Suspicion",
     "default_store_path",
     "open_store",
+    "resolve_known",
 ]
 
 ENV_VAR = "POLYTHINK_CAPABILITIES"
@@ -221,8 +225,13 @@ class CapabilityStore:
         if shipped is not None and _shipped_origin(shipped) == "documented":
             return Known(shipped, "documented", evidence=shipped.evidence)
         imported = self._entries.get(("imported", "*", name))
-        if imported is not None and imported.capability is not None:
-            return Known(imported.capability, "imported", evidence=imported.evidence)
+        if imported is not None:
+            return Known(
+                imported.capability,
+                "imported",
+                imported.capability is not None,
+                imported.evidence,
+            )
         if shipped is not None:
             return Known(shipped, "inferred", evidence=shipped.evidence)
         return Known(None, "unknown")
@@ -237,11 +246,41 @@ class CapabilityStore:
             known.origin,
         )
 
+    def resolve(
+        self,
+        effort: Effort | str | bool | None,
+        *,
+        provider: str | ProviderProfile,
+        model: str,
+        policy: str = "nearest",
+        max_tokens: int | None = None,
+    ) -> Resolution:
+        """Resolve ``effort`` for ``model`` on ``provider`` as a client with this store would.
+
+        The capability comes from :meth:`lookup` (observed > documented > imported >
+        inferred), then :func:`resolve_known` builds the fragment; ``polythink resolve`` prints
+        its result. Args and errors as :func:`polythink.reasoning.resolve`.
+
+        Raises:
+            ValueError: an unknown effort string, policy or provider id.
+            ThinkingUnsupportedError: the tier cannot be satisfied (for example ``none`` on a
+                model the store knows cannot switch reasoning off).
+        """
+        profile = get_provider(provider)
+        known = self.lookup(profile.id, model)
+        return resolve_known(
+            effort, provider=profile, model=model, known=known, policy=policy, max_tokens=max_tokens
+        )
+
     def import_openrouter(self, path: str | Path) -> int:
         """Read an OpenRouter ``/api/v1/models`` JSON file into the store as *imported*.
 
         The evidence names the file and its modification date. See
-        :func:`polythink.reasoning.capabilities_from_openrouter` for the fields read.
+        :func:`polythink.reasoning.capabilities_from_openrouter` for the fields read. A model
+        whose ``supported_parameters`` list lacks ``reasoning`` (and that has no ``reasoning``
+        object) is stored as taking no reasoning parameter
+        (:func:`polythink.reasoning.openrouter_without_reasoning`); the shipped registry
+        still wins over it (precedence above).
 
         Returns:
             how many models were imported.
@@ -259,8 +298,11 @@ class CapabilityStore:
             f"imported: OpenRouter /models document {source.name} "
             f"(file dated {stamp.date().isoformat()})"
         )
-        return self.add_imported(
+        count = self.add_imported(
             capabilities_from_openrouter(document, evidence=evidence), evidence
+        )
+        return count + self.add_imported_without_reasoning(
+            openrouter_without_reasoning(document), evidence
         )
 
     def entries(self, origin: str | None = None) -> list[StoredEntry]:
@@ -301,6 +343,17 @@ class CapabilityStore:
             )
             for cap in capabilities
         ]
+        self._put(entries)
+        return len(entries)
+
+    def add_imported_without_reasoning(self, models: Iterable[str], evidence: str) -> int:
+        """Store imported models that take no reasoning parameter (no reasoning control).
+
+        Returns:
+            how many entries were stored.
+        """
+        date = self.today()
+        entries = [StoredEntry("imported", None, model, None, evidence, date) for model in models]
         self._put(entries)
         return len(entries)
 
@@ -385,6 +438,46 @@ class CapabilityStore:
         hints.update(self._suspicions)
         self._entries, self._suspicions = entries, hints
         _write(self.path, entries, hints)
+
+
+def resolve_known(
+    effort: Effort | str | bool | None,
+    *,
+    provider: str | ProviderProfile,
+    model: str,
+    known: Known,
+    policy: str = "nearest",
+    max_tokens: int | None = None,
+) -> Resolution:
+    """Resolve ``effort`` with what is ``known`` about the model (one :meth:`lookup` result).
+
+    A model known to take no reasoning parameter gets an empty fragment, the applied tier
+    ``None`` and a warning naming the evidence's origin; otherwise
+    :func:`polythink.reasoning.resolve` runs with ``known.capability`` (``None`` = an
+    unregistered model: the fragment is built unchecked, with a warning). The reasoning
+    middleware and ``polythink resolve`` both go through here.
+
+    Raises:
+        ValueError: an unknown effort string, policy or provider id.
+        ThinkingUnsupportedError: as :func:`polythink.reasoning.resolve`.
+    """
+    requested = Effort.parse(effort)
+    if not known.takes_parameter and requested is not None:
+        profile = get_provider(provider)
+        note = (
+            f"model {model!r} takes no reasoning parameter on {profile.id} "
+            f"({known.origin} evidence); sent none for reasoning_effort={requested.value!r}, "
+            "so the model reasons (or not) by its own default"
+        )
+        return Resolution(requested, None, {}, None, (note,))
+    return resolve(
+        requested,
+        provider=provider,
+        model=model,
+        policy=policy,
+        max_tokens=max_tokens,
+        capability=known.capability,
+    )
 
 
 def _cap_json(cap: Capability | None) -> dict[str, Any] | None:

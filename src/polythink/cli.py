@@ -4,7 +4,9 @@
   and runs the calls of :data:`DEMO_CALLS` through :class:`~polythink.Client`, one table row
   per call. Exit 0 when every call ended as its row expects, 1 otherwise.
 - ``polythink resolve --provider P --model M --effort E`` prints the applied tier and the
-  request-body fragment :func:`polythink.reasoning.resolve` gives, without any network.
+  request-body fragment a client would send, without any network: the capability comes from
+  the same store lookup the client makes
+  (:meth:`polythink.capability_store.CapabilityStore.resolve`; ``--store PATH``).
   Exit 1 when the tier cannot be satisfied.
 - ``polythink models`` prints the capability registry with where each fact comes from
   (observed > documented > imported > inferred); ``--learned`` lists what was learned on the
@@ -55,7 +57,7 @@ from polythink.client import Client
 from polythink.config import Source
 from polythink.errors import PolythinkError
 from polythink.providers import PROVIDERS, get_provider
-from polythink.reasoning import POLICIES, Capability, all_capabilities, get_capability, resolve
+from polythink.reasoning import POLICIES, Capability, all_capabilities, get_capability
 from polythink.transports import transport_class
 from polythink.types import EFFORT_ORDER, Effort, Message, Response, Tool
 
@@ -265,7 +267,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "resolve",
         help="print the applied tier and the request fragment for a model (no network)",
         description="Resolve a requested tier for a model: print the applied tier and the "
-        "exact JSON fragment that would be sent. Exit 1 when it cannot be satisfied.",
+        "exact JSON fragment that would be sent, with what the capability store learned or "
+        "imported (as the client reads it). Exit 1 when it cannot be satisfied.",
     )
     res.add_argument("--provider", required=True, choices=providers, metavar="P", help=listing)
     res.add_argument("--model", required=True, metavar="M", help="model id")
@@ -289,6 +292,12 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="for a tier the model does not accept (default: nearest)",
     )
     res.add_argument("--json", action="store_true", help="print one JSON object")
+    res.add_argument(
+        "--store",
+        metavar="PATH",
+        help="the capability store file, read as the client reads it (default: "
+        "$POLYTHINK_CAPABILITIES, else capabilities.json in the user cache directory)",
+    )
     res.set_defaults(handler=_cmd_resolve)
 
     models = commands.add_parser(
@@ -462,7 +471,9 @@ def _message(exc: BaseException) -> str:
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
     try:
-        resolution = resolve(
+        # The lookup a Client makes: observed > documented > imported > inferred.
+        store = open_store(args.store)
+        resolution = store.resolve(
             args.effort,
             provider=args.provider,
             model=args.model,
@@ -506,6 +517,7 @@ def _capability_json(cap: Capability) -> dict[str, Any]:
         "budget_min": cap.budget_min,
         "budget_max": cap.budget_max,
         "max_output_tokens": cap.max_output_tokens,
+        "context_window": cap.context_window,
         "evidence": cap.evidence,
         "aliases": list(cap.aliases),
     }
@@ -696,17 +708,27 @@ def _cmd_models(args: argparse.Namespace) -> int:
             "provider resolves by its name (polythink resolve --model M)"
         )
         return EXIT_OK
-    if args.evidence:
-        _console().print(_models_evidence(caps, known))
+    console = _console()
+    if args.evidence and console.width >= _WIDE:
+        console.print(_models_evidence(caps, known))
+    elif args.evidence:
+        for line in _models_evidence_blocks(caps, known, console.width):
+            print(line)
     else:
-        for line in _models_lines(caps, known):
+        for line in _models_lines(caps, known, console.width):
             print(line)
     return EXIT_OK
 
 
-def _models_lines(caps: Sequence[Capability], known: Sequence[Any]) -> list[str]:
+def _models_lines(
+    caps: Sequence[Capability], known: Sequence[Any], width: int = _PIPE_WIDTH
+) -> list[str]:
     """One line per model (provider, model, accepted tiers, default), columns aligned;
-    ``?`` for a default that is not known. ``known`` is the store's fact for each entry."""
+    ``?`` for a default that is not known. ``known`` is the store's fact for each entry.
+
+    When the lines would be wider than ``width`` columns, a long tier list wraps onto
+    indented continuation lines under the tiers column (the default stays on the model's
+    first line), so the listing fits; wide enough, nothing wraps."""
     rows = []
     for shipped, fact in zip(caps, known, strict=True):
         cap = fact.capability or shipped
@@ -719,13 +741,32 @@ def _models_lines(caps: Sequence[Capability], known: Sequence[Any]) -> list[str]
             )
         )
     rows.insert(0, ("provider", "model", "tiers", "default"))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    return [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + "  "
-        + row[3]
-        for row in rows
-    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lead = widths[0] + 2 + widths[1] + 2
+    room = width - lead - 2 - widths[3]
+    if widths[2] > room:
+        widths[2] = max(room, len("minimal"))
+    lines: list[str] = []
+    for provider, model, tiers, default in rows:
+        parts = _wrap_words(tiers, widths[2])
+        head = f"{provider.ljust(widths[0])}  {model.ljust(widths[1])}  "
+        lines.append(f"{head}{parts[0].ljust(widths[2])}  {default}")
+        lines.extend(" " * lead + part for part in parts[1:])
+    return lines
+
+
+def _wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, broken between words (a word longer
+    than ``width``, such as a URL, is cut into pieces of ``width``)."""
+    lines = [""]
+    for whole in text.split(" "):
+        pieces = [whole[i : i + width] for i in range(0, len(whole), width)] or [""]
+        for word in pieces:
+            if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+                lines.append(word)
+            else:
+                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return lines
 
 
 def _models_evidence(caps: Sequence[Capability], known: Sequence[Any]) -> Table:
@@ -739,21 +780,53 @@ def _models_evidence(caps: Sequence[Capability], known: Sequence[Any]) -> Table:
     table.add_column("max output", justify="right", overflow="fold")
     table.add_column("origin", overflow="fold")
     table.add_column("evidence")
+    for cells in _evidence_cells(caps, known):
+        table.add_row(*(Text(cell) for cell in cells))
+    return table
+
+
+_EVIDENCE_FIELDS = ("tiers", "default", "budget", "max output", "origin", "evidence")
+
+
+def _evidence_cells(caps: Sequence[Capability], known: Sequence[Any]) -> list[tuple[str, ...]]:
+    """(model, provider, tiers, default, budget, max output, origin, evidence) per entry."""
+    rows: list[tuple[str, ...]] = []
     for shipped, fact in zip(caps, known, strict=True):
         cap = fact.capability or shipped
         tiers = _tiers(cap.supported_efforts) if fact.takes_parameter else "no reasoning parameter"
-        cells = (
-            cap.model,
-            cap.provider or "-",
-            tiers,
-            cap.default_effort.value if cap.default_effort else "?",
-            _budget_range(cap),
-            str(cap.max_output_tokens) if cap.max_output_tokens is not None else "-",
-            fact.origin,
-            fact.evidence or cap.evidence,
+        rows.append(
+            (
+                cap.model,
+                cap.provider or "-",
+                tiers,
+                cap.default_effort.value if cap.default_effort else "?",
+                _budget_range(cap),
+                str(cap.max_output_tokens) if cap.max_output_tokens is not None else "-",
+                fact.origin,
+                fact.evidence or cap.evidence,
+            )
         )
-        table.add_row(*(Text(cell) for cell in cells))
-    return table
+    return rows
+
+
+def _models_evidence_blocks(
+    caps: Sequence[Capability], known: Sequence[Any], width: int
+) -> list[str]:
+    """The ``--evidence`` listing for narrow terminals: one block per model, a
+    ``model (provider)`` line then one indented ``field  value`` line per field, the
+    evidence wrapped between words to ``width`` columns; a blank line between blocks."""
+    label = max(len(name) for name in _EVIDENCE_FIELDS)
+    indent = 2 + label + 2
+    lines: list[str] = []
+    for model, provider, *values in _evidence_cells(caps, known):
+        if lines:
+            lines.append("")
+        lines.append(f"{model} ({provider})")
+        for name, value in zip(_EVIDENCE_FIELDS, values, strict=True):
+            parts = _wrap_words(value, max(width - indent, 20))
+            lines.append(f"  {name.ljust(label)}  {parts[0]}")
+            lines.extend(" " * indent + part for part in parts[1:])
+    return lines
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

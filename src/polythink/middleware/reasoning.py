@@ -36,7 +36,7 @@ from typing import Any
 
 import anyio
 
-from polythink.capability_store import CapabilityStore
+from polythink.capability_store import CapabilityStore, Known, resolve_known
 from polythink.config import Source
 from polythink.errors import PolythinkError, RequestRejectedError, ThinkingUnsupportedError
 from polythink.middleware.base import CompleteNext, StreamNext
@@ -44,7 +44,6 @@ from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
-from polythink.reasoning.resolve import resolve
 from polythink.types import (
     Effort,
     Request,
@@ -105,25 +104,23 @@ class ReasoningMiddleware:
     def _resolve(self, effort: Effort | None, max_tokens: int | None) -> Resolution:
         key = (effort, max_tokens)
         found = self._memo.get(key)
-        if found is None and not self.takes_parameter and effort is not None:
-            found = Resolution(effort, None, {}, None, (self._no_parameter_note(effort),))
-            self._memo[key] = found
         if found is None:
-            found = resolve(
+            found = resolve_known(
                 effort,
                 provider=self.profile,
                 model=self.model,
+                known=Known(self.capability, self.origin, self.takes_parameter),
                 policy=self.source.effort_fallback,
                 max_tokens=max_tokens,
-                capability=self.capability,
             )
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[key] = found
             # An unregistered model is reported once per model, whatever the tier; a
-            # mapping once per (model, tier).
+            # mapping once per (model, tier). A model without a reasoning parameter is
+            # reported in the response's warnings only.
             tier = "*" if self.capability is None else (effort.value if effort else "unset")
-            for warning in found.warnings:
+            for warning in found.warnings if self.takes_parameter else ():
                 _throttle.warn(warning, model=self.model, tier=tier, kind="resolve")
         return found
 
@@ -193,13 +190,6 @@ class ReasoningMiddleware:
             applied_effort=applied,
             thinking=observation,
             warnings=[*response.warnings, *warnings],
-        )
-
-    def _no_parameter_note(self, effort: Effort) -> str:
-        return (
-            f"model {self.model!r} takes no reasoning parameter on {self.profile.id} "
-            f"({self.origin} evidence); sent none for reasoning_effort={effort.value!r}, so "
-            "the model reasons (or not) by its own default"
         )
 
     def _requested(self, request: Request) -> Effort | None:

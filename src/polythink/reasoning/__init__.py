@@ -6,6 +6,7 @@ from polythink.reasoning.capabilities import (
     capabilities_from_openrouter,
     get_capability,
     normalise_model_name,
+    openrouter_without_reasoning,
     register_capability,
 )
 from polythink.reasoning.learn import (
@@ -44,6 +45,7 @@ __all__ = [
     "learned_capability",
     "normalise_model_name",
     "observe",
+    "openrouter_without_reasoning",
     "parse_reasoning_rejection",
     "reasoning_levels",
     "reconcile",

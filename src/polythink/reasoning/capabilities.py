@@ -314,8 +314,9 @@ def capabilities_from_openrouter(
     ``default_effort`` (``"none"`` = off by default); the model's ``context_length`` becomes
     ``context_window``. The tiers come out cheapest first, with ``none`` first unless
     ``mandatory``. Models without a ``reasoning`` object are skipped (they do not reason, or
-    are routers); tier names polythink does not know are left out. Pass the result to
-    :func:`register_capability`, or store it as imported with
+    are routers; :func:`openrouter_without_reasoning` lists those whose
+    ``supported_parameters`` show no reasoning control); tier names polythink does not know
+    are left out. Pass the result to :func:`register_capability`, or store it as imported with
     :meth:`polythink.capability_store.CapabilityStore.import_openrouter`.
 
     Args:
@@ -325,16 +326,8 @@ def capabilities_from_openrouter(
     Raises:
         ValueError: when the document is neither ``{"data": [...]}`` nor a list of models.
     """
-    models: Iterable[Mapping[str, Any]]
-    if isinstance(document, Mapping):
-        data = document.get("data")
-        if not isinstance(data, list):
-            raise ValueError("an OpenRouter /models document has a 'data' list of models")
-        models = data
-    else:
-        models = document
     result: list[Capability] = []
-    for model in models:
+    for model in _openrouter_models(document):
         reasoning = model.get("reasoning")
         if not isinstance(reasoning, Mapping) or not model.get("id"):
             continue
@@ -366,3 +359,37 @@ def capabilities_from_openrouter(
             )
         )
     return result
+
+
+def openrouter_without_reasoning(
+    document: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """Return the ids of the models an OpenRouter ``/api/v1/models`` document shows take no
+    reasoning parameter: a ``supported_parameters`` list without ``"reasoning"`` and no
+    ``reasoning`` object (OR-DOC, retrieved 2026-10-05: ``supported_parameters`` lists the
+    request parameters the model's providers accept). A model without a
+    ``supported_parameters`` list is left out (nothing is known about it).
+
+    Raises:
+        ValueError: when the document is neither ``{"data": [...]}`` nor a list of models.
+    """
+    result: list[str] = []
+    for model in _openrouter_models(document):
+        parameters = model.get("supported_parameters")
+        if not isinstance(parameters, list) or not model.get("id"):
+            continue
+        if "reasoning" in parameters or isinstance(model.get("reasoning"), Mapping):
+            continue
+        result.append(str(model["id"]))
+    return result
+
+
+def _openrouter_models(
+    document: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+) -> Iterable[Mapping[str, Any]]:
+    if isinstance(document, Mapping):
+        data = document.get("data")
+        if not isinstance(data, list):
+            raise ValueError("an OpenRouter /models document has a 'data' list of models")
+        return data
+    return document
