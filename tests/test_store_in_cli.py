@@ -154,7 +154,9 @@ def test_resolve_uses_the_default_store_and_what_was_learned(
         cli(["resolve", "--provider", "openrouter", "--model", "gpt-5.5", "--effort", "xhigh"]) == 0
     )
     assert capsys.readouterr().out == (
-        'requested  xhigh\napplied    xhigh\npayload    {"reasoning": {"effort": "xhigh", "enabled": true}}\n'
+        "requested  xhigh\n"
+        "applied    xhigh\n"
+        'payload    {"reasoning": {"effort": "xhigh", "enabled": true}}\n'
     )
 
 
