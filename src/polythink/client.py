@@ -263,7 +263,6 @@ class Client:
             self._keys.append(key)
             self._transport_classes.append(transport_class(profile.wire))
             self._reasoning.append(ReasoningMiddleware(source, i, profile, self.capabilities))
-            self._retry.append(RetryMiddleware(source, i))
             # Every source but the last hands a call it cannot take at once to the next one.
             wait = None if i == len(sources) - 1 else 0.0
             backend = None
@@ -279,9 +278,11 @@ class Client:
                         source.rpm, source.tpm, source.max_concurrency, MonotonicClock()
                     ),
                 )
-            self._limits.append(
-                RateLimitMiddleware(source, i, profile, max_wait=wait, backend=backend)
-            )
+            limiter = RateLimitMiddleware(source, i, profile, max_wait=wait, backend=backend)
+            self._limits.append(limiter)
+            # Retried attempts count against the budget and pause it at once (the layer
+            # outside retry observes them).
+            self._retry.append(RetryMiddleware(source, i, observer=limiter))
         try:
             store = cache_store(cache)
         except ModuleNotFoundError as exc:

@@ -283,7 +283,9 @@ class RateLimitMiddleware:
             raise self._rejected("concurrency_limit", None, limit)
         return lease, True
 
-    async def _take_budget(self, cost: int, start: float, limit: float | None) -> bool:
+    async def _take_budget(
+        self, cost: int, start: float, limit: float | None, what: str = "call"
+    ) -> bool:
         backend = self.backend
         if not self._queue.locked():
             wait, reason = await backend.take(cost)
@@ -291,16 +293,16 @@ class RateLimitMiddleware:
                 return False
             now = self.clock.now()
             if limit is not None and wait > limit - (now - start):
-                raise self._rejected(reason, wait, limit)
+                raise self._rejected(reason, wait, limit, what)
         elif limit is not None and limit <= 0:
-            raise self._rejected("queue", None, limit)
+            raise self._rejected("queue", None, limit, what)
         now = self.clock.now()
         deadline_at = None if limit is None else start + limit
         try:
             with anyio.fail_after(None if deadline_at is None else max(0.0, deadline_at - now)):
                 await self._queue.acquire()
         except TimeoutError:
-            raise self._rejected("queue", None, limit) from None
+            raise self._rejected("queue", None, limit, what) from None
         try:
             while True:
                 wait, reason = await backend.take(cost)
@@ -308,7 +310,7 @@ class RateLimitMiddleware:
                     return True
                 now = self.clock.now()
                 if deadline_at is not None and now + wait > deadline_at:
-                    raise self._rejected(reason, wait, limit)
+                    raise self._rejected(reason, wait, limit, what)
                 # A shared budget may get tokens back from another process, which cannot
                 # wake this one: ask again after at most ``max_nap``.
                 await self._nap(min(wait, backend.max_nap))
@@ -364,19 +366,55 @@ class RateLimitMiddleware:
             if partial is not None:
                 await self._settle(ticket, partial.usage, limits or partial.rate_limit)
                 return
+        pause = _pause_of(error)
+        if _refused_here(error):
+            # A retry this layer did not let through: the attempt before it, already
+            # reported by the retry layer, decides whether the estimate is given back.
+            cause = error.__cause__
+            error = cause if isinstance(cause, PolythinkError) else error
+            limits, pause = None, None
         refund = 0
-        if not ticket.settled and not (
-            isinstance(error, TransientError) and error.status_code is None
-        ):
+        if not ticket.settled and not _may_have_run(error):
             # The provider answered with an error, or the call was refused before it was
             # sent: nothing was generated. A timeout or a dropped connection may have been
             # processed anyway, so its estimate stays counted.
             ticket.settled = True
             refund = ticket.cost
-        pause = None
-        if isinstance(error, RateLimitedError) and error.retry_after:
-            pause = error.retry_after
         await self._apply(ticket, refund, limits, pause)
+
+    async def attempt_failed(self, error: PolythinkError) -> None:
+        """Learn from an attempt the retry layer will make again (its
+        :class:`~polythink.middleware.retry.RetryObserver`): a 429's ``retry-after`` and
+        headers reporting nothing left pause the source now, for every caller (every
+        process, on a shared backend), and reported counts lower the buckets. The call's
+        token estimate stays reserved for the retry."""
+        pause = _pause_of(error)
+        if error.rate_limit is None and pause is None:
+            return
+        await self.backend.settle(0, error.rate_limit, pause)
+
+    async def before_retry(self, request: Request, after: PolythinkError) -> None:
+        """Take a retry's place in the budget before the retry layer sends it.
+
+        A retry is one more request to the provider, which counts every request it
+        receives, refused ones included: it takes one request from the RPM bucket and
+        waits out a server pause, queued behind the calls already waiting. Its tokens are
+        the call's reservation, except after an attempt that may have run (a timeout or a
+        lost connection, whose estimate stays counted): then it reserves its own
+        estimate. It waits at most ``request.timeout`` (what is left of the call's
+        deadline) and ``max_wait`` seconds.
+
+        Raises:
+            RateLimitedError: ``error_type`` naming the gate, when the budget cannot take
+                the retry in time (it is not sent; failover may try the next source).
+        """
+        cost = 0
+        if self.source.tpm and _may_have_run(after):
+            cost = estimate_tokens(request, self._default_output)
+        limit = request.timeout
+        if self.max_wait is not None:
+            limit = self.max_wait if limit is None else min(limit, self.max_wait)
+        await self._take_budget(cost, self.clock.now(), limit, what="retry")
 
     async def _apply(
         self, ticket: _Ticket, refund: int, limits: RateLimit | None, pause: float | None
@@ -393,7 +431,9 @@ class RateLimitMiddleware:
         if refund > 0:
             self._wake()
 
-    def _rejected(self, reason: str, wait: float | None, limit: float | None) -> RateLimitedError:
+    def _rejected(
+        self, reason: str, wait: float | None, limit: float | None, what_call: str = "call"
+    ) -> RateLimitedError:
         source = self.source
         if reason == "rpm_limit":
             what = f"at its limit of {source.rpm:g} requests per minute"
@@ -411,9 +451,38 @@ class RateLimitMiddleware:
         bound = f"{limit:g} s" if limit is not None else "no limit"
         return RateLimitedError(
             f"{self.provider} source {self.index} ({source.model}) is {what}{opens}, beyond "
-            f"this call's wait limit ({bound}); the call was not sent",
+            f"this call's wait limit ({bound}); the {what_call} was not sent",
             provider=self.provider,
             source_index=self.index,
             error_type=reason,
             retry_after=wait,
         )
+
+
+def _pause_of(error: PolythinkError) -> float | None:
+    """The pause a provider's rate-limit error asks for (its ``retry-after``), or ``None``."""
+    if isinstance(error, RateLimitedError) and error.retry_after and not _refused_here(error):
+        return error.retry_after
+    return None
+
+
+_GATES = frozenset(
+    ("rpm_limit", "tpm_limit", "concurrency_limit", "server_pause", "queue", "deadline")
+)
+"""The ``error_type`` values of this layer's own refusals."""
+
+
+def _refused_here(error: PolythinkError) -> bool:
+    """Whether ``error`` is a rate-limit layer's own refusal (nothing sent: no HTTP status,
+    one of its gates as ``error_type``) rather than a provider's answer."""
+    return (
+        isinstance(error, RateLimitedError)
+        and error.status_code is None
+        and error.error_type in _GATES
+    )
+
+
+def _may_have_run(error: PolythinkError) -> bool:
+    """Whether the provider may have processed the attempt that failed with ``error``: a
+    timeout or a lost connection (no HTTP status), as opposed to an error answer."""
+    return isinstance(error, TransientError) and error.status_code is None

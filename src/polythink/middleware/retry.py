@@ -1,7 +1,12 @@
 """Retry: call one source again after a failure that may pass, waiting as the server asks.
 
 Order: per source, inside rate limit and outside reasoning (DESIGN §2). Each attempt is one
-upstream call; the rate limiter above admits the call once.
+upstream call. The rate limiter above admits the call once; it hands this layer a
+:class:`RetryObserver` (wired per source by the client) so that every retried attempt still
+counts against the source's budget: a failure about to be retried is reported at once (a
+429 or "nothing left" headers pause the source, and with a shared backend every process, from
+the first 429 rather than when the retries give up), and each retry takes its own place in
+the budget before it is sent.
 
 The decisions are pure functions, tested alone (a Tower-style policy):
 
@@ -36,7 +41,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -60,6 +65,7 @@ __all__ = [
     "MAX_DELAY",
     "MAX_RETRY_AFTER",
     "RetryMiddleware",
+    "RetryObserver",
     "RetryPolicy",
     "backoff",
     "is_retryable",
@@ -164,6 +170,39 @@ def retry_delay(
     return backoff(retries_taken, jitter, initial=policy.initial_delay, cap=policy.max_delay)
 
 
+class RetryObserver(Protocol):
+    """What the layer outside retry learns of the attempts it does not see itself.
+
+    The rate-limit layer implements it
+    (:class:`~polythink.middleware.ratelimit.RateLimitMiddleware`); the client passes it to
+    the same source's retry layer. The attempt that ends the call is not reported here: its
+    outcome reaches the outer layer as the call's result or error.
+    """
+
+    async def attempt_failed(self, error: PolythinkError) -> None:
+        """An attempt failed with ``error`` and will be retried; called before the wait."""
+        ...
+
+    async def before_retry(self, request: Request, after: PolythinkError) -> None:
+        """A retry of ``request`` (whose ``timeout`` is the seconds left of the call's
+        deadline, ``None``: unbounded) is about to be sent after the attempt that failed
+        with ``after``; wait for its place in the budget.
+
+        Raises:
+            RateLimitedError: the retry cannot be taken in time; it is not sent.
+        """
+        ...
+
+
+class _NotResent(Exception):
+    """The observer refused a retry: end the loop with its error (not a PolythinkError, so
+    tenacity's predicate raises it at once)."""
+
+    def __init__(self, error: RateLimitedError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class _StopAtDeadline(stop_base):
     """Stop when the coming wait would end at or past the deadline (no time to try)."""
 
@@ -190,6 +229,10 @@ class RetryMiddleware:
         policy: overrides the policy built from ``source.max_retries``.
         clock: monotonic seconds; ``sleep``: async sleep in seconds; ``random``: a float
             in [0, 1) for jitter. Injected by tests.
+        observer: told of each failure about to be retried and asked before each retry is
+            sent (:class:`RetryObserver`; the source's rate-limit layer). When it refuses a
+            retry, its :class:`~polythink.errors.RateLimitedError` is raised, with the
+            failed attempt as ``__cause__`` and ``attempts`` the calls made.
     """
 
     def __init__(
@@ -201,6 +244,7 @@ class RetryMiddleware:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         random: Callable[[], float] = _random.random,
+        observer: RetryObserver | None = None,
     ) -> None:
         if policy is None:
             retries = source.max_retries
@@ -212,6 +256,7 @@ class RetryMiddleware:
         self._clock = clock
         self._sleep = sleep
         self._random = random
+        self.observer = observer
         self._retry = retry_if_exception(self._retryable)
         self._stop_attempts = stop_after_attempt(policy.max_retries + 1)
 
@@ -222,9 +267,11 @@ class RetryMiddleware:
         budget = request.timeout if request.timeout is not None else self._total
         return math.inf if budget is None else self._clock() + budget
 
-    def _attempt_request(self, request: Request, deadline: float) -> Request:
-        """The request for one upstream attempt (counted for telemetry)."""
-        record_attempt()
+    def _attempt_request(self, request: Request, deadline: float, *, count: bool = True) -> Request:
+        """The request for one upstream attempt (counted for telemetry unless ``count`` is
+        false), its ``timeout`` set to what is left of the deadline."""
+        if count:
+            record_attempt()
         if deadline == math.inf:
             return request
         return request.with_(timeout=max(0.0, deadline - self._clock()))
@@ -236,6 +283,15 @@ class RetryMiddleware:
         delay = retry_delay(error, state.attempt_number - 1, self._random(), self.policy)
         assert delay is not None
         return delay
+
+    async def _before_sleep(self, state: RetryCallState) -> None:
+        self._log_retry(state)
+        observer = self.observer
+        if observer is not None:
+            assert state.outcome is not None
+            error = state.outcome.exception()
+            assert isinstance(error, PolythinkError)
+            await observer.attempt_failed(error)
 
     def _log_retry(self, state: RetryCallState) -> None:
         assert state.outcome is not None
@@ -252,30 +308,49 @@ class RetryMiddleware:
         )
 
     async def _again(
-        self, attempt: Callable[[], Awaitable[T]], first: PolythinkError, deadline: float
+        self,
+        attempt: Callable[[Request], Awaitable[T]],
+        request: Request,
+        first: PolythinkError,
+        deadline: float,
     ) -> tuple[T, int]:
         """Retry ``attempt`` after its first failure ``first``, under tenacity.
 
         ``first`` is replayed as tenacity's attempt 1 (no upstream call), so the wait
-        before attempt 2 and every stop decision come from the same loop. Returns the
-        result and the number of upstream calls made, the first included.
+        before attempt 2 and every stop decision come from the same loop. Each retry is
+        first cleared with the observer. Returns the result and the number of upstream
+        calls made, the first included.
         """
         pending = [first]
+        last = first
         calls = 1
+        observer = self.observer
 
         async def once() -> T:
-            nonlocal calls
+            nonlocal calls, last
             if pending:
                 raise pending.pop()
+            if observer is not None:
+                try:
+                    await observer.before_retry(
+                        self._attempt_request(request, deadline, count=False), last
+                    )
+                except RateLimitedError as exc:
+                    raise _NotResent(exc) from last
             calls += 1
-            return await attempt()
+            try:
+                # Built after the observer's wait, which came out of the deadline.
+                return await attempt(self._attempt_request(request, deadline))
+            except PolythinkError as exc:
+                last = exc
+                raise
 
         retrying = AsyncRetrying(
             sleep=self._sleep,
             stop=self._stop_attempts | _StopAtDeadline(deadline, self._clock),
             wait=self._wait,
             retry=self._retry,
-            before_sleep=self._log_retry,
+            before_sleep=self._before_sleep,
             reraise=True,
         )
         try:
@@ -283,6 +358,9 @@ class RetryMiddleware:
         except PolythinkError as exc:
             exc.attempts = calls
             raise
+        except _NotResent as refused:
+            refused.error.attempts = calls
+            raise refused.error from last
         return result, calls
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
@@ -303,10 +381,7 @@ class RetryMiddleware:
                 raise
             first = exc
 
-        async def attempt() -> Response:
-            return await call_next(self._attempt_request(request, deadline))
-
-        response, _ = await self._again(attempt, first, deadline)
+        response, _ = await self._again(call_next, request, first, deadline)
         return response
 
     async def stream(
@@ -324,8 +399,10 @@ class RetryMiddleware:
         """
         deadline = self._deadline(request)
 
-        async def attempt() -> tuple[list[StreamEvent], AsyncGenerator[StreamEvent, None]]:
-            return await read_head(call_next(self._attempt_request(request, deadline)))
+        async def attempt(
+            retry: Request,
+        ) -> tuple[list[StreamEvent], AsyncGenerator[StreamEvent, None]]:
+            return await read_head(call_next(retry))
 
         calls = 1
         record_attempt()
@@ -335,7 +412,7 @@ class RetryMiddleware:
             if not self._retryable(exc):
                 exc.attempts = 1
                 raise
-            (head, rest), calls = await self._again(attempt, exc, deadline)
+            (head, rest), calls = await self._again(attempt, request, exc, deadline)
         try:
             async with aclosing(rest):
                 for event in head:
