@@ -319,7 +319,10 @@ async def test_the_concurrency_cap_is_reached_and_never_exceeded() -> None:
 
 
 class HangingHandler(FakeHandler):
-    """``max_tokens=1``: hang (a stream after its first event); otherwise time out."""
+    """``max_tokens=1``: hang (a stream after its first event); otherwise time out.
+    ``hanging`` counts the calls hanging now."""
+
+    hanging = 0
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         if request.max_tokens != 1:
@@ -328,33 +331,43 @@ class HangingHandler(FakeHandler):
                     yield event
             return
         self.active += 1
+        self.hanging += 1
         try:
             yield StreamEvent("text", text="partial")
             await anyio.sleep_forever()
         finally:
             self.active -= 1
+            self.hanging -= 1
 
-
-async def hang_or_time_out(request: Request) -> Response:
-    if request.max_tokens == 1:
-        await anyio.sleep_forever()
-    try:
-        with anyio.fail_after(0.002):
-            await anyio.sleep_forever()
-    except TimeoutError:
-        raise RequestTimeoutError("deadline", error_type="deadline") from None
-    raise AssertionError("unreachable")
+    async def hang_or_time_out(self, request: Request) -> Response:
+        if request.max_tokens == 1:
+            self.hanging += 1
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.hanging -= 1
+        try:
+            # A real anyio timeout that fires at the first checkpoint, however loaded the
+            # loop is (no race with the caller's cancellation).
+            with anyio.fail_after(0):
+                await anyio.sleep_forever()
+        except TimeoutError:
+            raise RequestTimeoutError("deadline", error_type="deadline") from None
+        raise AssertionError("unreachable")
 
 
 async def test_no_slot_leaks_after_200_cancelled_and_timed_out_calls() -> None:
-    inner = HangingHandler(hang_or_time_out)
+    inner = HangingHandler()
+    inner.behaviour = inner.hang_or_time_out
     layer, _, chain = make(max_concurrency=4, handler=inner)
     outcomes = {"cancelled": 0, "timed_out": 0}
+    scopes: list[anyio.CancelScope] = []
 
     async def call(i: int) -> None:
         streamed = i % 4 >= 2
         request = ask(max_tokens=1 + i % 2, stream=streamed)
-        with anyio.move_on_after(0.02) as scope:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
             try:
                 if streamed:
                     async with aclosing(chain.stream(request)) as events:
@@ -370,11 +383,20 @@ async def test_no_slot_leaks_after_200_cancelled_and_timed_out_calls() -> None:
     async with anyio.create_task_group() as tg:
         for i in range(200):
             tg.start_soon(call, i)
+        # Wait (no fixed sleep) until every call has started and hanging calls hold all
+        # four slots: the timed-out calls that got a slot are done, the rest are queued.
+        with anyio.fail_after(30):
+            while not (len(scopes) == 200 and inner.hanging == 4 and layer.in_flight == 4):  # noqa: ASYNC110
+                await anyio.sleep(0.001)
+        # Cancel hanging calls (mid-call, mid-stream) and queued ones (waiting for a slot).
+        for scope in scopes:
+            scope.cancel()
     assert outcomes["cancelled"] + outcomes["timed_out"] == 200
-    assert outcomes["timed_out"] > 0
-    assert outcomes["cancelled"] > 0
+    assert outcomes["timed_out"] >= 2  # at least the first two calls that time out
+    assert outcomes["cancelled"] >= 100  # every hanging call, plus queued ones
     assert layer.in_flight == 0
     assert inner.active == 0
+    assert inner.hanging == 0
     inner.behaviour = None
     texts: list[str] = []
 
