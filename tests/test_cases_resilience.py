@@ -187,7 +187,8 @@ async def test_c10_a_stalled_stream_fails_at_the_per_call_timeout(
             await collect(client.stream(MESSAGES, timeout=2), [])
         elapsed = time.monotonic() - started
     assert caught.value.error_type == "deadline"
-    assert 2.0 <= elapsed < 2.5
+    # The stall is 10 s: ending within 2 s of slack (a loaded machine) proves the timeout.
+    assert 2.0 <= elapsed < 4.0
 
 
 @pytest.mark.anyio
@@ -212,7 +213,8 @@ async def test_c10_idle_timeout_counts_from_the_last_chunk(sim: Simulator, plan:
     assert texts == ["Simulated", " gpt-4o", " answer"]
     assert caught.value.error_type == "idle_timeout"
     assert isinstance(caught.value.__cause__, RequestTimeoutError)
-    assert 2.0 <= failed - arrivals[-1] < 2.5
+    # The stall is 10 s: ending within 2 s of slack (a loaded machine) proves the timeout.
+    assert 2.0 <= failed - arrivals[-1] < 4.0
 
 
 # ------------------------------------------------------------------ C18 in-band overload
