@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -50,20 +49,6 @@ class FakeClock:
         self.sleeps.append(seconds)
         self.t += seconds
         await anyio.lowlevel.checkpoint()
-
-
-class ScaledClock:
-    """Real time sped up ``factor`` times: one real second is ``factor`` clock seconds."""
-
-    def __init__(self, factor: float) -> None:
-        self.factor = factor
-        self.origin = time.monotonic()
-
-    def now(self) -> float:
-        return (time.monotonic() - self.origin) * self.factor
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds / self.factor)
 
 
 def response(

@@ -176,7 +176,7 @@ async def test_stall_before_the_first_byte_and_mid_stream(sim: Simulator, plan: 
             async for _ in r.aiter_bytes():
                 stamps.append(time.monotonic())
     assert answer.status_code == 200
-    assert 0.6 <= slow_head < 1.0
+    assert 0.6 <= slow_head < 0.6 + 1.5  # the slack is for a loaded machine
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     assert max(gaps) >= 0.55
     assert plan.injected == {"stall": 1, "stall_mid": 1}
@@ -188,8 +188,10 @@ async def test_stall_ends_when_the_client_hangs_up(sim: Simulator, plan: FaultPl
     async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2)) as http:
         with pytest.raises(httpx.ReadTimeout):
             await http.post(_chat_url(sim), json=CHAT)
-    await anyio.sleep(0.5)
-    assert sim.stats.in_flight == 0
+    # The simulator notices the hang-up on its own thread: wait for it, without a fixed sleep.
+    with anyio.fail_after(10):
+        while sim.stats.in_flight:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
 
 
 @pytest.mark.anyio

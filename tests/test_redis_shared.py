@@ -323,32 +323,41 @@ async def test_redis_stopped_mid_run_and_restarted_falls_back_once_and_returns(
                         hits.append(answer.cache_hit)
                     return hits
 
+                # Refill bounds come from the time the calls took (10 per second), on the
+                # clock of each bucket: Redis TIME (epoch ms) or this process's monotonic.
+                began = time.time()
                 assert await run(4, "before") == [False, False, False, False]
-                shared_level, _ = bucket(server, sim, key, "rpm")
-                # 4 taken; refilled 10 per second since (these calls take milliseconds).
-                assert 596.0 <= shared_level <= 597.0
+                shared_level, ts = bucket(server, sim, key, "rpm")
+                # 4 taken; refilled 10 per second since.
+                assert 0 <= shared_level - 596.0 <= 10 * (ts / 1000 - began) + 1e-6
                 assert fallback.requests is not None
                 assert fallback.requests.level(MonotonicClock().now()) == 600.0
 
                 server.stop()
                 # Every call still answers: limits in-process, the cache a miss.
+                began_local = time.monotonic()
                 assert await run(4, "during") == [False, False, False, False]
-                assert 596.0 <= fallback.requests.level(MonotonicClock().now()) <= 597.0
+                now = time.monotonic()
+                level = fallback.requests.level(now)
+                assert 0 <= level - 596.0 <= 10 * (now - began_local) + 1e-6
                 assert sim.stats.requests == 8
 
                 server.start()
                 await anyio.sleep(0.25)
-                local_before = fallback.requests.level(MonotonicClock().now())
+                before_at = time.monotonic()
+                local_before = fallback.requests.level(before_at)
+                began = time.time()
                 assert await run(4, "after") == [False, False, False, False]
                 # The first question is stored again, and answered from Redis without a call.
                 assert await run(1, "after") == [True]
                 assert sim.stats.requests == 12
-                restarted_level, _ = bucket(server, sim, key, "rpm")
+                restarted_level, ts = bucket(server, sim, key, "rpm")
                 # A new server: a full bucket, then the 4 calls that reached the limiter.
-                assert 596.0 <= restarted_level <= 597.0
+                assert 0 <= restarted_level - 596.0 <= 10 * (ts / 1000 - began) + 1e-6
                 # Nothing was taken in-process any more: the local bucket only refilled.
-                local_after = fallback.requests.level(MonotonicClock().now())
-                assert local_before <= local_after <= local_before + 1.0
+                after_at = time.monotonic()
+                local_after = fallback.requests.level(after_at)
+                assert 0 <= local_after - local_before <= 10 * (after_at - before_at) + 1e-6
     finally:
         server.stop()
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
