@@ -115,20 +115,29 @@ async def test_four_redis_workers_keep_one_rpm_and_concurrency_and_a_killed_work
             assert caught.value.error_type == "concurrency_limit"
             victim.kill()
             killed = time.monotonic()
+            assert victim.wait(10) == -9
+            # On the server's clock: the dead worker's lease ends within one lease (1.5 s) of
+            # its death, whatever the load (the probe below only shows the slot comes back).
+            raw = redis.Redis(port=redis_server.port)
+            seconds, micros = raw.time()
+            dead_at_ms = seconds * 1000 + micros / 1000
+            tag = account_tag("openai", slow.base_url("openai"), "sk-lease-0002")
+            ((_, expires_ms),) = raw.zrange(f"polythink:{tag}:leases", 0, -1, withscores=True)
+            assert 0 < expires_ms - dead_at_ms <= 1500, expires_ms - dead_at_ms
             answer = await client.complete(USER, timeout=10.0)
             freed = time.monotonic() - killed
         assert answer.text.startswith("Simulated")
-        assert victim.wait(10) == -9
         # Renewed every 0.5 s, the lease had between 1.0 and 1.5 s left when the worker died
-        # (less if its renewal ran late on a loaded machine), never more than the lease.
-        assert 0.5 <= freed <= 1.5 + 0.5, freed
+        # (less if its renewal ran late on a loaded machine); the probe polls every 10 ms,
+        # with 1 s of slack for a loaded machine.
+        assert 0.2 <= freed <= 1.5 + 1.0, freed
         records = [calls(await anyio.to_thread.run_sync(results, w)) for w in workers]
     sent = [r for rs in records for r in rs if r["ok"]]
     refused = [r for rs in records for r in rs if not r["ok"]]
     # The bucket starts full (120) and refills 2 per second from the first call to the last.
     arrivals = sorted(sim.stats.arrivals)
     span = arrivals[-1] - arrivals[0]
-    assert 9.0 <= span <= 10.2, span
+    assert 9.0 <= span <= 11.0, span
     allowed = 120 + 120 / 60 * span
     assert abs(sim.stats.requests - allowed) <= 0.05 * allowed, (sim.stats.requests, allowed)
     # A call admitted just before the end may run out of the run's deadline in flight.
@@ -146,7 +155,7 @@ async def test_four_redis_workers_keep_one_rpm_and_concurrency_and_a_killed_work
         ("RateLimitedError", "deadline"),
     }
     assert all(r["end"] >= until - 1.0 for r in refused), refused
-    assert max(r["end"] for r in sent) <= until + 1.0
+    assert max(r["end"] for r in sent) <= until + 2.0
 
 
 async def test_tpm_is_shared_across_redis_workers_with_corrections_streamed_and_not(
