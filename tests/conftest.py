@@ -57,7 +57,9 @@ def instant_retry_backoff(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
 
     Tests that assert exact waits inject their own ``sleep`` into ``RetryMiddleware``;
     everywhere else a real 0.5-8 s backoff would only slow the suite. A test that needs the
-    real wait is marked ``@pytest.mark.real_backoff``.
+    real wait is marked ``@pytest.mark.real_backoff``. A retried 429 with a ``retry-after``
+    still waits that long in real time: it pauses the source, and the rate-limit layer holds
+    the retry until the pause ends.
     """
     if request.node.get_closest_marker("real_backoff"):
         return

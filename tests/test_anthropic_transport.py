@@ -1004,9 +1004,11 @@ async def test_http_errors_are_mapped(
                 status, json=body, headers={"request-id": "req_1", "retry-after": "7"}
             )
         )
-        async with _client() as client:
+        # One attempt: a retried 429 would wait out the 7 s pause it sets (in real time).
+        async with _client(max_retries=0) as client:
             with pytest.raises(error_class) as info:
                 await client.complete(HI)
+        assert mock.calls.call_count == 1
     error = info.value
     assert type(error) is error_class
     assert (error.status_code, error.error_type, error.request_id, error.retry_after) == (
