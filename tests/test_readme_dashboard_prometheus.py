@@ -103,9 +103,11 @@ def test_the_readme_dashboard_commands_work_as_written(tmp_path: Path) -> None:
             assert process.poll() is None, process.communicate()
             assert server.poll() is None, "prometheus exited"
             try:
-                answer = httpx.get(api, params={"query": query}, timeout=2).json()
+                reply = httpx.get(api, params={"query": query}, timeout=2)
             except httpx.HTTPError:
-                answer = {}
+                reply = None
+            # A Prometheus still starting answers 503 "Service Unavailable": ask again.
+            answer = reply.json() if reply is not None and reply.status_code == 200 else {}
             result = answer.get("data", {}).get("result", [])
             if result:
                 ((_, value),) = [item["value"] for item in result]
