@@ -17,6 +17,7 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -55,12 +56,25 @@ __all__ = [
     "OpenAIChatTransport",
     "build_body",
     "finish_reason",
+    "new_tool_call_id",
     "parse_completion",
     "parse_usage",
     "split_think",
 ]
 
 _THINK_OPEN = "<think>"
+
+
+def new_tool_call_id() -> str:
+    """An id for a tool call that a compatible server sent without one.
+
+    Older Ollama, llama.cpp and some vLLM tool parsers omit ``id`` from ``tool_calls[]``
+    entries; a tool message must still answer its call by id, so polythink gives the call
+    ``call_`` and 24 random hex digits (96 bits: unique within an answer and across a
+    conversation), which is sent back on later turns like a provider's own id.
+    """
+    return "call_" + secrets.token_hex(12)
+
 _THINK_CLOSE = "</think>"
 
 
@@ -358,6 +372,8 @@ def parse_completion(
     raw_details = message.get("reasoning_details")
     details = tuple(raw_details) if isinstance(raw_details, list) and raw_details else ()
     calls = [_complete_call(c, profile, source_index) for c in message.get("tool_calls") or ()]
+    if any(not call.id for call in calls):
+        calls = [call if call.id else _with_new_id(call) for call in calls]
     return _response(
         text=text,
         reasoning=reasoning,
@@ -386,6 +402,10 @@ def _complete_call(data: Any, profile: ProviderProfile, source_index: int) -> To
     if not call.arguments:
         return ToolCall(id=call.id, name=call.name, arguments="{}")
     return call
+
+
+def _with_new_id(call: ToolCall) -> ToolCall:
+    return ToolCall(id=new_tool_call_id(), name=call.name, arguments=call.arguments)
 
 
 def _carries_error(data: Mapping[str, Any]) -> bool:
@@ -689,8 +709,10 @@ class ChatStreamAssembler:
         different from that call's, which starts a new call (servers that reuse index 0
         for every call). Without an ``index`` it continues the call with its ``id``, else
         the last call. ``id`` and ``name`` may come only on a call's first fragment.
-        ``arguments`` is a string piece, or a whole JSON object (some compatible servers),
-        or empty. Anything else, a second name for the same call, or strings mixed with
+        A call whose first fragment has no ``id`` gets one of polythink's
+        (:func:`new_tool_call_id`), the same in every delta, the complete call and the
+        response. ``arguments`` is a string piece, or a whole JSON object (some compatible
+        servers), or empty. Anything else, a second name for the same call, or strings mixed with
         objects in one call, cannot be assembled without guessing and raises.
         """
         if not isinstance(call, Mapping):
@@ -718,8 +740,8 @@ class ChatStreamAssembler:
             if type(wire_index) is int:
                 self._open[wire_index] = slot
         new_head = False
-        if call_id and not slot.id:
-            slot.id, new_head = call_id, True
+        if not slot.id:
+            slot.id, new_head = call_id or new_tool_call_id(), True
         if name:
             if slot.name and name != slot.name:
                 raise self._ambiguous(
@@ -731,7 +753,7 @@ class ChatStreamAssembler:
         if not piece and not new_head:
             return None
         return ToolCallDelta(
-            index=slot.position, id=slot.id or None, name=slot.name or None, arguments=piece
+            index=slot.position, id=slot.id, name=slot.name or None, arguments=piece
         )
 
     def _ambiguous(self, why: str) -> TransientError:
