@@ -364,6 +364,11 @@ def parse_usage(metadata: Any) -> Usage | None:
     (case C04): the output is derived from the total rather than from one formula over
     ``candidatesTokenCount`` and ``thoughtsTokenCount``, which providers have counted both
     ways. Without a total, the output is candidates plus thoughts.
+
+    The REST wire spells these fields in camelCase (``usageMetadata.promptTokenCount`` …,
+    WIRE.md §4.4); metadata in which none of them is a count (``{}``, or the snake_case
+    names of the SDKs' own types, which some proxies forward) is ``None``, never a
+    :class:`Usage` of all ``None``.
     """
     if not isinstance(metadata, Mapping):
         return None
@@ -380,11 +385,14 @@ def parse_usage(metadata: Any) -> Usage | None:
         output_tokens = (candidates or 0) + (thoughts or 0)
     else:
         output_tokens = None
+    cache_read = token_count(metadata.get("cachedContentTokenCount"))
+    if input_tokens is None and output_tokens is None and thoughts is None and cache_read is None:
+        return None
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         reasoning_tokens=thoughts,
-        cache_read_tokens=token_count(metadata.get("cachedContentTokenCount")),
+        cache_read_tokens=cache_read,
     )
 
 
@@ -454,13 +462,31 @@ def _blocked(data: Mapping[str, Any]) -> bool:
     return isinstance(feedback, Mapping) and bool(feedback.get("blockReason"))
 
 
+def _answers(data: Mapping[str, Any]) -> bool:
+    """Whether a response object carries candidates or prompt feedback."""
+    candidates = data.get("candidates")
+    return (isinstance(candidates, list) and bool(candidates)) or isinstance(
+        data.get("promptFeedback"), Mapping
+    )
+
+
+def _no_answer(profile: ProviderProfile, source_index: int) -> TransientError:
+    return TransientError(
+        f"{profile.id} answered with neither candidates nor promptFeedback",
+        provider=profile.id,
+        source_index=source_index,
+    )
+
+
 def parse_response(
     data: Any, *, profile: ProviderProfile, source_index: int, model: str
 ) -> Response:
     """Parse a ``GenerateContentResponse`` into a :class:`Response` (first candidate).
 
     Raises:
-        TransientError: when the body is not a response object.
+        TransientError: when the body is not a response object, or has neither
+            ``candidates`` nor ``promptFeedback`` (a blocked prompt has the latter; an answer
+            with neither is malformed, never an empty success: DESIGN §4).
     """
     if not isinstance(data, Mapping):
         raise TransientError(
@@ -468,6 +494,8 @@ def parse_response(
             provider=profile.id,
             source_index=source_index,
         )
+    if not _answers(data):
+        raise _no_answer(profile, source_index)
     response_id = data.get("responseId")
     candidate = _candidate(data)
     text: list[str] = []
@@ -689,7 +717,9 @@ class GeminiTransport(HTTPTransport):
 
         Raises:
             PolythinkError: before the first content event, the mapped error (an in-stream
-                ``{"error": …}`` chunk by its ``status``); after it,
+                ``{"error": …}`` chunk by its ``status``; a chunk with neither
+                ``candidates``, ``promptFeedback`` nor ``usageMetadata`` is a
+                :class:`TransientError`); after it,
                 :class:`StreamInterruptedError` carrying the partial response, with the
                 underlying error as ``__cause__``.
         """
@@ -702,6 +732,9 @@ class GeminiTransport(HTTPTransport):
                         break
                     if chunk.get("error"):
                         raise self.in_band_error(chunk, response)
+                    # A chunk may carry usage alone; one with nothing of an answer is junk.
+                    if not _answers(chunk) and not isinstance(chunk.get("usageMetadata"), Mapping):
+                        raise _no_answer(self.profile, self.index)
                     for event in assembler.feed(chunk):
                         yield event
                 if not assembler.finished:
