@@ -75,6 +75,7 @@ def new_tool_call_id() -> str:
     """
     return "call_" + secrets.token_hex(12)
 
+
 _THINK_CLOSE = "</think>"
 
 
