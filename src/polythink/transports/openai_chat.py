@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 _THINK_OPEN = "<think>"
+_THINK_CLOSE = "</think>"
 
 
 def new_tool_call_id() -> str:
@@ -74,9 +75,6 @@ def new_tool_call_id() -> str:
     conversation), which is sent back on later turns like a provider's own id.
     """
     return "call_" + secrets.token_hex(12)
-
-
-_THINK_CLOSE = "</think>"
 
 
 def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
