@@ -541,3 +541,52 @@ async def test_stream_and_complete_agree_through_the_client(sim: Simulator) -> N
         input_tokens=11, output_tokens=332, reasoning_tokens=320, cache_read_tokens=0
     )
     assert (final.applied_effort, final.thinking) == ("high", "observed")
+
+
+def test_mistral_streams_put_usage_on_the_last_chunk(http: httpx.Client, sim: Simulator) -> None:
+    model = "mistral-small-latest"
+    body = {"model": model, "messages": USER, "reasoning_effort": "high", "stream": True}
+    response = post(http, sim, "mistral", body)
+    events = [
+        json.loads(line[len("data: ") :])
+        for line in response.text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+    # 11 prompt tokens (1 per 4 characters of the message's JSON), 320 reasoning tokens
+    # (high) and the 12 answer words.
+    usage = {
+        "prompt_tokens": 11,
+        "completion_tokens": 332,
+        "total_tokens": 343,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 320},
+    }
+    assert events[-1]["usage"] == usage
+    assert events[-1]["choices"] == [{"index": 0, "delta": {}, "finish_reason": "stop"}]
+    assert ["usage" in event for event in events[:-1]] == [False] * (len(events) - 1)
+
+
+@pytest.mark.anyio
+async def test_mistral_stream_and_complete_report_the_same_usage(sim: Simulator) -> None:
+    source = Source(
+        "mistral", "mistral-small-latest", api_key="k-sim", base_url=sim.base_url("mistral")
+    )
+    async with Client([source]) as client:
+        whole = await client.complete(USER, reasoning_effort="high")
+        events = [event async for event in client.stream(USER, reasoning_effort="high")]
+    usages = [event.usage for event in events if event.type == "usage"]
+    done = events[-1].response
+    assert done is not None
+    assert whole.usage is not None
+    assert whole.usage.output_tokens == 332
+    assert usages == [whole.usage]
+    assert (
+        done.usage
+        == whole.usage
+        == Usage(
+            input_tokens=whole.usage.input_tokens,
+            output_tokens=332,
+            reasoning_tokens=320,
+            cache_read_tokens=0,
+        )
+    )

@@ -404,16 +404,20 @@ async def _stream(
 ) -> None:
     await response.start_stream()
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
-        return json.dumps(
-            {
-                "id": response_id,
-                "object": "chat.completion.chunk",
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-            },
-            separators=(",", ":"),
-        )
+    def chunk(
+        delta: dict[str, Any],
+        finish_reason: str | None = None,
+        chunk_usage: dict[str, Any] | None = None,
+    ) -> str:
+        data: dict[str, Any] = {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        if chunk_usage is not None:
+            data["usage"] = chunk_usage
+        return json.dumps(data, separators=(",", ":"))
 
     await response.write_event(chunk({"role": "assistant", "content": ""}))
     if reasoning:
@@ -457,7 +461,9 @@ async def _stream(
                 await response.write_event(
                     chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
                 )
-    await response.write_event(chunk({}, finish))
+    # Mistral takes no stream_options and puts usage on its last chunk, the one with the
+    # finish reason (https://docs.mistral.ai/api/, chat completions, 2025).
+    await response.write_event(chunk({}, finish, usage if provider == "mistral" else None))
     options = body.get("stream_options")
     if isinstance(options, Mapping) and options.get("include_usage"):
         await response.write_event(
