@@ -155,6 +155,10 @@ async def test_backoff_jitter_is_injected() -> None:
         ({"retry-after-ms": "2500"}, 2.5),
         ({"retry-after": "0.75"}, 0.75),
         ({"retry-after": email.utils.formatdate(WHEN + 42, usegmt=True)}, 42.0),
+        # 0 means "retry now": a wait of 0 s, not the default backoff.
+        ({"retry-after": "0"}, 0.0),
+        ({"retry-after-ms": "0"}, 0.0),
+        ({"retry-after": email.utils.formatdate(WHEN - 5, usegmt=True)}, 0.0),
     ],
 )
 async def test_server_wait_is_slept_exactly(

@@ -65,6 +65,11 @@ def test_retry_delay_honours_the_server_wait_exactly() -> None:
     assert retry_delay(TransientError("x", retry_after=0.25), 3, 0.9) == 0.25
 
 
+def test_retry_delay_of_zero_means_retry_now() -> None:
+    assert retry_delay(TransientError("x", retry_after=0.0), 2, 0.5) == 0.0
+    assert retry_delay(RateLimitedError("x", retry_after=0.0), 0, 0.9) == 0.0
+
+
 def test_retry_delay_above_the_cap_means_raise_now() -> None:
     error = RateLimitedError("x", retry_after=90.0)
     assert retry_delay(error, 0, 0.0) is None
@@ -75,7 +80,6 @@ def test_retry_delay_above_the_cap_means_raise_now() -> None:
 def test_retry_delay_falls_back_to_backoff_without_a_usable_server_wait() -> None:
     assert retry_delay(TransientError("x"), 0, 0.0) == 0.5
     assert retry_delay(TransientError("x"), 1, 0.0) == 1.0
-    assert retry_delay(TransientError("x", retry_after=0.0), 2, 0.5) == 1.75
     policy = RetryPolicy(initial_delay=0.01, max_delay=0.02)
     assert retry_delay(TransientError("x"), 5, 0.0, policy) == 0.02
 

@@ -157,15 +157,16 @@ def retry_delay(
     """Return seconds to wait before calling again, or ``None``: raise ``error`` now.
 
     ``None`` when :func:`is_retryable` says no, or when the server asked for a wait above
-    ``policy.max_retry_after`` (so failover can try another source at once). A positive
-    ``retry_after`` is honoured exactly; none, zero or a date in the past falls back to
-    :func:`backoff`. ``retries_taken`` counts the retries already made (0 before the first).
+    ``policy.max_retry_after`` (so failover can try another source at once). The server's
+    ``retry_after`` is honoured exactly: ``0`` (and a date already past, which parses as
+    ``0``) means "retry now", a wait of 0 s (RFC 9110 §10.2.3: the delay after which to
+    retry); without one, :func:`backoff`. ``retries_taken`` counts the retries already made (0 before the first).
     The attempt count and the deadline are the caller's to check.
     """
     if not is_retryable(error):
         return None
     wait = error.retry_after if isinstance(error, PolythinkError) else None
-    if wait is not None and wait > 0:
+    if wait is not None:
         return wait if wait <= policy.max_retry_after else None
     return backoff(retries_taken, jitter, initial=policy.initial_delay, cap=policy.max_delay)
 
