@@ -151,3 +151,19 @@ def test_one_source_not_in_a_list_is_refused() -> None:
 def test_the_aiohttp_layer_outside_asyncio_is_refused() -> None:
     with pytest.raises(ValueError, match="runs only under asyncio"):
         build_http_client("aiohttp")
+
+
+def test_source_fields_after_the_model_are_keyword_only() -> None:
+    message = (
+        "Source takes provider and model positionally and every other field by keyword "
+        "(api_key=, base_url=, reasoning_effort=, ...); got 3 positional arguments"
+    )
+    with pytest.raises(TypeError) as caught:
+        Source("openai", "gpt-5.5", "high")  # type: ignore[call-arg]
+    assert str(caught.value) == message
+    with pytest.raises(TypeError) as leaked:
+        Source("openai", "gpt-5.5", SECRET)  # type: ignore[call-arg]
+    assert SECRET not in str(leaked.value)
+    source = Source("openai", "gpt-5.5", reasoning_effort="high", api_key=SECRET)
+    assert (source.effort, source.api_key) == (Effort.HIGH, SECRET)
+    assert Source(provider="openai", model="gpt-5.5").model == "gpt-5.5"

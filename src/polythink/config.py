@@ -19,9 +19,9 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from polythink.providers import PROVIDERS, get_provider, suggest_provider
 from polythink.reasoning.capabilities import get_capability
@@ -114,6 +114,8 @@ class Source:
     Args:
         provider: a provider id (``openai``, ``anthropic``, ``gemini``, ``openrouter`` …).
         model: the model id as the provider names it.
+        (every later field is keyword-only: ``Source("openai", "gpt-5.5", "high")`` raises
+        ``TypeError`` rather than taking ``"high"`` as the key.)
         api_key: the key; ``None`` reads the provider's standard environment variable.
         base_url: the endpoint root; ``None`` uses the provider's default.
         reasoning_effort: this source's default tier (``Effort``, string alias, bool or
@@ -135,6 +137,7 @@ class Source:
 
     provider: str
     model: str
+    _: KW_ONLY
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     reasoning_effort: Effort | str | bool | None = None
@@ -147,6 +150,17 @@ class Source:
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     drop_params: bool = False
     extra_body: Mapping[str, Any] | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # The dataclass's own message ("takes 3 positional arguments but 4 were given")
+        # does not say which ones; the values are never echoed (one may be a key).
+        if len(args) > 2:
+            raise TypeError(
+                f"Source takes provider and model positionally and every other field by "
+                f"keyword (api_key=, base_url=, reasoning_effort=, ...); got {len(args)} "
+                "positional arguments"
+            )
+        return object.__new__(cls)
 
     def __post_init__(self) -> None:
         get_provider(self.provider)

@@ -160,8 +160,8 @@ def retry_delay(
     ``policy.max_retry_after`` (so failover can try another source at once). The server's
     ``retry_after`` is honoured exactly: ``0`` (and a date already past, which parses as
     ``0``) means "retry now", a wait of 0 s (RFC 9110 §10.2.3: the delay after which to
-    retry); without one, :func:`backoff`. ``retries_taken`` counts the retries already made (0 before the first).
-    The attempt count and the deadline are the caller's to check.
+    retry); without one, :func:`backoff`. ``retries_taken`` counts the retries already made
+    (0 before the first). The attempt count and the deadline are the caller's to check.
     """
     if not is_retryable(error):
         return None
