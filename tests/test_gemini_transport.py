@@ -302,7 +302,10 @@ def test_body_gemini_turn_goes_back_verbatim_and_answers_carry_the_call_id() -> 
 )
 def test_tool_choice(choice: Any, config: Any) -> None:
     body = build_body(
-        request([{"role": "user", "content": "q"}], tool_choice=choice), profile=PROFILE
+        request(
+            [{"role": "user", "content": "q"}], tools=[Tool(name="weather")], tool_choice=choice
+        ),
+        profile=PROFILE,
     )
     assert body["toolConfig"] == config
 
@@ -327,7 +330,7 @@ def test_bad_input_is_rejected_with_what_was_wrong(
     messages: list[Any], fields: dict[str, Any], complaint: str
 ) -> None:
     with pytest.raises(RequestRejectedError, match=complaint):
-        build_body(request(messages, **fields), profile=PROFILE)
+        build_body(request(messages).with_(**fields), profile=PROFILE)
 
 
 def test_budget_model_reasoning_raises_the_output_ceiling() -> None:

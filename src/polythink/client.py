@@ -130,6 +130,51 @@ def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
     raise ValueError(f"stop must be a string or a list of strings; got {stop!r}")
 
 
+_TOOL_CHOICE_MODES = ("auto", "none", "required")
+
+
+def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str, Any] | None:
+    """Check ``tool_choice`` against the declared tools; a forced tool in the Chat shape.
+
+    Accepted: ``"auto"``, ``"none"``, ``"required"`` (with at least one tool), the name of a
+    declared tool, or OpenAI's forcing shapes ``{"type": "function", "function": {"name":
+    ...}}`` (Chat) and ``{"type": "function", "name": ...}`` (Responses), naming a declared
+    tool. A name, or the Responses shape, becomes the Chat shape, which every wire maps.
+
+    Raises:
+        ValueError: for anything else, listing what is accepted.
+    """
+    if choice is None:
+        return None
+    names = [tool.name for tool in tools or ()]
+    declared = ", ".join(repr(name) for name in names) if names else "none"
+    forced: Any = None
+    if isinstance(choice, str):
+        if choice in _TOOL_CHOICE_MODES:
+            if choice == "required" and not names:
+                raise ValueError('tool_choice="required" needs at least one tool in tools=')
+            return choice
+        if choice in names:
+            forced = choice
+    elif isinstance(choice, Mapping) and choice.get("type") == "function":
+        function = choice.get("function")
+        forced = function.get("name") if isinstance(function, Mapping) else choice.get("name")
+        if isinstance(forced, str) and forced and forced not in names:
+            raise ValueError(
+                f"tool_choice forces the tool {forced!r}, which is not declared; "
+                f"declared tools: {declared}"
+            )
+    if not isinstance(forced, str) or not forced:
+        raise ValueError(
+            'tool_choice must be "auto", "none", "required", the name of a declared tool '
+            f'(declared: {declared}), {{"type": "function", "function": {{"name": ...}}}} '
+            f'or {{"type": "function", "name": ...}}; got {choice!r}'
+        )
+    if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+        return choice
+    return {"type": "function", "function": {"name": forced}}
+
+
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -467,8 +512,11 @@ class Client:
                 non-positive ``max_tokens`` or ``timeout``, a ``temperature`` outside
                 [0, 2] or ``top_p`` outside [0, 1], a ``stop`` that is not strings, an
                 ``extra_body`` that is not a dict, a ``cache`` other than ``True``,
-                ``False`` or ``"refresh"``, a ``system_suffix`` that is not a string, or a
-                ``prompt_cache`` that is not ``True``/``False``/``None``/``PromptCache``.
+                ``False`` or ``"refresh"``, a ``system_suffix`` that is not a string, a
+                ``prompt_cache`` that is not ``True``/``False``/``None``/``PromptCache``, or
+                a ``tool_choice`` other than ``"auto"``, ``"none"``, ``"required"`` (with
+                tools), a declared tool's name, or OpenAI's ``{"type": "function", ...}``
+                naming one (a name becomes that shape).
         """
         if system_suffix is not None and not isinstance(system_suffix, str):
             raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
@@ -483,6 +531,7 @@ class Client:
         if top_p is not None and not (_is_number(top_p) and 0 <= top_p <= 1):
             raise ValueError(f"top_p must be a number from 0 to 1; got {top_p!r}")
         check_extra_body(extra_body, "extra_body")
+        declared = coerce_tools(tools)
         return Request(
             messages=coerce_messages(messages),
             reasoning_effort=Effort.parse(reasoning_effort),
@@ -490,8 +539,8 @@ class Client:
             temperature=temperature,
             top_p=top_p,
             stop=_stop_sequences(stop),
-            tools=coerce_tools(tools),
-            tool_choice=tool_choice,
+            tools=declared,
+            tool_choice=_tool_choice(tool_choice, declared),
             extra_body=extra_body,
             stream=stream,
             timeout=timeout,
