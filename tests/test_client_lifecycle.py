@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import inspect
 import json
 import warnings
 from collections.abc import AsyncIterator
@@ -156,8 +157,8 @@ def test_a_client_not_started_says_how_to_start_and_close() -> None:
         asyncio.run(client.complete([{"role": "user", "content": "hi"}]))
     assert not isinstance(caught.value, ClientClosedError)
     assert str(caught.value) == (
-        "use the client inside 'async with Client(...)', or call start() and later "
-        "'await client.aclose()'"
+        "use the client inside 'async with Client(...)', or call client.start() (no "
+        "await) and later 'await client.aclose()'"
     )
 
 
@@ -175,3 +176,15 @@ def test_repr_shows_the_sources_and_never_a_key() -> None:
         "<Client sources=[openai/gpt-5.5 reasoning_effort=high, deepseek/deepseek-v4-pro] "
         "http=auto cache=off not started>"
     )
+
+
+@pytest.mark.anyio
+async def test_start_is_synchronous_and_aclose_is_awaited() -> None:
+    shown = "<Client sources=[openai/gpt-4o at http://127.0.0.1:9/v1] http=auto cache=off"
+    assert not inspect.iscoroutinefunction(Client.start)
+    assert inspect.iscoroutinefunction(Client.aclose)
+    client = Client([source("http://127.0.0.1:9/v1")])
+    client.start()  # a plain call, as the README shows: nothing to await
+    assert repr(client) == f"{shown} open>"
+    await client.aclose()
+    assert repr(client) == f"{shown} closed>"

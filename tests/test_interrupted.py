@@ -16,7 +16,7 @@ import httpx
 import pytest
 import respx
 
-from polythink import Client, Message, Source, StreamEvent
+from polythink import Client, Message, MessageMetadata, Source, StreamEvent
 from polythink.conversation import CONTINUE_PROMPT, resume_interrupted
 from polythink.errors import StreamInterruptedError
 from polythink.simulator import Settings, Simulator
@@ -168,3 +168,16 @@ def test_a_conversation_that_is_not_interrupted_is_returned_unchanged() -> None:
     original = [QUESTION, answered]
     resume_interrupted(original)
     assert original == [QUESTION, answered]
+
+
+def test_an_error_built_without_a_partial_gets_an_empty_interrupted_response() -> None:
+    error = StreamInterruptedError("cut", provider="openai", source_index=1)
+    partial = error.partial
+    assert (partial.text, partial.reasoning, partial.tool_calls) == ("", None, [])
+    assert (partial.finish_reason, partial.usage, partial.interrupted) == ("error", None, True)
+    assert (partial.provider, partial.source_index, partial.model) == ("openai", 1, "")
+    assert partial.message == Message(
+        role="assistant",
+        content="",
+        metadata=MessageMetadata(provider="openai", source_index=1, interrupted=True),
+    )

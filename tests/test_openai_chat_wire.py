@@ -523,3 +523,64 @@ async def test_headers_auth_and_custom_headers() -> None:
     assert headers["authorization"] == "Bearer or-key-0123456789"
     assert (headers["http-referer"], headers["x-title"]) == ("https://app.example.test", "demo")
     assert headers["content-type"] == "application/json"
+
+
+def _tool_chunks(*fragments: dict[str, Any]) -> bytes:
+    return sse(
+        *({"choices": [{"index": 0, "delta": {"tool_calls": [f]}}]} for f in fragments),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+
+
+@pytest.mark.anyio
+async def test_a_malformed_tool_call_before_output_is_retried_and_failed_over() -> None:
+    first = _source("openai", "gpt-4o", max_retries=1)
+    second = _source("openai", "gpt-4o", base_url="https://second.example/v1")
+    junk = _tool_chunks({"index": 0, "function": {"arguments": "{}"}})
+    good = sse({"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]})
+    with respx.mock(assert_all_called=True) as mock:
+        bad = mock.post(_url(first))
+        bad.side_effect = lambda request: sse_response(junk)
+        mock.post(_url(second)).mock(return_value=sse_response(good))
+        async with Client([first]) as client:
+            with pytest.raises(TransientError) as caught:
+                await collect(client.stream([HI]))
+        async with Client([first, second]) as client:
+            events = await collect(client.stream([HI]))
+    error = caught.value
+    assert type(error) is TransientError
+    assert (error.error_type, error.attempts) == ("malformed_tool_call", 2)
+    assert error.message == (
+        "openai sent a tool call that cannot be assembled unambiguously: "
+        "a fragment with neither id nor name opens no call"
+    )
+    assert bad.call_count == 4  # two attempts alone, then two before failing over
+    done = events[-1].response
+    assert done is not None
+    assert (done.text, done.source_index) == ("ok", 1)
+
+
+@pytest.mark.anyio
+async def test_a_malformed_tool_call_after_output_is_stream_interrupted() -> None:
+    source = _source("openai", "gpt-4o", max_retries=2)
+    body = _tool_chunks(
+        {"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{"}},
+        {"index": 0, "function": {"name": "g", "arguments": "}"}},
+    )
+    seen: list[Any] = []
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(_url(source)).mock(return_value=sse_response(body))
+        async with Client([source]) as client:
+            with pytest.raises(StreamInterruptedError) as caught:
+                await collect(client.stream([HI]), seen)
+    error = caught.value
+    assert route.call_count == 1
+    assert (error.provider, error.error_type) == ("openai", "malformed_tool_call")
+    assert error.message == (
+        "stream from openai broke after output began: openai sent a tool call that cannot be "
+        "assembled unambiguously: call 0 named 'f' then 'g' with no new id"
+    )
+    assert type(error.__cause__) is TransientError
+    assert [e.type for e in seen] == ["tool_call_delta"]
+    assert error.partial.tool_calls == [ToolCall(id="c1", name="f", arguments="{")]
+    assert (error.partial.finish_reason, error.partial.interrupted) == ("error", True)

@@ -3,7 +3,8 @@
 One mypy run covers every ``python`` block of the README that is a whole module (it begins
 with an import; shorter blocks continue an example above and are not programs on their
 own), plus a file of known misuses whose errors prove the stream events are typed per kind
-(not ``Any``).
+(not ``Any``), ending with a correct use that must pass (``StreamInterruptedError.partial``
+is a ``Response``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,15 @@ async def misuse(client: Client) -> None:
             event.response.usage
         elif event.type == "done":
             event.text.upper()
+
+
+# Correct use, no error: a StreamInterruptedError's partial is a Response, never None.
+from polythink import Response
+from polythink.errors import StreamInterruptedError
+
+
+def partial_of(error: StreamInterruptedError) -> Response:
+    return error.partial
 """
 
 

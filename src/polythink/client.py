@@ -407,7 +407,8 @@ class Client:
     def start(self) -> None:
         """Create the HTTP client and compose the onion (``async with`` calls this).
 
-        A client started this way owns a connection pool: end it with ``await aclose()``
+        A plain, synchronous method: call ``client.start()`` without ``await`` (it does no
+        I/O). A client started this way owns a connection pool: end it with ``await aclose()``
         (a client collected while still open warns with ``ResourceWarning``).
         """
         if self._chain is not None:
@@ -471,8 +472,8 @@ class Client:
             if self._closed:
                 raise self._closed_error()
             raise RuntimeError(
-                "use the client inside 'async with Client(...)', or call start() and later "
-                "'await client.aclose()'"
+                "use the client inside 'async with Client(...)', or call client.start() (no "
+                "await) and later 'await client.aclose()'"
             )
         if self._given_http is not None and self._given_http.is_closed:
             raise ClientClosedError(
@@ -690,8 +691,7 @@ class Client:
         except StreamInterruptedError as exc:
             if self._closed:
                 raise self._closed_error() from exc
-            if exc.partial is not None:
-                exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
+            exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
             raise
         except ClientClosedError:
             raise

@@ -214,12 +214,34 @@ class StreamInterruptedError(PolythinkError):
 
     Attributes:
         partial: the :class:`~polythink.types.Response` assembled from what was streamed
-            before the break (``finish_reason == "error"``), or ``None``.
+            before the break: ``finish_reason == "error"``, ``interrupted=True`` (its
+            message's metadata too). Always set: every stream polythink raises this from
+            passes what it assembled; one built without ``partial=`` gets an empty
+            interrupted response (no text, no tool calls, no usage).
     """
 
     def __init__(self, message: str, *, partial: Response | None = None, **kwargs: object):
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
-        self.partial = partial
+        self.partial: Response = partial if partial is not None else self._empty_partial()
+
+    def _empty_partial(self) -> Response:
+        from polythink.types import Message, MessageMetadata, Response
+
+        metadata = MessageMetadata(
+            provider=self.provider, source_index=self.source_index, interrupted=True
+        )
+        return Response(
+            text="",
+            reasoning=None,
+            tool_calls=[],
+            finish_reason="error",
+            usage=None,
+            model="",
+            provider=self.provider or "",
+            source_index=self.source_index if self.source_index is not None else 0,
+            message=Message(role="assistant", content="", metadata=metadata),
+            interrupted=True,
+        )
 
 
 class ClientClosedError(PolythinkError, RuntimeError):
