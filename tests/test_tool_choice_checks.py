@@ -17,7 +17,8 @@ CHAT = {"type": "function", "function": {"name": "weather"}}
 ACCEPTED = (
     'tool_choice must be "auto", "none", "required", the name of a declared tool '
     "(declared: {declared}), "
-    '{{"type": "function", "function": {{"name": ...}}}} or {{"type": "function", "name": ...}}; '
+    '{{"type": "function", "function": {{"name": ...}}}}, {{"type": "function", "name": ...}} '
+    'or Anthropic\'s {{"type": "auto" | "none" | "any"}} / {{"type": "tool", "name": ...}}; '
     "got {got}"
 )
 
@@ -35,6 +36,10 @@ def _client() -> Client:
         ("weather", CHAT),
         (CHAT, CHAT),
         ({"type": "function", "name": "time"}, {"type": "function", "function": {"name": "time"}}),
+        ({"type": "auto"}, "auto"),
+        ({"type": "none"}, "none"),
+        ({"type": "any"}, "required"),
+        ({"type": "tool", "name": "time"}, {"type": "function", "function": {"name": "time"}}),
     ],
 )
 def test_accepted_values_and_what_they_become(choice: Any, kept: Any) -> None:
@@ -48,7 +53,12 @@ def test_accepted_values_and_what_they_become(choice: Any, kept: Any) -> None:
         ("Auto", TOOLS, "'weather', 'time'"),
         ("any", TOOLS, "'weather', 'time'"),
         ("weather", None, "none"),
-        ({"type": "tool", "name": "weather"}, TOOLS, "'weather', 'time'"),
+        (
+            {"type": "tool", "name": "weather", "disable_parallel_tool_use": True},
+            TOOLS,
+            "'weather', 'time'",
+        ),
+        ({"type": "tool"}, TOOLS, "'weather', 'time'"),
         ({"type": "function", "function": {}}, TOOLS, "'weather', 'time'"),
         (7, TOOLS, "'weather', 'time'"),
     ],
@@ -70,9 +80,10 @@ def test_a_forced_tool_must_be_declared() -> None:
     )
 
 
-def test_required_needs_a_tool() -> None:
+@pytest.mark.parametrize("choice", ["required", {"type": "any"}])
+def test_required_needs_a_tool(choice: Any) -> None:
     with pytest.raises(ValueError, match=r"^tool_choice") as caught:
-        _client().request(HI, tool_choice="required")
+        _client().request(HI, tool_choice=choice)
     assert str(caught.value) == 'tool_choice="required" needs at least one tool in tools='
 
 

@@ -131,6 +131,7 @@ def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
 
 
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
+_ANTHROPIC_MODES = {"auto": "auto", "none": "none", "any": "required"}
 
 
 def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str, Any] | None:
@@ -140,6 +141,11 @@ def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str
     declared tool, or OpenAI's forcing shapes ``{"type": "function", "function": {"name":
     ...}}`` (Chat) and ``{"type": "function", "name": ...}`` (Responses), naming a declared
     tool. A name, or the Responses shape, becomes the Chat shape, which every wire maps.
+    Anthropic's own shapes (https://docs.anthropic.com/en/api/messages, ``tool_choice``) are
+    read as the same vocabulary so they work on every wire: ``{"type": "auto"}``,
+    ``{"type": "none"}``, ``{"type": "any"}`` (= ``"required"``) and ``{"type": "tool",
+    "name": ...}``. Provider options beyond these (``disable_parallel_tool_use``) go through
+    ``extra_body``.
 
     Raises:
         ValueError: for anything else, listing what is accepted.
@@ -156,6 +162,20 @@ def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str
             return choice
         if choice in names:
             forced = choice
+    elif (
+        isinstance(choice, Mapping)
+        and set(choice) <= {"type", "name"}
+        and (choice.get("type") in _ANTHROPIC_MODES)
+    ):
+        return _tool_choice(_ANTHROPIC_MODES[choice["type"]], tools)
+    elif (
+        isinstance(choice, Mapping)
+        and set(choice) <= {"type", "name"}
+        and choice.get("type") == "tool"
+        and isinstance(choice.get("name"), str)
+        and choice["name"]
+    ):
+        return _tool_choice({"type": "function", "name": choice["name"]}, tools)
     elif isinstance(choice, Mapping) and choice.get("type") == "function":
         function = choice.get("function")
         forced = function.get("name") if isinstance(function, Mapping) else choice.get("name")
@@ -167,8 +187,9 @@ def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str
     if not isinstance(forced, str) or not forced:
         raise ValueError(
             'tool_choice must be "auto", "none", "required", the name of a declared tool '
-            f'(declared: {declared}), {{"type": "function", "function": {{"name": ...}}}} '
-            f'or {{"type": "function", "name": ...}}; got {choice!r}'
+            f'(declared: {declared}), {{"type": "function", "function": {{"name": ...}}}}, '
+            f'{{"type": "function", "name": ...}} or Anthropic\'s {{"type": "auto" | "none" | '
+            f'"any"}} / {{"type": "tool", "name": ...}}; got {choice!r}'
         )
     if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
         return choice

@@ -19,7 +19,8 @@ for re-checking when a value appears that no table lists):
   (https://api-docs.deepseek.com/api/create-chat-completion).
 - Zhipu GLM: ``stop, tool_calls, length, sensitive, network_error,
   model_context_window_exceeded`` (https://docs.bigmodel.cn/api-reference, chat completions;
-  https://docs.z.ai/api-reference/llm/chat-completion).
+  https://docs.z.ai/api-reference/llm/chat-completion). ``model_context_window_exceeded`` is
+  also seen in real glm-5-turbo traffic (anomalyco/opencode issue 18813, 2026-03).
 - Moonshot Kimi: ``stop, length, tool_calls, content_filter``
   (https://platform.moonshot.ai/docs/api/chat).
 - Qwen / DashScope compatible mode: ``stop, length, tool_calls``; ``null`` while streaming
