@@ -358,6 +358,22 @@ def canonical_request(request: Request, defaults: Sequence[Effort | None] | None
         TypeError: a field holds a value JSON cannot represent.
         ValueError: a field holds NaN or an infinity.
     """
+    return _canonical_json(
+        {
+            **_fields_around_messages(request, defaults),
+            "messages": [_message(m) for m in request.messages],
+            "max_tokens": request.max_tokens,
+            "extra_body": request.extra_body,
+        }
+    )
+
+
+def _fields_around_messages(
+    request: Request, defaults: Sequence[Effort | None] | None
+) -> dict[str, Any]:
+    """The key's fields other than ``messages``, ``max_tokens`` and ``extra_body``: one list
+    for :func:`canonical_request` and its fast path :func:`_around_messages`, which must
+    agree byte for byte."""
     fields: dict[str, Any] = {}
     if request.system_suffix is not None:
         fields["system_suffix"] = request.system_suffix
@@ -369,12 +385,9 @@ def canonical_request(request: Request, defaults: Sequence[Effort | None] | None
         effort = effective_efforts(request, defaults)
     else:
         effort = request.reasoning_effort.value if request.reasoning_effort is not None else None
-    return _canonical_json(
+    fields.update(
         {
-            **fields,
-            "messages": [_message(m) for m in request.messages],
             "reasoning_effort": effort,
-            "max_tokens": request.max_tokens,
             "temperature": _number(request.temperature),
             "top_p": _number(request.top_p),
             "stop": list(request.stop) if request.stop is not None else None,
@@ -388,10 +401,10 @@ def canonical_request(request: Request, defaults: Sequence[Effort | None] | None
                 for t in request.tools
             ],
             "tool_choice": request.tool_choice,
-            "extra_body": request.extra_body,
             "stream": request.stream,
         }
     )
+    return fields
 
 
 def canonical_scope(sources: Sequence[Source]) -> str:
@@ -518,37 +531,7 @@ def _around_messages(
     and ``"messages":[``, the tail ``]`` and the rest, as :func:`canonical_request` has them.
     """
     head = _canonical_bytes({"extra_body": request.extra_body, "max_tokens": request.max_tokens})
-    fields: dict[str, Any] = {}
-    if request.system_suffix is not None:
-        fields["system_suffix"] = request.system_suffix
-    if request.prompt_cache is not None:
-        cache = request.prompt_cache
-        fields["prompt_cache"] = [cache.key, cache.retention, cache.ttl, cache.breakpoints]
-    effort: list[str | None] | str | None
-    if defaults is not None:
-        effort = effective_efforts(request, defaults)
-    else:
-        effort = request.reasoning_effort.value if request.reasoning_effort is not None else None
-    tail = _canonical_bytes(
-        {
-            **fields,
-            "reasoning_effort": effort,
-            "temperature": _number(request.temperature),
-            "top_p": _number(request.top_p),
-            "stop": list(request.stop) if request.stop is not None else None,
-            "tools": [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                    "strict": t.strict,
-                }
-                for t in request.tools
-            ],
-            "tool_choice": request.tool_choice,
-            "stream": request.stream,
-        }
-    )
+    tail = _canonical_bytes(_fields_around_messages(request, defaults))
     return head[:-1] + b',"messages":[', b"]," + tail[1:]
 
 
