@@ -7,6 +7,7 @@ sent to it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
@@ -536,3 +537,29 @@ def test_demo_rows_cover_mapping_refusal_streaming_tools_and_a_cache_hit() -> No
     assert [(c.model, c.effort) for c in refused] == [("glm-5.3", "none")]
     assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools", "cached"}
     assert {c.provider for c in DEMO_CALLS} >= {"openai", "anthropic", "openai-responses", "gemini"}
+
+
+def test_models_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> None:
+    # `polythink models | head -1`: the reader leaves after one line.
+    process = subprocess.run(
+        f"{sys.executable} -c 'import sys; from polythink.cli import main; "
+        'sys.exit(main(["models"]))\' | head -1',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "POLYTHINK_CAPABILITIES": "off"},
+        check=False,
+    )
+    assert process.stdout.count("\n") == 1
+    assert "Traceback" not in process.stderr
+    assert "BrokenPipeError" not in process.stderr
+
+
+def test_demo_chart_into_a_missing_folder_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-folder" / "chart.png"
+    assert main(["demo", "--chart", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"--chart: the folder {missing.parent} does not exist\n"

@@ -80,11 +80,20 @@ def test_a_forced_tool_must_be_declared() -> None:
     )
 
 
-@pytest.mark.parametrize("choice", ["required", {"type": "any"}])
-def test_required_needs_a_tool(choice: Any) -> None:
+@pytest.mark.parametrize(
+    ("choice", "message"),
+    [
+        ("required", 'tool_choice="required" needs at least one tool in tools='),
+        (
+            {"type": "any"},
+            'tool_choice {"type": "any"} (= "required") needs at least one tool in tools=',
+        ),
+    ],
+)
+def test_required_needs_a_tool(choice: Any, message: str) -> None:
     with pytest.raises(ValueError, match=r"^tool_choice") as caught:
         _client().request(HI, tool_choice=choice)
-    assert str(caught.value) == 'tool_choice="required" needs at least one tool in tools='
+    assert str(caught.value) == message
 
 
 @pytest.mark.anyio

@@ -462,7 +462,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     handler: Callable[[argparse.Namespace], int] = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # The reader went away (`polythink models | head -1`): no traceback, and no second
+        # error when the interpreter flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILED
 
 
 def _message(exc: BaseException) -> str:
@@ -1129,6 +1136,11 @@ def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table
 def _cmd_demo(args: argparse.Namespace) -> int:
     from polythink.simulator import Simulator
 
+    if args.chart:
+        folder = os.path.dirname(os.path.abspath(args.chart))
+        if not os.path.isdir(folder):
+            print(f"--chart: the folder {folder} does not exist", file=sys.stderr)
+            return EXIT_USAGE
     console = _console()
     simulator: Simulator | None = None
     served: set[str] | None = None

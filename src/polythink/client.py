@@ -167,6 +167,10 @@ def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str
         and set(choice) <= {"type", "name"}
         and (choice.get("type") in _ANTHROPIC_MODES)
     ):
+        if choice["type"] == "any" and not tools:
+            raise ValueError(
+                'tool_choice {"type": "any"} (= "required") needs at least one tool in tools='
+            )
         return _tool_choice(_ANTHROPIC_MODES[choice["type"]], tools)
     elif (
         isinstance(choice, Mapping)
