@@ -45,10 +45,11 @@ PLAYED: dict[str, Capability | None] = {
         budget_max=24576,
     ),
     "grok-4.3": None,
+    "qwen3.7-plus": Capability("qwen3.7-plus", ("low", "medium", "high"), provider="qwen"),
 }
 """Registry vs played: gpt-5.5 none..xhigh vs low..high; claude-sonnet-4-6 up to max vs up to
 high; gemini-3-pro-preview low+high vs high; gemini-2.5-flash can switch off vs cannot;
-grok-4.3 none..high vs no reasoning parameter at all."""
+grok-4.3 none..high vs no reasoning parameter at all; qwen3.7-plus can switch off vs cannot."""
 
 
 @pytest.fixture(scope="module")
@@ -443,4 +444,44 @@ def test_learn_simulate_command_plays_disagreeing_models() -> None:
             "code": "Client specified an invalid argument",
             "error": "Model grok-4.3 does not support parameter reasoningEffort.",
         },
+    )
+
+
+@pytest.mark.anyio
+async def test_learn_that_a_qwen_model_cannot_switch_off(sim: Simulator) -> None:
+    wire = Wire()
+    async with wire.client() as http:
+        source = _source(sim, "qwen", "qwen3.7-plus")
+        async with Client([source], http_client=http, capabilities_store=False) as client:
+            with pytest.raises(ThinkingUnsupportedError) as first:
+                await client.complete(USER, reasoning_effort="none")
+            with pytest.raises(ThinkingUnsupportedError):
+                await client.complete(USER, reasoning_effort="none")
+            fine = await client.complete(USER, reasoning_effort="low")
+    assert first.value.message.startswith(
+        "model 'qwen3.7-plus' cannot switch reasoning off, so reasoning_effort='none' "
+        "cannot be satisfied; its cheapest tier is 'minimal'"
+    )
+    assert fine.applied_effort is Effort.LOW
+    assert [(s, b.get("enable_thinking")) for _, _, s, b in wire.exchanges] == [
+        (400, False),
+        (200, True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [("deepseek-v4-pro", "deepseek"), ("glm-5.3", "glm"), ("kimi-k3", "kimi")],
+)
+def test_learn_simulate_refuses_to_play_a_provider_that_rejects_no_tier(
+    model: str, provider: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(["simulate", "--port", "0", "--play", f"{model}=high"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"polythink simulate: error: --play {model}: {provider}'s API refuses no reasoning "
+        "tier (it maps or ignores them), so there is no rejection to play; --play works for "
+        "openai, openai-responses, anthropic, gemini, xai, groq, mistral, minimax and qwen "
+        "(switching off only)\n"
     )

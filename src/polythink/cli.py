@@ -382,7 +382,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         metavar="MODEL=TIERS",
         help="answer MODEL as if it accepted only TIERS (comma-separated, e.g. "
         "gpt-5.5=low,medium,high; empty = no reasoning parameter), rejecting other tiers the "
-        "way its provider does; repeatable",
+        "way its provider does (qwen: switching off only); a deepseek, glm or kimi model is "
+        "refused, their APIs reject no tier; repeatable",
     )
     sim.set_defaults(handler=_cmd_simulate)
 
@@ -838,9 +839,21 @@ def _models_evidence_blocks(
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from polythink.simulator import Settings
+    from polythink.simulator.openai_chat import NOT_PLAYABLE
     from polythink.simulator.server import SimulatorServer
 
     played = dict(args.play or ())
+    for model in played:
+        known = get_capability(model)
+        if known is not None and known.provider in NOT_PLAYABLE:
+            print(
+                f"polythink simulate: error: --play {model}: {known.provider}'s API refuses no "
+                "reasoning tier (it maps or ignores them), so there is no rejection to play; "
+                "--play works for openai, openai-responses, anthropic, gemini, xai, groq, "
+                "mistral, minimax and qwen (switching off only)",
+                file=sys.stderr,
+            )
+            return 2
     settings = Settings(latency=args.latency, chunk_delay=args.chunk_delay, capabilities=played)
     server = SimulatorServer(settings)
 

@@ -11,6 +11,8 @@
   errors instead ("Model … does not support parameter reasoningEffort.", "Invalid reasoning
   effort."), Groq with "`reasoning_effort` must be one of …"; OpenAI also rejects ``max_tokens``
   on reasoning models (recorded: vercel_openai_chat_reasoning_max_tokens_error.json);
+- Qwen (DashScope) refuses ``enable_thinking: false`` for a model that always thinks, with
+  "The value of the enable_thinking parameter is restricted to True" (WIRE §6.2);
 - providers that do not validate reason anyway when asked to switch off a model that cannot
   (as measured on GLM-5.3, 2026-09-05), which polythink's reconciliation reports;
 - reasoning text comes back where the provider puts it (none on OpenAI, ``reasoning_content``,
@@ -38,6 +40,10 @@ from polythink.types import Effort
 __all__ = ["handle", "matches"]
 
 _VALIDATING = frozenset({"openai", "xai", "groq", "mistral", "minimax"})
+NOT_PLAYABLE = frozenset({"deepseek", "glm", "kimi", "openrouter", "vllm", "ollama"})
+"""Providers whose real API documents no rejection of a reasoning tier (they map or ignore
+unknown tiers: WIRE §6.1, §6.3, §6.4, §6.7, §6.8, OpenRouter's normalised ``reasoning``), so
+the simulator cannot play a model of theirs that refuses tiers."""
 _REASONING_CONTENT = frozenset({"deepseek", "qwen", "glm", "kimi", "minimax", "xai"})
 _REASONING_FIELD = frozenset({"groq", "vllm", "ollama", "openrouter"})
 
@@ -114,6 +120,8 @@ def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None)
             param="max_tokens",
             code="unsupported_parameter",
         )
+    if provider == "qwen":
+        return _qwen_reject(body, model)
     if provider not in _VALIDATING or raw is None:
         return None
     takes = behaviour.takes_parameter(model)
@@ -147,6 +155,20 @@ def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None)
             f"Supported values are: {_listing(supported)}.",
             param="reasoning_effort",
             code="unsupported_value",
+        )
+    return None
+
+
+def _qwen_reject(body: Mapping[str, Any], model: str) -> Any:
+    """DashScope's one documented reasoning refusal: switching off a model that always thinks
+    (``enable_thinking: false``; WIRE §6.2). Other tiers go out as a ``thinking_budget``, which
+    DashScope caps rather than refuses."""
+    cap = behaviour.capability(model)
+    if body.get("enable_thinking") is False and cap is not None and not cap.can_disable:
+        return _error(
+            "The value of the enable_thinking parameter is restricted to True",
+            param=None,
+            code="invalid_parameter_error",
         )
     return None
 

@@ -78,7 +78,10 @@ class Settings:
             name -> the :class:`~polythink.reasoning.Capability` the simulator plays instead,
             answering other tiers with each provider's own rejection (a model mapped to
             ``None`` takes no reasoning parameter at all). Matched by exact name, then by
-            normalised name.
+            normalised name. Only the routes whose real API refuses a tier reject (OpenAI,
+            Responses, Anthropic, Gemini, xAI, Groq, Mistral, MiniMax; Qwen refuses only
+            switching off); DeepSeek, GLM, Kimi, OpenRouter, vLLM and Ollama answer as usual
+            (``openai_chat.NOT_PLAYABLE``; the CLI's ``--play`` refuses their models).
     """
 
     latency: float = 0.0
