@@ -188,3 +188,58 @@ async def test_start_is_synchronous_and_aclose_is_awaited() -> None:
     assert repr(client) == f"{shown} open>"
     await client.aclose()
     assert repr(client) == f"{shown} closed>"
+
+
+def _collected_open(http: str, base_url: str) -> list[tuple[str, str]]:
+    """Start a client, make one call, drop it open; every warning seen, (category, text head)."""
+
+    async def run() -> list[tuple[str, str]]:
+        client = Client([source(base_url)], http=http)
+        client.start()
+        await client.complete([{"role": "user", "content": "hi"}])
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            del client
+            gc.collect()
+            # A recorded warning keeps its source alive: let go of it, then collect again.
+            for caught in seen:
+                caught.source = None
+            gc.collect()
+        # Object reprs (addresses, file descriptors) vary: keep the text before them.
+        return [
+            (w.category.__name__, str(w.message).replace(base_url, "URL").split(" <", 1)[0])
+            for w in seen
+        ]
+
+    return asyncio.run(run())
+
+
+OURS = (
+    "<Client sources=[openai/gpt-4o at URL] http={} cache=off open> was started and never "
+    "closed: call 'await client.aclose()' or use 'async with Client(...)'"
+)
+
+
+def test_a_client_collected_open_on_aiohttp_warns_as_the_readme_says(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with Simulator() as sim, caplog.at_level("ERROR", logger="asyncio"):
+        seen = _collected_open("aiohttp", sim.base_url("openai"))
+    assert seen == [
+        ("ResourceWarning", OURS.format("aiohttp")),
+        ("ResourceWarning", "Unclosed client session"),
+        ("ResourceWarning", "Unclosed connector"),
+    ]
+    assert [(r.name, r.levelname, r.getMessage().split("\n", 1)[0]) for r in caplog.records] == [
+        ("asyncio", "ERROR", "Unclosed client session"),
+        ("asyncio", "ERROR", "Unclosed connector"),
+    ]
+
+
+def test_a_client_collected_open_on_httpx_warns_as_the_readme_says() -> None:
+    with Simulator() as sim:
+        seen = _collected_open("httpx", sim.base_url("openai"))
+    assert seen == [
+        ("ResourceWarning", OURS.format("httpx")),
+        ("ResourceWarning", "unclosed transport"),
+    ]

@@ -434,7 +434,9 @@ class Client:
 
         A plain, synchronous method: call ``client.start()`` without ``await`` (it does no
         I/O). A client started this way owns a connection pool: end it with ``await aclose()``
-        (a client collected while still open warns with ``ResourceWarning``).
+        (a client collected while still open warns with ``ResourceWarning``, and then so does
+        the pool under it: aiohttp's "Unclosed client session" / "Unclosed connector", or
+        asyncio's "unclosed transport" on httpx; aiohttp 3.14 offers no synchronous close).
         """
         if self._chain is not None:
             return
