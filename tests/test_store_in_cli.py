@@ -285,7 +285,7 @@ def test_models_fits_80_columns_by_wrapping_tier_lists(
     ]
 
 
-def test_models_evidence_prints_one_block_per_model_below_120_columns(
+def test_models_evidence_prints_one_block_per_model_where_the_table_would_cut(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lines = _listing(capsys, monkeypatch, 80, "--evidence")
@@ -308,7 +308,8 @@ def test_models_evidence_prints_one_block_per_model_below_120_columns(
     assert cap is not None
     # Wrapped between words; a URL longer than the line is cut into pieces.
     assert "".join(evidence).replace(" ", "") == cap.evidence.replace(" ", "")
-    wide = _listing(capsys, monkeypatch, 120, "--evidence")
+    assert "gemini-2.5-pro (gemini)" in _listing(capsys, monkeypatch, 120, "--evidence")
+    wide = _listing(capsys, monkeypatch, 250, "--evidence")
     assert any(line.startswith("│ gemini-2.5-pro ") for line in wide)
 
 

@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import io
 import json
 import logging
 import math
@@ -717,8 +718,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     console = _console()
-    if args.evidence and console.width >= _WIDE:
-        console.print(_models_evidence(caps, known))
+    table = _models_evidence(caps, known) if args.evidence else None
+    cells = _evidence_cells(caps, known)
+    if table is not None and console.width >= _WIDE and _renders_whole(table, console.width, cells):
+        console.print(table)
     elif args.evidence:
         for line in _models_evidence_blocks(caps, known, console.width):
             print(line)
@@ -778,15 +781,18 @@ def _wrap_words(text: str, width: int) -> list[str]:
 
 
 def _models_evidence(caps: Sequence[Capability], known: Sequence[Any]) -> Table:
-    """The registry as a table with budgets, output limits and the evidence of each entry."""
+    """The registry as a table with budgets, output limits and the evidence of each entry.
+
+    Its columns wrap between words and cut a longer word with ``…`` (see
+    :func:`_renders_whole`, which tells whether anything would be cut)."""
     table = Table(title="polythink capability registry", title_justify="left")
-    table.add_column("model", overflow="fold")
-    table.add_column("provider", overflow="fold")
+    table.add_column("model")
+    table.add_column("provider")
     table.add_column("supported tiers")
-    table.add_column("default", overflow="fold")
-    table.add_column("budget", overflow="fold")
-    table.add_column("max output", justify="right", overflow="fold")
-    table.add_column("origin", overflow="fold")
+    table.add_column("default")
+    table.add_column("budget")
+    table.add_column("max output", justify="right")
+    table.add_column("origin")
     table.add_column("evidence")
     for cells in _evidence_cells(caps, known):
         table.add_row(*(Text(cell) for cell in cells))
@@ -903,6 +909,9 @@ class _Outcome:
     saved: float = 0.0
     """USD the row's cache hits would have cost."""
     hits: int = 0
+    calls: list[Response] = field(default_factory=list)
+    """Every response the row's calls produced, in order (each turn of a tool loop, the
+    first call and the cache hit of the cached row)."""
 
     @property
     def result(self) -> str:
@@ -947,7 +956,7 @@ def _dollars(responses: Sequence[Response]) -> float | None:
 
 async def _tool_loop(
     client: Client, call: DemoCall
-) -> tuple[Response, str, int | None, float | None]:
+) -> tuple[Response, str, int | None, list[Response]]:
     messages: list[Message | Mapping[str, Any]] = list(_TOOL_PROMPT)
     total: int | None = None
     results = 0
@@ -960,7 +969,7 @@ async def _tool_loop(
             total = (total or 0) + spent
         if not response.tool_calls:
             sent = f"{results} tool result{'s' if results != 1 else ''} sent back"
-            return response, f"tool round trip: {turn} calls, {sent}", total, _dollars(turns)
+            return response, f"tool round trip: {turn} calls, {sent}", total, turns
         messages.append(response.message)
         for tool_call in response.tool_calls:
             results += 1
@@ -968,7 +977,7 @@ async def _tool_loop(
             messages.append(
                 Message(role="tool", tool_call_id=tool_call.id, content=json.dumps(weather))
             )
-    return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total, _dollars(turns)
+    return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total, turns
 
 
 class _MemoryStore:
@@ -1001,11 +1010,11 @@ async def _run_call(
             [source], http_client=http, meter_provider=meter_provider, cache=cache
         ) as client:
             tokens: int | None = None
-            spent: float | None = None
+            turns: list[Response] = []
             if call.mode == "stream":
                 response, detail = await _stream_call(client, call)
             elif call.mode == "tools":
-                response, detail, tokens, spent = await _tool_loop(client, call)
+                response, detail, tokens, turns = await _tool_loop(client, call)
             elif call.mode == "cached":
                 first = await client.complete(_PROMPT, reasoning_effort=call.effort)
                 response = await client.complete(_PROMPT, reasoning_effort=call.effort)
@@ -1018,8 +1027,8 @@ async def _run_call(
         return _Outcome(call, time.perf_counter() - started, error=exc)
     if call.mode != "tools":
         tokens = response.usage.reasoning_tokens if response.usage is not None else None
-        spent = _dollars([r for r in (first, response) if r is not None and not r.cache_hit])
-    hits = [r for r in (first, response) if r is not None and r.cache_hit]
+        turns = [r for r in (first, response) if r is not None]
+    hits = [r for r in turns if r.cache_hit]
     return _Outcome(
         call,
         time.perf_counter() - started,
@@ -1027,9 +1036,10 @@ async def _run_call(
         reasoning_tokens=tokens,
         detail=detail,
         notes=list(response.warnings),
-        spent=spent,
+        spent=_dollars([r for r in turns if not r.cache_hit]),
         saved=sum(r.cost.total for r in hits if r.cost is not None),
         hits=len(hits),
+        calls=turns,
     )
 
 
@@ -1042,6 +1052,20 @@ async def _run_demo(
 
 _WIDE = 120
 """Terminal columns from which the demo prints its wide table (notes inline, long headers)."""
+
+
+def _renders_whole(table: Table, width: int, cells: Sequence[Sequence[str]]) -> bool:
+    """Whether ``table`` printed in ``width`` columns keeps every word of its ``cells`` whole.
+
+    The table's columns must wrap between words only (``overflow="ellipsis"``, rich's
+    default): a word wider than its column is then cut with ``…``, so the table renders
+    whole exactly when it holds no more ``…`` than its cells and headers do."""
+    buffer = io.StringIO()
+    Console(width=width, file=buffer, color_system=None, highlight=False).print(table)
+    out = buffer.getvalue()
+    own = sum(cell.count("…") for row in cells for cell in row)
+    own += sum(str(column.header).count("…") for column in table.columns)
+    return out.count("…") <= own
 
 
 def _wrapped(text: str, width: int, at: str) -> str:
@@ -1071,15 +1095,29 @@ def _demo_total(outcomes: Sequence[_Outcome]) -> str:
 
 
 def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table, list[str]]:
-    """The demo's table and its footnotes.
+    """The demo's table for a terminal ``width`` columns wide, and its footnotes.
 
-    From :data:`_WIDE` columns: long headers and each row's notes inline (the long texts as
-    numbered footnotes). Below: short headers, no borders, and one footnote per row that
-    has anything to say, so the table fits 80 columns. The cost column is what the row's
-    calls spent in US dollars (``—`` when a call has no price).
+    The wide layout (long headers, borders, each row's notes inline, the long texts as
+    numbered footnotes) is used from :data:`_WIDE` columns when it fits ``width`` with
+    every word whole; otherwise the compact one: short headers, no borders, and one
+    footnote per row that has anything to say, ids broken only after ``-`` or ``/``, so
+    the table fits 80 columns. The cost column is what the row's calls spent in US dollars
+    (``—`` when a call has no price).
     """
-    compact = width < _WIDE
+    if width >= _WIDE:
+        table, footnotes, cells = _demo_layout(outcomes, compact=False)
+        if _renders_whole(table, width, cells):
+            return table, footnotes
+    table, footnotes, _ = _demo_layout(outcomes, compact=True)
+    return table, footnotes
+
+
+def _demo_layout(
+    outcomes: Sequence[_Outcome], *, compact: bool
+) -> tuple[Table, list[str], list[tuple[str, ...]]]:
+    """The demo's table in one layout, its footnotes and its cells' texts."""
     footnotes: list[str] = []
+    rows: list[tuple[str, ...]] = []
 
     def refer(text: str) -> str:
         footnotes.append(text)
@@ -1111,7 +1149,12 @@ def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table
         right = name in ("reasoning tokens", "latency", "tokens", "ms", "cost")
         # Short cells never wrap; narrow terminals fold the model, provider and note.
         short = (compact and i < len(headers) - 1) or name not in ("model", "provider", "note")
-        table.add_column(name, justify="right" if right else "left", overflow="fold", no_wrap=short)
+        # Compact: a long note folds. Wide: cells wrap between words only and a cut word
+        # shows as "…", which _renders_whole looks for.
+        overflow: Literal["fold", "ellipsis"] = "fold" if compact else "ellipsis"
+        table.add_column(
+            name, justify="right" if right else "left", overflow=overflow, no_wrap=short
+        )
     for outcome in outcomes:
         call, response = outcome.call, outcome.response
         labels: list[str] = []
@@ -1142,8 +1185,9 @@ def _demo_table(outcomes: Sequence[_Outcome], width: int = _WIDE) -> tuple[Table
             f"{seconds:.0f}" if compact else f"{seconds:.0f} ms",
             (refer("; ".join(labels)) if labels else "") if compact else "; ".join(labels),
         )
+        rows.append(cells)
         table.add_row(*(Text(cell) for cell in cells))
-    return table, footnotes
+    return table, footnotes, rows
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -1192,7 +1236,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if args.chart:
             from polythink.dashboard import write_chart
 
-            path = write_chart(args.chart, [o.response for o in outcomes if o.response])
+            # Every call of every row: each turn of a tool loop, and the cached row's first
+            # call (its hit spent nothing), so the chart sums to the table's tokens and cost.
+            path = write_chart(args.chart, [r for o in outcomes for r in o.calls])
             console.print(f"chart written to {path}", markup=False)
         if args.serve:
             _serve(console, simulator, root, meter_provider)

@@ -27,7 +27,7 @@ from polythink.config import Source
 from polythink.errors import PolythinkError
 from polythink.types import EFFORT_ORDER, Effort, Response
 
-__all__ = ["SERVE_MODELS", "MetricsEndpoint", "serve_calls", "write_chart"]
+__all__ = ["SERVE_MODELS", "MetricsEndpoint", "chart_totals", "serve_calls", "write_chart"]
 
 SERVE_MODELS: tuple[tuple[str, str], ...] = (
     ("openai", "gpt-5.5"),
@@ -149,11 +149,38 @@ async def serve_calls(
     return made
 
 
+def chart_totals(
+    responses: Iterable[Response],
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """What :func:`write_chart` draws: ``(tokens, dollars)``, each ``{model: {tier: sum}}``.
+
+    ``tokens`` sums the reasoning tokens and ``dollars`` the cost (USD) of ``responses``
+    per model and applied tier (the tier's value; ``"unset"`` when none was applied).
+    Cache hits are left out: they spent nothing (the spend is that of the call that filled
+    the cache). A response without usage adds no tokens, one without a cost no dollars; a
+    model or tier with nothing to add does not appear.
+    """
+    tokens: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    dollars: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for response in responses:
+        if response.cache_hit:
+            continue
+        tier = response.applied_effort.value if response.applied_effort else "unset"
+        if response.usage is not None and response.usage.reasoning_tokens is not None:
+            tokens[response.model][tier] += response.usage.reasoning_tokens
+        if response.cost is not None:
+            dollars[response.model][tier] += response.cost.total
+    return (
+        {model: dict(per) for model, per in tokens.items()},
+        {model: dict(per) for model, per in dollars.items()},
+    )
+
+
 def write_chart(path: str | Path, responses: Iterable[Response]) -> Path:
     """Write a PNG: reasoning tokens and cost (USD) per applied tier, one bar per model.
 
-    Cache hits are left out (they spent nothing); responses without usage add no tokens and
-    those without a cost no dollars.
+    The bars are :func:`chart_totals` of ``responses`` (cache hits left out: they spent
+    nothing); pass every response of a tool loop, not only its last, to chart its spend.
 
     Returns:
         The path written.
@@ -166,16 +193,7 @@ def write_chart(path: str | Path, responses: Iterable[Response]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tokens: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    dollars: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for response in responses:
-        if response.cache_hit:
-            continue
-        tier = response.applied_effort.value if response.applied_effort else "unset"
-        if response.usage is not None and response.usage.reasoning_tokens is not None:
-            tokens[response.model][tier] += response.usage.reasoning_tokens
-        if response.cost is not None:
-            dollars[response.model][tier] += response.cost.total
+    tokens, dollars = chart_totals(responses)
     order = [e.value for e in (*EFFORT_ORDER, Effort.AUTO)] + ["unset"]
     used = {t for per in (*tokens.values(), *dollars.values()) for t in per}
     tiers = [t for t in order if t in used]
@@ -207,7 +225,7 @@ def _bars(
     width = 0.8 / max(len(models), 1)
     for i, model in enumerate(models):
         xs = [t + i * width for t in range(len(tiers))]
-        heights = [values[model].get(tier, 0.0) for tier in tiers]
+        heights = [values.get(model, {}).get(tier, 0.0) for tier in tiers]
         axes.bar(xs, heights, width, label=model, color=palette(i % 20))
     axes.set_xticks([t + 0.4 - width / 2 for t in range(len(tiers))], tiers)
     axes.set_ylabel(label)
