@@ -74,7 +74,7 @@ def _target(
 
 
 def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every target of the brief with its measured ratio and whether it was met."""
+    """Every benchmark target with its measured ratio and whether it was met."""
     out: list[dict[str, Any]] = []
     load = _get(scenarios, "load", "clients") or {}
     why_load = "load scenario not run" if "load" not in scenarios else "client not measured"
