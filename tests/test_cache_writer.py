@@ -10,8 +10,10 @@ import anyio
 import pytest
 
 from polythink import Client, Source
+from polythink.backends.disk import BatchWriter as _BatchWriter
+from polythink.backends.disk import DiskCache
 from polythink.middleware.base import compose
-from polythink.middleware.cache import CacheMiddleware, DiskStore, _BatchWriter, cache_key
+from polythink.middleware.cache import CacheMiddleware, DiskStore, cache_key
 from polythink.simulator import Simulator
 from polythink.types import Message, Request, Response, Usage
 from tests.limits_cache_support import FakeHandler, response
@@ -72,7 +74,8 @@ async def test_an_answer_is_found_at_once_and_committed_with_others_in_one_trans
     layer = CacheMiddleware(store, [SOURCE])
     recording = _RecordingCache()
     writer = _BatchWriter(recording, None, layer._degraded, delay=0.05, linger=0.01)  # type: ignore[arg-type]
-    layer._writer = writer
+    assert isinstance(layer.backend, DiskCache)
+    layer.backend.writer = writer
     chain = compose([layer], answering("A", "B", "C"))
     recording.hold.clear()
     first = await chain.complete(ask("one"))
@@ -124,8 +127,8 @@ async def test_a_failed_answer_is_never_handed_to_the_writer(tmp_path: Path) -> 
 
     chain = compose([layer], FakeHandler(failing))
     await chain.complete(ask("x"))
-    assert layer._writer is not None
-    assert layer._writer.pending == {}
+    assert isinstance(layer.backend, DiskCache)
+    assert layer.backend.writer.pending == {}
     await layer.aclose()
     assert store.get(cache_key(ask("x"), [SOURCE])) is None
 

@@ -26,9 +26,10 @@ from typing import Any
 import httpx
 import pytest
 
+from polythink.cache_key import KEY_VERSION as _KEY_VERSION
 from polythink.config import Source
 from polythink.errors import PolythinkError
-from polythink.middleware.cache import _KEY_VERSION, CacheMiddleware, canonical_request
+from polythink.middleware.cache import CacheMiddleware, canonical_request
 from polythink.providers import get_provider
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses, transport_class
 from polythink.transports.base import dumps
@@ -333,7 +334,7 @@ def test_a_message_keeps_what_was_derived_from_it() -> None:
 
 
 def test_an_agent_loop_hashes_only_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
-    from polythink.middleware import cache
+    from polythink import cache_key as cache
 
     encoded: list[str | list[Any] | None] = []
     real = cache._plain_message

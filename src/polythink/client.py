@@ -233,9 +233,9 @@ class Client:
         cache: response cache: ``None``/``False`` (off), ``True`` (a diskcache in the user
             cache directory, ``$XDG_CACHE_HOME/polythink`` or ``~/.cache/polythink``), a
             directory path, or a store object with ``get``/``set``/``delete`` such as a
-            ``diskcache.Cache`` or a :class:`~polythink.middleware.cache.DiskStore` (which
+            ``diskcache.Cache`` or a :class:`~polythink.backends.disk.DiskStore` (which
             also takes a TTL and a size limit); see
-            :class:`~polythink.middleware.cache.CacheStore`.
+            :class:`~polythink.backends.base.CacheStore`.
             A ``redis://`` URL (or a :class:`~polythink.backends.redis.RedisCache`, which
             also takes a TTL and a size limit) shares the cache with every process naming
             that server (extra ``polythink[redis]``, asyncio only).
@@ -292,7 +292,8 @@ class Client:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
         # when the first client is built, and ``import polythink`` stays close to
         # ``import httpx`` (benchmarks/README.md, import time).
-        from polythink.middleware.cache import CacheMiddleware, cache_store
+        from polythink.backends.stores import cache_store
+        from polythink.middleware.cache import CacheMiddleware
         from polythink.middleware.cost import CostMiddleware
         from polythink.middleware.retry import RetryMiddleware
         from polythink.middleware.telemetry import TelemetryMiddleware

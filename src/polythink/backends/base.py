@@ -2,19 +2,22 @@
 
 A rate-limit layer keeps its budget in a :class:`LimitBackend` and a cache layer its entries
 in a :class:`CacheBackend`; each has an in-process implementation
-(:mod:`polythink.backends.local`) and a Redis one (:mod:`polythink.backends.redis`) shared
-by every process that names the same server. The middleware never knows which it holds.
+(:mod:`polythink.backends.local`, :mod:`polythink.backends.disk`) and a Redis one
+(:mod:`polythink.backends.redis`) shared by every process that names the same server. The
+middleware never knows which it holds. :class:`CacheStore` is the synchronous store (such as
+diskcache) that an in-process cache backend runs.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from polythink.types import RateLimit
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT",
     "CacheBackend",
+    "CacheStore",
     "Lease",
     "LimitBackend",
     "server_pause",
@@ -116,7 +119,8 @@ class CacheBackend(Protocol):
 
     ``load`` returns the stored value or ``None``; ``save`` stores a value for ``ttl``
     seconds (``None``: no expiry). Either may raise; the cache layer then treats the
-    lookup as a miss and the write as not done.
+    lookup as a miss and the write as not done. A backend that defers its writes may also
+    have an async ``flush()``, which the cache layer awaits when the client closes.
     """
 
     async def load(self, key: str) -> bytes | None:
@@ -125,4 +129,33 @@ class CacheBackend(Protocol):
 
     async def save(self, key: str, value: bytes, ttl: float | None) -> None:
         """Store ``value`` under ``key`` for ``ttl`` seconds (``None``: no expiry)."""
+        ...
+
+
+class CacheStore(Protocol):
+    """What the cache needs from a store; a ``diskcache.Cache`` or ``FanoutCache`` is one.
+
+    Methods are synchronous and are called from worker threads. Keys are 64-character hex
+    strings; values are ``bytes``.
+
+    - ``get(key)``: the stored value, or ``None`` when absent.
+    - ``set(key, value, expire=None)``: store ``value``; ``expire`` is the TTL in seconds
+      (``None``: no expiry), for stores that evict on their own.
+    - ``delete(key)``: forget ``key`` (absent keys are not an error).
+
+    An optional ``ttl`` attribute (seconds, or ``None``) gives the entries' freshness when
+    the store is passed to ``Client(cache=...)``. Any exception a method raises makes that
+    lookup a miss (and that write a no-op), with one warning per cache.
+    """
+
+    def get(self, key: str) -> Any:
+        """Return the value stored under ``key``, or ``None``."""
+        ...
+
+    def set(self, key: str, value: bytes, expire: float | None = None) -> Any:
+        """Store ``value`` under ``key`` for ``expire`` seconds (``None``: no expiry)."""
+        ...
+
+    def delete(self, key: str) -> Any:
+        """Remove ``key``."""
         ...

@@ -1,0 +1,91 @@
+"""Which backend holds a client's cache entries: ``Client(cache=...)`` turned into one.
+
+:func:`cache_store` reads the option (off, the user's disk cache, a directory, a Redis URL,
+or an object of the user's) and :func:`cache_backend` wraps a synchronous store in the async
+:class:`~polythink.backends.base.CacheBackend` protocol the cache layer talks to.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import diskcache  # type: ignore[import-untyped]
+
+from polythink.backends.base import CacheBackend, CacheStore
+from polythink.backends.disk import DiskCache, DiskStore
+from polythink.backends.local import StoreCache
+
+__all__ = ["cache_backend", "cache_store"]
+
+_NOT_PATHS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0", "none"})
+
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def cache_store(option: Any) -> CacheStore | CacheBackend | None:
+    """Turn ``Client(cache=...)`` into a store, or ``None`` for no cache.
+
+    ``None``/``False``: off. ``True``: a :class:`DiskStore` in :func:`default_cache_dir`.
+    A ``redis://``, ``rediss://`` or ``unix://`` URL: a
+    :class:`~polythink.backends.redis.RedisCache` on that server (extra
+    ``polythink[redis]``), shared by every process naming it. Another ``str`` or path: a
+    :class:`DiskStore` there. Anything with callable ``get``, ``set`` and ``delete`` (see
+    :class:`CacheStore`), or async ``load`` and ``save`` (see
+    :class:`~polythink.backends.base.CacheBackend`): used as is.
+
+    Raises:
+        ValueError: for any other value, or a Redis URL without the ``redis`` package.
+    """
+    if option is None or option is False:
+        return None
+    if option is True:
+        return DiskStore()
+    if isinstance(option, str) and option.startswith(_REDIS_SCHEMES):
+        from polythink.backends.redis import RedisCache
+
+        return RedisCache(option)
+    if isinstance(option, str) and option.strip().lower() in _NOT_PATHS:
+        raise ValueError(
+            f"cache={option!r} looks like a flag, not a directory: pass the bool True for the "
+            "user cache directory, False or None for no cache, or a directory path"
+        )
+    if isinstance(option, str | os.PathLike):
+        return DiskStore(option)
+    if all(callable(getattr(option, name, None)) for name in ("load", "save")):
+        backend: CacheBackend = option
+        return backend
+    if all(callable(getattr(option, name, None)) for name in ("get", "set", "delete")):
+        store: CacheStore = option
+        return store
+    raise ValueError(
+        "cache must be None or False (off), True (the user cache directory), a directory "
+        "path, a redis:// URL, or an object with get/set/delete methods such as "
+        f"diskcache.Cache; got {type(option).__name__}"
+    )
+
+
+def cache_backend(
+    store: CacheStore | CacheBackend,
+    *,
+    ttl: float | None = None,
+    on_error: Callable[[str, BaseException], None] | None = None,
+) -> CacheBackend:
+    """Return ``store`` as a :class:`~polythink.backends.base.CacheBackend`.
+
+    An object with async ``load``/``save`` is one already. A disk store (a
+    :class:`~polythink.backends.disk.DiskStore` or a ``diskcache.Cache``) is run by a
+    :class:`~polythink.backends.disk.DiskCache`: reads inline (cheaper than a thread),
+    writes committed in batches from one thread, with expiry ``ttl``, a failed batch
+    reported to ``on_error``; await its ``flush()`` before the process ends. Any other
+    synchronous store is run by a :class:`~polythink.backends.local.StoreCache`, reads and
+    writes in worker threads.
+    """
+    if all(callable(getattr(store, name, None)) for name in ("load", "save")):
+        backend: CacheBackend = store  # type: ignore[assignment]
+        return backend
+    if isinstance(store, DiskStore | diskcache.Cache):
+        return DiskCache(store, ttl, on_error)
+    return StoreCache(store)

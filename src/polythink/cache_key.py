@@ -1,0 +1,419 @@
+"""The cache key: which calls are the same call, as a SHA-256 of canonical JSON.
+
+The key is the SHA-256 of :data:`KEY_VERSION`, the canonical JSON of the client's sources
+(:func:`canonical_scope`), a newline, and the canonical JSON (object keys sorted at every
+depth, array order kept) of the request (:func:`canonical_request`):
+
+- every request field that reaches a provider: messages (with the reasoning items sent back),
+  tools, ``tool_choice``, ``temperature``, ``top_p``, ``stop``, ``max_tokens``, the call's
+  ``extra_body`` (case C05) and whether it streams;
+- the effective requested reasoning tier of each source: the call's own tier, else the
+  source's configured one, so asking per call for the tier a source already has shares its
+  entry. The cache sits above the reasoning layer, so the tier a source would map it to is
+  not known yet, and need not be;
+- the identity of every source of the client, in order: provider, model, base URL, its
+  fallback policy, ``drop_params`` and its own ``extra_body``.
+
+Never secrets, headers, timeouts, limits or other metadata. Because of the canonical form,
+two requests that differ only in the order of JSON object keys share an entry (case C06).
+
+Pure functions of the request and the sources, no I/O. :func:`digest` assembles the same
+bytes piecewise (and resumes a conversation's unchanged prefix through :class:`Prefixes`),
+so a call costs what is new in it, not the whole conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from polythink.types import Effort, Message, Request
+
+if TYPE_CHECKING:
+    from polythink.config import Source
+
+__all__ = [
+    "KEY_VERSION",
+    "Prefixes",
+    "cache_key",
+    "canonical_json",
+    "canonical_request",
+    "canonical_scope",
+    "digest",
+    "effective_efforts",
+    "message_fields",
+]
+
+KEY_VERSION = b"polythink-cache-v3\n"
+"""Part of every key: raised whenever what counts as a complete success, or how an answer is
+parsed, changes, so entries stored under the old rules miss instead of being served."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def canonical_json(value: Any) -> str:
+    """Return ``value`` as canonical JSON: keys sorted at every depth, no spaces, UTF-8
+    characters as they are (not escaped), any ``Mapping`` written as an object.
+
+    Raises:
+        TypeError: a value JSON cannot represent.
+        ValueError: NaN or an infinity.
+    """
+    return json.dumps(
+        value,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+        default=_plain,
+    )
+
+
+def message_fields(message: Message) -> dict[str, Any]:
+    """Return the fields of ``message`` a provider sees (metadata is never sent), as the
+    key's canonical JSON and a cache entry both write them."""
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": [[c.id, c.name, c.arguments] for c in message.tool_calls],
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+        "reasoning": message.reasoning,
+        "reasoning_items": list(message.reasoning_items),
+        "reasoning_format": message.reasoning_format,
+    }
+
+
+def _number(value: float | None) -> float | None:
+    # 0 and 0.0 put the same value on the wire for a provider; give them one key.
+    return None if value is None else float(value)
+
+
+def effective_efforts(request: Request, defaults: Sequence[Effort | None]) -> list[str | None]:
+    """The tier each source is asked for: the call's own, else the source's default (unset:
+    ``None``), in source order; the same precedence as the reasoning layer's."""
+    asked = request.reasoning_effort
+    if asked is not None:
+        return [asked.value] * len(defaults)
+    return [d.value if d is not None else None for d in defaults]
+
+
+def canonical_request(request: Request, defaults: Sequence[Effort | None] | None = None) -> str:
+    """Return the canonical JSON of the fields of ``request`` that reach a provider.
+
+    Object keys are sorted at every depth; array order (messages, tools, stop) is kept;
+    ``temperature`` and ``top_p`` are compared as numbers (``0`` and ``0.0`` are equal).
+    ``timeout``, ``cache``, message metadata (never sent) and the resolution (set later,
+    per source) are not included. ``system_suffix`` and ``prompt_cache`` are included only
+    when set, so keys of calls without them are unchanged. With ``defaults`` (the sources'
+    configured tiers) ``reasoning_effort`` is the list of :func:`effective_efforts`;
+    without, the call's own tier.
+
+    Raises:
+        TypeError: a field holds a value JSON cannot represent.
+        ValueError: a field holds NaN or an infinity.
+    """
+    return canonical_json(
+        {
+            **_fields_around_messages(request, defaults),
+            "messages": [message_fields(m) for m in request.messages],
+            "max_tokens": request.max_tokens,
+            "extra_body": request.extra_body,
+        }
+    )
+
+
+def _fields_around_messages(
+    request: Request, defaults: Sequence[Effort | None] | None
+) -> dict[str, Any]:
+    """The key's fields other than ``messages``, ``max_tokens`` and ``extra_body``: one list
+    for :func:`canonical_request` and its fast path :func:`_around_messages`, which must
+    agree byte for byte."""
+    fields: dict[str, Any] = {}
+    if request.system_suffix is not None:
+        fields["system_suffix"] = request.system_suffix
+    if request.prompt_cache is not None:
+        cache = request.prompt_cache
+        fields["prompt_cache"] = [cache.key, cache.retention, cache.ttl, cache.breakpoints]
+    effort: list[str | None] | str | None
+    if defaults is not None:
+        effort = effective_efforts(request, defaults)
+    else:
+        effort = request.reasoning_effort.value if request.reasoning_effort is not None else None
+    fields.update(
+        {
+            "reasoning_effort": effort,
+            "temperature": _number(request.temperature),
+            "top_p": _number(request.top_p),
+            "stop": list(request.stop) if request.stop is not None else None,
+            "tools": [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": t.strict,
+                }
+                for t in request.tools
+            ],
+            "tool_choice": request.tool_choice,
+            "stream": request.stream,
+        }
+    )
+    return fields
+
+
+def canonical_scope(sources: Sequence[Source]) -> str:
+    """Return the canonical JSON of the sources' identities (never keys or headers).
+
+    Per source, in order: provider, model, base URL in use, fallback policy,
+    ``drop_params`` and ``extra_body``. The configured effort is not here: it is part of the
+    effective tiers in :func:`canonical_request`.
+
+    Raises:
+        TypeError: an ``extra_body`` holds a value JSON cannot represent.
+    """
+    return canonical_json(
+        [
+            {
+                "provider": s.provider,
+                "model": s.model,
+                "base_url": s.endpoint,
+                "effort_fallback": s.effort_fallback,
+                "drop_params": s.drop_params,
+                "extra_body": s.extra_body,
+            }
+            for s in sources
+        ]
+    )
+
+
+def digest(
+    scope: bytes,
+    request: Request,
+    defaults: Sequence[Effort | None] | None = None,
+    prefixes: Prefixes | None = None,
+) -> str:
+    """SHA-256 of the version, ``scope``, a newline and :func:`canonical_request`'s bytes.
+
+    The bytes are assembled, not encoded whole: the fields sorted before ``messages``, each
+    message's canonical bytes, the fields after. With ``prefixes``, the hash of a
+    conversation's unchanged prefix is resumed, so only its new messages are encoded (a
+    memo per message would cost more than it saves: the prefix covers the messages a
+    conversation sends again). The digest is the one of the whole canonical JSON either way.
+    """
+    head, tail = _around_messages(request, defaults)
+    start = KEY_VERSION + scope + b"\n" + head
+    messages = request.messages
+    if prefixes is None:
+        sha = hashlib.sha256(start)
+        sha.update(_messages_bytes(messages))
+    else:
+        sha = prefixes.resume(start, messages)
+    sha.update(tail)
+    return sha.hexdigest()
+
+
+_TEXT = (str, type(None))
+_NONE: tuple[()] = ()
+"""An empty array in a plain message (a tuple: orjson writes it as ``[]``, and sharing one
+spares the collector two containers a message)."""
+
+
+def _plain_message(message: Message) -> dict[str, Any] | None:
+    """The canonical dict of a message of strings only, keys in sorted order; ``None`` for
+    any other message (content parts, reasoning items: values whose floats orjson and
+    ``json`` write differently)."""
+    content = message.content
+    name = message.name
+    reasoning = message.reasoning
+    fmt = message.reasoning_format
+    call_id = message.tool_call_id
+    if (
+        content.__class__ in _TEXT
+        and not message.reasoning_items
+        and reasoning.__class__ in _TEXT
+        and call_id.__class__ in _TEXT
+        and name.__class__ in _TEXT
+        and fmt.__class__ in _TEXT
+    ):
+        calls = message.tool_calls
+        return {
+            "content": content,
+            "name": name,
+            "reasoning": reasoning,
+            "reasoning_format": fmt,
+            "reasoning_items": _NONE,
+            "role": message.role,
+            "tool_call_id": call_id,
+            "tool_calls": [(c.id, c.name, c.arguments) for c in calls] if calls else _NONE,
+        }
+    return None
+
+
+def _message_bytes(message: Message) -> bytes:
+    """``canonical_json(message_fields(message)).encode()``, through orjson when it is the same:
+    a message of strings only, written in sorted key order, is byte for byte what ``json``
+    writes; any other message goes through ``json``."""
+    plain = _plain_message(message)
+    if plain is not None:
+        try:
+            return orjson.dumps(plain)
+        except TypeError:
+            pass  # a lone surrogate: json decides
+    return canonical_json(message_fields(message)).encode()
+
+
+def _messages_bytes(messages: Sequence[Message]) -> bytes:
+    """The messages' canonical bytes joined by commas: one orjson call for the lot when
+    every message is of strings only, as a conversation mostly is (3,000 messages in one
+    call rather than 3,000 calls), else message by message."""
+    plain = [_plain_message(m) for m in messages]
+    if None not in plain:
+        try:
+            return orjson.dumps(plain)[1:-1]
+        except TypeError:
+            pass  # a lone surrogate somewhere: message by message, json deciding
+    return b",".join([_message_bytes(m) for m in messages])
+
+
+def _around_messages(
+    request: Request, defaults: Sequence[Effort | None] | None = None
+) -> tuple[bytes, bytes]:
+    """The canonical request's bytes before its first message and after its last.
+
+    Keys sort as ``extra_body``, ``max_tokens``, ``messages``, then the rest (the optional
+    ``prompt_cache`` and ``system_suffix`` among them), so the head is the first two fields
+    and ``"messages":[``, the tail ``]`` and the rest, as :func:`canonical_request` has them.
+    """
+    head = _canonical_bytes({"extra_body": request.extra_body, "max_tokens": request.max_tokens})
+    tail = _canonical_bytes(_fields_around_messages(request, defaults))
+    return head[:-1] + b',"messages":[', b"]," + tail[1:]
+
+
+def _orjson_exact(value: Any) -> bool:
+    """Whether orjson writes ``value`` as :func:`canonical_json` does, byte for byte.
+
+    Strings, booleans, ``None``, integers within 64 bits, floats from 1e-4 to 1e16 (where
+    both write the shortest decimal form; outside it their exponent forms differ), and
+    dicts with string keys and lists of those. Anything else (a Mapping that is not a dict,
+    NaN, a large integer) is left to ``json``, which decides or raises.
+    """
+    stack = [value]
+    pop = stack.pop
+    extend = stack.extend
+    while stack:
+        item = pop()
+        cls = item.__class__
+        if cls is str or item is None or cls is bool:
+            continue
+        if cls is dict:
+            for key in item:
+                if key.__class__ is not str:
+                    return False
+            extend(item.values())
+        elif cls is list or cls is tuple:
+            extend(item)
+        elif cls is int:
+            if not -(2**63) <= item < 2**64:
+                return False
+        elif cls is float:
+            if not (item == 0.0 or 1e-4 <= abs(item) < 1e16):
+                return False
+        else:
+            return False
+    return True
+
+
+def _canonical_bytes(value: Any) -> bytes:
+    """``canonical_json(value).encode()``, through orjson where it writes the same bytes."""
+    if _orjson_exact(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            pass  # a lone surrogate: json decides
+    return canonical_json(value).encode()
+
+
+class Prefixes:
+    """The hash state after the last messages of recent conversations, to resume from.
+
+    An agent loop sends its conversation again with two more messages each turn; the hash
+    of what it sent before is kept (with the head it started from and the messages, held
+    by identity) and resumed, so a turn hashes only its new messages. Only conversations
+    seen before (their first message, by identity, began an earlier request) are kept, up
+    to ``size``, the least recently used dropped first; the newest other one waits in a
+    single trial slot, so conversations rebuilt from dicts on every call hold at most one
+    conversation here.
+    """
+
+    __slots__ = ("_entries", "_roots", "_size", "_trial")
+
+    _LOOKBACK = 8
+    """How many of the newest messages may be new since a kept prefix."""
+
+    def __init__(self, size: int = 16) -> None:
+        self._entries: dict[int, tuple[bytes, tuple[Message, ...], Any]] = {}
+        self._roots: dict[int, Message] = {}
+        self._size = size
+        self._trial: tuple[int, tuple[bytes, tuple[Message, ...], Any]] | None = None
+
+    def resume(self, start: bytes, messages: tuple[Message, ...]) -> Any:
+        """The hash of ``start`` and the messages' canonical bytes joined by commas."""
+        entries = self._entries
+        digest = None
+        done = 0
+        trial = self._trial
+        for end in range(len(messages), max(0, len(messages) - self._LOOKBACK), -1):
+            last = id(messages[end - 1])
+            found = entries.get(last)
+            if found is None and trial is not None and trial[0] == last:
+                found = trial[1]
+            if found is None:
+                continue
+            head, kept, state = found
+            if head == start and len(kept) == end and all(map(operator.is_, kept, messages)):
+                digest, done = state.copy(), end
+                break
+        if digest is None:
+            digest = hashlib.sha256(start)
+        if done < len(messages):
+            fresh = _messages_bytes(messages[done:])
+            digest.update(b"," + fresh if done else fresh)
+        if messages:
+            key = id(messages[-1])
+            entry = (start, messages, digest.copy())
+            if self._seen(messages[0]):
+                entries.pop(key, None)
+                entries[key] = entry
+                if len(entries) > self._size:
+                    del entries[next(iter(entries))]
+            else:
+                self._trial = (key, entry)
+        return digest
+
+    def _seen(self, root: Message) -> bool:
+        roots = self._roots
+        if roots.get(id(root)) is root:
+            return True
+        roots[id(root)] = root
+        if len(roots) > 16 * self._size:
+            del roots[next(iter(roots))]
+        return False
+
+
+def cache_key(request: Request, sources: Sequence[Source]) -> str:
+    """Return the cache key (64 hex characters) of ``request`` sent to ``sources``.
+
+    Raises:
+        TypeError, ValueError: as :func:`canonical_request`.
+    """
+    return digest(canonical_scope(sources).encode(), request, [s.effort for s in sources])
