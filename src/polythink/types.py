@@ -657,6 +657,17 @@ class Message:
             metadata=data.get("metadata"),
         )
 
+    def with_(self, **changes: Any) -> Message:
+        """Return a copy with the fields named in ``changes`` replaced, checked as a new
+        message is (``message.with_(content=redacted)``); what was derived from this value
+        for a wire or a cache key is not carried over.
+
+        Raises:
+            TypeError: for a name that is not a field of :class:`Message`.
+            ValueError: for a value a message does not accept.
+        """
+        return dataclasses.replace(self, **changes)
+
     def text(self) -> str:
         """Return the text of ``content``: the string itself, or the joined ``text`` parts."""
         if isinstance(self.content, str):
@@ -1040,6 +1051,11 @@ class Request:
     that changes from call to call), kept apart so the stable system prompt before it stays
     a cacheable prefix; ``prompt_cache`` marks that prefix for the provider's prompt cache
     (see :class:`PromptCache`).
+
+    ``extra_headers`` are HTTP headers for this call, merged over the source's own (names
+    compared case-insensitively; a value here wins, ``authorization`` included). Middleware
+    sets them; like every header they are never part of a cache key, and they are left out of
+    ``repr`` (they may carry credentials).
     """
 
     messages: tuple[Message, ...]
@@ -1057,9 +1073,18 @@ class Request:
     resolution: Resolution | None = None
     system_suffix: str | None = None
     prompt_cache: PromptCache | None = None
+    extra_headers: Mapping[str, str] | None = field(default=None, repr=False)
 
     def with_(self, **changes: Any) -> Request:
-        """Return a copy with ``changes`` applied (the request itself is never mutated)."""
+        """Return a copy with the fields named in ``changes`` replaced.
+
+        The request itself is never changed, so a middleware hands ``call_next`` a derived
+        request (``request.with_(messages=..., extra_headers=...)``) and the layers outside
+        it still hold the one they passed in.
+
+        Raises:
+            TypeError: for a name that is not a field of :class:`Request`.
+        """
         return dataclasses.replace(self, **changes)
 
 

@@ -196,6 +196,26 @@ class HTTPTransport:
         """Send a streaming call; subclasses implement."""
         raise NotImplementedError
 
+    @staticmethod
+    def _headers(headers: dict[str, str], request: Request) -> dict[str, str]:
+        """``headers`` with the call's ``extra_headers`` merged over them (they win).
+
+        Raises:
+            ValueError: ``extra_headers`` is not a mapping of strings to strings.
+        """
+        extra = request.extra_headers
+        if not extra:
+            return headers
+        if not isinstance(extra, Mapping) or not all(
+            isinstance(name, str) and isinstance(value, str) for name, value in extra.items()
+        ):
+            # The values are never echoed: they may be credentials.
+            raise ValueError(
+                "Request.extra_headers must map header names to string values; got a "
+                f"{type(extra).__name__} holding something else"
+            )
+        return {**headers, **{name.lower(): value for name, value in extra.items()}}
+
     def _budget(self, request: Request) -> float | None:
         return request.timeout if request.timeout is not None else self._total
 
@@ -244,7 +264,7 @@ class HTTPTransport:
                 response = await self.client.post(
                     url,
                     content=dumps(body),
-                    headers=self.headers,
+                    headers=self._headers(self.headers, request),
                     timeout=self._timeout,
                     follow_redirects=False,
                 )
@@ -295,7 +315,7 @@ class HTTPTransport:
             "POST",
             url,
             content=dumps(body),
-            headers=self.stream_headers,
+            headers=self._headers(self.stream_headers, request),
             timeout=self._stream_timeout,
         )
         response: httpx.Response | None = None
