@@ -36,7 +36,7 @@ from polythink.config import (
 )
 from polythink.errors import ClientClosedError, StreamInterruptedError
 from polythink.http import HTTPLayer, build_http_client, check_http_layer
-from polythink.middleware.base import Chain, Middleware, compose
+from polythink.middleware.base import Chain, Middleware, UserLayer, compose, user_layers
 from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
@@ -265,12 +265,20 @@ class Client:
             else httpx's own), ``"httpx"`` or ``"aiohttp"``; see
             :func:`polythink.http.build_http_client`.
             Ignored when ``http_client`` is given.
+        middleware: layers of the caller's own around the whole call, outermost first,
+            outside every built-in layer: they see the request as the caller made it (the
+            requested tier, before the cache) and the final response or error, cache hits
+            and failover included. Layers around each attempt on one source go on that
+            :class:`~polythink.Source` (``middleware=``). See :class:`~polythink.Middleware`;
+            a layer that breaks the contract raises
+            :class:`~polythink.errors.MiddlewareError` naming it.
 
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, a
             provider whose transport is not available, an unusable ``cache`` or ``limits``
             value (a Redis URL without the ``redis`` package), an unknown or unavailable
-            ``http``, or a ``capabilities_store`` file that is not a store.
+            ``http``, a ``capabilities_store`` file that is not a store, or a ``middleware``
+            list (the client's or a source's) holding something that is not a layer.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -288,6 +296,7 @@ class Client:
         http: HTTPLayer = "auto",
         cost: bool = True,
         capabilities_store: str | Path | bool | CapabilityStore | None = None,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
         # when the first client is built, and ``import polythink`` stays close to
@@ -323,6 +332,8 @@ class Client:
         self._reasoning: list[ReasoningMiddleware] = []
         self._limits: list[RateLimitMiddleware] = []
         self._retry: list[RetryMiddleware] = []
+        self._middleware = user_layers(middleware, "Client")
+        self._source_middleware: list[tuple[UserLayer, ...]] = []
         for i, source in enumerate(sources):
             profile = get_provider(source.provider)
             key = source.resolve_api_key()
@@ -332,6 +343,14 @@ class Client:
                     f"api_key= or set {' or '.join(profile.api_key_env)}"
                 )
             self._keys.append(key)
+            self._source_middleware.append(
+                user_layers(
+                    source.middleware,
+                    f"sources[{i}] ({source.provider}/{source.model})",
+                    provider=source.provider,
+                    source_index=i,
+                )
+            )
             self._transport_classes.append(transport_class(profile.wire))
             self._reasoning.append(ReasoningMiddleware(source, i, profile, self.capabilities))
             # Every source but the last hands a call it cannot take at once to the next one.
@@ -463,18 +482,29 @@ class Client:
             self._call_layers(), Failover(stacks, names=names, context_windows=windows)
         )
 
-    def _source_layers(self, index: int) -> list[Middleware]:
-        """Per-source layers, outermost first: rate limit, retry, reasoning."""
-        return [self._limits[index], self._retry[index], self._reasoning[index]]
+    # The order of the onion, outermost first, is listed here and nowhere else:
+    #   per call:    the client's middleware, telemetry, cache, cost, then failover
+    #   per source:  rate limit, retry, reasoning, the source's middleware, then its transport
 
-    def _call_layers(self) -> list[Middleware]:
-        """Per-call layers above failover, outermost first: telemetry, cache, cost."""
-        layers: list[Middleware] = [self._telemetry]
+    def _call_layers(self) -> list[Middleware | UserLayer]:
+        """Per-call layers above failover, outermost first: the client's own middleware
+        (it sees the call as made, cache hits included), telemetry, cache, cost."""
+        layers: list[Middleware | UserLayer] = [*self._middleware, self._telemetry]
         if self._cache is not None:
             layers.append(self._cache)
         if self._cost is not None:
             layers.append(self._cost)
         return layers
+
+    def _source_layers(self, index: int) -> list[Middleware | UserLayer]:
+        """Per-source layers, outermost first: rate limit, retry, reasoning, then the
+        source's own middleware (it sees each attempt as sent, with the applied tier)."""
+        return [
+            self._limits[index],
+            self._retry[index],
+            self._reasoning[index],
+            *self._source_middleware[index],
+        ]
 
     async def aclose(self) -> None:
         """Commit the cache entries still pending, close the HTTP client if this client

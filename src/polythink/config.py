@@ -18,14 +18,17 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from polythink.providers import PROVIDERS, get_provider, suggest_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.types import Effort, check_extra_body
+
+if TYPE_CHECKING:
+    from polythink.middleware.base import Middleware
 
 __all__ = [
     "Source",
@@ -41,6 +44,11 @@ _log = logging.getLogger("polythink.config")
 
 _OPTIONS = ("limits", "cache")
 """Client options that the environment and a TOML file may give besides the sources."""
+
+_MIDDLEWARE_IN_CODE = (
+    " (middleware is code, not configuration: give Client.from_toml(path, middleware=[...]) "
+    "for the whole call, or build the Source in code with middleware=[...])"
+)
 
 _POLICIES = ("nearest", "error", "drop")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
@@ -130,6 +138,12 @@ class Source:
             instead of raising :class:`~polythink.errors.RequestRejectedError`.
         extra_body: provider-specific body fields merged into every request (last, so they
             win; part of the cache key).
+        middleware: layers of the caller's own around each attempt on this source, outermost
+            first, just outside its transport: each sees the request as it will be sent here
+            (``request.resolution`` holds the applied tier), and that attempt's response or
+            error, once per retry and per failover hop (see :class:`~polythink.Middleware`).
+            Code, not configuration: not compared, not in ``repr``, never read from the
+            environment or a TOML file.
 
     Raises:
         ValueError: for an unknown provider, effort or policy, or a non-positive limit.
@@ -150,6 +164,7 @@ class Source:
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     drop_params: bool = False
     extra_body: Mapping[str, Any] | None = None
+    middleware: Sequence[Middleware] = field(default=(), repr=False, compare=False)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # The dataclass's own message ("takes 3 positional arguments but 4 were given")
@@ -201,6 +216,14 @@ class Source:
         ):
             raise ValueError("Source.headers must be a dict of header names to string values")
         check_extra_body(self.extra_body, "Source.extra_body")
+        layers = self.middleware
+        if isinstance(layers, str | bytes) or not isinstance(layers, Sequence):
+            raise ValueError(
+                "Source.middleware must be a list of layers; got "
+                f"{type(layers).__name__}"
+                + ("; wrap the one layer: [layer]" if hasattr(layers, "complete") else "")
+            )
+        object.__setattr__(self, "middleware", tuple(layers))
         object.__setattr__(self, "timeout", Timeout.coerce(self.timeout))
         if self.base_url is not None:
             if not isinstance(self.base_url, str) or not self.base_url.startswith(
@@ -492,7 +515,10 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         where = f"{path} [[source]] #{i}"
         unknown = set(row) - allowed
         if unknown:
-            raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(allowed)}")
+            raise ValueError(
+                f"{where}: unknown keys {sorted(unknown)}; known: {sorted(allowed)}"
+                + (_MIDDLEWARE_IN_CODE if "middleware" in unknown else "")
+            )
         fields = {k: v for k, v in row.items() if k != "provider"}
         if "provider" not in row:
             raise ValueError(f"{where}: a source needs a provider")

@@ -12,7 +12,8 @@ retry-after (seconds) and a redacted copy of the body:
 - :class:`AuthError`: 401, 403, and 402 / billing errors.
 
 :class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
-carries what was assembled so far; :class:`ClientClosedError` is a call on a closed client.
+carries what was assembled so far; :class:`ClientClosedError` is a call on a closed client;
+:class:`MiddlewareError` is a layer of the caller's own that broke the middleware contract.
 Configuration mistakes raise ``ValueError`` (or
 :class:`ThinkingUnsupportedError`, which is one) when the client is built.
 
@@ -33,6 +34,7 @@ __all__ = [
     "AuthError",
     "ClientClosedError",
     "ContextWindowExceededError",
+    "MiddlewareError",
     "PolythinkError",
     "RateLimitedError",
     "RequestRejectedError",
@@ -253,6 +255,30 @@ class ClientClosedError(PolythinkError, RuntimeError):
     too, like httpx's own error for a closed client. A closed client opens again with
     ``async with client:`` or ``client.start()``.
     """
+
+
+class MiddlewareError(PolythinkError, TypeError):
+    """A layer given in ``middleware=`` broke the middleware contract during a call.
+
+    Raised where the layer hands its result on, naming the layer and its position, for: a
+    ``complete`` that returned something other than a :class:`~polythink.types.Response`; a
+    ``stream`` that returned something other than an async iterator, yielded something other
+    than a :class:`~polythink.types.StreamEvent`, yielded after its ``done`` event, ended
+    without one, or whose ``done`` event carries no ``Response``; and a ``call_next`` called
+    with something other than a :class:`~polythink.types.Request`. It is a ``TypeError`` too:
+    the layer's code is wrong, so neither retry nor failover acts on it.
+
+    An exception a layer raises itself is not wrapped: a :class:`PolythinkError` is retried
+    and failed over like one from the provider, any other reaches the caller unchanged.
+
+    Attributes:
+        layer: the layer's class and position, for example
+            ``"AuditLog (Client middleware[0])"``.
+    """
+
+    def __init__(self, message: str, *, layer: str, **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.layer = layer
 
 
 _SECRET_PATTERNS = re.compile(
