@@ -9,6 +9,8 @@ Quick start::
         print(response.text, response.applied_effort, response.usage)
 """
 
+from typing import TYPE_CHECKING, Any
+
 from polythink.client import Client
 from polythink.config import Source, Timeout
 from polythink.conversation import compact, should_compact
@@ -16,6 +18,7 @@ from polythink.errors import (
     AuthError,
     ClientClosedError,
     ContextWindowExceededError,
+    MiddlewareError,
     PolythinkError,
     RateLimitedError,
     RequestRejectedError,
@@ -24,6 +27,7 @@ from polythink.errors import (
     ThinkingUnsupportedError,
     TransientError,
 )
+from polythink.middleware.base import CompleteNext, Middleware, Passthrough, StreamNext
 from polythink.providers import PROVIDERS, ProviderProfile, register_provider
 from polythink.reasoning.capabilities import Capability, get_capability, register_capability
 from polythink.reasoning.resolve import resolve
@@ -48,6 +52,9 @@ from polythink.types import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from polythink.sync import SyncClient
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -57,12 +64,16 @@ __all__ = [
     "Capability",
     "Client",
     "ClientClosedError",
+    "CompleteNext",
     "ContextWindowExceededError",
     "Cost",
     "DoneEvent",
     "Effort",
     "Message",
     "MessageMetadata",
+    "Middleware",
+    "MiddlewareError",
+    "Passthrough",
     "PolythinkError",
     "PromptCache",
     "ProviderProfile",
@@ -75,6 +86,8 @@ __all__ = [
     "Source",
     "StreamEvent",
     "StreamInterruptedError",
+    "StreamNext",
+    "SyncClient",
     "TextEvent",
     "ThinkingObservation",
     "ThinkingUnsupportedError",
@@ -93,3 +106,12 @@ __all__ = [
     "resolve",
     "should_compact",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The synchronous client loads anyio's thread machinery (about 18 ms): only when asked.
+    if name == "SyncClient":
+        from polythink.sync import SyncClient
+
+        return SyncClient
+    raise AttributeError(f"module 'polythink' has no attribute {name!r}")
