@@ -25,8 +25,8 @@ inherits from :class:`Passthrough` is left out of the chain altogether.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -306,15 +306,28 @@ class _Bound:
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         assert self._stream is not None
-        events = self._stream(request, self._stream_next)
+        # The streams this call opened further in: a layer written as ``async for event in
+        # call_next(request): yield event`` leaves its inner stream open when it is closed
+        # early (only the garbage collector would close it), so they are closed here, and
+        # the connection is released when the caller leaves, not later.
+        opened: list[AsyncGenerator[StreamEvent, None]] = []
+
+        def call_next(inner: Request) -> AsyncGenerator[StreamEvent, None]:
+            events = self._stream_next(inner)
+            opened.append(events)
+            return events
+
+        events = self._stream(request, call_next)
         if not hasattr(events, "__anext__"):
+            for inner in opened:
+                await inner.aclose()
             raise self.layer.error(
                 f"returned {_kind(events)} from stream(); return an async iterator of "
                 "StreamEvent (an async generator, or call_next(request))"
             )
         done = False
         closing = events if hasattr(events, "aclose") else _NoClose(events)
-        async with aclosing(closing):
+        async with _closing_all(closing, opened):
             async for event in events:
                 if done:
                     raise self.layer.error(
@@ -338,6 +351,21 @@ class _Bound:
                 "ended its stream without a 'done' event; yield the inner stream's 'done' "
                 "(or one of its own) last"
             )
+
+
+@asynccontextmanager
+async def _closing_all(
+    events: Any, opened: list[AsyncGenerator[StreamEvent, None]]
+) -> AsyncIterator[None]:
+    """Close ``events``, then each stream in ``opened``, however the block ends."""
+    try:
+        yield
+    finally:
+        try:
+            await events.aclose()
+        finally:
+            for inner in opened:
+                await inner.aclose()
 
 
 class _NoClose:
