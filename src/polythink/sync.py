@@ -99,9 +99,11 @@ class _Pump(Generic[_T]):
         self.send, self.receive = anyio.create_memory_object_stream[_T](_BUFFER)
         self.scope: anyio.CancelScope | None = None
         self.stopped = False
+        self.thread: int | None = None
 
     async def run(self) -> None:
         """Read the stream into the memory stream (the task's whole life)."""
+        self.thread = threading.get_ident()
         with anyio.CancelScope() as self.scope:
             if self.stopped:
                 self.scope.cancel()
@@ -298,18 +300,26 @@ class SyncClient:
         portal = self._running()
         pump = _Pump(events)
         running = self._spawn(portal, pump.run)
+        ended = False
         try:
             while batch := self._wait(self._spawn(portal, pump.take)):
                 yield from batch
+            ended = True
             self._wait(running)
         finally:
-            if not running.done():
+            if not ended:
                 try:
                     portal.call(pump.stop)
                 except RuntimeError:
-                    # The loop has ended (so has the task), or this is its own thread (a
-                    # collector finishing the generator there), where the scope is at hand.
-                    pump.stop()
+                    if threading.get_ident() == pump.thread:
+                        # A collector finishing the generator in the loop's own thread.
+                        pump.stop()
+                    else:
+                        # The loop is stopping (close() in another thread): the task ends
+                        # with it, then nothing else touches the stream.
+                        with suppress(Exception):
+                            running.result()
+                        pump.receive.close()
                 else:
                     # Wait until the stream is closed and its connection released; its
                     # outcome no longer reaches anyone.
