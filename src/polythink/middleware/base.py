@@ -284,10 +284,11 @@ class _Bound:
                 "with request.with_(...))"
             )
 
-    async def _checked_complete_next(self, request: Request) -> Response:
+    def _checked_complete_next(self, request: Request) -> Awaitable[Response]:
+        # A plain function handing back the next layer's awaitable: no coroutine of its own.
         if request.__class__ is not Request:
             self._request(request)
-        return await self._next_complete(request)
+        return self._next_complete(request)
 
     def _checked_stream_next(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         if request.__class__ is not Request:
