@@ -1,13 +1,33 @@
-"""The README's configuration example is valid as written."""
+"""The README's examples are valid and run as written.
+
+The examples that name real providers run against the simulator: ``polythink.Source`` is
+replaced, while a block runs, by one that points each source at the simulator (the block's
+``from polythink import Source`` picks it up), so the code users copy is the code tested.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import re
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from polythink import Client, Effort, Source
+import polythink
+from polythink import (
+    Client,
+    CompleteNext,
+    Effort,
+    Passthrough,
+    Request,
+    Response,
+    Source,
+    StreamEvent,
+    StreamNext,
+)
 from polythink.config import sources_from_toml
 from polythink.conversation import load_conversation
 from polythink.simulator import Settings, Simulator
@@ -59,3 +79,101 @@ async def test_the_readme_conversation_example_runs(tmp_path: Path, cut: bool) -
     assert saved[2].text().startswith("Simulated")
     if cut:
         assert saved[3].content == "continue"
+
+
+def readme_block(marker: str) -> str:
+    """The one ``python`` block of the README that contains ``marker``."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    (block,) = [b for b in blocks if marker in b]
+    return block
+
+
+class Attempts(Passthrough):
+    """Added innermost to every source while a README block runs: what each attempt sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any, list[str]]] = []
+
+    def note(self, request: Request) -> None:
+        assert request.resolution is not None
+        self.sent.append(
+            (
+                request.resolution.applied_effort.value
+                if request.resolution.applied_effort
+                else "unset",
+                dict(request.extra_headers or {}),
+                [m.text() for m in request.messages],
+            )
+        )
+
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        self.note(request)
+        return await call_next(request)
+
+    def stream(self, request: Request, call_next: StreamNext) -> AsyncGenerator[StreamEvent, None]:
+        self.note(request)
+        return call_next(request)
+
+
+@pytest.fixture
+def simulated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Attempts]:
+    """Point every ``Source`` a README block builds at the simulator."""
+    attempts = Attempts()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with Simulator(Settings(answer_words=12)) as sim:
+
+        def pointed(provider: str, model: str, **options: Any) -> Source:
+            options["middleware"] = [*options.get("middleware", ()), attempts]
+            return Source(
+                provider, model, base_url=sim.base_url(provider), api_key="sim", **options
+            )
+
+        monkeypatch.setattr(polythink, "Source", pointed)
+        yield attempts
+
+
+def run_block(block: str) -> None:
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_the_readme_sync_quick_start_prints_what_the_async_one_does(
+    simulated: Attempts, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_block(readme_block("async with Client(sources=sources) as client:"))
+    printed = capsys.readouterr().out
+    run_block(readme_block("with SyncClient(sources=sources) as client:"))
+    assert capsys.readouterr().out == printed
+    lines = printed.splitlines()
+    assert lines[0].startswith("Simulated gpt-5.5 answer ")
+    assert lines[1] == "high high observed"
+    # Each run: the question, the stream at low, the tool turn and the answer after it.
+    assert [tier for tier, _, _ in simulated.sent] == ["high", "low", "high", "high"] * 2
+
+
+def test_the_readme_middleware_examples_run(
+    simulated: Attempts, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="audit")
+    run_block(readme_block("class AuditLog(Passthrough):"))
+    printed = capsys.readouterr().out.splitlines()
+    assert " to: Card [card] was declined. Why? " in printed[0]
+    assert printed[1] == "guardrail"
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "audit"]
+    first = {
+        "customer": "c-42",
+        "requested": "max",
+        "source": "openrouter/openai/gpt-5.5",
+        "applied": "xhigh",  # gpt-5.5 goes up to xhigh (registry: OAI-DOC-deploy)
+        "cache_hit": False,
+        "output_tokens": lines[0]["output_tokens"],
+    }
+    assert isinstance(first["output_tokens"], int)
+    assert lines == [
+        first,
+        {**first, "cache_hit": True},
+        {"customer": "c-42", "requested": None, "error": "RequestRejectedError"},
+    ]
+    # One attempt left the process: to the gateway, with the header, the card masked.
+    assert simulated.sent == [
+        ("xhigh", {"x-customer-id": "c-42"}, ["Card [card] was declined. Why?"])
+    ]

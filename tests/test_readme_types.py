@@ -3,8 +3,9 @@
 One mypy run covers every ``python`` block of the README that is a whole module (it begins
 with an import; shorter blocks continue an example above and are not programs on their
 own), plus a file of known misuses whose errors prove the stream events are typed per kind
-(not ``Any``), ending with a correct use that must pass (``StreamInterruptedError.partial``
-is a ``Response``).
+(not ``Any``), with a correct use that must pass (``StreamInterruptedError.partial`` is a
+``Response``), and that the synchronous client and a middleware's ``call_next`` are typed as
+strictly as the async client.
 """
 
 from __future__ import annotations
@@ -35,6 +36,23 @@ from polythink.errors import StreamInterruptedError
 
 def partial_of(error: StreamInterruptedError) -> Response:
     return error.partial
+
+
+# The synchronous client has the async one's keywords and typed events; a layer's call_next
+# takes a Request.
+from polythink import CompleteNext, Passthrough, Request, SyncClient
+
+
+def sync_misuse(client: SyncClient) -> None:
+    client.complete([{"role": "user", "content": "hi"}], max_token=5)
+    for event in client.stream([{"role": "user", "content": "hi"}]):
+        if event.type == "text":
+            event.response.usage
+
+
+class Layer(Passthrough):
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        return await call_next({"messages": []})
 """
 
 
@@ -67,6 +85,11 @@ def test_the_readme_python_blocks_pass_mypy_strict(tmp_path: Path) -> None:
         line.replace(str(tmp_path) + "/", "") for line in result.stdout.splitlines() if line
     )
     assert errors == [
+        'misuse.py:27: error: Unexpected keyword argument "max_token"; did you mean '
+        '"max_tokens"?  [call-arg]',
+        'misuse.py:30: error: "None" has no attribute "usage"  [attr-defined]',
+        'misuse.py:35: error: Argument 1 has incompatible type "dict[str, list[Never]]"; '
+        'expected "Request"  [arg-type]',
         'misuse.py:7: error: "None" has no attribute "usage"  [attr-defined]',
         'misuse.py:9: error: "None" has no attribute "upper"  [attr-defined]',
     ]
