@@ -396,7 +396,9 @@ def full_options(
     # Options a Client turns on by default: passed as False when their group is off.
     on_by_default = {"cost"}
     # Shared limits need a Redis server; benchmarks/shared_limits.py measures them.
-    left_alone_client = {"sources", "http_client", "limits"}
+    # Layers of the caller's own are not an option to turn on: the user-layers row and
+    # benchmarks/user_layers.py measure them.
+    left_alone_client = {"sources", "http_client", "limits", "middleware"}
     client_kw: dict[str, Any] = {}
     for name in inspect.signature(Client.__init__).parameters:
         if name == "self" or name in left_alone_client:
@@ -426,6 +428,7 @@ def full_options(
         "headers",
         "drop_params",
         "extra_body",
+        "middleware",
     }
     source_kw: dict[str, Any] = {}
     for spec in fields(Source):
@@ -447,6 +450,8 @@ class PolythinkFull(Adapter):
     limitable = True
     groups: frozenset[str] | None = None
     """Option groups turned on (``None``: every option)."""
+    user_layers = False
+    """One no-op layer of the caller's own at each position (the client's and the source's)."""
 
     async def open(self) -> None:
         from polythink.client import Client
@@ -457,6 +462,11 @@ class PolythinkFull(Adapter):
         )
         source_kw.update(self.limits or {})
         self.notes.extend(notes)
+        if self.user_layers:
+            from benchmarks.user_layers import NoOpLayer
+
+            client_kw["middleware"] = [NoOpLayer()]
+            source_kw["middleware"] = [NoOpLayer()]
         source = Source(
             self.work.provider,
             self.work.model,
@@ -553,6 +563,11 @@ class PolythinkClientLimits(PolythinkClient):
 class PolythinkClientCache(PolythinkClient):
     name = "polythink-client+cache"
     groups = frozenset({"cache"})
+
+
+class PolythinkClientUserLayers(PolythinkClient):
+    name = "polythink-client+user-layers"
+    user_layers = True
 
 
 _OPENAI_PARAMS = frozenset(
@@ -705,6 +720,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         PolythinkClientTelemetryCost,
         PolythinkClientLimits,
         PolythinkClientCache,
+        PolythinkClientUserLayers,
         OpenAISDK,
         AnthropicSDK,
         LiteLLM,

@@ -118,6 +118,15 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
             missing="layers scenario not run" if "layers" not in scenarios else "not measured",
         )
     )
+    added = _get(scenarios, "layers", "user_layer", "added_per_call") or {}
+    out.append(
+        _target(
+            "one no-op user layer CPU/call ≤ 2× the built-in Passthrough's (in-process)",
+            _ratio(added.get("user-noop"), added.get("passthrough")),
+            2.0,
+            missing="layers scenario not run" if "layers" not in scenarios else "not measured",
+        )
+    )
     out.extend(_conversation_targets(scenarios))
     stream = _get(scenarios, "stream", "clients") or {}
     floor = _get(stream, FLOOR, "cpu_per_delta")
@@ -324,6 +333,7 @@ def tables(results: dict[str, Any]) -> list[Table]:
                 _footnotes(layers),
             )
         )
+        out.extend(_user_layer_table(layers.get("user_layer")))
     stream = scenarios.get("stream")
     if stream:
         rows = []
@@ -552,6 +562,48 @@ def _conversation_tables(scenario: dict[str, Any] | None) -> list[Table]:
             )
         )
     return tables
+
+
+_USER_LAYER_ROWS = (
+    ("passthrough", "built-in Passthrough, folded as polythink folds its own layers"),
+    ("noop-unchecked", "a no-op layer overriding both methods, folded the same way"),
+    ("user-noop", "the same no-op layer as Client(middleware=[...]), with its checks"),
+    ("user-inherited", "a Passthrough subclass overriding nothing (the same chain as none)"),
+)
+
+
+def _user_layer_table(result: dict[str, Any] | None) -> list[Table]:
+    """One user layer against the built-in Passthrough, added to a chain with no layer."""
+    if not result:
+        return []
+    if "error" in result:
+        return [("One user layer, in-process", ["error"], [[str(result["error"])]], [])]
+    call, event = result["added_per_call"], result["added_per_event"]
+    base = call.get("passthrough")
+    rows = [
+        [
+            f"{name}: {what}",
+            f"{call[name] * 1e6:.3f}",
+            _x(_ratio(call[name], base)),
+            f"{event[name] * 1e6:.3f}",
+        ]
+        for name, what in _USER_LAYER_ROWS
+        if name in call
+    ]
+    floor = result["per_call"]["none"], result["per_event"]["none"]
+    return [
+        (
+            "One user layer, in-process: added to a chain with no layer (µs; fastest of "
+            f"{result['rounds']} rounds of {result['calls']:,} calls and {result['streams']} "
+            f"streams of {result['events']} events)",
+            ["layer", "per call", "× Passthrough", "per event"],
+            rows,
+            [
+                f"the chain with no layer: {floor[0] * 1e6:.3f} µs a call, "
+                f"{floor[1] * 1e6:.3f} µs an event (benchmarks/user_layers.py)"
+            ],
+        )
+    ]
 
 
 def _footnotes(scenario: dict[str, Any]) -> list[str]:

@@ -73,6 +73,7 @@ LAYER_CLIENTS = (
     "polythink-client+telemetry+cost",
     "polythink-client+limits",
     "polythink-client+cache",
+    "polythink-client+user-layers",
     "polythink-full-aiohttp",
 )
 """The layer breakdown: where polythink-full-aiohttp's CPU goes, one option group at a time."""
@@ -158,6 +159,8 @@ class Scale:
     agent_turns: int
     import_modules: tuple[str, ...] = IMPORT_MODULES
     stream_chunk_delay: float = STREAM_CHUNK_DELAY
+    user_layer_calls: int = 200_000
+    """Complete calls per chain and round of the in-process user-layer measurement."""
 
 
 SCALES = {
@@ -179,6 +182,7 @@ SCALES = {
         agent_turns=6,
         import_modules=("httpx", "polythink"),
         stream_chunk_delay=0.001,
+        user_layer_calls=2_000,
     ),
     "quick": Scale(
         reps=1,
@@ -197,6 +201,7 @@ SCALES = {
         agent_start=100,
         agent_turns=60,
         stream_chunk_delay=0.002,
+        user_layer_calls=100_000,
     ),
     "full": Scale(
         reps=3,
@@ -290,6 +295,33 @@ class Runner:
             last = {"error": f"worker failed: {reason}"}
         self.job_seconds.append((label, round(time.perf_counter() - began, 2)))
         return last
+
+    def user_layer_cost(self, calls: int) -> dict[str, Any]:
+        """One user layer against the built-in Passthrough, in-process, in a fresh process
+        (:mod:`benchmarks.user_layers`); ``{"error": ...}`` when it fails."""
+        label = "layers · one user layer, in-process"
+        self.display.begin(label)
+        began = time.perf_counter()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks.user_layers", "--calls", str(calls)],
+                capture_output=True,
+                text=True,
+                cwd=ROOT.parent,
+                timeout=JOB_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            result: dict[str, Any] = {"error": f"no answer within {JOB_TIMEOUT:.0f} s"}
+        else:
+            tail = done.stderr.strip().splitlines()[-1:]
+            try:
+                result = json.loads(done.stdout)
+            except ValueError:
+                result = {"error": tail[0] if tail else f"exit {done.returncode}"}
+        self.display.end()
+        self.job_seconds.append((label, round(time.perf_counter() - began, 2)))
+        return result
 
     def _read(self, process: subprocess.Popen[str], job: dict[str, Any]) -> dict[str, Any]:
         """Send the job; follow the progress lines; return the last other line."""
@@ -422,6 +454,7 @@ def run_scenarios(
             return runner.job(label, client, "load", params)
 
         out["layers"] = _repeated("layers", chosen(LAYER_CLIENTS), scale.reps, layers)
+        out["layers"]["user_layer"] = runner.user_layer_cost(scale.user_layer_calls)
     if "conversation" in scenarios:
 
         def converse(client: str, label: str) -> dict[str, Any]:

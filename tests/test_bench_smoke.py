@@ -138,6 +138,15 @@ def test_layers_of_this_build_are_measured_or_named_as_missing(
             assert data["burst"] == results["scale"]["ratelimit_rpm"]
         else:
             assert "no rate-limit layer" in limits["skipped"][client]
+    user_layer = scenarios["layers"]["user_layer"]
+    chains = ["none", "passthrough", "noop-unchecked", "user-noop", "user-inherited"]
+    assert (user_layer["calls"], user_layer["events"]) == (
+        results["scale"]["user_layer_calls"],
+        100,
+    )
+    assert list(user_layer["per_call"]) == list(user_layer["per_event"]) == chains
+    assert all(seconds > 0 for seconds in user_layer["per_call"].values())
+    assert list(user_layer["added_per_call"]) == chains[1:]
 
 
 def test_conversation_sizes_and_agent_turns_for_every_client(
@@ -182,6 +191,7 @@ def test_import_times_and_targets(run: tuple[dict[str, Any], Path, str]) -> None
         "polythink-full-httpx p99 ≤ 3× p50 at concurrency 64",
         "polythink-full-httpx streaming CPU/chunk ≤ 1.2× raw SSE floor",
         "import polythink ≤ 1.5× import httpx",
+        "one no-op user layer CPU/call ≤ 2× the built-in Passthrough's (in-process)",
     ):
         assert isinstance(measured[expected]["met"], bool)
     for target in results["targets"]:
@@ -193,6 +203,7 @@ def test_import_times_and_targets(run: tuple[dict[str, Any], Path, str]) -> None
 def test_tables_and_charts_are_written(run: tuple[dict[str, Any], Path, str]) -> None:
     results, out, stdout = run
     for title in (
+        "One user layer, in-process",
         "Non-streaming calls",
         "Conversation size",
         "Agent loop",
