@@ -14,7 +14,6 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,27 +36,13 @@ from polythink.errors import (
     RequestRejectedError,
     StreamInterruptedError,
 )
-from polythink.simulator import Settings, Simulator
+from polythink.simulator import Simulator
 from polythink.simulator.faults import Fault, FaultPlan
+from tests import sim_support
 
 PROMPT = [{"role": "user", "content": "why is the sky blue"}]
 
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Simulator]:
-    with Simulator(Settings(answer_words=10)) as simulator:
-        yield simulator
-
-
-@pytest.fixture(autouse=True)
-def clean(sim: Simulator) -> Iterator[None]:
-    sim.settings.faults = FaultPlan()
-    sim.stats.reset()
-    yield
-    sim.settings.faults = None
-    sim.settings.latency = 0.0
-    sim.settings.chunk_delay = 0.0
-    sim.settings.answer_words = 10
+sim, clean = sim_support.sim, sim_support.clean  # the module's simulator, reset per test
 
 
 def source(sim: Simulator, **options: Any) -> Source:

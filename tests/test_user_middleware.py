@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -35,12 +35,15 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.middleware.base import UserLayer
-from polythink.simulator import Settings, Simulator
+from polythink.simulator import Simulator
 from polythink.simulator.faults import Fault, FaultPlan
+from tests import sim_support
 
 pytestmark = pytest.mark.anyio
 
 PROMPT = [{"role": "user", "content": "why is the sky blue"}]
+
+sim, clean = sim_support.sim, sim_support.clean  # the module's simulator, reset per test
 ANSWER = {  # an OpenAI Chat Completions answer, the shape of the API reference's example
     "id": "chatcmpl-1",
     "object": "chat.completion",
@@ -50,20 +53,6 @@ ANSWER = {  # an OpenAI Chat Completions answer, the shape of the API reference'
         {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Simulator]:
-    with Simulator(Settings(answer_words=10)) as simulator:
-        yield simulator
-
-
-@pytest.fixture(autouse=True)
-def clean(sim: Simulator) -> Iterator[None]:
-    sim.settings.faults = FaultPlan()
-    sim.stats.reset()
-    yield
-    sim.settings.faults = None
 
 
 def source(sim: Simulator, model: str = "o3", **options: Any) -> Source:
