@@ -174,7 +174,7 @@ class UserLayer:
     stream is an async iterator of ``StreamEvent`` with exactly one ``done`` event, last,
     carrying a ``Response``; ``call_next`` got a ``Request``. Exceptions the layer raises
     pass unchanged. The price is one function call per call and, for a layer that overrides
-    ``stream``, one generator step per event (``benchmarks/README.md``, user layers).
+    ``stream``, one generator step per event (``benchmarks/README.md``, User middleware).
 
     Args:
         layer: the caller's layer.
@@ -327,8 +327,7 @@ class _Bound:
                 "StreamEvent (an async generator, or call_next(request))"
             )
         done = False
-        closing = events if hasattr(events, "aclose") else _NoClose(events)
-        async with _closing_all(closing, opened):
+        async with _closing_all(events, opened):
             async for event in events:
                 if done:
                     raise self.layer.error(
@@ -358,24 +357,15 @@ class _Bound:
 async def _closing_all(
     events: Any, opened: list[AsyncGenerator[StreamEvent, None]]
 ) -> AsyncIterator[None]:
-    """Close ``events``, then each stream in ``opened``, however the block ends."""
+    """Close ``events`` (when it can be closed), then each stream in ``opened``, however
+    the block ends."""
     try:
         yield
     finally:
         try:
-            await events.aclose()
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
         finally:
             for inner in opened:
                 await inner.aclose()
-
-
-class _NoClose:
-    """``aclosing`` for an async iterator without ``aclose``: nothing to close."""
-
-    __slots__ = ("events",)
-
-    def __init__(self, events: object) -> None:
-        self.events = events
-
-    async def aclose(self) -> None:
-        return None
