@@ -35,6 +35,7 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.middleware.base import UserLayer
+from polythink.reasoning import Capability
 from polythink.simulator import Simulator
 from polythink.simulator.faults import Fault, FaultPlan
 from tests import sim_support
@@ -550,3 +551,28 @@ async def test_leaving_a_stream_early_closes_every_layer_and_the_connection(
             assert pool._requests == []
     finally:
         sim.settings.chunk_delay = 0.0
+
+
+async def test_a_source_layer_sees_the_resend_after_a_reasoning_rejection(
+    sim: Simulator,
+) -> None:
+    # The simulator plays gpt-5.5 as taking low, medium and high only; the registry says up to
+    # xhigh, so xhigh is sent, refused with OpenAI's 400, learned, and sent again as high.
+    sim.settings.capabilities = {
+        "gpt-5.5": Capability("gpt-5.5", ("low", "medium", "high"), default_effort="medium")
+    }
+    outer, inner = Record(), Record()
+    try:
+        sources = [source(sim, "gpt-5.5", middleware=[inner])]
+        async with Client(sources, middleware=[outer], capabilities_store=False) as client:
+            answer = await client.complete(PROMPT, reasoning_effort="xhigh")
+    finally:
+        sim.settings.capabilities = {}
+    assert answer.applied_effort == Effort.HIGH
+    assert inner.seen == [
+        ("request", Effort.XHIGH, Effort.XHIGH),
+        ("error", "ThinkingUnsupportedError", 400),
+        ("request", Effort.XHIGH, Effort.HIGH),
+        ("response", 0, False),
+    ]
+    assert outer.seen == [("request", Effort.XHIGH, "unresolved"), ("response", 0, False)]
