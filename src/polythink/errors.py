@@ -14,6 +14,10 @@ retry-after (seconds) and a redacted copy of the body:
 :class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
 carries what was assembled so far; :class:`ClientClosedError` is a call on a closed client;
 :class:`MiddlewareError` is a layer of the caller's own that broke the middleware contract.
+A call with ``response_format`` whose answer does not fit it raises
+:class:`OutputValidationError` (:class:`OutputRefusedError`, :class:`OutputTruncatedError`);
+a source that cannot produce that format at all refuses it before sending with
+:class:`OutputFormatUnsupportedError`.
 Configuration mistakes raise ``ValueError`` (or
 :class:`ThinkingUnsupportedError`, which is one) when the client is built.
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from polythink.types import RateLimit, Response
@@ -35,6 +39,10 @@ __all__ = [
     "ClientClosedError",
     "ContextWindowExceededError",
     "MiddlewareError",
+    "OutputFormatUnsupportedError",
+    "OutputRefusedError",
+    "OutputTruncatedError",
+    "OutputValidationError",
     "PolythinkError",
     "RateLimitedError",
     "RequestRejectedError",
@@ -209,6 +217,69 @@ class ThinkingUnsupportedError(RequestRejectedError, ValueError):
     unknown. It is a ``ValueError`` so configuration checks at client build can raise it,
     and a :class:`RequestRejectedError` so a per-call request fails over to the next source.
     """
+
+
+class OutputFormatUnsupportedError(RequestRejectedError, ValueError):
+    """A source cannot produce the requested ``response_format``; refused before sending.
+
+    For example a schema its wire cannot express (the message says what to change), a
+    combination its provider rejects (JSON output with function tools on Gemini before
+    Gemini 3), or ``strict=True`` where the provider has no constrained decoding. Failover
+    moves on: another source may take the call.
+    """
+
+
+class OutputValidationError(PolythinkError, ValueError):
+    """The answer does not fit the call's ``response_format``; nothing was parsed.
+
+    Raised by ``Client.complete`` (and at the end of ``Client.stream``, after the text
+    events) instead of returning a ``Response`` whose ``parsed`` would be missing. Never
+    retried: the call itself succeeded.
+
+    Attributes:
+        text: the answer's raw text, as the model wrote it.
+        errors: what is wrong, one dict per problem in pydantic's shape (``type``, ``loc``,
+            ``msg``): pydantic's own errors for a model class, ``json_invalid`` for text
+            that is not JSON, ``refusal`` or ``truncated`` for the subclasses.
+        response: the whole :class:`~polythink.types.Response` (usage, cost, warnings,
+            ``finish_reason``), ``None`` only when built without one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str = "",
+        errors: list[dict[str, Any]] | None = None,
+        response: Response | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.text = text
+        self.errors: list[dict[str, Any]] = list(errors or ())
+        self.response = response
+
+
+class OutputRefusedError(OutputValidationError):
+    """The model refused, or the provider's safety filter stopped the answer.
+
+    The same on every wire: OpenAI Chat ``message.refusal``, Responses ``refusal`` content
+    parts, Anthropic ``stop_reason: "refusal"``, and any ``content_filter`` finish (Gemini
+    ``SAFETY`` and the like, OpenAI ``content_filter``).
+
+    Attributes:
+        refusal: the model's refusal message where the provider sent one, else ``None``.
+    """
+
+    def __init__(self, message: str, *, refusal: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.refusal = refusal
+
+
+class OutputTruncatedError(OutputValidationError):
+    """The answer was cut by the output limit (``finish_reason == "length"``) before its JSON
+    was complete. Reasoning tokens count against the same limit on most wires: raise
+    ``max_tokens`` or lower ``reasoning_effort``."""
 
 
 class StreamInterruptedError(PolythinkError):

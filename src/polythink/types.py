@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast
+from typing import Any, Generic, Literal, Protocol, TypeAlias, cast
+
+from typing_extensions import TypeVar
 
 __all__ = [
     "EFFORT_ORDER",
@@ -32,6 +35,7 @@ __all__ = [
     "Request",
     "Resolution",
     "Response",
+    "ResponseFormat",
     "StreamEvent",
     "StreamEventType",
     "TextEvent",
@@ -51,6 +55,11 @@ __all__ = [
 
 
 _T = TypeVar("_T")
+_ParsedT = TypeVar("_ParsedT", default=object, covariant=True)
+"""What :attr:`Response.parsed` holds: the caller's model class on a structured call; a bare
+``Response`` is ``Response[object]``."""
+_OutputT = TypeVar("_OutputT", default=Any, covariant=True)
+"""What a :class:`ResponseFormat` parses into: its pydantic model class, else ``Any``."""
 
 
 class Effort(enum.StrEnum):
@@ -1037,6 +1046,226 @@ class PromptCache:
         return {"type": "ephemeral", "ttl": self.ttl}
 
 
+_FORMAT_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_SCHEMA_MARKS = frozenset(
+    {"type", "properties", "anyOf", "oneOf", "allOf", "$ref", "enum", "const"}
+)
+_ACCEPTED_FORMATS = (
+    "a pydantic model class, a JSON Schema dict ({'type': 'object', 'properties': ...}), "
+    "OpenAI's {'type': 'json_schema', 'json_schema': {'name', 'schema', 'strict'}} (or the "
+    "Responses form {'type': 'json_schema', 'name', 'schema', 'strict'}), "
+    "{'type': 'json_object'}, a ResponseFormat, or None"
+)
+
+
+def _format_name(candidate: Any) -> str | None:
+    """``candidate`` made into a name every wire takes (letters, digits, ``_``, ``-``; at most
+    64), or ``None`` when nothing of it is left."""
+    if not isinstance(candidate, str):
+        return None
+    cleaned = re.sub(r"[^a-zA-Z0-9_-]+", "_", candidate.strip()).strip("_")[:64]
+    return cleaned or None
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class ResponseFormat(Generic[_OutputT]):
+    """What the answer must be: JSON that fits a schema, or any JSON object.
+
+    Build it from what users of the official SDKs already write; the same value works on
+    every wire (each transport spells it in its provider's field, see
+    :mod:`polythink.transports.schema`):
+
+    - a pydantic model class (``BaseModel`` subclass): its ``model_json_schema()``, and the
+      answer is validated into an instance. pydantic is not imported by polythink: the class
+      brings it (``pip install 'polythink[pydantic]'``).
+    - a JSON Schema dict, bare (``{"type": "object", "properties": ...}``): the answer is the
+      decoded JSON.
+    - OpenAI's envelope ``{"type": "json_schema", "json_schema": {"name", "schema",
+      "strict", "description"}}`` (Chat) or ``{"type": "json_schema", "name", "schema",
+      "strict"}`` (Responses); its ``strict`` keeps OpenAI's meaning, false when absent.
+    - ``{"type": "json_object"}``: any JSON object, no schema.
+
+    Attributes:
+        kind: ``json_schema`` or ``json_object``.
+        schema: the JSON Schema as given (``None`` for ``json_object``); read-only.
+        name: the schema's name on wires that take one (OpenAI's ``json_schema.name``): the
+            one given, else the model class's name or the schema's ``title``, else
+            ``response``. 1 to 64 letters, digits, ``_`` or ``-``.
+        description: sent where a wire takes one (OpenAI), else ``None``.
+        strict: ``True`` asks for constrained decoding and refuses a source that cannot do
+            it; ``False`` sends the schema as guidance where a wire lets the caller choose;
+            ``None`` (the default) is strict wherever the source offers it.
+        output_type: the pydantic model class, or ``None``.
+        key: the canonical JSON of everything above but the class (a cache key's part, and
+            the key of the per-wire schema transforms).
+
+    Raises:
+        ValueError: for any other value, a bad ``name``, a schema that is not a JSON object
+            (or not JSON), or a non-bool ``strict``; the message lists what is accepted.
+    """
+
+    kind: Literal["json_schema", "json_object"]
+    schema: Mapping[str, Any] | None
+    name: str
+    description: str | None
+    strict: bool | None
+    output_type: type[_OutputT] | None
+    key: str
+
+    def __init__(
+        self,
+        value: type[_OutputT] | Mapping[str, Any],
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        strict: bool | None = None,
+    ) -> None:
+        if name is not None and (not isinstance(name, str) or not _FORMAT_NAME.fullmatch(name)):
+            raise ValueError(
+                f"response_format name {name!r} is refused by providers: use 1 to 64 letters, "
+                "digits, '_' or '-' (OpenAI's json_schema.name)"
+            )
+        if description is not None and not isinstance(description, str):
+            raise ValueError(f"response_format description must be a string; got {description!r}")
+        if strict is not None and not isinstance(strict, bool):
+            raise ValueError(f"response_format strict must be a bool or None; got {strict!r}")
+        kind: Literal["json_schema", "json_object"] = "json_schema"
+        output_type: Any = None
+        schema: Mapping[str, Any] | None
+        default_name: Any
+        if isinstance(value, type):
+            output_type = value
+            schema, default_name = _model_schema(value)
+        elif isinstance(value, Mapping):
+            kind, schema, given = _schema_of(value)
+            name = name or cast("str | None", given.get("name"))
+            if description is None:
+                description = given.get("description")
+            if strict is None:
+                strict = given.get("strict")
+            default_name = schema.get("title") if schema is not None else None
+        else:
+            raise ValueError(f"response_format must be {_ACCEPTED_FORMATS}; got {value!r}")
+        if schema is not None and not (
+            isinstance(schema.get("type"), str | list) or _SCHEMA_MARKS & schema.keys()
+        ):
+            raise ValueError(
+                "response_format schema must be a JSON Schema (with 'type', 'properties', "
+                f"'anyOf', '$ref', 'enum' or 'const'); got {dict(schema)!r}. Accepted: "
+                f"{_ACCEPTED_FORMATS}"
+            )
+        resolved = name or _format_name(default_name) or "response"
+        try:
+            key = json.dumps(
+                [kind, schema, resolved, description, strict],
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+                allow_nan=False,
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"response_format schema must be plain JSON: {exc}") from None
+        setter = object.__setattr__
+        setter(self, "kind", kind)
+        setter(self, "schema", schema)
+        setter(self, "name", resolved)
+        setter(self, "description", description)
+        setter(self, "strict", strict)
+        setter(self, "output_type", output_type)
+        setter(self, "key", key)
+
+    @classmethod
+    def coerce(cls, value: Any) -> ResponseFormat[Any] | None:
+        """Accept what ``complete(response_format=...)`` takes; ``None`` and OpenAI's
+        ``{"type": "text"}`` give ``None`` (a plain answer). A model class is converted once
+        and remembered.
+
+        Raises:
+            ValueError: as the constructor.
+        """
+        if value is None or isinstance(value, ResponseFormat):
+            return value
+        if isinstance(value, type):
+            return _format_of_class(value)
+        if isinstance(value, Mapping) and value.get("type") == "text" and len(value) == 1:
+            return None
+        return cls(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _format_of_class(model: type[Any]) -> ResponseFormat[Any]:
+    return ResponseFormat(model)
+
+
+def _model_schema(model: type[Any]) -> tuple[Mapping[str, Any], str]:
+    """The JSON Schema of a pydantic model class, and its default name."""
+    make = getattr(model, "model_json_schema", None)
+    if not callable(make) or not callable(getattr(model, "model_validate_json", None)):
+        raise ValueError(
+            f"response_format class {model.__name__} is not a pydantic model (a BaseModel "
+            f"subclass); accepted: {_ACCEPTED_FORMATS}"
+        )
+    schema = make()
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"{model.__name__}.model_json_schema() did not return a JSON Schema")
+    return schema, model.__name__
+
+
+def _schema_of(
+    value: Mapping[str, Any],
+) -> tuple[Literal["json_schema", "json_object"], Mapping[str, Any] | None, Mapping[str, Any]]:
+    """``(kind, schema, envelope fields)`` of a dict ``response_format``."""
+    kind = value.get("type")
+    if kind == "json_object":
+        if set(value) != {"type"}:
+            raise ValueError(
+                f"{{'type': 'json_object'}} takes no other key; got {dict(value)!r}. Accepted: "
+                f"{_ACCEPTED_FORMATS}"
+            )
+        return "json_object", None, {}
+    if kind == "text":
+        raise ValueError(
+            "{'type': 'text'} asks for a plain answer: pass response_format=None (ResponseFormat "
+            "takes only JSON formats)"
+        )
+    if kind != "json_schema":
+        return "json_schema", value, {}
+    inner = value.get("json_schema", value)
+    if not isinstance(inner, Mapping):
+        raise ValueError(f"json_schema must be a dict with 'name' and 'schema'; got {inner!r}")
+    allowed = {"name", "schema", "strict", "description"} | ({"type"} if inner is value else set())
+    unknown = sorted(set(inner) - allowed)
+    if unknown or (inner is not value and set(value) != {"type", "json_schema"}):
+        raise ValueError(
+            f"unknown key(s) {unknown or sorted(set(value) - {'type', 'json_schema'})} in "
+            f"response_format; accepted: {_ACCEPTED_FORMATS}"
+        )
+    schema = inner.get("schema")
+    if not isinstance(schema, Mapping):
+        raise ValueError(
+            f"a json_schema response_format needs its 'schema' (a JSON Schema dict); got {schema!r}"
+        )
+    strict = inner.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise ValueError(f"json_schema.strict must be a bool; got {strict!r}")
+    name = inner.get("name")
+    if name is not None and (not isinstance(name, str) or not _FORMAT_NAME.fullmatch(name)):
+        raise ValueError(
+            f"json_schema.name {name!r} is refused by providers: use 1 to 64 letters, digits, "
+            "'_' or '-'"
+        )
+    description = inner.get("description")
+    if description is not None and not isinstance(description, str):
+        raise ValueError(f"json_schema.description must be a string; got {description!r}")
+    # OpenAI's envelope: strict is false unless said (openai_openapi.yaml ResponseFormatJsonSchema).
+    return (
+        "json_schema",
+        schema,
+        {"name": name, "description": description, "strict": bool(strict)},
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """One chat call as it travels through the onion, independent of any source.
@@ -1050,7 +1279,8 @@ class Request:
     ``system_suffix`` is the dynamic tail of the system prompt (a plan, memory, anything
     that changes from call to call), kept apart so the stable system prompt before it stays
     a cacheable prefix; ``prompt_cache`` marks that prefix for the provider's prompt cache
-    (see :class:`PromptCache`).
+    (see :class:`PromptCache`). ``response_format`` asks for a JSON answer (see
+    :class:`ResponseFormat`).
 
     ``extra_headers`` are HTTP headers for this call, merged over the source's own (names
     compared case-insensitively; a value here wins, ``authorization`` included). Middleware
@@ -1074,6 +1304,7 @@ class Request:
     system_suffix: str | None = None
     prompt_cache: PromptCache | None = None
     extra_headers: Mapping[str, str] | None = field(default=None, repr=False)
+    response_format: ResponseFormat[Any] | None = None
 
     def with_(self, **changes: Any) -> Request:
         """Return a copy with the fields named in ``changes`` replaced.
@@ -1089,7 +1320,7 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Response:
+class Response(Generic[_ParsedT]):
     """The normalised result of one chat call, the same shape for every provider.
 
     ``message`` is the assistant turn to append to the conversation; it carries the
@@ -1102,6 +1333,16 @@ class Response:
     not an answer (its ``message.metadata.interrupted`` says so too, once appended). ``cost``
     is what the call cost in US dollars (:class:`Cost`), ``None`` when usage is missing or the
     model is not priced; a cache hit carries the cost of the call that filled the entry.
+
+    ``parsed`` is the answer validated against the call's ``response_format``: an instance
+    of its pydantic model class (``Response[Invoice]`` to a type checker), or the decoded
+    JSON for a dict schema. It is ``None`` on a call without ``response_format``, and on a
+    turn that calls tools (``finish_reason == "tool_calls"``: run them and call again). An
+    answer that is refused, cut or invalid never comes back with ``parsed`` unset: it
+    raises :class:`~polythink.errors.OutputValidationError`. ``refusal`` is the model's
+    refusal message where the provider sends one (OpenAI ``message.refusal``, Responses
+    ``refusal`` parts, Anthropic ``stop_details.explanation``), also counted in ``text``;
+    such an answer has ``finish_reason == "content_filter"``.
     """
 
     text: str
@@ -1127,6 +1368,8 @@ class Response:
     when the provider sent none."""
     interrupted: bool = False
     cost: Cost | None = None
+    parsed: _ParsedT = None  # type: ignore[assignment]
+    refusal: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1258,8 +1501,9 @@ class UsageEvent(Protocol):
     def tool_call_delta(self) -> None: ...
 
 
-class DoneEvent(Protocol):
-    """The ``done`` event, always last: ``response`` is the assembled :class:`Response`."""
+class DoneEvent(Protocol[_ParsedT]):
+    """The ``done`` event, always last: ``response`` is the assembled :class:`Response`
+    (``Response[Invoice]`` on a stream with ``response_format=Invoice``)."""
 
     @property
     def type(self) -> Literal["done"]: ...
@@ -1270,16 +1514,22 @@ class DoneEvent(Protocol):
     @property
     def usage(self) -> None: ...
     @property
-    def response(self) -> Response: ...
+    def response(self) -> Response[_ParsedT]: ...
     @property
     def tool_call_delta(self) -> None: ...
 
 
 TypedStreamEvent: TypeAlias = (
-    TextEvent | ReasoningEvent | ToolCallDeltaEvent | ToolCallEvent | UsageEvent | DoneEvent
+    TextEvent
+    | ReasoningEvent
+    | ToolCallDeltaEvent
+    | ToolCallEvent
+    | UsageEvent
+    | DoneEvent[_ParsedT]
 )
 """What ``Client.stream`` yields, for a type checker: a :class:`StreamEvent` seen through the
-view of its ``type`` (narrow with ``event.type == "done"`` and the like)."""
+view of its ``type`` (narrow with ``event.type == "done"`` and the like);
+``TypedStreamEvent[Invoice]`` on a stream with ``response_format=Invoice``."""
 
 
 def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Message, ...]:

@@ -42,6 +42,7 @@ from contextlib import aclosing
 from polythink.errors import (
     AuthError,
     ContextWindowExceededError,
+    OutputFormatUnsupportedError,
     PolythinkError,
     RateLimitedError,
     RequestTimeoutError,
@@ -73,9 +74,16 @@ to one answer, so a cache hit of that answer leaves them out."""
 
 
 def fails_over(error: PolythinkError) -> bool:
-    """Whether ``error`` from one source should send the call to the next source."""
+    """Whether ``error`` from one source should send the call to the next source: a rate
+    limit, a transient failure, an auth failure, or a request this source cannot satisfy
+    though another may (a reasoning tier, a ``response_format``)."""
     return isinstance(
-        error, RateLimitedError | TransientError | AuthError | ThinkingUnsupportedError
+        error,
+        RateLimitedError
+        | TransientError
+        | AuthError
+        | ThinkingUnsupportedError
+        | OutputFormatUnsupportedError,
     )
 
 
