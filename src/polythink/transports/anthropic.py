@@ -27,6 +27,7 @@ from typing import Any, Literal
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
+    ThinkingUnsupportedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
@@ -36,10 +37,12 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
+    joined_system,
     token_count,
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
 from polythink.types import (
     Effort,
     Message,
@@ -261,12 +264,45 @@ def _tool_choice(choice: str | Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
+def output_plan(
+    request: Request, *, model: str, profile: ProviderProfile, source_index: int | None = None
+) -> OutputPlan | None:
+    """What this call sends for its ``response_format``
+    (:func:`polythink.transports.schema.anthropic_output`), or ``None`` without one.
+
+    Raises:
+        OutputFormatUnsupportedError: the model cannot produce the format with this request.
+    """
+    fmt = request.response_format
+    if fmt is None:
+        return None
+    return anthropic_output(
+        fmt,
+        model=model,
+        has_tools=bool(request.tools) or request.tool_choice is not None,
+        prefill=request.messages[-1].role == "assistant",
+        provider=profile.id,
+        source_index=source_index,
+    )
+
+
+def _with_instruction(
+    system: str | list[dict[str, Any]] | None, instruction: str
+) -> str | list[dict[str, Any]]:
+    """``system`` with ``instruction`` after it: joined to a string, or as a last text block
+    (never a new cache breakpoint)."""
+    if system is None or isinstance(system, str):
+        return joined_system(system, instruction) or instruction
+    return [*system, {"type": "text", "text": instruction}]
+
+
 def build_body(
     request: Request,
     *,
     model: str,
     profile: ProviderProfile,
     extra_body: Mapping[str, Any] | None = None,
+    output: OutputPlan | None = None,
 ) -> dict[str, Any]:
     """Build the Messages API request body for ``request``.
 
@@ -286,17 +322,27 @@ def build_body(
     last cacheable block), or breakpoints on the last system block and on the last block
     of the last turn (``"explicit"``); see :class:`~polythink.types.PromptCache`.
 
+    ``request.response_format`` sets ``output_config.format``, or on models without it the
+    forced output tool (``tools`` and ``tool_choice``), before the overrides
+    (:func:`output_plan`; ``output`` when the caller computed it); an instruction, where the
+    format needs one, ends the system prompt.
+
     Raises:
         RequestRejectedError: for a message or ``tool_choice`` Anthropic cannot take (an
             unknown role, a tool message without ``tool_call_id``, tool-call arguments that
             are not a JSON object, an unknown ``tool_choice``).
+        OutputFormatUnsupportedError: see :func:`output_plan`.
     """
+    if output is None and request.response_format is not None:
+        output = output_plan(request, model=model, profile=profile)
     system, turns = _messages(request.messages)
     cache = request.prompt_cache
     if request.system_suffix or cache is not None:
         system = _cached_system(system, request.system_suffix, cache)
         if cache is not None and cache.breakpoints == "explicit":
             _mark_last_turn(turns, cache.cache_control())
+    if output is not None and output.instruction:
+        system = _with_instruction(system, output.instruction)
     max_tokens = request.max_tokens
     if max_tokens is None:
         max_tokens = profile.default_max_tokens or 4096
@@ -320,6 +366,8 @@ def build_body(
         body["tool_choice"] = _tool_choice(request.tool_choice)
     if cache is not None and cache.breakpoints == "auto":
         body["cache_control"] = cache.cache_control()
+    if output is not None:
+        merge_output(body, output.fields, (extra_body, request.extra_body))
     return apply_overrides(body, request, extra_body)
 
 
@@ -444,9 +492,15 @@ def _response(
     profile: ProviderProfile,
     source_index: int,
     finish: str | None = None,
+    refusal: str | None = None,
+    answered_by_tool: bool = False,
 ) -> Response:
     mapped = map_finish(raw_finish, ANTHROPIC, provider=profile.id, has_tool_calls=bool(calls))
-    finish = finish or mapped.reason
+    reason = mapped.reason
+    if answered_by_tool and reason == "tool_calls" and not calls:
+        # The forced output tool was the answer: the turn is complete, not a tool turn.
+        reason = "stop"
+    finish = finish or reason
     items: tuple[Mapping[str, Any], ...] = ()
     if any(block.get("type") in _THINKING_BLOCKS for block in blocks):
         items = tuple(blocks)
@@ -471,7 +525,22 @@ def _response(
         thinking=ThinkingObservation.OBSERVED if opaque else ThinkingObservation.UNKNOWN,
         native_finish_reason=mapped.native,
         warnings=[mapped.note] if mapped.note else None,
+        refusal=refusal,
     )
+
+
+def _is_output(block: Mapping[str, Any], tool: str) -> bool:
+    return block.get("type") == "tool_use" and block.get("name") == tool
+
+
+def _refusal(data: Mapping[str, Any]) -> str | None:
+    """The refusal's explanation (``stop_details``, ANT-SDK ``refusal_stop_details``), or
+    ``""`` for a refusal without one; ``None`` when the model did not refuse."""
+    if data.get("stop_reason") != "refusal":
+        return None
+    details = data.get("stop_details")
+    explanation = details.get("explanation") if isinstance(details, Mapping) else None
+    return explanation if isinstance(explanation, str) else ""
 
 
 def parse_message(
@@ -480,6 +549,7 @@ def parse_message(
     profile: ProviderProfile,
     source_index: int,
     model: str,
+    output_tool: str | None = None,
 ) -> Response:
     """Parse a non-streaming Messages API answer into a :class:`Response`.
 
@@ -489,6 +559,10 @@ def parse_message(
     JSON of its ``input``. When the answer has thinking or redacted_thinking blocks, the
     assistant ``message`` carries every content block verbatim in ``reasoning_items`` (with
     ``reasoning_format="anthropic"``) so the next turn sends them back unchanged.
+
+    ``output_tool`` names the forced tool of the structured-output fallback: its input is
+    the answer, so it becomes the text (compact JSON) and its block a text block, not a
+    tool call. A refusal's ``stop_details.explanation`` is the response's ``refusal``.
 
     Raises:
         TransientError: when the body has no ``content`` list.
@@ -507,6 +581,8 @@ def parse_message(
     for block in content:
         if not isinstance(block, Mapping):
             continue
+        if output_tool is not None and _is_output(block, output_tool):
+            block = {"type": "text", "text": _compact(block.get("input", {}))}
         blocks.append(dict(block))
         kind = block.get("type")
         if kind == "text":
@@ -534,6 +610,9 @@ def parse_message(
         response_id=data.get("id"),
         profile=profile,
         source_index=source_index,
+        refusal=_refusal(data),
+        answered_by_tool=output_tool is not None
+        and any(isinstance(b, Mapping) and _is_output(b, output_tool) for b in content),
     )
 
 
@@ -546,6 +625,8 @@ class _Block:
     signature: str | None = None
     closed: bool = False
     position: int = 0
+    output: bool = False
+    """The structured-output fallback's tool call, streamed as the answer's text."""
 
     @property
     def kind(self) -> Any:
@@ -585,16 +666,29 @@ class AnthropicStreamAssembler:
     ``message_delta_usage``); ``message_stop`` ends the message; ``ping`` and unknown events
     are ignored. Only blocks that reached ``content_block_stop`` go into ``reasoning_items``,
     so a cut stream never hands back a thinking block without its signature.
+
+    ``output_tool`` names the structured-output fallback's forced tool: its
+    ``input_json_delta`` pieces are the answer, yielded as ``text`` events, and its block
+    ends as a text block rather than a tool call.
     """
 
-    def __init__(self, profile: ProviderProfile, source_index: int, model: str) -> None:
+    def __init__(
+        self,
+        profile: ProviderProfile,
+        source_index: int,
+        model: str,
+        *,
+        output_tool: str | None = None,
+    ) -> None:
         self.profile = profile
         self.source_index = source_index
         self.model = model
+        self.output_tool = output_tool
         self.response_id: str | None = None
         self.blocks: dict[int, _Block] = {}
         self.raw_usage: dict[str, Any] = {}
         self.raw_finish: Any = None
+        self.stop_details: Any = None
         self.stopped = False
         self.content_seen = False
         self._thinking_started = False
@@ -625,6 +719,7 @@ class AnthropicStreamAssembler:
             delta = event.get("delta")
             if isinstance(delta, Mapping) and delta.get("stop_reason"):
                 self.raw_finish = delta["stop_reason"]
+                self.stop_details = delta.get("stop_details")
             if isinstance(event.get("usage"), Mapping):
                 self._merge_usage(event["usage"])
                 return [StreamEvent("usage", usage=parse_usage(self.raw_usage))]
@@ -644,6 +739,10 @@ class AnthropicStreamAssembler:
         index = event.get("index", len(self.blocks))
         if not isinstance(block, Mapping):
             return []
+        if self.output_tool is not None and _is_output(block, self.output_tool):
+            state = self.blocks[index] = _Block({"type": "text", "text": ""}, output=True)
+            given = block.get("input")
+            return self._piece(state, "text", _compact(given)) if given else []
         state = self.blocks[index] = _Block(dict(block))
         if state.kind == "tool_use":
             state.position = self._tool_calls
@@ -670,6 +769,8 @@ class AnthropicStreamAssembler:
             state.signature = str(delta.get("signature") or "")
         elif kind == "input_json_delta":
             partial = delta.get("partial_json")
+            if partial and state.output:
+                return self._piece(state, "text", str(partial))
             if partial and state.kind == "tool_use":
                 state.pieces.append(str(partial))
                 return [self._tool_delta(state, str(partial))]
@@ -746,6 +847,8 @@ class AnthropicStreamAssembler:
             profile=self.profile,
             source_index=self.source_index,
             finish=finish,
+            refusal=_refusal({"stop_reason": self.raw_finish, "stop_details": self.stop_details}),
+            answered_by_tool=any(b.output for b in ordered),
         )
 
 
@@ -779,17 +882,25 @@ class AnthropicTransport(HTTPTransport):
         """
         return self._prepare(request)[0]
 
-    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool]:
-        """Build the body, apply the thinking rules; return it with notes for the response
-        and whether thinking was switched off for this call."""
+    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool, str | None]:
+        """Build the body, apply the thinking rules; return it with notes for the response,
+        whether thinking was switched off for this call, and the output tool's name when
+        the answer comes through the forced-tool fallback."""
         try:
+            output = output_plan(
+                request, model=self.source.model, profile=self.profile, source_index=self.index
+            )
             body = build_body(
-                request, model=self.source.model, profile=self.profile, extra_body=self._extra_body
+                request,
+                model=self.source.model,
+                profile=self.profile,
+                extra_body=self._extra_body,
+                output=output,
             )
         except RequestRejectedError as exc:
             exc.source_index = self.index
             raise
-        notes: list[str] = []
+        notes: list[str] = list(output.notes) if output is not None else []
         switched_off = _continues_unsigned_tool_turn(body)
         if switched_off:
             # The API answers 400 "a final assistant message must start with a thinking
@@ -797,17 +908,53 @@ class AnthropicTransport(HTTPTransport):
             # continued was made without one (by another provider before a failover, or
             # without thinking), and no signature can be made up for it.
             del body["thinking"]
-            body.pop("output_config", None)
+            config = body.get("output_config")
+            if isinstance(config, dict):
+                config.pop("effort", None)
+                if not config:
+                    del body["output_config"]
             notes.append(
                 f"thinking switched off for this call to anthropic model {self.source.model!r}:"
                 " the tool-use turn it continues carries no signed thinking block"
             )
+        tool = output.tool if output is not None else None
+        if tool is not None:
+            notes += self._unforce_output_tool(body, tool)
         notes += self.sampling_notes(body, request)
         conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
         notes += self.refuse_or_drop(
             body, conflicts, "while thinking is on", "thinking_parameter_conflict"
         )
-        return body, notes, switched_off
+        return body, notes, switched_off, tool
+
+    def _unforce_output_tool(self, body: dict[str, Any], tool: str) -> list[str]:
+        """Manual thinking rejects the fallback's forced tool (400 "Thinking may not be
+        enabled when tool_choice forces tool use.", STRUCTURED.md §3.5): refuse before
+        sending, or with ``drop_params`` leave the output tool unforced (the model may then
+        answer in prose, which fails validation).
+
+        Raises:
+            ThinkingUnsupportedError: manual thinking on and ``drop_params`` off.
+        """
+        thinking = body.get("thinking")
+        if not (isinstance(thinking, Mapping) and thinking.get("type") == "enabled"):
+            return []
+        model = self.source.model
+        if not self.source.drop_params:
+            raise ThinkingUnsupportedError(
+                f"anthropic model {model!r} has no output_config.format, and its structured "
+                "output fallback forces a tool, which manual thinking rejects: ask for "
+                "reasoning_effort='none', use Claude 4.5 or later, or set drop_params=True on "
+                "the source to send the output tool unforced",
+                provider=self.profile.id,
+                source_index=self.index,
+                error_type="thinking_parameter_conflict",
+            )
+        body["tool_choice"] = {"type": "auto"}
+        return [
+            f"sent the output tool {tool!r} unforced (tool_choice auto): manual thinking on "
+            f"anthropic model {model!r} rejects a forced tool (drop_params=True)"
+        ]
 
     @staticmethod
     def _noted(
@@ -834,14 +981,18 @@ class AnthropicTransport(HTTPTransport):
         """
         if request.stream:
             request = request.with_(stream=False)
-        body, notes, switched_off = self._prepare(request)
+        body, notes, switched_off, tool = self._prepare(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and data.get("type") == "error":
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
             raise error
         response = parse_message(
-            data, profile=self.profile, source_index=self.index, model=self.source.model
+            data,
+            profile=self.profile,
+            source_index=self.index,
+            model=self.source.model,
+            output_tool=tool,
         )
         return self._noted(response, notes, rate_limit, switched_off)
 
@@ -861,8 +1012,10 @@ class AnthropicTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
-        body, notes, switched_off = self._prepare(request)
-        assembler = AnthropicStreamAssembler(self.profile, self.index, self.source.model)
+        body, notes, switched_off, tool = self._prepare(request)
+        assembler = AnthropicStreamAssembler(
+            self.profile, self.index, self.source.model, output_tool=tool
+        )
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)

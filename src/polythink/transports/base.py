@@ -687,6 +687,7 @@ def assistant_response(
     native_finish_reason: str | None = None,
     warnings: list[str] | None = None,
     cost: Cost | None = None,
+    refusal: str | None = None,
 ) -> Response:
     """Build a :class:`Response` and the assistant :class:`Message` it carries.
 
@@ -697,6 +698,7 @@ def assistant_response(
     ``native_finish_reason`` is the provider's own finish value; ``warnings`` start the
     response's warnings (an unknown finish value, for example).
     ``cost`` is what the provider said it billed (:func:`polythink.pricing.reported_cost`).
+    ``refusal`` is the model's refusal message where the wire carries one apart.
     """
     message = Message(
         role="assistant",
@@ -723,4 +725,5 @@ def assistant_response(
         native_finish_reason=native_finish_reason,
         warnings=list(warnings) if warnings else [],
         cost=cost,
+        refusal=refusal,
     )

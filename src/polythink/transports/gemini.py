@@ -53,6 +53,7 @@ from polythink.transports.base import (
 )
 from polythink.transports.finish import GEMINI, Finish, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.schema import OutputPlan, gemini_output, merge_output
 from polythink.types import (
     Message,
     Request,
@@ -68,6 +69,7 @@ __all__ = [
     "GeminiTransport",
     "build_body",
     "finish_reason",
+    "output_plan",
     "parse_response",
     "parse_usage",
     "tool_call_id",
@@ -295,6 +297,28 @@ def _tool_config(
     return dict(choice)
 
 
+def output_plan(
+    request: Request, *, model: str, profile: ProviderProfile, source_index: int | None = None
+) -> OutputPlan | None:
+    """What this call sends for its ``response_format``
+    (:func:`polythink.transports.schema.gemini_output`), or ``None`` without one.
+
+    Raises:
+        OutputFormatUnsupportedError: function tools beside JSON output on a model before
+            Gemini 3.
+    """
+    fmt = request.response_format
+    if fmt is None:
+        return None
+    return gemini_output(
+        fmt,
+        model=model,
+        has_tools=bool(request.tools),
+        provider=profile.id,
+        source_index=source_index,
+    )
+
+
 def build_body(
     request: Request,
     *,
@@ -302,6 +326,7 @@ def build_body(
     extra_body: Mapping[str, Any] | None = None,
     source_index: int | None = None,
     sign_function_calls: bool = False,
+    output: OutputPlan | None = None,
 ) -> dict[str, Any]:
     """Build the ``GenerateContentRequest`` body for ``request`` (the model is in the URL).
 
@@ -315,6 +340,9 @@ def build_body(
     ``tools`` and ``toolConfig``; then deep-merges the reasoning fragment (its
     ``generationConfig.thinkingConfig``, and the raised ``maxOutputTokens`` of budget models),
     the source's ``extra_body`` and the call's, in that order (later wins).
+
+    ``output`` (:func:`output_plan`) adds ``generationConfig.responseMimeType`` and
+    ``responseJsonSchema`` for the call's ``response_format``, before those merges.
 
     Raises:
         RequestRejectedError: a tool result that answers no known call and has no name; a
@@ -354,6 +382,8 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["toolConfig"] = _tool_config(request.tool_choice, profile, source_index)
+    if output is not None:
+        merge_output(body, output.fields, (extra_body, request.extra_body))
     return apply_overrides(body, request, extra_body)
 
 
@@ -680,6 +710,7 @@ class GeminiTransport(HTTPTransport):
 
         Raises:
             RequestRejectedError: see :func:`build_body`.
+            OutputFormatUnsupportedError: see :func:`output_plan`.
         """
         return build_body(
             request,
@@ -687,6 +718,9 @@ class GeminiTransport(HTTPTransport):
             extra_body=self._extra_body,
             source_index=self.index,
             sign_function_calls=self._sign_calls,
+            output=output_plan(
+                request, model=self.source.model, profile=self.profile, source_index=self.index
+            ),
         )
 
     async def complete(self, request: Request) -> Response:

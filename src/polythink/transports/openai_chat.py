@@ -38,6 +38,7 @@ from polythink.transports.base import (
 )
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
 from polythink.types import (
     Cost,
     Effort,
@@ -57,6 +58,7 @@ __all__ = [
     "build_body",
     "finish_reason",
     "new_tool_call_id",
+    "output_plan",
     "parse_completion",
     "parse_usage",
     "split_think",
@@ -196,12 +198,35 @@ def _append_system_suffix(messages: list[dict[str, Any]], suffix: str) -> None:
         target["content"] = joined_system(content if isinstance(content, str) else None, suffix)
 
 
+def output_plan(
+    request: Request, *, model: str, profile: ProviderProfile, source_index: int | None = None
+) -> OutputPlan | None:
+    """What this call sends for its ``response_format`` on ``profile``'s provider
+    (:func:`polythink.transports.schema.chat_output`), or ``None`` without one.
+
+    Raises:
+        OutputFormatUnsupportedError: the provider cannot produce the format.
+    """
+    fmt = request.response_format
+    if fmt is None:
+        return None
+    plan = chat_output(
+        fmt,
+        provider=profile.id,
+        model=model,
+        has_tools=bool(request.tools),
+        source_index=source_index,
+    )
+    return for_call(plan, fmt, request.messages, request.system_suffix)
+
+
 def build_body(
     request: Request,
     *,
     model: str,
     profile: ProviderProfile,
     extra_body: Mapping[str, Any] | None = None,
+    output: OutputPlan | None = None,
 ) -> dict[str, Any]:
     """Build the Chat Completions request body for ``request``.
 
@@ -216,10 +241,23 @@ def build_body(
     prefix cache still matches the stable part before it. ``request.prompt_cache`` adds the
     profile's fields (:func:`~polythink.transports.base.prompt_cache_fields`). Images in a
     tool result move into a user turn right after it (see :func:`_chat_messages`).
+
+    ``request.response_format`` sets ``response_format`` (and OpenRouter's
+    ``provider.require_parameters``) as :func:`output_plan` says, before the overrides, so
+    an ``extra_body`` may still replace them; where the provider has no schema field, its
+    instruction is appended to the system message after the suffix. ``output`` is that
+    plan when the caller computed it already.
+
+    Raises:
+        OutputFormatUnsupportedError: see :func:`output_plan`.
     """
+    if output is None and request.response_format is not None:
+        output = output_plan(request, model=model, profile=profile)
     messages = _chat_messages(request.messages, profile)
     if request.system_suffix:
         _append_system_suffix(messages, request.system_suffix)
+    if output is not None and output.instruction:
+        _append_system_suffix(messages, output.instruction)
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -251,6 +289,8 @@ def build_body(
         body["tool_choice"] = request.tool_choice
     if request.prompt_cache is not None:
         body.update(prompt_cache_fields(request.prompt_cache, profile))
+    if output is not None:
+        merge_output(body, output.fields, (extra_body, request.extra_body))
     return apply_overrides(body, request, extra_body)
 
 
@@ -365,6 +405,10 @@ def parse_completion(
     choice = choices[0]
     message = choice.get("message") or {}
     text, chunk_reasoning = _content_parts(message.get("content"))
+    refusal = message.get("refusal")
+    refusal = refusal if isinstance(refusal, str) and refusal else None
+    if refusal is not None:
+        text += refusal
     reasoning = _reasoning_field(message) or chunk_reasoning or None
     if reasoning is None and profile.inline_think_tags and text:
         reasoning, text = split_think(text)
@@ -386,6 +430,7 @@ def parse_completion(
         source_index=source_index,
         rate_limit=rate_limit,
         cost=reported_cost(data.get("usage")),
+        refusal=refusal,
     )
 
 
@@ -446,6 +491,7 @@ def _response(
     finish: str | None = None,
     rate_limit: RateLimit | None = None,
     cost: Cost | None = None,
+    refusal: str | None = None,
 ) -> Response:
     mapped = map_finish(
         raw_finish, chat_table(profile.id), provider=profile.id, has_tool_calls=bool(calls)
@@ -453,12 +499,18 @@ def _response(
     notes = [mapped.note] if mapped.note else []
     if finish is None and mapped.reason == "error":
         notes.append(f"{profile.id} reported a failure: finish reason {mapped.native!r}")
+    reason = mapped.reason
+    if refusal is not None and reason == "stop":
+        # A refusal ends with finish_reason "stop" on the wire (OAI-DOC-SO): read it as the
+        # Responses wire reads its refusal parts.
+        reason = "content_filter"
     return assistant_response(
         text=text,
         reasoning=reasoning,
         calls=calls,
         items=details,
-        finish=finish or mapped.reason,
+        finish=finish or reason,
+        refusal=refusal,
         usage=usage,
         model=model,
         response_id=response_id,
@@ -594,6 +646,7 @@ class ChatStreamAssembler:
         self.model = model
         self.response_id: str | None = None
         self.text: list[str] = []
+        self.refusal: list[str] = []
         self.reasoning: list[str] = []
         self.calls: list[_CallSlot] = []
         self._open: dict[int, _CallSlot] = {}
@@ -638,6 +691,10 @@ class ChatStreamAssembler:
                             self._emit(kind, piece, events)
                     else:
                         self._emit("text", text, events)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                self.refusal.append(refusal)
+                self._emit("text", refusal, events)
             calls = delta.get("tool_calls")
             if calls:
                 if not isinstance(calls, list):
@@ -798,6 +855,7 @@ class ChatStreamAssembler:
             finish=finish,
             rate_limit=self.rate_limit,
             cost=self.cost,
+            refusal="".join(self.refusal) or None,
         )
 
 
@@ -864,10 +922,26 @@ class OpenAIChatTransport(HTTPTransport):
         )
 
     def body(self, request: Request) -> dict[str, Any]:
-        """Return the exact body this transport sends for ``request``."""
-        return build_body(
-            request, model=self.source.model, profile=self.profile, extra_body=self._extra_body
+        """Return the exact body this transport sends for ``request``.
+
+        Raises:
+            OutputFormatUnsupportedError: the source cannot produce its ``response_format``.
+        """
+        return self._prepare(request)[0]
+
+    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        """The body, and the notes its ``response_format`` gives the response's warnings."""
+        output = output_plan(
+            request, model=self.source.model, profile=self.profile, source_index=self.index
         )
+        body = build_body(
+            request,
+            model=self.source.model,
+            profile=self.profile,
+            extra_body=self._extra_body,
+            output=output,
+        )
+        return body, list(output.notes) if output is not None else []
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
@@ -877,8 +951,8 @@ class OpenAIChatTransport(HTTPTransport):
         """
         if self._streams_under_the_hood(request):
             return await self._complete_by_stream(request)
-        body = self.body(request)
-        notes = self.sampling_notes(body, request)
+        body, notes = self._prepare(request)
+        notes += self.sampling_notes(body, request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
@@ -907,8 +981,8 @@ class OpenAIChatTransport(HTTPTransport):
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
         try:
-            body = self.body(request)
-            notes = self.sampling_notes(body, request)
+            body, notes = self._prepare(request)
+            notes += self.sampling_notes(body, request)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
                 async for event_type, chunk in self.json_events(response):

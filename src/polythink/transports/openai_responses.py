@@ -60,6 +60,7 @@ from polythink.transports.base import (
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.schema import OutputPlan, for_call, merge_output, responses_output
 from polythink.types import (
     Cost,
     Effort,
@@ -78,6 +79,7 @@ __all__ = [
     "ResponsesStreamAssembler",
     "build_body",
     "finish_reason",
+    "output_plan",
     "parse_response",
     "parse_usage",
 ]
@@ -198,6 +200,7 @@ def build_body(
     include_encrypted: bool = False,
     drop_params: bool = False,
     source_index: int | None = None,
+    output: OutputPlan | None = None,
 ) -> dict[str, Any]:
     """Build the Responses request body for ``request``.
 
@@ -212,9 +215,15 @@ def build_body(
     With ``store: false`` in the result, reasoning items without ``encrypted_content`` are
     left out of ``input`` (see the module docstring).
 
+    ``request.response_format`` sets ``text.format`` (:func:`output_plan`; ``output`` when
+    the caller computed it), before the overrides. The JSON-mode instruction, when one is
+    needed, opens ``input`` as a developer message: OpenAI looks for "json" in the input
+    messages, not in ``instructions``.
+
     Raises:
         RequestRejectedError: ``stop`` was given (the Responses API has no stop sequences)
             and ``drop_params`` is false.
+        OutputFormatUnsupportedError: see :func:`output_plan`.
     """
     if request.stop and not drop_params:
         raise _rejected(
@@ -223,8 +232,12 @@ def build_body(
             profile,
             source_index,
         )
+    if output is None and request.response_format is not None:
+        output = output_plan(request, model=model, profile=profile, source_index=source_index)
     instructions, items = _input(request.messages, profile, source_index)
     instructions = joined_system(instructions, request.system_suffix)
+    if output is not None and output.instruction:
+        items = [{"role": "developer", "content": output.instruction}, *items]
     body: dict[str, Any] = {"model": model, "input": items}
     if instructions is not None:
         body["instructions"] = instructions
@@ -252,6 +265,8 @@ def build_body(
         body["tool_choice"] = _tool_choice(request.tool_choice)
     if request.prompt_cache is not None:
         body.update(prompt_cache_fields(request.prompt_cache, profile))
+    if output is not None:
+        merge_output(body, output.fields, (extra_body, request.extra_body))
     apply_overrides(body, request, extra_body)
     if body.get("store") is False:
         body["input"] = [
@@ -264,6 +279,22 @@ def build_body(
             )
         ]
     return body
+
+
+def output_plan(
+    request: Request, *, model: str, profile: ProviderProfile, source_index: int | None = None
+) -> OutputPlan | None:
+    """What this call sends for its ``response_format``
+    (:func:`polythink.transports.schema.responses_output`), or ``None`` without one.
+
+    Raises:
+        OutputFormatUnsupportedError: a schema strict mode cannot express.
+    """
+    fmt = request.response_format
+    if fmt is None:
+        return None
+    plan = responses_output(fmt, provider=profile.id, model=model, source_index=source_index)
+    return for_call(plan, fmt, request.messages)
 
 
 def parse_usage(usage: Any) -> Usage | None:
@@ -340,10 +371,11 @@ def _reasoning_parts(item: Mapping[str, Any]) -> list[str]:
     return texts
 
 
-def _message_text(item: Mapping[str, Any]) -> tuple[str, bool]:
-    """Return ``(text, refused)`` of a message item (refusal text counts as text)."""
+def _message_text(item: Mapping[str, Any]) -> tuple[str, str | None]:
+    """Return ``(text, refusal)`` of a message item: refusal text counts as text, and is also
+    returned on its own (``None`` when the item has no refusal part)."""
     pieces: list[str] = []
-    refused = False
+    refusals: list[str] = []
     for part in item.get("content") or ():
         if not isinstance(part, Mapping):
             continue
@@ -351,8 +383,8 @@ def _message_text(item: Mapping[str, Any]) -> tuple[str, bool]:
             pieces.append(part["text"])
         elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
             pieces.append(part["refusal"])
-            refused = True
-    return "".join(pieces), refused
+            refusals.append(part["refusal"])
+    return "".join(pieces), "".join(refusals) if refusals else None
 
 
 def _call(item: Mapping[str, Any]) -> ToolCall:
@@ -387,13 +419,14 @@ def parse_response(
     text: list[str] = []
     reasoning: list[str] = []
     calls: list[ToolCall] = []
-    refused = False
+    refusals: list[str] = []
     for item in output:
         kind = item.get("type")
         if kind == "message":
             piece, refusal = _message_text(item)
             text.append(piece)
-            refused = refused or refusal
+            if refusal is not None:
+                refusals.append(refusal)
         elif kind == "reasoning":
             reasoning.extend(_reasoning_parts(item))
         elif kind == "function_call":
@@ -402,7 +435,7 @@ def parse_response(
         data.get("status"),
         data.get("incomplete_details"),
         has_tool_calls=bool(calls),
-        refused=refused,
+        refused=bool(refusals),
     )
     return assistant_response(
         text="".join(text),
@@ -418,6 +451,7 @@ def parse_response(
         response_id=data.get("id"),
         profile=profile,
         source_index=source_index,
+        refusal="".join(refusals) if refusals else None,
     )
 
 
@@ -451,6 +485,7 @@ class ResponsesStreamAssembler:
         self.cost: Cost | None = None
         self.finished = False
         self.refused = False
+        self.refusal: list[str] = []
         self.content_seen = False
         self._parts: set[tuple[int, str, int]] = set()
         self._streamed: set[Any] = set()
@@ -478,7 +513,10 @@ class ResponsesStreamAssembler:
             self._reason(event.get("delta"), (index, "content", event.get("content_index", 0)), out)
         elif kind == "response.refusal.delta":
             self.refused = True
-            self._text(event.get("delta"), out)
+            delta = event.get("delta")
+            if isinstance(delta, str):
+                self.refusal.append(delta)
+            self._text(delta, out)
         elif kind == "response.output_item.added":
             item = event.get("item")
             if isinstance(item, Mapping) and item.get("type") == "function_call":
@@ -537,8 +575,10 @@ class ResponsesStreamAssembler:
             self._emit_call(index, item, out)
         elif index not in self._streamed and item.get("id") not in self._streamed:
             if kind == "message":
-                text, refused = _message_text(item)
-                self.refused = self.refused or refused
+                text, refusal = _message_text(item)
+                if refusal is not None:
+                    self.refused = True
+                    self.refusal.append(refusal)
                 self._text(text, out)
             elif kind == "reasoning":
                 for position, piece in enumerate(_reasoning_parts(item)):
@@ -615,6 +655,7 @@ class ResponsesStreamAssembler:
             response_id=self.response_id,
             profile=self.profile,
             source_index=self.source_index,
+            refusal="".join(self.refusal) or None,
         )
 
 
@@ -662,7 +703,19 @@ class OpenAIResponsesTransport(HTTPTransport):
             include_encrypted=self._include_encrypted(request),
             drop_params=drop,
             source_index=self.index,
+            output=self._output(request),
         )
+
+    def _output(self, request: Request) -> OutputPlan | None:
+        return output_plan(
+            request, model=self.source.model, profile=self.profile, source_index=self.index
+        )
+
+    def _notes(self, body: dict[str, Any], request: Request) -> list[str]:
+        """The response's notes: the ``response_format``'s, then the sampling rule's."""
+        output = self._output(request)
+        notes = list(output.notes) if output is not None else []
+        return notes + self.sampling_notes(body, request)
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
@@ -672,7 +725,7 @@ class OpenAIResponsesTransport(HTTPTransport):
                 response is mapped by its ``error.code``).
         """
         body = self.body(request)
-        notes = self.sampling_notes(body, request)
+        notes = self._notes(body, request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and (
             data.get("status") == "failed" or (data.get("error") and not data.get("output"))
@@ -703,7 +756,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
             body = self.body(request)
-            notes = self.sampling_notes(body, request)
+            notes = self._notes(body, request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
                 async for name, event in self.json_events(response):
