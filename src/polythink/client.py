@@ -21,9 +21,10 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from contextlib import aclosing
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypedDict, cast, overload
 
 import httpx
+from typing_extensions import TypeVar, Unpack
 
 from polythink.backends.local import LocalLimits, MonotonicClock
 from polythink.capability_store import CapabilityStore, open_store
@@ -42,6 +43,7 @@ from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
 from polythink.providers import get_provider
 from polythink.reasoning.capabilities import get_capability
+from polythink.structured import parse_output
 from polythink.transports import transport_class
 from polythink.types import (
     CacheMode,
@@ -51,6 +53,7 @@ from polythink.types import (
     PromptCache,
     Request,
     Response,
+    ResponseFormat,
     Tool,
     TypedStreamEvent,
     check_extra_body,
@@ -78,6 +81,25 @@ _monotonic = time.monotonic
 
 
 _T = TypeVar("_T", Message, Response)
+_M = TypeVar("_M")
+
+
+class CallOptions(TypedDict, total=False):
+    """The keywords ``complete`` and ``stream`` take besides ``response_format`` (for the type
+    checker's view of their overloads; see :meth:`Client.complete`)."""
+
+    reasoning_effort: Effort | str | bool | None
+    max_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    tools: Sequence[Tool | Mapping[str, Any]] | None
+    tool_choice: str | Mapping[str, Any] | None
+    stop: str | Sequence[str] | None
+    cache: CacheMode
+    timeout: float | None
+    extra_body: Mapping[str, Any] | None
+    system_suffix: str | None
+    prompt_cache: PromptCache | bool | None
 
 
 def _field_setter(cls: type[_T], name: str) -> Callable[[_T, Any], _T]:
@@ -563,6 +585,7 @@ class Client:
         stream: bool = False,
         system_suffix: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
+        response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
     ) -> Request:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
 
@@ -575,7 +598,8 @@ class Client:
                 ``prompt_cache`` that is not ``True``/``False``/``None``/``PromptCache``, or
                 a ``tool_choice`` other than ``"auto"``, ``"none"``, ``"required"`` (with
                 tools), a declared tool's name, or OpenAI's ``{"type": "function", ...}``
-                naming one (a name becomes that shape).
+                naming one (a name becomes that shape), or a ``response_format`` that is not
+                one of :class:`~polythink.types.ResponseFormat`'s forms.
         """
         if system_suffix is not None and not isinstance(system_suffix, str):
             raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
@@ -606,7 +630,35 @@ class Client:
             cache=cache,
             system_suffix=system_suffix or None,
             prompt_cache=PromptCache.coerce(prompt_cache),
+            response_format=ResponseFormat.coerce(response_format),
         )
+
+    @overload
+    async def complete(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        response_format: None = None,
+        **options: Unpack[CallOptions],
+    ) -> Response: ...
+
+    @overload
+    async def complete(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        response_format: type[_M] | ResponseFormat[_M],
+        **options: Unpack[CallOptions],
+    ) -> Response[_M]: ...
+
+    @overload
+    async def complete(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        response_format: Mapping[str, Any],
+        **options: Unpack[CallOptions],
+    ) -> Response[Any]: ...
 
     async def complete(
         self,
@@ -624,7 +676,8 @@ class Client:
         extra_body: Mapping[str, Any] | None = None,
         system_suffix: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
-    ) -> Response:
+        response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
+    ) -> Response[Any]:
         """Send a chat call and return the whole :class:`Response`.
 
         Args:
@@ -649,6 +702,11 @@ class Client:
             prompt_cache: mark the prefix for the provider's prompt cache: ``True`` or a
                 :class:`~polythink.PromptCache` (key, retention, TTL); see there for what
                 each wire sends.
+            response_format: ask for a JSON answer: a pydantic model class, a JSON Schema
+                dict (bare or in OpenAI's ``{"type": "json_schema", "json_schema": {...}}``),
+                ``{"type": "json_object"}``, or a :class:`~polythink.ResponseFormat` (name,
+                description, ``strict``). ``response.parsed`` is then the validated value,
+                typed as the model class (``Response[Invoice]``).
 
         The returned ``response.message.metadata`` records provider, model as served,
         source index, start (Unix seconds) and duration (seconds) of the call; none of
@@ -656,7 +714,12 @@ class Client:
 
         Raises:
             ValueError: for malformed input (see :meth:`request`).
-            PolythinkError: the typed error of the last source tried.
+            PolythinkError: the typed error of the last source tried
+                (:class:`~polythink.errors.OutputFormatUnsupportedError` when a source
+                cannot produce ``response_format`` and no later one could either).
+            OutputValidationError: the answer does not fit ``response_format``
+                (:class:`~polythink.errors.OutputRefusedError`,
+                :class:`~polythink.errors.OutputTruncatedError`), with its raw text.
             ClientClosedError: the client is closed (see :meth:`aclose`).
         """
         request = self.request(
@@ -673,6 +736,7 @@ class Client:
             extra_body=extra_body,
             system_suffix=system_suffix,
             prompt_cache=prompt_cache,
+            response_format=response_format,
         )
         chain = self._started()
         started_at, start = _wall_clock(), _monotonic()
@@ -682,7 +746,37 @@ class Client:
             if self._closed:
                 raise self._closed_error() from exc
             raise
-        return _recorded(response, started_at, _monotonic() - start)
+        response = _recorded(response, started_at, _monotonic() - start)
+        if request.response_format is not None:
+            return parse_output(response, request.response_format)
+        return response
+
+    @overload
+    def stream(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        response_format: None = None,
+        **options: Unpack[CallOptions],
+    ) -> AsyncGenerator[TypedStreamEvent, None]: ...
+
+    @overload
+    def stream(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        response_format: type[_M] | ResponseFormat[_M],
+        **options: Unpack[CallOptions],
+    ) -> AsyncGenerator[TypedStreamEvent[_M], None]: ...
+
+    @overload
+    def stream(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        response_format: Mapping[str, Any],
+        **options: Unpack[CallOptions],
+    ) -> AsyncGenerator[TypedStreamEvent[Any], None]: ...
 
     async def stream(
         self,
@@ -700,14 +794,19 @@ class Client:
         extra_body: Mapping[str, Any] | None = None,
         system_suffix: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
-    ) -> AsyncGenerator[TypedStreamEvent, None]:
+        response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
+    ) -> AsyncGenerator[TypedStreamEvent[Any], None]:
         """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
 
         For a type checker each event is the view of its kind (:data:`TypedStreamEvent`):
         after ``if event.type == "done":`` its ``response`` is a ``Response``, after
         ``"text"`` its ``text`` a ``str``. An async generator: ``aclose()`` (or leaving an
         ``async with aclosing(...)`` block) ends it early and releases the connection. Same
-        arguments as :meth:`complete`.
+        arguments as :meth:`complete`. With ``response_format`` the JSON arrives as
+        ``text`` deltas (:class:`~polythink.structured.PartialJSON` turns them into the
+        partial value) and the ``done`` event's ``response.parsed`` is the validated value;
+        an answer that does not fit raises :class:`~polythink.errors.OutputValidationError`
+        in place of ``done``.
 
         Raises:
             ValueError: for malformed input.
@@ -732,7 +831,9 @@ class Client:
             stream=True,
             system_suffix=system_suffix,
             prompt_cache=prompt_cache,
+            response_format=response_format,
         )
+        fmt = request.response_format
         events = self._started().stream(request)
         started_at, start = _wall_clock(), _monotonic()
         try:
@@ -744,8 +845,10 @@ class Client:
                         raise self._closed_error()
                     if event.type == "done" and event.response is not None:
                         response = _recorded(event.response, started_at, _monotonic() - start)
+                        if fmt is not None:
+                            response = parse_output(response, fmt)
                         event = dataclasses.replace(event, response=response)
-                    yield cast(TypedStreamEvent, event)
+                    yield cast(TypedStreamEvent[Any], event)
         except StreamInterruptedError as exc:
             if self._closed:
                 raise self._closed_error() from exc
