@@ -147,7 +147,8 @@ def test_effort_alone_does_not_think_on_a_model_whose_thinking_is_off(sim: Simul
 
 
 def test_adaptive_with_forced_tool_answers_without_thinking(sim: Simulator) -> None:
-    # As recorded in pai_anthropic_count_tokens_adaptive_thinking: 200, thinking_tokens 0.
+    # As recorded in pai_anthropic_count_tokens_adaptive_thinking: 200, thinking_tokens 0,
+    # and the forced tool alone in the content (no prose before it).
     body = _body(
         "claude-opus-4-6",
         thinking={"type": "adaptive"},
@@ -156,7 +157,7 @@ def test_adaptive_with_forced_tool_answers_without_thinking(sim: Simulator) -> N
     )
     answer = _post(sim, body).json()
     assert answer["stop_reason"] == "tool_use"
-    assert [block["type"] for block in answer["content"]] == ["text", "tool_use"]
+    assert [block["type"] for block in answer["content"]] == ["tool_use"]
     assert answer["usage"]["output_tokens_details"] == {"thinking_tokens": 0}
 
 

@@ -29,7 +29,12 @@ against (WIRE.md §3):
   with manual thinking on, the assistant turn before the final ``tool_result`` turn must start
   with its thinking block (the API's rule for tool use with thinking, ANT-DOC-ext);
 - offered tools are called for ``tool_rounds`` turns (a forced ``tool_choice`` always on the
-  first), then the model answers in text.
+  first), then the model answers in text; a tool the ``tool_choice`` names gets every
+  property of its input filled;
+- ``output_config.format`` (STRUCTURED.md §3) is answered with a text block holding an object
+  that fits its schema (a system prompt that asks for JSON likewise), in the mode
+  ``Settings.structured_output`` asks for: a refusal is ``stop_reason: "refusal"`` with
+  ``stop_details``, a cut answer ``stop_reason: "max_tokens"``.
 
 Streams follow the recorded event order (``message_start``, blocks with ``ping`` after the
 first start, ``signature_delta`` before a thinking block's stop, ``message_delta`` with
@@ -321,12 +326,29 @@ def _tool_use(body: Mapping[str, Any], messages: list[Any], rounds: int) -> dict
             if isinstance(candidate, Mapping) and candidate.get("name") == choice.get("name"):
                 tool = candidate
     seed = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
+    schema = tool.get("input_schema")
+    named = isinstance(choice, Mapping) and choice.get("type") == "tool"
     return {
         "type": "tool_use",
         "id": f"toolu_sim_{seed}",
         "name": tool.get("name", "tool"),
-        "input": json.loads(behaviour.tool_arguments(tool.get("input_schema"))),
+        # A tool the request names is answered with every property filled, as a structured
+        # answer through a forced tool is.
+        "input": behaviour.example_value(schema)
+        if named
+        else json.loads(behaviour.tool_arguments(schema)),
     }
+
+
+def _structured(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The schema of ``output_config.format`` (STRUCTURED.md §3.1), else what the system
+    prompt asks for (:func:`behaviour.asked_in_prompt`), else ``None``."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        schema = fmt.get("schema")
+        return schema if isinstance(schema, Mapping) else {}
+    return behaviour.asked_in_prompt([_text_of(body.get("system"))])
 
 
 def _shows_thinking(body: Mapping[str, Any], model: str) -> bool:
@@ -363,9 +385,34 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     conversation = [body["system"], *messages] if body.get("system") else messages
     answer = behaviour.answer_for(model, prompt, depth, words, conversation)
     call = _tool_use(body, messages, rounds)
-    answer_words = answer.words if call is None else answer.words[: min(3, len(answer.words))]
+    # A forced tool gets no prose before it: the API prefills the turn to force the tool.
+    preamble = [] if _forced(body.get("tool_choice")) else answer.words[:3]
+    answer_words = answer.words if call is None else preamble
     thinking_tokens = answer.reasoning_tokens
     stop_reason = "tool_use" if call is not None else "end_turn"
+    stop_details = None
+    schema = _structured(body)
+    mode = behaviour.structured_mode(request.headers, settings.structured_output)
+    choice = body.get("tool_choice")
+    if call is not None and isinstance(choice, Mapping) and choice.get("type") == "tool":
+        # A named forced tool is how a model without output_config.format answers in JSON:
+        # its input takes the asked mode (a refusal or a cut answer has no call).
+        if mode == "invalid":
+            call["input"] = {}
+        elif mode != "valid":
+            schema, call, stop_reason = {}, None, "end_turn"
+    if schema is not None and call is None:
+        if mode == "refusal":
+            answer_words, stop_reason = [], "refusal"
+            stop_details = {
+                "type": "refusal",
+                "category": "general_harms",
+                "explanation": behaviour.REFUSAL,
+            }
+        else:
+            answer_words = behaviour.structured_pieces(schema or None, mode, prompt)
+            if mode == "truncated":
+                stop_reason = "max_tokens"
     if thinking_tokens + len(answer_words) > max_tokens:
         thinking_tokens = min(thinking_tokens, max_tokens)
         answer_words = answer_words[: max(0, max_tokens - thinking_tokens)]
@@ -393,7 +440,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         "output_tokens_details": {"thinking_tokens": thinking_tokens},
     }
     seed = hashlib.sha256(request.body).hexdigest()[:20]
-    message = {
+    message: dict[str, Any] = {
         "id": f"msg_sim_{seed}",
         "type": "message",
         "role": "assistant",
@@ -403,6 +450,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         "stop_sequence": None,
         "usage": usage,
     }
+    if stop_details is not None:
+        message["stop_details"] = stop_details
     headers = {"request-id": f"req_sim_{seed}"}
     if body.get("stream"):
         await _stream(response, message, headers)
@@ -467,7 +516,11 @@ async def _stream(
         "message_delta",
         {
             "type": "message_delta",
-            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "delta": {
+                "stop_reason": message["stop_reason"],
+                "stop_sequence": None,
+                **({"stop_details": message["stop_details"]} if "stop_details" in message else {}),
+            },
             "usage": usage,
         },
     )

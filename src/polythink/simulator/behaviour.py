@@ -21,14 +21,23 @@ from polythink.types import Effort
 __all__ = [
     "PLAYED",
     "REASONING_TOKENS",
+    "REFUSAL",
+    "STRUCTURED_OUTPUTS",
     "Answer",
     "accepts",
     "answer_for",
+    "asked_in_prompt",
     "default_tier",
+    "example_value",
+    "mentions_json",
     "openai_error",
     "prompt_tokens",
     "quoted_list",
     "reasoning_text",
+    "schema_in_prompt",
+    "strict_schema_problem",
+    "structured_mode",
+    "structured_pieces",
     "takes_parameter",
     "tool_arguments",
 ]
@@ -196,3 +205,185 @@ def quoted_list(values: list[str]) -> str:
     if len(quoted) <= 1:
         return "".join(quoted)
     return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+STRUCTURED_OUTPUTS = ("valid", "invalid", "refusal", "truncated")
+"""How the simulator answers a request for structured output (``Settings.structured_output``
+or header ``x-sim-structured-output``): a valid object, one missing a required property, a
+refusal in the wire's own form, or the object cut short with the wire's output-limit stop."""
+
+REFUSAL = "I'm sorry, but I can't help with that request."
+"""The refusal text the simulator sends, where a wire carries one."""
+
+_FORMATS = {
+    "date-time": "2026-12-01T12:00:00Z",
+    "date": "2026-12-01",
+    "time": "12:00:00",
+    "duration": "P1D",
+    "email": "sim@example.com",
+    "hostname": "example.com",
+    "uri": "https://example.com/sim",
+    "ipv4": "192.0.2.1",
+    "ipv6": "2001:db8::1",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+}
+_PIECE = 6
+"""Characters per streamed piece of a JSON answer (one piece per token in the usage)."""
+
+
+def structured_mode(headers: Mapping[str, str], default: str) -> str:
+    """The structured answer asked for: header ``x-sim-structured-output``, else
+    ``default``; an unknown value is ``valid``."""
+    mode = headers.get("x-sim-structured-output", default)
+    return mode if mode in STRUCTURED_OUTPUTS else "valid"
+
+
+def example_value(schema: Any, root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
+    """A value that fits ``schema``: every property filled, arrays of ``minItems`` items
+    (at least one), the first ``enum`` value or ``anyOf`` branch that is not null, the
+    lowest number its bounds allow, a string in its ``format``. Local ``$ref`` are followed
+    (a recursive one ends in ``null`` after a few levels)."""
+    root = schema if root is None else root
+    if not isinstance(schema, Mapping) or depth > 6:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        return example_value(target, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            chosen = next(
+                (b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")),
+                branches[0],
+            )
+            return example_value(chosen, root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if isinstance(kind, str):
+        kind = kind.lower()  # responseSchema spells types in capitals (OBJECT, STRING)
+    if kind == "object" or isinstance(schema.get("properties"), Mapping):
+        properties = schema.get("properties") or {}
+        return {name: example_value(sub, root, depth + 1) for name, sub in properties.items()}
+    if kind == "array":
+        count = max(1, int(schema.get("minItems") or 0))
+        return [example_value(schema.get("items"), root, depth + 1) for _ in range(count)]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        value = low + 1 if "exclusiveMinimum" in schema and "minimum" not in schema else low
+        if value is None:
+            value = 1
+        return int(value) if kind == "integer" else float(value) + 0.5
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return _FORMATS.get(str(schema.get("format")), "sim")
+
+
+def schema_in_prompt(texts: Sequence[str]) -> Mapping[str, Any] | None:
+    """The JSON Schema a prompt quotes after the words "JSON Schema" (as a model told to
+    follow one would read it), or ``None``."""
+    decoder = json.JSONDecoder()
+    for text in texts:
+        at = text.lower().find("json schema")
+        start = text.find("{", at) if at >= 0 else -1
+        if start < 0:
+            continue
+        try:
+            found, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(found, Mapping):
+            return found
+    return None
+
+
+def asked_in_prompt(system_texts: Sequence[str]) -> Mapping[str, Any] | None:
+    """What a model told in its system prompt to answer in JSON would follow: the schema
+    quoted there (:func:`schema_in_prompt`), ``{}`` when JSON is asked without one, ``None``
+    when the system prompt does not mention JSON."""
+    if not mentions_json(system_texts):
+        return None
+    return schema_in_prompt(system_texts) or {}
+
+
+def structured_pieces(schema: Mapping[str, Any] | None, mode: str, prompt: str) -> list[str]:
+    """The streamed pieces of a JSON answer in ``mode`` (not ``refusal``): the object of
+    :func:`example_value` (``{"answer": ...}`` without a schema); for ``invalid`` without
+    its first required property (every property when none is required); for ``truncated``
+    the first half of the pieces."""
+    if schema is not None:
+        value = example_value(schema)
+    else:
+        value = {"answer": " ".join(prompt.split()[:8]) or "sim"}
+    if mode == "invalid" and isinstance(value, dict):
+        required = schema.get("required") if schema is not None else None
+        if isinstance(required, list) and required:
+            value.pop(required[0], None)
+        else:
+            value = []
+    text = json.dumps(value, ensure_ascii=False)
+    pieces = [text[i : i + _PIECE] for i in range(0, len(text), _PIECE)]
+    if mode == "truncated":
+        pieces = pieces[: max(1, len(pieces) // 2)]
+    return pieces
+
+
+def strict_schema_problem(schema: Any) -> str | None:
+    """What OpenAI's strict mode says about ``schema`` (the first problem), in its own
+    words, or ``None`` when it takes it: every object's ``required`` lists every property and
+    ``additionalProperties`` is false; no ``default``, ``oneOf`` or ``allOf``; a ``$ref``
+    stands alone (observed 400 texts, STRUCTURED.md §1.2)."""
+
+    def walk(node: Any, context: tuple[str, ...]) -> str | None:
+        if not isinstance(node, Mapping):
+            return None
+        where = f"In context={context!r}, "
+        if "$ref" in node and len(node) > 1:
+            extra = {key for key in node if key != "$ref"}
+            return f"{where}$ref cannot have keywords {extra!r}."
+        for key in ("default", "oneOf", "allOf", "not"):
+            if key in node:
+                return f"{where}'{key}' is not permitted."
+        properties = node.get("properties")
+        if node.get("type") == "object" or isinstance(properties, Mapping):
+            if node.get("additionalProperties") is not False:
+                return f"{where}'additionalProperties' is required to be supplied and to be false."
+            required = node.get("required") or []
+            for name in properties or {}:
+                if name not in required:
+                    return (
+                        f"{where}'required' is required to be supplied and to be an array "
+                        f"including every key in properties. Missing '{name}'."
+                    )
+        for key, child in node.items():
+            if key in ("properties", "$defs", "definitions") and isinstance(child, Mapping):
+                for name, sub in child.items():
+                    found = walk(sub, (*context, key, name))
+                    if found:
+                        return found
+            elif key in ("anyOf",) and isinstance(child, list):
+                for i, sub in enumerate(child):
+                    found = walk(sub, (*context, key, str(i)))
+                    if found:
+                        return found
+            elif key == "items":
+                found = walk(child, (*context, key))
+                if found:
+                    return found
+        return None
+
+    return walk(schema, ())
+
+
+def mentions_json(texts: Sequence[str]) -> bool:
+    """Whether any text says "json", as JSON mode requires of the messages."""
+    return any("json" in text.lower() for text in texts)

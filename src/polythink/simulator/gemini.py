@@ -18,7 +18,13 @@ Reasoning behaves like Gemini's (WIRE.md §4):
   sent back with a function call whose signature is missing gets Gemini 3's 400 "Function call
   is missing a thought_signature"; an altered signature gets a 400 too;
 - function calls come back without ids, as the Gemini API sends them, for ``tool_rounds``
-  turns; streamed events are separated by CRLF, as recorded.
+  turns; streamed events are separated by CRLF, as recorded;
+- ``generationConfig.responseMimeType: application/json`` (STRUCTURED.md §4) is answered with a
+  text part holding an object that fits ``responseJsonSchema`` (or ``responseSchema``; a
+  system instruction that asks for JSON likewise), in the mode
+  ``Settings.structured_output`` asks for: a refusal is ``finishReason: "SAFETY"`` without
+  text, a cut answer ``MAX_TOKENS``. Models before Gemini 3 refuse it beside function
+  declarations with the API's 400.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
 from polythink.simulator import behaviour
 from polythink.simulator.server import SimRequest, SimResponse
+from polythink.transports.schema import listed
 from polythink.types import Effort
 
 __all__ = ["handle", "matches"]
@@ -183,6 +190,29 @@ def _malformed(body: Mapping[str, Any], contents: list[Any]) -> str | None:
     return None
 
 
+def _structured(model: str, body: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str | None]:
+    """``(schema, problem)``: the schema asked for (``{}`` for JSON without one, ``None``
+    when no JSON is asked), and the 400 message when the request is refused."""
+    generation = _field(body, "generationConfig", "generation_config")
+    generation = generation if isinstance(generation, Mapping) else {}
+    mime = _field(generation, "responseMimeType", "response_mime_type")
+    if mime != "application/json":
+        instruction = _field(body, "systemInstruction", "system_instruction")
+        parts = instruction.get("parts") if isinstance(instruction, Mapping) else None
+        texts = [p["text"] for p in parts or () if isinstance(p, Mapping) and "text" in p]
+        return behaviour.asked_in_prompt(texts), None
+    if body.get("tools") and listed("gemini", "no_json_with_tools", model):
+        return None, "Function calling with a response mime type: 'application/json' is unsupported"
+    for camel, snake in (
+        ("responseJsonSchema", "response_json_schema"),
+        ("responseSchema", "response_schema"),
+    ):
+        schema = _field(generation, camel, snake)
+        if isinstance(schema, Mapping):
+            return schema, None
+    return {}, None
+
+
 def _last_user_text(contents: list[Any]) -> str:
     for content in reversed(contents):
         if isinstance(content, Mapping) and content.get("role", "user") == "user":
@@ -254,7 +284,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         return
     config = _thinking(body)
     tier, problem = _tier(model, config)
-    problem = problem or _check_history(model, contents)
+    schema, refused = _structured(model, body)
+    problem = problem or refused or _check_history(model, contents)
     if problem is not None or tier is None:
         await response.send_json(400, _error(400, problem or "Invalid thinking config."))
         return
@@ -273,6 +304,15 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         if isinstance(generation, Mapping)
         else None
     )
+    if schema is not None and call is None:
+        mode = behaviour.structured_mode(request.headers, settings.structured_output)
+        if mode == "refusal":
+            answer_words, finish = [], "SAFETY"
+        else:
+            prompt = _last_user_text(contents)
+            answer_words = behaviour.structured_pieces(schema or None, mode, prompt)
+            if mode == "truncated":
+                finish = "MAX_TOKENS"
     if isinstance(limit, int) and limit > 0 and thoughts + len(answer_words) > limit:
         answer_words = answer_words[: max(0, limit - thoughts)]
         thoughts = min(thoughts, limit)

@@ -20,6 +20,14 @@
   that grow with the tier;
 - DeepSeek answers 400 when an earlier assistant tool-call turn lacks its
   ``reasoning_content`` while thinking is on (DS-DOC thinking_mode, 2026).
+
+Structured output (STRUCTURED.md §1, §5): ``response_format`` ``json_schema`` is answered
+with an object that fits the schema, ``json_object`` with one that fits a schema quoted in
+the prompt (else ``{"answer": ...}``), in the mode ``Settings.structured_output`` asks for
+(a refusal comes as ``message.refusal`` / ``delta.refusal``, a cut answer with
+``finish_reason: "length"``). As the providers do, OpenAI refuses a strict schema its strict
+mode does not take and JSON mode without the word "json" in the messages, and DeepSeek, GLM
+and Kimi refuse ``json_schema`` (DeepSeek's 2026 wording).
 """
 
 from __future__ import annotations
@@ -200,6 +208,59 @@ def _last_user_text(messages: list[Any]) -> str:
     return ""
 
 
+def _texts(messages: list[Any]) -> list[str]:
+    texts = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return texts
+
+
+_JSON_MODE_ONLY = frozenset({"deepseek", "glm", "kimi"})
+
+
+def _structured(
+    provider: str, body: Mapping[str, Any], messages: list[Any]
+) -> tuple[Mapping[str, Any] | None, Any]:
+    """``(schema, error)`` for the body's ``response_format``: ``schema`` is ``{}`` for JSON
+    mode without a schema in the prompt, ``None`` when no structured output is asked;
+    ``error`` is the provider's 400 body when it refuses the request."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema", "json_object"):
+        system = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "system"]
+        return behaviour.asked_in_prompt(_texts(system)), None
+    texts = _texts(messages)
+    if fmt["type"] == "json_object":
+        if provider in ("openai", "deepseek", "qwen") and not behaviour.mentions_json(texts):
+            return None, _error(
+                "'messages' must contain the word 'json' in some form, to use "
+                "'response_format' of type 'json_object'.",
+                param="messages",
+                code=None,
+            )
+        return behaviour.schema_in_prompt(texts) or {}, None
+    if provider in _JSON_MODE_ONLY:
+        return None, _error(
+            "This response_format type is unavailable now", param=None, code="invalid_request_error"
+        )
+    spec: Mapping[str, Any] = fmt.get("json_schema") or {}
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    if not isinstance(schema, Mapping):
+        return {}, None
+    if provider == "openai" and spec.get("strict") is True:
+        problem = behaviour.strict_schema_problem(schema)
+        if problem is not None:
+            return None, _error(
+                f"Invalid schema for response_format '{spec.get('name')}': {problem}",
+                param="response_format",
+                code="invalid_json_schema",
+            )
+    return schema, None
+
+
 def _missing_reasoning_content(messages: list[Any]) -> int | None:
     for index, message in enumerate(messages):
         if (
@@ -330,7 +391,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         )
         return
     tier, raw = _tier(provider, body, model)
-    rejection = _malformed_tools(body) or _reject(provider, body, model, raw)
+    schema, refused = _structured(provider, body, messages)
+    rejection = _malformed_tools(body) or _reject(provider, body, model, raw) or refused
     if rejection is not None:
         await response.send_json(400, rejection)
         return
@@ -363,6 +425,16 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         answer_words = answer_words[: max(0, limit - reasoning_tokens)]
         reasoning_tokens = min(reasoning_tokens, limit)
         finish = "length"
+    refusal = None
+    if schema is not None and call is None:
+        mode = behaviour.structured_mode(request.headers, settings.structured_output)
+        prompt = _last_user_text(messages)
+        if mode == "refusal":
+            refusal, answer_words = behaviour.REFUSAL, []
+        else:
+            answer_words = behaviour.structured_pieces(schema or None, mode, prompt)
+            if mode == "truncated":
+                finish = "length"
     completion = reasoning_tokens + len(answer_words) + (8 if call else 0)
     usage: dict[str, Any] = {
         "prompt_tokens": answer.prompt_tokens,
@@ -386,9 +458,12 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             usage,
             body,
             seed,
+            refusal,
         )
         return
     message: dict[str, Any] = {"role": "assistant", "content": "".join(answer_words)}
+    if refusal is not None:
+        message.update(content=None, refusal=refusal)
     if call is not None:
         message["content"] = None
         message["tool_calls"] = [call]
@@ -423,6 +498,7 @@ async def _stream(
     usage: dict[str, Any],
     body: Mapping[str, Any],
     seed: str,
+    refusal: str | None = None,
 ) -> None:
     await response.start_stream()
 
@@ -468,6 +544,9 @@ async def _stream(
             await response.write_event(chunk(delta))
     for word in words:
         await response.write_event(chunk({"content": word}))
+    if refusal is not None:
+        for i, piece in enumerate(refusal.split(" ")):
+            await response.write_event(chunk({"refusal": " " + piece if i else piece}))
     if call is not None:
         head = {
             "index": 0,

@@ -20,6 +20,13 @@ Reasoning behaves like OpenAI's (WIRE.md §2; error texts as observed, §1.2):
 On ``/openrouter-responses/`` it speaks OpenRouter's variant: no tier validation, raw
 reasoning as ``reasoning_text`` content, no ``event:`` lines, ``: OPENROUTER PROCESSING``
 comments and a closing ``data: [DONE]``.
+
+``text.format`` (STRUCTURED.md §2) is answered with an ``output_text`` holding an object that
+fits its schema, in the mode ``Settings.structured_output`` asks for: a refusal is a
+``refusal`` content part (``response.refusal.delta`` events), a cut answer ``status:
+"incomplete"`` with ``max_output_tokens``. A strict schema OpenAI's strict mode does not take,
+and ``json_object`` without "json" in an input message (``instructions`` do not count), get
+OpenAI's 400.
 """
 
 from __future__ import annotations
@@ -150,6 +157,48 @@ def _depth(model: str, tier: Effort) -> Effort:
     return tier
 
 
+def _item_texts(items: list[Any]) -> list[str]:
+    texts = []
+    for item in items:
+        content = item.get("content") if isinstance(item, Mapping) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return texts
+
+
+def _structured(body: Mapping[str, Any], items: list[Any]) -> tuple[Mapping[str, Any] | None, Any]:
+    """``(schema, error)`` for ``text.format``: ``{}`` for JSON mode, ``None`` when no JSON
+    is asked; ``error`` is OpenAI's 400 body when it refuses the request."""
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, Mapping) else None
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind == "json_object":
+        if not behaviour.mentions_json(_item_texts(items)):
+            return None, _error(
+                "Response input messages must contain the word 'json' in some form to use "
+                "'text.format' of type 'json_object'.",
+                param="text.format",
+                code=None,
+            )
+        return {}, None
+    if kind != "json_schema" or not isinstance(fmt, Mapping):
+        return None, None
+    schema = fmt.get("schema")
+    if not isinstance(schema, Mapping):
+        return {}, None
+    if fmt.get("strict") is True:
+        problem = behaviour.strict_schema_problem(schema)
+        if problem is not None:
+            return None, _error(
+                f"Invalid schema for response_format '{fmt.get('name')}': {problem}",
+                param="text.format.schema",
+                code="invalid_json_schema",
+            )
+    return schema, None
+
+
 def _last_user_text(items: list[Any]) -> str:
     for item in reversed(items):
         if isinstance(item, Mapping) and item.get("role") == "user":
@@ -231,6 +280,10 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         await response.send_json(*rejection)
         return
     items = _items(body)
+    schema, refused = _structured(body, items)
+    if refused is not None:
+        await response.send_json(400, refused)
+        return
     depth = _depth(model, _tier(body, model))
     settings = response.settings
     words = int(request.header_float("x-sim-answer-words", settings.answer_words))
@@ -241,6 +294,16 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     answer_words = answer.words if call is None else []
     reasoning_tokens = answer.reasoning_tokens
     status, incomplete = "completed", None
+    refusal = None
+    if schema is not None and call is None:
+        mode = behaviour.structured_mode(request.headers, settings.structured_output)
+        if mode == "refusal":
+            refusal, answer_words = behaviour.REFUSAL, []
+        else:
+            prompt = _last_user_text(items)
+            answer_words = behaviour.structured_pieces(schema or None, mode, prompt)
+            if mode == "truncated":
+                status, incomplete = "incomplete", {"reason": "max_output_tokens"}
     limit = body.get("max_output_tokens")
     if isinstance(limit, int) and limit > 0 and reasoning_tokens + len(answer_words) > limit:
         answer_words = answer_words[: max(0, limit - reasoning_tokens)]
@@ -249,16 +312,19 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     output: list[dict[str, Any]] = []
     if reasoning_tokens:
         output.append(_reasoning_item(provider, body, model, answer.reasoning, seed))
-    if answer_words:
+    if answer_words or refusal is not None:
+        part: dict[str, Any] = (
+            {"type": "refusal", "refusal": refusal}
+            if refusal is not None
+            else {"type": "output_text", "annotations": [], "text": "".join(answer_words)}
+        )
         output.append(
             {
                 "type": "message",
                 "id": f"msg_{seed}",
                 "status": "completed",
                 "role": "assistant",
-                "content": [
-                    {"type": "output_text", "annotations": [], "text": "".join(answer_words)}
-                ],
+                "content": [part],
             }
         )
     if call is not None:
@@ -321,14 +387,18 @@ async def _stream(
         if kind == "reasoning":
             await _stream_reasoning(emit, index, item)
         elif kind == "message":
-            for word in words:
+            refusal = item["content"][0].get("refusal")
+            pieces = refusal.split(" ") if refusal else words
+            for i, word in enumerate(pieces):
                 await emit(
                     {
-                        "type": "response.output_text.delta",
+                        "type": "response.refusal.delta"
+                        if refusal
+                        else "response.output_text.delta",
                         "item_id": item["id"],
                         "output_index": index,
                         "content_index": 0,
-                        "delta": word,
+                        "delta": " " + word if refusal and i else word,
                     }
                 )
         elif kind == "function_call":

@@ -82,6 +82,11 @@ class Settings:
             Responses, Anthropic, Gemini, xAI, Groq, Mistral, MiniMax; Qwen refuses only
             switching off); DeepSeek, GLM, Kimi, OpenRouter, vLLM and Ollama answer as usual
             (``openai_chat.NOT_PLAYABLE``; the CLI's ``--play`` refuses their models).
+        structured_output: how a request for structured output (a JSON Schema or JSON mode
+            in the wire's own field) is answered (header ``x-sim-structured-output``):
+            ``valid`` (an object that fits the schema), ``invalid`` (one missing a
+            required property), ``refusal`` (the wire's refusal) or ``truncated`` (cut at
+            half, with the wire's output-limit stop); see ``behaviour.STRUCTURED_OUTPUTS``.
     """
 
     latency: float = 0.0
@@ -90,6 +95,7 @@ class Settings:
     tool_rounds: int = 1
     faults: Any = None
     capabilities: dict[str, Any] = field(default_factory=dict)
+    structured_output: str = "valid"
 
 
 @dataclass
