@@ -90,9 +90,12 @@ def parse_output(response: Response, fmt: ResponseFormat[Any]) -> Response:
     }
     native = response.native_finish_reason or response.finish_reason
     if response.refusal is not None or response.finish_reason == "content_filter":
-        said = f": {response.refusal}" if response.refusal else ""
+        if response.refusal:
+            why = f"{_who(response)} refused to answer: {response.refusal}"
+        else:
+            why = f"{_who(response)} gave no answer: stopped for safety ({native})"
         raise OutputRefusedError(
-            f"{_who(response)} refused to answer in the requested format ({native}){said}",
+            why,
             refusal=response.refusal,
             errors=[{"type": "refusal", "loc": (), "msg": response.refusal or native}],
             error_type="refusal",

@@ -575,6 +575,7 @@ def parse_message(
             source_index=source_index,
         )
     texts: list[str] = []
+    answers: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []
     blocks: list[dict[str, Any]] = []
@@ -583,6 +584,7 @@ def parse_message(
             continue
         if output_tool is not None and _is_output(block, output_tool):
             block = {"type": "text", "text": _compact(block.get("input", {}))}
+            answers.append(block["text"])
         blocks.append(dict(block))
         kind = block.get("type")
         if kind == "text":
@@ -601,7 +603,9 @@ def parse_message(
             )
     return _response(
         blocks=blocks,
-        text="".join(texts),
+        # Through the fallback the answer is the output tool's input alone: prose the model
+        # wrote beside it (possible only when the tool was not forced) is not the answer.
+        text="".join(answers) if answers else "".join(texts),
         reasoning=_REASONING_JOIN.join(thoughts) or None,
         calls=calls,
         raw_finish=data.get("stop_reason"),
@@ -611,8 +615,7 @@ def parse_message(
         profile=profile,
         source_index=source_index,
         refusal=_refusal(data),
-        answered_by_tool=output_tool is not None
-        and any(isinstance(b, Mapping) and _is_output(b, output_tool) for b in content),
+        answered_by_tool=bool(answers),
     )
 
 
@@ -837,7 +840,11 @@ class AnthropicStreamAssembler:
         thoughts = ["".join(b.pieces) for b in ordered if b.kind == "thinking" and b.pieces]
         return _response(
             blocks=[b.final() for b in ordered if b.closed],
-            text="".join("".join(b.pieces) for b in ordered if b.kind == "text"),
+            text="".join(
+                "".join(b.pieces)
+                for b in ordered
+                if b.kind == "text" and (b.output or not any(o.output for o in ordered))
+            ),
             reasoning=_REASONING_JOIN.join(thoughts) or None,
             calls=[self._call(b) for b in ordered if b.kind == "tool_use" and b.closed],
             raw_finish=self.raw_finish,
