@@ -168,7 +168,8 @@ def _effort_in(value: Any) -> Effort | None:
 
 def response_out(response: Response) -> dict[str, Any]:
     """Return the JSON-ready fields of ``response`` an entry keeps (all but ``cache_hit``,
-    ``rate_limit`` and ``interrupted``, which a hit does not inherit)."""
+    ``rate_limit`` and ``interrupted``, which a hit does not inherit, and ``parsed``, which
+    the client validates again from the text; ``refusal`` only when set)."""
     return {
         "text": response.text,
         "reasoning": response.reasoning,
@@ -191,6 +192,7 @@ def response_out(response: Response) -> dict[str, Any]:
         "id": response.id,
         "native_finish_reason": response.native_finish_reason,
         "cost": _cost_out(response.cost),
+        **({"refusal": response.refusal} if response.refusal is not None else {}),
     }
 
 
@@ -219,6 +221,7 @@ def response_in(data: Mapping[str, Any]) -> Response:
         id=data["id"],
         native_finish_reason=data.get("native_finish_reason"),
         cost=_cost_in(data.get("cost")),
+        refusal=data.get("refusal"),
     )
 
 

@@ -113,8 +113,12 @@ def canonical_request(request: Request, defaults: Sequence[Effort | None] | None
     Object keys are sorted at every depth; array order (messages, tools, stop) is kept;
     ``temperature`` and ``top_p`` are compared as numbers (``0`` and ``0.0`` are equal).
     ``timeout``, ``cache``, message metadata (never sent) and the resolution (set later,
-    per source) are not included. ``system_suffix`` and ``prompt_cache`` are included only
-    when set, so keys of calls without them are unchanged. With ``defaults`` (the sources'
+    per source) are not included. ``system_suffix``, ``prompt_cache`` and
+    ``response_format`` are included only when set, so keys of calls without them are
+    unchanged; a ``response_format`` is its canonical JSON (kind, schema, name, description,
+    ``strict``: :attr:`ResponseFormat.key <polythink.types.ResponseFormat.key>`), so two
+    schemas never share an entry, while two model classes with the same schema and name do
+    (they send the same request). With ``defaults`` (the sources'
     configured tiers) ``reasoning_effort`` is the list of :func:`effective_efforts`;
     without, the call's own tier.
 
@@ -144,6 +148,8 @@ def _fields_around_messages(
     if request.prompt_cache is not None:
         cache = request.prompt_cache
         fields["prompt_cache"] = [cache.key, cache.retention, cache.ttl, cache.breakpoints]
+    if request.response_format is not None:
+        fields["response_format"] = request.response_format.key
     effort: list[str | None] | str | None
     if defaults is not None:
         effort = effective_efforts(request, defaults)
@@ -291,8 +297,9 @@ def _around_messages(
     """The canonical request's bytes before its first message and after its last.
 
     Keys sort as ``extra_body``, ``max_tokens``, ``messages``, then the rest (the optional
-    ``prompt_cache`` and ``system_suffix`` among them), so the head is the first two fields
-    and ``"messages":[``, the tail ``]`` and the rest, as :func:`canonical_request` has them.
+    ``prompt_cache``, ``response_format`` and ``system_suffix`` among them), so the head is
+    the first two fields and ``"messages":[``, the tail ``]`` and the rest, as
+    :func:`canonical_request` has them.
     """
     head = _canonical_bytes({"extra_body": request.extra_body, "max_tokens": request.max_tokens})
     tail = _canonical_bytes(_fields_around_messages(request, defaults))

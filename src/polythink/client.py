@@ -747,7 +747,8 @@ class Client:
                 raise self._closed_error() from exc
             raise
         response = _recorded(response, started_at, _monotonic() - start)
-        if request.response_format is not None:
+        if request.response_format is not None and response.parsed is None:
+            # Not validated yet (the cache layer validates the answers it may store).
             return parse_output(response, request.response_format)
         return response
 
@@ -845,7 +846,7 @@ class Client:
                         raise self._closed_error()
                     if event.type == "done" and event.response is not None:
                         response = _recorded(event.response, started_at, _monotonic() - start)
-                        if fmt is not None:
+                        if fmt is not None and response.parsed is None:
                             response = parse_output(response, fmt)
                         event = dataclasses.replace(event, response=response)
                     yield cast(TypedStreamEvent[Any], event)

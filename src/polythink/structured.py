@@ -22,7 +22,7 @@ from typing import Any
 from polythink.errors import OutputRefusedError, OutputTruncatedError, OutputValidationError
 from polythink.types import Response, ResponseFormat
 
-__all__ = ["PartialJSON", "json_text", "parse_output"]
+__all__ = ["PartialJSON", "json_text", "parse_output", "parsed_or_none"]
 
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
@@ -164,6 +164,15 @@ def parse_output(response: Response, fmt: ResponseFormat[Any]) -> Response:
                 **common,
             )
     return dataclasses.replace(response, parsed=value)
+
+
+def parsed_or_none(response: Response, fmt: ResponseFormat[Any]) -> Response | None:
+    """:func:`parse_output`'s response, or ``None`` when the answer does not fit ``fmt``
+    (for a layer that only decides, such as the cache: the caller's own parse raises)."""
+    try:
+        return parse_output(response, fmt)
+    except OutputValidationError:
+        return None
 
 
 class PartialJSON:

@@ -9,7 +9,10 @@ timeouts or metadata), how an answer is written down the codec's
 waits for whom.
 
 Only complete successes are stored: a raised error, a stream that broke or was closed
-early, and a response with ``finish_reason == "error"`` never are (case C07). A hit on
+early, a response with ``finish_reason == "error"`` (case C07), and an answer that does not
+fit the call's ``response_format`` (refused, cut, or invalid) never are. Such an answer is
+validated here, once, and handed on with its ``parsed`` value, so the client does not
+validate it again; a hit is validated by the client from its text. A hit on
 ``complete`` returns the stored response; a hit on ``stream`` replays the stored events one
 for one (text and reasoning deltas, tool calls, usage, ``done``). Either way the response
 says ``cache_hit=True`` and carries only what is true of the hit: no ``rate_limit`` (no
@@ -76,6 +79,7 @@ from polythink.cache_key import (
 from polythink.config import Source
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.middleware.failover import NOTE_PREFIX
+from polythink.structured import parsed_or_none
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = [
@@ -136,6 +140,14 @@ def _stored_event(event: StreamEvent) -> StreamEvent:
 
 def _complete_success(response: Response | None) -> bool:
     return response is not None and response.finish_reason != "error"
+
+
+def _fitting(request: Request, response: Response) -> Response | None:
+    """``response`` as the call asked for it: with its ``parsed`` value when the call has a
+    ``response_format`` (``None`` when the answer does not fit: it is not stored), else
+    ``response`` itself."""
+    fmt = request.response_format
+    return response if fmt is None else parsed_or_none(response, fmt)
 
 
 class CacheMiddleware:
@@ -220,8 +232,10 @@ class CacheMiddleware:
                         flight.response = cached
                         return cached
             response = await call_next(request)
+            fitting = _fitting(request, response)
+            response = fitting or response
             flight.response = _stored(response)
-            if _complete_success(response):
+            if fitting is not None and _complete_success(response):
                 await self._save(key, flight.response)
             return response
         except Exception as exc:
@@ -276,12 +290,17 @@ class CacheMiddleware:
             recorded = Recording()
             async with aclosing(call_next(request)) as events:
                 async for event in events:
+                    fitting = None
+                    if event.type == "done" and event.response is not None:
+                        fitting = _fitting(request, event.response)
+                        if fitting is not None and fitting is not event.response:
+                            event = dataclasses.replace(event, response=fitting)
                     recorded.add(_stored_event(event))
                     if event.type == "done":
                         flight.recording = recorded
                         # Stored before ``done`` is handed over: a caller that stops reading
                         # at ``done`` still leaves a complete stream in the cache.
-                        if _complete_success(event.response):
+                        if fitting is not None and _complete_success(event.response):
                             await self._save_events(key, recorded)
                     yield event
         except Exception as exc:
