@@ -19,6 +19,10 @@ from polythink.errors import (
     ClientClosedError,
     ContextWindowExceededError,
     MiddlewareError,
+    OutputFormatUnsupportedError,
+    OutputRefusedError,
+    OutputTruncatedError,
+    OutputValidationError,
     PolythinkError,
     RateLimitedError,
     RequestRejectedError,
@@ -31,6 +35,7 @@ from polythink.middleware.base import CompleteNext, Middleware, Passthrough, Str
 from polythink.providers import PROVIDERS, ProviderProfile, register_provider
 from polythink.reasoning.capabilities import Capability, get_capability, register_capability
 from polythink.reasoning.resolve import resolve
+from polythink.structured import PartialJSON
 from polythink.types import (
     EFFORT_ORDER,
     Cost,
@@ -42,6 +47,7 @@ from polythink.types import (
     Request,
     Resolution,
     Response,
+    ResponseFormat,
     StreamEvent,
     TextEvent,
     ThinkingObservation,
@@ -73,6 +79,11 @@ __all__ = [
     "MessageMetadata",
     "Middleware",
     "MiddlewareError",
+    "OutputFormatUnsupportedError",
+    "OutputRefusedError",
+    "OutputTruncatedError",
+    "OutputValidationError",
+    "PartialJSON",
     "Passthrough",
     "PolythinkError",
     "PromptCache",
@@ -83,6 +94,7 @@ __all__ = [
     "RequestTimeoutError",
     "Resolution",
     "Response",
+    "ResponseFormat",
     "Source",
     "StreamEvent",
     "StreamInterruptedError",

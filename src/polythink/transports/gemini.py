@@ -327,6 +327,7 @@ def build_body(
     source_index: int | None = None,
     sign_function_calls: bool = False,
     output: OutputPlan | None = None,
+    model: str = "",
 ) -> dict[str, Any]:
     """Build the ``GenerateContentRequest`` body for ``request`` (the model is in the URL).
 
@@ -341,14 +342,17 @@ def build_body(
     ``generationConfig.thinkingConfig``, and the raised ``maxOutputTokens`` of budget models),
     the source's ``extra_body`` and the call's, in that order (later wins).
 
-    ``output`` (:func:`output_plan`) adds ``generationConfig.responseMimeType`` and
-    ``responseJsonSchema`` for the call's ``response_format``, before those merges.
+    ``request.response_format`` adds ``generationConfig.responseMimeType`` and
+    ``responseJsonSchema``, before those merges (:func:`output_plan` for ``model``;
+    ``output`` when the caller computed it).
 
     Raises:
         RequestRejectedError: a tool result that answers no known call and has no name; a
             tool call whose arguments are not a JSON object; a ``tool_choice`` with no Gemini
             equivalent.
     """
+    if output is None and request.response_format is not None:
+        output = output_plan(request, model=model, profile=profile, source_index=source_index)
     system, contents = _contents(request.messages, profile, source_index)
     if sign_function_calls:
         _sign_foreign_calls(contents)
