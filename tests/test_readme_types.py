@@ -3,9 +3,10 @@
 One mypy run covers every ``python`` block of the README that is a whole module (it begins
 with an import; shorter blocks continue an example above and are not programs on their
 own), plus a file of known misuses whose errors prove the stream events are typed per kind
-(not ``Any``), with a correct use that must pass (``StreamInterruptedError.partial`` is a
-``Response``), and that the synchronous client and a middleware's ``call_next`` are typed as
-strictly as the async client.
+(not ``Any``) and ``Response.parsed`` is the ``response_format``'s model class, with correct
+uses that must pass (``StreamInterruptedError.partial`` is a ``Response``; ``parsed`` of the
+``done`` event is the model too; a dict format's ``parsed`` is ``Any``), and that the
+synchronous client and a middleware's ``call_next`` are typed as strictly as the async client.
 """
 
 from __future__ import annotations
@@ -53,6 +54,24 @@ def sync_misuse(client: SyncClient) -> None:
 class Layer(Passthrough):
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         return await call_next({"messages": []})
+
+
+# Response.parsed is the model class, not Any: a misspelt field is an error, the rest pass.
+from pydantic import BaseModel
+
+
+class Invoice(BaseModel):
+    number: str
+
+
+async def structured(client: Client) -> str:
+    response = await client.complete([{"role": "user", "content": "hi"}], response_format=Invoice)
+    response.parsed.numbr
+    async for event in client.stream([], response_format=Invoice):
+        if event.type == "done":
+            return event.response.parsed.number
+    decoded = await client.complete([], response_format={"type": "json_object"})
+    return str(decoded.parsed["number"]) + response.parsed.number
 """
 
 
@@ -90,6 +109,7 @@ def test_the_readme_python_blocks_pass_mypy_strict(tmp_path: Path) -> None:
         'misuse.py:30: error: "None" has no attribute "usage"  [attr-defined]',
         'misuse.py:35: error: Argument 1 has incompatible type "dict[str, list[Never]]"; '
         'expected "Request"  [arg-type]',
+        'misuse.py:31: error: "Invoice" has no attribute "numbr"; maybe "number"?  [attr-defined]',
         'misuse.py:7: error: "None" has no attribute "usage"  [attr-defined]',
         'misuse.py:9: error: "None" has no attribute "upper"  [attr-defined]',
     ]
