@@ -48,6 +48,7 @@ __all__ = [
     "GEN_AI_LATEST_EXPERIMENTAL",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_OUTPUT_MESSAGES",
+    "GEN_AI_OUTPUT_TYPE",
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MAX_TOKENS",
     "GEN_AI_REQUEST_MODEL",
@@ -120,6 +121,10 @@ GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_OUTPUT_TYPE = "gen_ai.output.type"
+"""``json`` on a call with ``response_format`` ("the content type requested by the client",
+values ``text``, ``json``, ``image``, ``speech``; opentelemetry-semantic-conventions 0.66b2
+``GenAiOutputTypeValues``); not set on plain text calls."""
 GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"

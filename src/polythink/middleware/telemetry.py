@@ -83,6 +83,7 @@ from polythink.middleware.semconv import (
     GEN_AI_LATEST_EXPERIMENTAL,
     GEN_AI_OPERATION_NAME,
     GEN_AI_OUTPUT_MESSAGES,
+    GEN_AI_OUTPUT_TYPE,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MAX_TOKENS,
     GEN_AI_REQUEST_MODEL,
@@ -455,6 +456,8 @@ class TelemetryMiddleware:
             attributes[GEN_AI_REQUEST_STOP_SEQUENCES] = list(request.stop)
         if request.stream:
             attributes[GEN_AI_REQUEST_STREAM] = True
+        if request.response_format is not None:
+            attributes[GEN_AI_OUTPUT_TYPE] = "json"
         requested = request.reasoning_effort or self._default_effort
         if requested is not None:
             attributes[POLYTHINK_REQUESTED_EFFORT] = requested.value
