@@ -30,11 +30,13 @@ __all__ = [
     "default_tier",
     "example_value",
     "mentions_json",
+    "message_texts",
     "openai_error",
     "prompt_tokens",
     "quoted_list",
     "reasoning_text",
     "schema_in_prompt",
+    "strict_schema_error",
     "strict_schema_problem",
     "structured_mode",
     "structured_pieces",
@@ -382,6 +384,34 @@ def strict_schema_problem(schema: Any) -> str | None:
         return None
 
     return walk(schema, ())
+
+
+def message_texts(messages: Sequence[Any]) -> list[str]:
+    """The text of each OpenAI-shaped message or Responses input item (string content, or
+    the ``text`` of its content parts)."""
+    texts = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return texts
+
+
+def strict_schema_error(spec: Mapping[str, Any], schema: Any, param: str) -> Any:
+    """OpenAI's 400 body for a ``strict: true`` format whose schema strict mode refuses
+    (:func:`strict_schema_problem`), else ``None``; ``spec`` holds its ``name``."""
+    if spec.get("strict") is not True:
+        return None
+    problem = strict_schema_problem(schema)
+    if problem is None:
+        return None
+    return openai_error(
+        f"Invalid schema for response_format '{spec.get('name')}': {problem}",
+        param=param,
+        code="invalid_json_schema",
+    )
 
 
 def mentions_json(texts: Sequence[str]) -> bool:

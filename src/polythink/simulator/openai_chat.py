@@ -208,17 +208,6 @@ def _last_user_text(messages: list[Any]) -> str:
     return ""
 
 
-def _texts(messages: list[Any]) -> list[str]:
-    texts = []
-    for message in messages:
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return texts
-
-
 _JSON_MODE_ONLY = frozenset({"deepseek", "glm", "kimi"})
 
 
@@ -231,8 +220,8 @@ def _structured(
     fmt = body.get("response_format")
     if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema", "json_object"):
         system = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "system"]
-        return behaviour.asked_in_prompt(_texts(system)), None
-    texts = _texts(messages)
+        return behaviour.asked_in_prompt(behaviour.message_texts(system)), None
+    texts = behaviour.message_texts(messages)
     if fmt["type"] == "json_object":
         if provider in ("openai", "deepseek", "qwen") and not behaviour.mentions_json(texts):
             return None, _error(
@@ -250,15 +239,10 @@ def _structured(
     schema = spec.get("schema") if isinstance(spec, Mapping) else None
     if not isinstance(schema, Mapping):
         return {}, None
-    if provider == "openai" and spec.get("strict") is True:
-        problem = behaviour.strict_schema_problem(schema)
-        if problem is not None:
-            return None, _error(
-                f"Invalid schema for response_format '{spec.get('name')}': {problem}",
-                param="response_format",
-                code="invalid_json_schema",
-            )
-    return schema, None
+    refused = None
+    if provider == "openai":
+        refused = behaviour.strict_schema_error(spec, schema, "response_format")
+    return (None, refused) if refused is not None else (schema, None)
 
 
 def _missing_reasoning_content(messages: list[Any]) -> int | None:

@@ -157,17 +157,6 @@ def _depth(model: str, tier: Effort) -> Effort:
     return tier
 
 
-def _item_texts(items: list[Any]) -> list[str]:
-    texts = []
-    for item in items:
-        content = item.get("content") if isinstance(item, Mapping) else None
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return texts
-
-
 def _structured(body: Mapping[str, Any], items: list[Any]) -> tuple[Mapping[str, Any] | None, Any]:
     """``(schema, error)`` for ``text.format``: ``{}`` for JSON mode, ``None`` when no JSON
     is asked; ``error`` is OpenAI's 400 body when it refuses the request."""
@@ -175,7 +164,7 @@ def _structured(body: Mapping[str, Any], items: list[Any]) -> tuple[Mapping[str,
     fmt = text.get("format") if isinstance(text, Mapping) else None
     kind = fmt.get("type") if isinstance(fmt, Mapping) else None
     if kind == "json_object":
-        if not behaviour.mentions_json(_item_texts(items)):
+        if not behaviour.mentions_json(behaviour.message_texts(items)):
             return None, _error(
                 "Response input messages must contain the word 'json' in some form to use "
                 "'text.format' of type 'json_object'.",
@@ -188,15 +177,8 @@ def _structured(body: Mapping[str, Any], items: list[Any]) -> tuple[Mapping[str,
     schema = fmt.get("schema")
     if not isinstance(schema, Mapping):
         return {}, None
-    if fmt.get("strict") is True:
-        problem = behaviour.strict_schema_problem(schema)
-        if problem is not None:
-            return None, _error(
-                f"Invalid schema for response_format '{fmt.get('name')}': {problem}",
-                param="text.format.schema",
-                code="invalid_json_schema",
-            )
-    return schema, None
+    refused = behaviour.strict_schema_error(fmt, schema, "text.format.schema")
+    return (None, refused) if refused is not None else (schema, None)
 
 
 def _last_user_text(items: list[Any]) -> str:

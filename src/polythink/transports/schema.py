@@ -196,6 +196,24 @@ def _recursive(schema: Mapping[str, Any]) -> set[str]:
     return cyclic
 
 
+def _close(node: dict[str, Any], path: tuple[str, ...], wire: str, remedy: str) -> None:
+    """Give an object schema ``additionalProperties: false``, which both strict wires
+    require (§1.2, §3.2).
+
+    Raises:
+        UnsupportedSchema: the object allows other keys (``true`` or a schema, as a
+            ``dict[str, X]`` field makes).
+    """
+    extra = node.get("additionalProperties", False)
+    if extra is not False:
+        raise UnsupportedSchema(
+            f"{_where(path)} allows keys beyond its properties (additionalProperties "
+            f"{json.dumps(extra)}; a dict[str, X] field does this), which {wire} does not "
+            f"support: use a list of key/value objects{remedy}"
+        )
+    node["additionalProperties"] = False
+
+
 def _note(node: dict[str, Any], moved: Mapping[str, Any]) -> None:
     """Keep keywords a wire cannot take as words in the description (the answer is still
     validated against the original schema, where polythink has it)."""
@@ -311,15 +329,7 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             counts["enum"] += len(node["enum"])
         properties = node.get("properties")
         if node.get("type") == "object" or isinstance(properties, Mapping):
-            extra = node.get("additionalProperties", False)
-            if extra is not False:
-                raise UnsupportedSchema(
-                    f"{_where(path)} allows keys beyond its properties (additionalProperties "
-                    f"{json.dumps(extra)}; a dict[str, X] field does this), which OpenAI strict "
-                    "mode does not support: use a list of key/value objects, or pass "
-                    "strict=False"
-                )
-            node["additionalProperties"] = False
+            _close(node, path, "OpenAI strict mode", ", or pass strict=False")
             names = list(properties) if isinstance(properties, Mapping) else []
             node["properties"] = dict(properties) if isinstance(properties, Mapping) else {}
             node["required"] = names
@@ -430,14 +440,7 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         _note(node, moved)
         properties = node.get("properties")
         if node.get("type") == "object" or isinstance(properties, Mapping):
-            extra = node.get("additionalProperties", False)
-            if extra is not False:
-                raise UnsupportedSchema(
-                    f"{_where(path)} allows keys beyond its properties (additionalProperties "
-                    f"{json.dumps(extra)}; a dict[str, X] field does this), which Anthropic "
-                    "structured outputs do not support: use a list of key/value objects"
-                )
-            node["additionalProperties"] = False
+            _close(node, path, "Anthropic structured outputs", "")
             if isinstance(properties, Mapping):
                 required = set(node.get("required") or ())
                 counts["optional"] += sum(1 for name in properties if name not in required)
