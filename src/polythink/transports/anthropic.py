@@ -11,6 +11,10 @@ With thinking on the API rejects a non-default ``temperature``, any ``top_k``, `
 0.95 and, with manual thinking, a forced ``tool_choice``; the transport refuses those before
 any HTTP call, or drops them with one warning when the source has ``drop_params=True``.
 
+``response_format`` becomes ``output_config.format``, or on models without it one forced
+output tool whose input is turned back into the answer's text (:func:`output_plan`,
+STRUCTURED.md §3); a refusal's ``stop_details.explanation`` is ``Response.refusal``.
+
 Facts: WIRE.md §3 (ANT-SDK @009b0353 2026-08-07, ANT-DOC pages to 2026-10), the docs copy in
 ``../shared/wire/specs/anthropic_messages_openapi_docs_copy.md`` (2025-09), and the recordings
 ``pai_anthropic_*`` (2025-2026) and ``llmanthropic_*`` (2026-02-17) in

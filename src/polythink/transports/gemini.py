@@ -25,8 +25,10 @@ plus ``toolUsePromptTokenCount``; ``output_tokens`` is ``totalTokenCount - input
 holds whether ``candidatesTokenCount`` counts the thoughts or not (AI Studio and Vertex have
 differed, simonw/llm-gemini#75); ``reasoning_tokens`` is ``thoughtsTokenCount``. Proto3 JSON
 omits zero counts, so an absent count is reported as ``None`` (not said), not as 0. No
-``usageMetadata`` gives ``usage=None``. Facts: WIRE.md §4, the v1beta ``.proto`` files
-(googleapis bc7e3baa, 2025-12-18) and the Gemini recordings (2025-11 to 2026-01).
+``usageMetadata`` gives ``usage=None``. ``response_format`` is
+``generationConfig.responseMimeType`` with ``responseJsonSchema`` (:func:`output_plan`,
+STRUCTURED.md §4). Facts: WIRE.md §4, the v1beta ``.proto`` files (googleapis bc7e3baa,
+2025-12-18) and the Gemini recordings (2025-11 to 2026-01).
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ grok-3-mini), ``message.reasoning`` (OpenRouter, Groq ``parsed``, vLLM, Ollama),
 chunks, or inline ``<think>`` tags (Groq ``raw``). OpenAI's own Chat Completions returns no
 reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts: WIRE.md
 §1, §5, §6 and the recorded cassettes in ``../shared/fixtures/real`` (2025-04 to 2026-06).
+
+``response_format`` goes out in each provider's form (:func:`output_plan`,
+:mod:`polythink.transports.schema`). A refusal (``message.refusal``, streamed as
+``delta.refusal``) is kept in ``Response.refusal`` and counted as text, with
+``finish_reason`` ``content_filter``, as the Responses wire reads its refusal parts
+(STRUCTURED.md §1.3).
 """
 
 from __future__ import annotations

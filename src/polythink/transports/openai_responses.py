@@ -28,7 +28,8 @@ Summaries are the caller's choice (``{"reasoning": {"summary": "auto"}}`` throug
 ``extra_body``): OpenAI refuses them with 400 for organisations that are not verified, and
 the reasoning-token count is enough to observe reasoning. Reasoning text is the summary
 (``summary_text``) and raw reasoning (``reasoning_text`` content, OpenRouter's gpt-oss) of
-every reasoning item, parts joined with a blank line.
+every reasoning item, parts joined with a blank line. ``response_format`` is ``text.format``
+(:func:`output_plan`); refusal parts count as text and are also ``Response.refusal``.
 Facts: WIRE.md §2 (OpenAI SDK e43b4224, 2026-08-21), the Responses recordings in
 ``../shared/fixtures/real`` (2025-03 to 2026-05).
 """
