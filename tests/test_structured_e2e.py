@@ -360,3 +360,13 @@ async def test_the_span_says_json_was_asked_for(sim: Simulator) -> None:
     structured, plain = exporter.get_finished_spans()
     assert (structured.attributes or {}).get("gen_ai.output.type") == "json"
     assert "gen_ai.output.type" not in (plain.attributes or {})
+
+
+async def test_a_source_header_asks_the_simulator_for_a_mode(sim: Simulator) -> None:
+    headers = {"x-sim-structured-output": "truncated"}
+    cut = source(sim, "anthropic", "claude-sonnet-4-5", headers=headers)
+    async with Client([cut]) as client:
+        with pytest.raises(OutputTruncatedError) as caught:
+            await client.complete(USER, response_format=Invoice)
+    assert caught.value.response is not None
+    assert caught.value.response.native_finish_reason == "max_tokens"
