@@ -637,8 +637,7 @@ def _transformed(
     model: str,
     source_index: int | None,
 ) -> dict[str, Any]:
-    schema = fmt.schema
-    assert schema is not None
+    schema = fmt.schema or {}
     try:
         found: dict[str, Any] = _remember(kind, fmt, lambda: build(schema))
     except UnsupportedSchema as exc:
