@@ -72,6 +72,10 @@ async def structured(client: Client) -> str:
             return event.response.parsed.number
     decoded = await client.complete([], response_format={"type": "json_object"})
     return str(decoded.parsed["number"]) + response.parsed.number
+
+
+def sync_structured(client: SyncClient) -> str:
+    return client.complete([], response_format=Invoice).parsed.number
 """
 
 
@@ -100,16 +104,21 @@ def test_the_readme_python_blocks_pass_mypy_strict(tmp_path: Path) -> None:
         check=False,
         cwd=tmp_path,
     )
+    # Notes (the overloads of complete that a misspelt keyword matches none of) left out.
     errors = sorted(
-        line.replace(str(tmp_path) + "/", "") for line in result.stdout.splitlines() if line
+        line.replace(str(tmp_path) + "/", "")
+        for line in result.stdout.splitlines()
+        if line and ": note: " not in line
     )
     assert errors == [
+        'misuse.py:27: error: No overload variant matches argument types "list[dict[str, '
+        'str]]", "int"  [call-overload]',
         'misuse.py:27: error: Unexpected keyword argument "max_token"; did you mean '
-        '"max_tokens"?  [call-arg]',
+        '"max_tokens"?  [call-overload]',
         'misuse.py:30: error: "None" has no attribute "usage"  [attr-defined]',
         'misuse.py:35: error: Argument 1 has incompatible type "dict[str, list[Never]]"; '
         'expected "Request"  [arg-type]',
-        'misuse.py:31: error: "Invoice" has no attribute "numbr"; maybe "number"?  [attr-defined]',
+        'misuse.py:48: error: "Invoice" has no attribute "numbr"; maybe "number"?  [attr-defined]',
         'misuse.py:7: error: "None" has no attribute "usage"  [attr-defined]',
         'misuse.py:9: error: "None" has no attribute "upper"  [attr-defined]',
     ]
