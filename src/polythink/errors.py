@@ -17,7 +17,8 @@ carries what was assembled so far; :class:`ClientClosedError` is a call on a clo
 A call with ``response_format`` whose answer does not fit it raises
 :class:`OutputValidationError` (:class:`OutputRefusedError`, :class:`OutputTruncatedError`);
 a source that cannot produce that format at all refuses it before sending with
-:class:`OutputFormatUnsupportedError`.
+:class:`OutputFormatUnsupportedError`. :class:`BudgetExceededError` is a call a spend budget
+cannot afford, refused before it is sent.
 Configuration mistakes raise ``ValueError`` (or
 :class:`ThinkingUnsupportedError`, which is one) when the client is built.
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthError",
+    "BudgetExceededError",
     "ClientClosedError",
     "ContextWindowExceededError",
     "MiddlewareError",
@@ -315,6 +317,52 @@ class StreamInterruptedError(PolythinkError):
             message=Message(role="assistant", content="", metadata=metadata),
             interrupted=True,
         )
+
+
+class BudgetExceededError(PolythinkError):
+    """A spend budget cannot afford the call: it was not sent.
+
+    Raised before anything reaches the provider, when the call's worst-case cost (its
+    prompt as estimated for tokens per minute, plus its output ceiling priced as output)
+    does not fit what is left of a :class:`~polythink.Budget` in its current window, or when
+    a budget that refuses unpriced models cannot price the source's model (``error_type``
+    ``"unpriced"``). Failover then tries the next source; when no source fits, the caller
+    gets the last one's error. ``retry_after`` is the seconds until the window resets.
+
+    Attributes:
+        budget: the name of the budget that refused (the tightest, when several would).
+        scope: what the budget counted this call under (``"all"``, an account, a model, a
+            tier or a tag).
+        window: ``"minute"``, ``"hour"``, ``"day"`` or ``"month"`` (UTC calendar windows).
+        limit: the budget in US dollars per window.
+        spent: US dollars counted in this window so far, calls in flight included.
+        remaining: ``limit - spent`` (never below 0).
+        needed: the call's worst-case cost in US dollars (``None`` when it has no price).
+        resets_at: when the window ends, in Unix seconds (UTC).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        budget: str,
+        scope: str,
+        window: str,
+        limit: float,
+        spent: float,
+        needed: float | None,
+        resets_at: float,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.budget = budget
+        self.scope = scope
+        self.window = window
+        self.limit = limit
+        self.spent = spent
+        self.remaining = max(0.0, limit - spent)
+        self.needed = needed
+        self.resets_at = resets_at
 
 
 class ClientClosedError(PolythinkError, RuntimeError):

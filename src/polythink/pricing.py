@@ -42,8 +42,10 @@ from polythink.types import Cost, Usage
 __all__ = [
     "PRICE_TABLE_PROVIDERS",
     "price",
+    "price_nanos",
     "price_table_version",
     "reported_cost",
+    "worst_case_nanos",
 ]
 
 PRICE_TABLE_PROVIDERS: dict[str, str] = {
@@ -67,6 +69,7 @@ self-hosted ``vllm`` and ``ollama``) have no table price: their cost is ``None``
 _log = logging.getLogger("polythink.pricing")
 _MILLION = Decimal(1_000_000)
 _THOUSAND = Decimal(1000)
+_NANO = Decimal(1_000_000_000)
 # Price keys whose usage count polythink never reports (searches, modalities, per-hour audio):
 # they price nothing here and take nothing out of the token counts that are reported.
 _PRICED_HERE = frozenset(
@@ -201,6 +204,65 @@ def price(
     """
     if usage is None or usage.input_tokens is None or usage.output_tokens is None:
         return None
+    rates = _rates(provider, model, at)
+    if rates is None:
+        return None
+    parts = _parts(rates, usage)
+    return None if parts is None else _cost(rates, usage, parts)
+
+
+def price_nanos(
+    usage: Usage | None, provider: str, model: str, *, at: datetime | None = None
+) -> int | None:
+    """Price ``usage`` as :func:`price` does, in whole nano-dollars (10⁻⁹ USD) rounded up
+    from the table's exact decimal figure; ``None`` where :func:`price` gives ``None``."""
+    if usage is None or usage.input_tokens is None or usage.output_tokens is None:
+        return None
+    rates = _rates(provider, model, at)
+    parts = None if rates is None else _parts(rates, usage)
+    return None if parts is None else _in_nanos(parts[-1])
+
+
+def worst_case_nanos(
+    provider: str,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    cache_write: bool = False,
+    at: datetime | None = None,
+) -> int | None:
+    """The most a call of ``input_tokens`` prompt tokens and ``output_tokens`` output tokens
+    can cost, in whole nano-dollars rounded up; ``None`` when the model has no price here.
+
+    The output is priced as output, reasoning included: at the reasoning price where the
+    table has one above the output price. With ``cache_write`` (the call marks a prompt
+    cache prefix) the prompt is priced as cache writes where those cost more than input.
+    """
+    rates = _rates(provider, model, at)
+    if rates is None:
+        return None
+    most: Decimal | None = None
+    for reasoning in {0, output_tokens if rates.reasoning is not None else 0}:
+        for written in {0, input_tokens if cache_write else 0}:
+            usage = Usage(
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                reasoning_tokens=reasoning,
+                cache_write_tokens=written,
+            )
+            parts = _parts(rates, usage)
+            if parts is not None and (most is None or parts[-1] > most):
+                most = parts[-1]
+    return None if most is None else _in_nanos(most)
+
+
+def _in_nanos(total: Decimal) -> int:
+    return math.ceil(total * _NANO)
+
+
+def _rates(provider: str, model: str, at: datetime | None) -> _Rates | None:
+    """The rates of (provider, model) at ``at`` (``None``: now), or ``None`` when unpriced."""
     table_provider = PRICE_TABLE_PROVIDERS.get(provider)
     if table_provider is None or not _table.load():
         return None
@@ -212,12 +274,14 @@ def price(
         if isinstance(entry.info.prices, _table.model_price):
             return None  # a plain price with a unit not priced here
         rates = _Rates.of(entry.info.get_prices(at or datetime.now(tz=UTC)))
-        if rates is None:
-            return None
-    return _cost(rates, usage)
+    return rates
 
 
-def _cost(rates: _Rates, usage: Usage) -> Cost | None:
+_Parts = tuple[Decimal, Decimal, Decimal, Decimal, Decimal, Decimal]
+
+
+def _parts(rates: _Rates, usage: Usage) -> _Parts | None:
+    """(input, cache read, cache write, output, reasoning, total) of ``usage`` in USD."""
     input_tokens = usage.input_tokens or 0
     output_tokens = usage.output_tokens or 0
     cache_read = usage.cache_read_tokens or 0
@@ -245,6 +309,11 @@ def _cost(rates: _Rates, usage: Usage) -> Cost | None:
     total = part_input + part_read + part_write + part_output
     if rates.fee is not None:
         total += rates.fee / _THOUSAND
+    return part_input, part_read, part_write, part_output, part_reasoning, total
+
+
+def _cost(rates: _Rates, usage: Usage, parts: _Parts) -> Cost:
+    part_input, part_read, part_write, part_output, part_reasoning, total = parts
     return Cost(
         total=float(total),
         input=float(part_input),

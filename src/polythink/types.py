@@ -36,6 +36,7 @@ __all__ = [
     "Resolution",
     "Response",
     "ResponseFormat",
+    "StepDown",
     "StreamEvent",
     "StreamEventType",
     "TextEvent",
@@ -962,6 +963,31 @@ class Resolution:
     warnings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepDown:
+    """Why a call reasoned at a cheaper tier than the one it asked for: a spend budget ran
+    low (see :class:`polythink.Budget`, ``step_down_at``).
+
+    - ``requested``: the tier the model would have applied without the budget (the caller's
+      tier after nearest-mapping, or the model's default tier for an unset one).
+    - ``applied``: the cheaper accepted tier sent instead.
+    - ``reason``: why; ``"budget"``.
+    - ``budget``: the name of the budget that decided (the tightest of those that apply).
+    - ``spent``: the fraction of that budget spent when the call was admitted (0.85 = 85 %).
+    - ``step_down_at``: the fraction from which that budget steps tiers down.
+    - ``max_tokens``: the output ceiling in tokens the call was sent with when the step
+      shrank it, else ``None``.
+    """
+
+    requested: Effort
+    applied: Effort
+    reason: str = "budget"
+    budget: str
+    spent: float
+    step_down_at: float
+    max_tokens: int | None = None
+
+
 _RETENTIONS = ("in_memory", "24h")
 _TTLS = ("5m", "1h")
 _BREAKPOINTS = ("auto", "explicit")
@@ -1305,6 +1331,9 @@ class Request:
     prompt_cache: PromptCache | None = None
     extra_headers: Mapping[str, str] | None = field(default=None, repr=False)
     response_format: ResponseFormat[Any] | None = None
+    tag: str | None = None
+    """The caller's label for this call (a tenant or customer id) that spend budgets scoped
+    by tag count it under; never sent, never part of the cache key."""
 
     def with_(self, **changes: Any) -> Request:
         """Return a copy with the fields named in ``changes`` replaced.
@@ -1370,6 +1399,9 @@ class Response(Generic[_ParsedT]):
     cost: Cost | None = None
     parsed: _ParsedT = None  # type: ignore[assignment]
     refusal: str | None = None
+    step_down: StepDown | None = None
+    """Set when a spend budget made the call reason at a cheaper tier than requested
+    (``applied_effort`` is that tier; a warning says so too); ``None`` otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

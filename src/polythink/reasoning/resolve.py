@@ -57,6 +57,7 @@ __all__ = [
     "TIER_BUDGET_TOKENS",
     "EffortPolicy",
     "budget_for",
+    "payload_ceiling",
     "resolve",
     "settle_tier",
 ]
@@ -410,7 +411,10 @@ _BUILDERS: dict[str, Callable[[Effort, Capability | None, ProviderProfile, int |
 }
 
 
-def _payload_ceiling(payload: Mapping[str, Any], profile: ProviderProfile) -> int | None:
+def payload_ceiling(payload: Mapping[str, Any], profile: ProviderProfile) -> int | None:
+    """The output ceiling in tokens a resolution's ``payload`` sends (budget wires raise it:
+    ``max_tokens``, the profile's ceiling field, or Gemini's
+    ``generationConfig.maxOutputTokens``), or ``None`` when it sends none."""
     generation = payload.get("generationConfig")
     if isinstance(generation, Mapping):
         value = generation.get("maxOutputTokens")
@@ -431,7 +435,7 @@ def _budget_notes(
     notes = []
     floor = ANTHROPIC_MIN_BUDGET if profile.reasoning_wire == "anthropic" else 1
     full = budget_for(tier, cap, floor=floor)
-    ceiling = _payload_ceiling(payload, profile)
+    ceiling = payload_ceiling(payload, profile)
     if budget < full:
         notes.append(
             f"the {tier.value!r} thinking budget for model {cap.model!r} is {budget} tokens, "
