@@ -1,25 +1,31 @@
-"""The two protocols a middleware talks to: limit state and cache entries.
+"""The protocols a middleware talks to: limit state, budget spend and cache entries.
 
-A rate-limit layer keeps its budget in a :class:`LimitBackend` and a cache layer its entries
-in a :class:`CacheBackend`; each has an in-process implementation
-(:mod:`polythink.backends.local`, :mod:`polythink.backends.disk`) and a Redis one
-(:mod:`polythink.backends.redis`) shared by every process that names the same server. The
-middleware never knows which it holds. :class:`CacheStore` is the synchronous store (such as
-diskcache) that an in-process cache backend runs.
+A rate-limit layer keeps its budget in a :class:`LimitBackend`, a spend-budget layer its
+spend in a :class:`BudgetBackend` and a cache layer its entries in a :class:`CacheBackend`;
+each has an in-process implementation (:mod:`polythink.backends.local`,
+:mod:`polythink.backends.disk`) and a Redis one (:mod:`polythink.backends.redis`) shared by
+every process that names the same server. The middleware never knows which it holds.
+:class:`CacheStore` is the synchronous store (such as diskcache) that an in-process cache
+backend runs.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol
 
+from polythink.budgets import Line
 from polythink.types import RateLimit
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT",
+    "BudgetBackend",
     "CacheBackend",
     "CacheStore",
     "Lease",
     "LimitBackend",
+    "Reservation",
+    "Tally",
     "server_pause",
 ]
 
@@ -112,6 +118,51 @@ def server_pause(limits: RateLimit | None, pause: float | None) -> float | None:
             if remaining == 0 and reset and (longest is None or reset > longest):
                 longest = reset
     return longest
+
+
+class Tally(NamedTuple):
+    """One budget line in its current window: nano-dollars ``spent`` so far (reservations
+    of calls in flight included) and the window's ``start`` and ``end`` (Unix seconds)."""
+
+    spent: int
+    start: int
+    end: int
+
+
+class Reservation(NamedTuple):
+    """What :meth:`BudgetBackend.reserve` did: whether it took the cost (``taken``), each
+    line's tally before it (``tallies``, in the lines' order) and whether the shared server
+    or this process's count holds it (``shared``: settle it where it was taken)."""
+
+    taken: bool
+    tallies: list[Tally]
+    shared: bool
+
+
+class BudgetBackend(Protocol):
+    """Where spend budgets are counted: per line (a budget for one scope value), the
+    nano-dollars spent in the line's current UTC calendar window.
+
+    Every operation reads the window from the backend's own clock (the process's wall clock,
+    or the Redis server's ``TIME``); a count from an earlier window reads as 0.
+    """
+
+    async def reserve(self, lines: Sequence[Line], cost: int) -> Reservation:
+        """Add ``cost`` nano-dollars to every line if each has that much left of its limit
+        in its current window, else to none (all or nothing, in one step)."""
+        ...
+
+    async def settle(
+        self, lines: Sequence[Line], reservation: Reservation, delta: int
+    ) -> list[int | None]:
+        """Correct what ``reservation`` took by ``delta`` nano-dollars (the call's cost less
+        its reservation; negative gives back), in each line whose window is still the one
+        reserved in. Returns each line's spent after it (``None``: that window is over)."""
+        ...
+
+    async def peek(self, lines: Sequence[Line]) -> list[Tally]:
+        """Return each line's tally now, changing nothing."""
+        ...
 
 
 class CacheBackend(Protocol):

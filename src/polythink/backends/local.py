@@ -1,23 +1,34 @@
 """The in-process backends: limit state in this process's memory, cache entries in a store.
 
 :class:`LocalLimits` keeps a source's budget for one process (the default, and the fallback
-of a shared backend whose server does not answer). :class:`StoreCache` runs a synchronous
-cache store (diskcache, or any object with ``get``/``set``/``delete``) behind the async
-:class:`~polythink.backends.base.CacheBackend` protocol.
+of a shared backend whose server does not answer); :class:`LocalBudgets` does the same for
+spend budgets (one per process by default, :func:`process_budgets`). :class:`StoreCache` runs
+a synchronous cache store (diskcache, or any object with ``get``/``set``/``delete``) behind
+the async :class:`~polythink.backends.base.CacheBackend` protocol.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
 
-from polythink.backends.base import Lease, server_pause
+from polythink.backends.base import Lease, Reservation, Tally, server_pause
+from polythink.budgets import Line, window_bounds
 from polythink.types import RateLimit
 
-__all__ = ["Clock", "LocalLimits", "MonotonicClock", "StoreCache", "TokenBucket"]
+__all__ = [
+    "Clock",
+    "LocalBudgets",
+    "LocalLimits",
+    "MonotonicClock",
+    "StoreCache",
+    "TokenBucket",
+    "process_budgets",
+]
 
 _PERIOD = 60.0
 """Seconds per budget period: the limits are per minute."""
@@ -238,6 +249,120 @@ class LocalLimits:
         if lease is not None:
             await lease.release()
         await self.settle(refund, limits, pause)
+
+
+_PRUNE_AT = 4096
+"""Lines counted before a pass that forgets windows already over."""
+
+
+class LocalBudgets:
+    """Spend budgets counted in this process's memory, on its wall clock.
+
+    Implements :class:`~polythink.backends.base.BudgetBackend`. Every method completes
+    without suspending. Lines whose window is over are forgotten once more than 4,096 lines
+    are counted.
+
+    Args:
+        clock: wall-clock Unix seconds (``time.time``; inject one in tests), read for the
+            UTC calendar window of every operation.
+        journal: keep what is counted here apart (:meth:`unsynced`), so a shared backend
+            whose server was down can add it to the shared count once the server answers.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time, *, journal: bool = False) -> None:
+        self.clock = clock
+        self._counts: dict[str, list[int]] = {}
+        self._journal: dict[str, list[int]] | None = {} if journal else None
+
+    def _tally(self, line: Line, now: float) -> Tally:
+        start, end = window_bounds(line.per, now)
+        count = self._counts.get(line.key)
+        spent = count[2] if count is not None and count[0] == start else 0
+        return Tally(spent, start, end)
+
+    def _add(self, key: str, tally: Tally, amount: int) -> int:
+        count = self._counts.get(key)
+        if count is None or count[0] != tally.start:
+            if len(self._counts) >= _PRUNE_AT:
+                self._prune()
+            count = self._counts[key] = [tally.start, tally.end, tally.spent]
+        count[2] = max(0, count[2] + amount)
+        journal = self._journal
+        if journal is not None:
+            noted = journal.get(key)
+            if noted is None or noted[0] != tally.start:
+                noted = journal[key] = [tally.start, 0]
+            noted[1] += amount
+        return count[2]
+
+    def _prune(self) -> None:
+        now = self.clock()
+        for key in [k for k, count in self._counts.items() if count[1] <= now]:
+            del self._counts[key]
+
+    async def reserve(self, lines: Sequence[Line], cost: int) -> Reservation:
+        """Add ``cost`` to every line if each has it left, else to none (see the protocol)."""
+        now = self.clock()
+        tallies = [self._tally(line, now) for line in lines]
+        taken = all(t.spent + cost <= line.limit for t, line in zip(tallies, lines, strict=True))
+        if taken:
+            for line, tally in zip(lines, tallies, strict=True):
+                self._add(line.key, tally, cost)
+        return Reservation(taken, tallies, False)
+
+    async def settle(
+        self, lines: Sequence[Line], reservation: Reservation, delta: int
+    ) -> list[int | None]:
+        """Correct each line still in the reserved window by ``delta`` (see the protocol)."""
+        spent: list[int | None] = []
+        for line, tally in zip(lines, reservation.tallies, strict=True):
+            count = self._counts.get(line.key)
+            if count is None or count[0] != tally.start:
+                spent.append(None)
+            else:
+                spent.append(self._add(line.key, tally, delta))
+        return spent
+
+    async def peek(self, lines: Sequence[Line]) -> list[Tally]:
+        """Return each line's tally now."""
+        now = self.clock()
+        return [self._tally(line, now) for line in lines]
+
+    def seed(self, key: str, tally: Tally) -> None:
+        """Take a shared count as this process's, plus what this process counted on its
+        own in that window and has not shared yet."""
+        noted = self._journal.get(key) if self._journal is not None else None
+        extra = noted[1] if noted is not None and noted[0] == tally.start else 0
+        self._counts[key] = [tally.start, tally.end, max(0, tally.spent + extra)]
+
+    def unsynced(self, key: str) -> tuple[int, int]:
+        """Take what this process counted under ``key`` on its own: ``(window start,
+        nano-dollars)``, ``(0, 0)`` when nothing; the journal forgets it."""
+        if self._journal is None:
+            return 0, 0
+        noted = self._journal.pop(key, None)
+        return (noted[0], noted[1]) if noted is not None else (0, 0)
+
+    def restore(self, key: str, start: int, amount: int) -> None:
+        """Put back what :meth:`unsynced` took, when it could not be shared after all."""
+        if self._journal is not None and amount:
+            noted = self._journal.get(key)
+            if noted is None or noted[0] != start:
+                self._journal[key] = [start, amount]
+            else:
+                noted[1] += amount
+
+
+_process_budgets: LocalBudgets | None = None
+
+
+def process_budgets() -> LocalBudgets:
+    """The spend budgets of this process: every client without shared limits counts here,
+    so clients naming the same budget share it."""
+    global _process_budgets
+    if _process_budgets is None:
+        _process_budgets = LocalBudgets()
+    return _process_budgets
 
 
 class StoreCache:

@@ -24,6 +24,15 @@ of one account share its buckets, slots and pause: give them the same limits.
 - ``…:pause``: set with ``PX`` by a 429's ``retry-after`` or by rate-limit headers reporting
   nothing left, extended, never shortened; every process waits it out.
 
+**Spend budgets** (:class:`RedisBudgets`, from ``RedisLimitStore.budgets()``) keep one
+HASH ``{w, s}`` per budget and scope value: the start of its current UTC calendar window
+(Unix seconds of Redis ``TIME``) and the nano-dollars spent in it, under the one hash tag
+``{polythink-budget}`` (so a call reserves in all its budgets in one script, on one Cluster
+slot), as in ``polythink:{polythink-budget}:day:tag=acme``; an account scope names the
+account by its key fingerprint, never the key. Each key expires a minute after its window
+ends. A call reserves its worst case in every budget in one script (all or nothing) and
+corrects it in another; a third reads without writing.
+
 Needs Redis 5 or later (scripts that read ``TIME`` and then write). Each
 read-modify-write runs as one Lua script on the server (registered once per
 connection with ``register_script``; redis-py reloads it after a server restart), with
@@ -34,20 +43,23 @@ never fails a call. Limits fall back to each process's in-process state (so N pr
 may send up to N times the limits meanwhile), the cache to a miss; each logs one warning
 per outage, skips the server for ``retry_interval`` seconds after a failure, and goes back
 to it as soon as it answers (logged at INFO). A restart loses the buckets (they start full)
-and the leases (calls running then are not counted until they end).
+and the leases (calls running then are not counted until they end). Spend budgets fall back
+to each process's count, which starts from the last shared spend it read, so while the
+server is down each process may spend what was left then; what it spent meanwhile is added
+to the shared count once the server answers. A server without persistence forgets budget
+spend when it restarts (run it with ``appendonly yes`` to keep it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import random
 import time
 import uuid
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import count
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -64,11 +76,13 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
         "the Redis backends need the redis package: pip install 'polythink[redis]'"
     ) from exc
 
-from polythink.backends.base import DEFAULT_SIZE_LIMIT, Lease, server_pause
-from polythink.backends.local import LocalLimits
+from polythink.backends.base import DEFAULT_SIZE_LIMIT, Lease, Reservation, Tally, server_pause
+from polythink.backends.local import LocalBudgets, LocalLimits
+from polythink.budgets import Line, fingerprint
 from polythink.types import RateLimit
 
 __all__ = [
+    "RedisBudgets",
     "RedisCache",
     "RedisLimitStore",
     "RedisLimits",
@@ -234,6 +248,117 @@ return 1
 """Store an entry within the size limit, culling the least recently stored first."""
 
 
+_BUDGET_PRELUDE = """
+local now = tonumber(redis.call('TIME')[1])
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local doy = math.floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+local function civil_from_days(z)
+  z = z + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+local function window(per, at)
+  if per == 'minute' then return at - at % 60, at - at % 60 + 60 end
+  if per == 'hour' then return at - at % 3600, at - at % 3600 + 3600 end
+  local day = math.floor(at / 86400)
+  if per == 'day' then return day * 86400, day * 86400 + 86400 end
+  local y, m = civil_from_days(day)
+  local start = days_from_civil(y, m, 1) * 86400
+  if m == 12 then y, m = y + 1, 1 else m = m + 1 end
+  return start, days_from_civil(y, m, 1) * 86400
+end
+local function tally(key, per)
+  local start, stop = window(per, now)
+  local v = redis.call('HMGET', key, 'w', 's')
+  if tonumber(v[1]) == start then return tonumber(v[2]) or 0, start, stop end
+  return 0, start, stop
+end
+local function store(key, start, stop, spent)
+  redis.call('HSET', key, 'w', string.format('%.0f', start), 's',
+    string.format('%.0f', math.max(0, spent)))
+  redis.call('EXPIREAT', key, stop + 60)
+end
+"""
+"""Shared by the budget scripts: the UTC calendar window of Redis ``TIME`` (days from and to
+the civil calendar, Hinnant's algorithms), a line's spend in it (HASH ``w``: window start,
+``s``: nano-dollars), and writing it back with an expiry a minute after the window ends."""
+
+_BUDGET_SCRIPTS = {
+    "budget_reserve": _BUDGET_PRELUDE
+    + """
+local cost, taken, out = tonumber(ARGV[1]), 1, {}
+for i, key in ipairs(KEYS) do
+  local at = 4 * (i - 1) + 1
+  local limit, per = tonumber(ARGV[at + 1]), ARGV[at + 2]
+  local spent, start, stop = tally(key, per)
+  local carry = tonumber(ARGV[at + 4])
+  if carry ~= 0 and tonumber(ARGV[at + 3]) == start then
+    spent = math.max(0, spent + carry)
+    store(key, start, stop, spent)
+  end
+  if spent + cost > limit then taken = 0 end
+  out[3 * i - 1], out[3 * i], out[3 * i + 1] = spent, start, stop
+end
+out[1] = taken
+if taken == 1 then
+  for i, key in ipairs(KEYS) do store(key, out[3 * i], out[3 * i + 1], out[3 * i - 1] + cost) end
+end
+return out
+""",
+    "budget_settle": _BUDGET_PRELUDE
+    + """
+local delta, out = tonumber(ARGV[1]), {}
+for i, key in ipairs(KEYS) do
+  local at = 4 * (i - 1) + 1
+  local per, reserved = ARGV[at + 1], tonumber(ARGV[at + 2])
+  local spent, start, stop = tally(key, per)
+  local carry = tonumber(ARGV[at + 4])
+  local change = 0
+  if carry ~= 0 and tonumber(ARGV[at + 3]) == start then change = carry end
+  if reserved == start then change = change + delta end
+  if change ~= 0 then
+    spent = math.max(0, spent + change)
+    store(key, start, stop, spent)
+  end
+  if reserved == start then out[i] = spent else out[i] = -1 end
+end
+return out
+""",
+    "budget_peek": _BUDGET_PRELUDE
+    + """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local spent, start, stop = tally(key, ARGV[i])
+  out[3 * i - 2], out[3 * i - 1], out[3 * i] = spent, start, stop
+end
+return out
+""",
+}
+"""``budget_reserve``: ARGV[1] nano-dollars into every line KEYS[i] if each has them left
+(ARGV per line: limit, window, and a carry: window start and nano-dollars this process
+counted while the server was down, added first); returns ``{taken, spent, start, end, …}``
+with each line's spend before the reservation. ``budget_settle``: add ARGV[1] (negative
+gives back) to each line still in the window it was reserved in (ARGV per line: window,
+reserved window start, carry); returns each line's spend after (-1: window over).
+``budget_peek``: ``{spent, start, end, …}`` per line (ARGV: each line's window)."""
+
+_BUDGET_PREFIX = "polythink:{polythink-budget}:"
+
+
 class Unavailable(Exception):
     """Redis did not answer (or is being left alone after a failure); use the fallback."""
 
@@ -246,16 +371,6 @@ def _redacted(url: str) -> str:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, ""))
-
-
-def fingerprint(api_key: str | None) -> str:
-    """Return the first 16 hex digits of the SHA-256 of ``api_key`` (``"none"`` without one).
-
-    It names an account in Redis keys; it cannot be turned back into the key.
-    """
-    if not api_key:
-        return "none"
-    return hashlib.sha256(api_key.encode()).hexdigest()[:16]
 
 
 def account_tag(provider: str, base_url: str, api_key: str | None) -> str:
@@ -439,8 +554,9 @@ class RedisLimitStore:
             "each process keeps its own limits",
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
-            scripts={**_SCRIPTS, "renew": _RENEW},
+            scripts={**_SCRIPTS, "renew": _RENEW, **_BUDGET_SCRIPTS},
         )
+        self._budgets: RedisBudgets | None = None
 
     def for_source(
         self,
@@ -463,9 +579,107 @@ class RedisLimitStore:
             fallback=fallback,
         )
 
+    def budgets(self) -> RedisBudgets:
+        """Return the spend budgets on this server (one object per store)."""
+        if self._budgets is None:
+            self._budgets = RedisBudgets(self)
+        return self._budgets
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self.link.aclose()
+
+
+class RedisBudgets:
+    """Spend budgets on Redis, shared by every process naming the server (see the module
+    docstring), with an in-process fallback while it does not answer.
+
+    Implements :class:`~polythink.backends.base.BudgetBackend`; build it with
+    :meth:`RedisLimitStore.budgets`.
+
+    Args:
+        store: the server (its connection and outage handling are the limits').
+        fallback: the count used while the server does not answer; it takes the shared
+            count each time the server answers, and keeps what it counted alone until the
+            server takes it (default: a journaling :class:`~polythink.backends.local.LocalBudgets`).
+    """
+
+    def __init__(self, store: RedisLimitStore, fallback: LocalBudgets | None = None) -> None:
+        self.link = store.link
+        self.fallback = fallback if fallback is not None else LocalBudgets(journal=True)
+
+    async def _script(self, name: str, lines: Sequence[Line], args: list[Any]) -> Any:
+        link = self.link
+        keys = [_BUDGET_PREFIX + line.key for line in lines]
+
+        async def run(client: aioredis.Redis) -> Any:
+            return await link.scripts[name](keys=keys, args=args)
+
+        return await link.run(run)
+
+    def _carries(self, lines: Sequence[Line]) -> list[tuple[int, int]]:
+        return [self.fallback.unsynced(line.key) for line in lines]
+
+    def _restore(self, lines: Sequence[Line], carries: list[tuple[int, int]]) -> None:
+        for line, (start, amount) in zip(lines, carries, strict=True):
+            self.fallback.restore(line.key, start, amount)
+
+    async def reserve(self, lines: Sequence[Line], cost: int) -> Reservation:
+        """Reserve on the server in one script (see the protocol); in this process while
+        it does not answer."""
+        carries = self._carries(lines)
+        args: list[Any] = [cost]
+        for line, (start, amount) in zip(lines, carries, strict=True):
+            args += [line.limit, line.per, start, amount]
+        try:
+            reply = await self._script("budget_reserve", lines, args)
+        except Unavailable:
+            self._restore(lines, carries)
+            return await self.fallback.reserve(lines, cost)
+        taken = int(reply[0]) == 1
+        tallies = [
+            Tally(int(reply[i]), int(reply[i + 1]), int(reply[i + 2]))
+            for i in range(1, 3 * len(lines) + 1, 3)
+        ]
+        for line, tally in zip(lines, tallies, strict=True):
+            self.fallback.seed(line.key, tally._replace(spent=tally.spent + cost * taken))
+        return Reservation(taken, tallies, True)
+
+    async def settle(
+        self, lines: Sequence[Line], reservation: Reservation, delta: int
+    ) -> list[int | None]:
+        """Correct on the server in one script (see the protocol); a reservation taken in
+        this process is corrected here."""
+        if not reservation.shared:
+            return await self.fallback.settle(lines, reservation, delta)
+        carries = self._carries(lines)
+        args: list[Any] = [delta]
+        for line, tally, (start, amount) in zip(lines, reservation.tallies, carries, strict=True):
+            args += [line.per, tally.start, start, amount]
+        try:
+            reply = await self._script("budget_settle", lines, args)
+        except Unavailable:
+            self._restore(lines, carries)
+            return await self.fallback.settle(lines, reservation, delta)
+        spent: list[int | None] = []
+        for line, tally, value in zip(lines, reservation.tallies, reply, strict=True):
+            if int(value) < 0:
+                spent.append(None)
+                continue
+            spent.append(int(value))
+            self.fallback.seed(line.key, tally._replace(spent=int(value)))
+        return spent
+
+    async def peek(self, lines: Sequence[Line]) -> list[Tally]:
+        """Read every line's tally on the server; this process's while it does not answer."""
+        try:
+            reply = await self._script("budget_peek", lines, [line.per for line in lines])
+        except Unavailable:
+            return await self.fallback.peek(lines)
+        return [
+            Tally(int(reply[i]), int(reply[i + 1]), int(reply[i + 2]))
+            for i in range(0, 3 * len(lines), 3)
+        ]
 
 
 _holders = count()
