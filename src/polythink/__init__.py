@@ -11,11 +11,13 @@ Quick start::
 
 from typing import TYPE_CHECKING, Any
 
+from polythink.budgets import Budget, BudgetState, CallPlan
 from polythink.client import Client
 from polythink.config import Source, Timeout
 from polythink.conversation import compact, should_compact
 from polythink.errors import (
     AuthError,
+    BudgetExceededError,
     ClientClosedError,
     ContextWindowExceededError,
     MiddlewareError,
@@ -48,6 +50,7 @@ from polythink.types import (
     Resolution,
     Response,
     ResponseFormat,
+    StepDown,
     StreamEvent,
     TextEvent,
     ThinkingObservation,
@@ -67,6 +70,10 @@ __all__ = [
     "EFFORT_ORDER",
     "PROVIDERS",
     "AuthError",
+    "Budget",
+    "BudgetExceededError",
+    "BudgetState",
+    "CallPlan",
     "Capability",
     "Client",
     "ClientClosedError",
@@ -96,6 +103,7 @@ __all__ = [
     "Response",
     "ResponseFormat",
     "Source",
+    "StepDown",
     "StreamEvent",
     "StreamInterruptedError",
     "StreamNext",

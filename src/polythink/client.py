@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Self, TypedDict, cast, overload
 import httpx
 from typing_extensions import TypeVar, Unpack
 
-from polythink.backends.local import LocalLimits, MonotonicClock
+from polythink.backends.local import LocalLimits, MonotonicClock, process_budgets
+from polythink.budgets import Budget, CallPlan, account_id, check_tag
 from polythink.capability_store import CapabilityStore, open_store
 from polythink.config import (
     Source,
@@ -65,7 +66,9 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
+    from polythink.backends.base import BudgetBackend
     from polythink.backends.redis import RedisLimitStore
+    from polythink.middleware.budget import BudgetMiddleware
     from polythink.middleware.cache import CacheMiddleware
     from polythink.middleware.retry import RetryMiddleware
 
@@ -100,6 +103,7 @@ class CallOptions(TypedDict, total=False):
     extra_body: Mapping[str, Any] | None
     system_suffix: str | None
     prompt_cache: PromptCache | bool | None
+    tag: str | None
 
 
 def _field_setter(cls: type[_T], name: str) -> Callable[[_T, Any], _T]:
@@ -243,6 +247,31 @@ def _shared_limits(limits: Any) -> RedisLimitStore | None:
     )
 
 
+def _budgets(budgets: Any) -> tuple[Budget, ...]:
+    if isinstance(budgets, Budget):
+        raise ValueError("budgets must be a list of Budget; wrap the one budget: [budget]")
+    found = tuple(budgets)
+    names: dict[str, Budget] = {}
+    for i, budget in enumerate(found):
+        if not isinstance(budget, Budget):
+            raise ValueError(f"budgets[{i}] is {type(budget).__name__}, expected Budget")
+        seen = names.setdefault(budget.label, budget)
+        if seen != budget:
+            raise ValueError(
+                f"budgets[{i}] and an earlier budget are both named {budget.label!r} but differ; "
+                "a name identifies one budget: give them distinct names"
+            )
+    if found:
+        from polythink.pricing import price_table_version
+
+        if price_table_version() is None:
+            raise ValueError(
+                "spend budgets price every call with the genai-prices table, which is not "
+                "installed: pip install 'polythink[cost]'"
+            )
+    return found
+
+
 class Client:
     """A chat client over an ordered list of sources.
 
@@ -266,7 +295,16 @@ class Client:
             :class:`~polythink.backends.redis.RedisLimitStore`) shared by every process
             naming that server; a budget belongs to an account (provider, base URL and a
             SHA-256 fingerprint of the API key). A server that does not answer never
-            fails a call: the limits fall back to this process's (one warning).
+            fails a call: the limits fall back to this process's (one warning). Spend
+            ``budgets`` live there too.
+        budgets: spend caps in US dollars per UTC calendar window (see
+            :class:`~polythink.Budget`): each call reserves its worst-case cost in every
+            budget that applies before it is sent and is corrected to what it cost; a call
+            none of them can afford raises :class:`~polythink.errors.BudgetExceededError`
+            unsent (or goes to the next source), and a budget with ``step_down_at`` sends
+            cheaper tiers as it runs low. Budgets are shared by name: in this process
+            without ``limits``, across processes with ``limits="redis://…"``. Needs the
+            ``cost`` extra (genai-prices).
         http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
             keeps ownership (it is not closed with the client).
         tracer_provider: OpenTelemetry tracer provider for the one span per call; ``None``
@@ -299,8 +337,10 @@ class Client:
         ValueError: for an empty source list, a bad source, a missing API key, a
             provider whose transport is not available, an unusable ``cache`` or ``limits``
             value (a Redis URL without the ``redis`` package), an unknown or unavailable
-            ``http``, a ``capabilities_store`` file that is not a store, or a ``middleware``
-            list (the client's or a source's) holding something that is not a layer.
+            ``http``, a ``capabilities_store`` file that is not a store, a ``middleware``
+            list (the client's or a source's) holding something that is not a layer, or
+            ``budgets`` that are not :class:`~polythink.Budget` values, share a name while
+            they differ, or are given without the price table installed.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -319,6 +359,7 @@ class Client:
         cost: bool = True,
         capabilities_store: str | Path | bool | CapabilityStore | None = None,
         middleware: Sequence[Middleware] = (),
+        budgets: Sequence[Budget] = (),
     ) -> None:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
         # when the first client is built, and ``import polythink`` stays close to
@@ -356,6 +397,16 @@ class Client:
         self._retry: list[RetryMiddleware] = []
         self._middleware = user_layers(middleware, "Client")
         self._source_middleware: list[tuple[UserLayer, ...]] = []
+        self.budgets = _budgets(budgets)
+        self._budget_layers: list[BudgetMiddleware | None] = []
+        budget_backend: BudgetBackend | None = None
+        budget_meter = None
+        if self.budgets:
+            from polythink.middleware.budget import BudgetMeter, BudgetMiddleware
+
+            shared_budgets = getattr(shared, "budgets", None)
+            budget_backend = shared_budgets() if callable(shared_budgets) else process_budgets()
+            budget_meter = BudgetMeter(meter_provider)
         for i, source in enumerate(sources):
             profile = get_provider(source.provider)
             key = source.resolve_api_key()
@@ -374,7 +425,23 @@ class Client:
                 )
             )
             self._transport_classes.append(transport_class(profile.wire))
-            self._reasoning.append(ReasoningMiddleware(source, i, profile, self.capabilities))
+            reasoning = ReasoningMiddleware(source, i, profile, self.capabilities)
+            self._reasoning.append(reasoning)
+            budget_layer = None
+            if budget_backend is not None:
+                budget_layer = BudgetMiddleware(
+                    self.budgets,
+                    source,
+                    i,
+                    profile,
+                    reasoning,
+                    budget_backend,
+                    account=account_id(source.provider, source.endpoint, key),
+                    meter=budget_meter,
+                )
+            self._budget_layers.append(
+                budget_layer if budget_layer is not None and budget_layer.applies else None
+            )
             # Every source but the last hands a call it cannot take at once to the next one.
             wait = None if i == len(sources) - 1 else 0.0
             backend = None
@@ -506,7 +573,19 @@ class Client:
 
     # The order of the onion, outermost first, is listed here and nowhere else:
     #   per call:    the client's middleware, telemetry, cache, cost, then failover
-    #   per source:  rate limit, retry, reasoning, the source's middleware, then its transport
+    #   per source:  rate limit, retry, budget (when one applies), reasoning, the source's
+    #                middleware, then its transport
+
+    def _source_layers(self, index: int) -> list[Middleware | UserLayer]:
+        """Per-source layers, outermost first: rate limit, retry, spend budgets (when any
+        applies to the source: each attempt reserves, and may step its tier down before the
+        reasoning layer resolves it), reasoning, then the source's own middleware (it sees
+        each attempt as sent, with the applied tier)."""
+        layers: list[Middleware | UserLayer] = [self._limits[index], self._retry[index]]
+        budget = self._budget_layers[index]
+        if budget is not None:
+            layers.append(budget)
+        return [*layers, self._reasoning[index], *self._source_middleware[index]]
 
     def _call_layers(self) -> list[Middleware | UserLayer]:
         """Per-call layers above failover, outermost first: the client's own middleware
@@ -517,16 +596,6 @@ class Client:
         if self._cost is not None:
             layers.append(self._cost)
         return layers
-
-    def _source_layers(self, index: int) -> list[Middleware | UserLayer]:
-        """Per-source layers, outermost first: rate limit, retry, reasoning, then the
-        source's own middleware (it sees each attempt as sent, with the applied tier)."""
-        return [
-            self._limits[index],
-            self._retry[index],
-            self._reasoning[index],
-            *self._source_middleware[index],
-        ]
 
     async def aclose(self) -> None:
         """Commit the cache entries still pending, close the HTTP client if this client
@@ -586,6 +655,7 @@ class Client:
         system_suffix: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
+        tag: str | None = None,
     ) -> Request:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
 
@@ -598,8 +668,9 @@ class Client:
                 ``prompt_cache`` that is not ``True``/``False``/``None``/``PromptCache``, or
                 a ``tool_choice`` other than ``"auto"``, ``"none"``, ``"required"`` (with
                 tools), a declared tool's name, or OpenAI's ``{"type": "function", ...}``
-                naming one (a name becomes that shape), or a ``response_format`` that is not
-                one of :class:`~polythink.types.ResponseFormat`'s forms.
+                naming one (a name becomes that shape), a ``response_format`` that is not
+                one of :class:`~polythink.types.ResponseFormat`'s forms, or a ``tag`` that is
+                not 1 to 128 printable characters.
         """
         if system_suffix is not None and not isinstance(system_suffix, str):
             raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
@@ -631,7 +702,52 @@ class Client:
             system_suffix=system_suffix or None,
             prompt_cache=PromptCache.coerce(prompt_cache),
             response_format=ResponseFormat.coerce(response_format),
+            tag=check_tag(tag),
         )
+
+    async def plan(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]] = (),
+        *,
+        reasoning_effort: Effort | str | bool | None = None,
+        max_tokens: int | None = None,
+        tools: Sequence[Tool | Mapping[str, Any]] | None = None,
+        prompt_cache: PromptCache | bool | None = None,
+        tag: str | None = None,
+    ) -> list[CallPlan]:
+        """Say what a call would get from each source now, and why; nothing is sent or
+        reserved.
+
+        Per source, in order: the tier that would be applied (after a spend budget's
+        step-down and the model's nearest-mapping), the body fragment, the output ceiling,
+        the state of every budget that applies (spent, limit, reset), the call's worst-case
+        cost in US dollars and whether the budgets can afford it now, with the reasons in
+        words. ``messages`` (optional) make the worst case include the prompt. The budgets'
+        spend is read where it lives (this process, or Redis with shared limits). Works
+        without budgets too (the reasoning resolution alone), and before the client is
+        started.
+
+        Raises:
+            ValueError: for malformed arguments (see :meth:`request`).
+        """
+        from polythink.middleware.budget import plain_plan
+
+        request = self.request(
+            list(messages) or [{"role": "user", "content": ""}],
+            reasoning_effort=reasoning_effort,
+            max_tokens=max_tokens,
+            tools=tools,
+            prompt_cache=prompt_cache,
+            tag=tag,
+        )
+        plans = []
+        for i, reasoning in enumerate(self._reasoning):
+            layer = self._budget_layers[i]
+            if layer is not None:
+                plans.append(await layer.plan(request))
+            else:
+                plans.append(plain_plan(reasoning, request, i))
+        return plans
 
     @overload
     async def complete(
@@ -677,6 +793,7 @@ class Client:
         system_suffix: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
+        tag: str | None = None,
     ) -> Response[Any]:
         """Send a chat call and return the whole :class:`Response`.
 
@@ -707,6 +824,9 @@ class Client:
                 ``{"type": "json_object"}``, or a :class:`~polythink.ResponseFormat` (name,
                 description, ``strict``). ``response.parsed`` is then the validated value,
                 typed as the model class (``Response[Invoice]``).
+            tag: the caller's label for the call (a tenant or customer id): budgets scoped
+                by ``tag`` count it under this value. Never sent, never part of the cache
+                key.
 
         The returned ``response.message.metadata`` records provider, model as served,
         source index, start (Unix seconds) and duration (seconds) of the call; none of
@@ -720,6 +840,8 @@ class Client:
             OutputValidationError: the answer does not fit ``response_format``
                 (:class:`~polythink.errors.OutputRefusedError`,
                 :class:`~polythink.errors.OutputTruncatedError`), with its raw text.
+                (:class:`~polythink.errors.BudgetExceededError` when no source's budgets
+                could afford the call).
             ClientClosedError: the client is closed (see :meth:`aclose`).
         """
         request = self.request(
@@ -737,6 +859,7 @@ class Client:
             system_suffix=system_suffix,
             prompt_cache=prompt_cache,
             response_format=response_format,
+            tag=tag,
         )
         chain = self._started()
         started_at, start = _wall_clock(), _monotonic()
@@ -796,6 +919,7 @@ class Client:
         system_suffix: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
+        tag: str | None = None,
     ) -> AsyncGenerator[TypedStreamEvent[Any], None]:
         """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
 
@@ -833,6 +957,7 @@ class Client:
             system_suffix=system_suffix,
             prompt_cache=prompt_cache,
             response_format=response_format,
+            tag=tag,
         )
         fmt = request.response_format
         events = self._started().stream(request)

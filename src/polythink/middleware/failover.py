@@ -4,8 +4,9 @@ This layer is the junction between the per-call layers above it and the per-sour
 below it: it holds one composed handler per source, each with its own rate limit and retry.
 A source's failure sends the call to the next source when another source might do better:
 rate-limit or transient errors (after that source's own retries), authentication or billing
-failures, and a reasoning configuration the source cannot satisfy. A request rejected for
-reasons every source would share (HTTP 400, 404, 413, 422) is raised at once.
+failures, a reasoning configuration the source cannot satisfy, and a spend budget that cannot
+afford the call there. A request rejected for reasons every source would share (HTTP 400,
+404, 413, 422) is raised at once.
 
 A :class:`CircuitBreaker` per source counts consecutive failed calls (rate limit,
 transient, auth, a stream cut mid-way); after ``threshold`` of them the source is skipped
@@ -41,6 +42,7 @@ from contextlib import aclosing
 
 from polythink.errors import (
     AuthError,
+    BudgetExceededError,
     ContextWindowExceededError,
     OutputFormatUnsupportedError,
     PolythinkError,
@@ -76,14 +78,16 @@ to one answer, so a cache hit of that answer leaves them out."""
 def fails_over(error: PolythinkError) -> bool:
     """Whether ``error`` from one source should send the call to the next source: a rate
     limit, a transient failure, an auth failure, or a request this source cannot satisfy
-    though another may (a reasoning tier, a ``response_format``)."""
+    though another may (a reasoning tier, a ``response_format``, a spend budget that cannot
+    afford the call there)."""
     return isinstance(
         error,
         RateLimitedError
         | TransientError
         | AuthError
         | ThinkingUnsupportedError
-        | OutputFormatUnsupportedError,
+        | OutputFormatUnsupportedError
+        | BudgetExceededError,
     )
 
 

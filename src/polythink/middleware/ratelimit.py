@@ -64,6 +64,7 @@ __all__ = [
     "MonotonicClock",
     "RateLimitMiddleware",
     "TokenBucket",
+    "estimate_prompt_tokens",
     "estimate_tokens",
 ]
 
@@ -83,13 +84,21 @@ def _schema_chars(parameters: Any) -> int:
 def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> int:
     """Estimate the tokens a call will count against a tokens-per-minute limit, before it is sent.
 
-    Prompt: one token per 4 characters (rounded up) of the message text, reasoning text,
-    tool-call names and arguments and tool definitions (schemas as compact JSON), plus 3
-    tokens of framing per message (the rules of thumb of OpenAI's "what are tokens" help
-    article and its tiktoken cookbook, where each chat message costs 3 tokens of overhead).
-    Output: ``max_tokens``, else ``default_max_tokens`` (the ceiling the wire sends when the
-    caller gives none), else 0.
+    Prompt: :func:`estimate_prompt_tokens`. Output: ``max_tokens``, else
+    ``default_max_tokens`` (the ceiling the wire sends when the caller gives none), else 0.
     The estimate is replaced by the real usage when the call ends.
+    """
+    output = request.max_tokens if request.max_tokens is not None else default_max_tokens
+    return estimate_prompt_tokens(request) + (output or 0)
+
+
+def estimate_prompt_tokens(request: Request) -> int:
+    """Estimate the prompt tokens of a call before it is sent.
+
+    One token per 4 characters (rounded up) of the message text, reasoning text, tool-call
+    names and arguments and tool definitions (schemas as compact JSON), plus 3 tokens of
+    framing per message (the rules of thumb of OpenAI's "what are tokens" help article and
+    its tiktoken cookbook, where each chat message costs 3 tokens of overhead).
     """
     chars = 0
     for message in request.messages:
@@ -101,9 +110,7 @@ def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> 
             chars += len(call.name) + len(call.arguments)
     for tool in request.tools:
         chars += len(tool.name) + len(tool.description) + _schema_chars(tool.parameters)
-    prompt = -(-chars // _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE * len(request.messages)
-    output = request.max_tokens if request.max_tokens is not None else default_max_tokens
-    return prompt + (output or 0)
+    return -(-chars // _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE * len(request.messages)
 
 
 class _Ticket:

@@ -124,6 +124,15 @@ class ReasoningMiddleware:
                 _throttle.warn(warning, model=self.model, tier=tier, kind="resolve")
         return found
 
+    def resolution(self, effort: Effort | None, max_tokens: int | None) -> Resolution:
+        """Return the resolution of ``effort`` with output ceiling ``max_tokens`` on this
+        source's model, as a call would get it (memoised; with what was learned).
+
+        Raises:
+            ThinkingUnsupportedError: the tier cannot be satisfied here.
+        """
+        return self._resolve(effort, max_tokens)
+
     def prepare(self, request: Request) -> Request:
         """Return ``request`` with this source's resolution attached.
 

@@ -73,7 +73,13 @@ __all__ = [
     "OUTCOME_ERROR",
     "OUTCOME_SUCCESS",
     "POLYTHINK_APPLIED_EFFORT",
+    "POLYTHINK_APPLIED_REASON",
     "POLYTHINK_ATTEMPTS",
+    "POLYTHINK_BUDGET_NAME",
+    "POLYTHINK_BUDGET_REMAINING",
+    "POLYTHINK_BUDGET_SCOPE",
+    "POLYTHINK_BUDGET_SPEND",
+    "POLYTHINK_BUDGET_STEP_DOWNS",
     "POLYTHINK_CACHE_HIT",
     "POLYTHINK_CLIENT_CALLS",
     "POLYTHINK_CLIENT_COST",
@@ -148,6 +154,16 @@ POLYTHINK_COST_TOTAL = "polythink.cost.total"
 POLYTHINK_COST_SOURCE = "polythink.cost.source"
 """Span attribute: :attr:`Cost.source` (``provider`` or ``genai-prices X.Y.Z``)."""
 
+POLYTHINK_APPLIED_REASON = "polythink.reasoning.applied_reason"
+"""Span attribute: why the applied tier is cheaper than the requested one beyond the model's
+own mapping; ``budget`` when a spend budget stepped it down (absent otherwise)."""
+POLYTHINK_BUDGET_NAME = "polythink.budget.name"
+"""The name of a spend budget: on the budget metrics, on the step-down counter, and on the
+span of a call a budget stepped down or refused."""
+POLYTHINK_BUDGET_SCOPE = "polythink.budget.scope"
+"""What a budget counted a call under (``all``, an account, a model, a tier, or a tag; at
+most 100 values per budget per process, the rest ``_other``)."""
+
 OUTCOME_SUCCESS = "success"
 OUTCOME_ERROR = "error"
 UNSET_TIER = "unset"
@@ -166,6 +182,16 @@ POLYTHINK_CLIENT_COST = "polythink.client.cost"
 """Counter (USD) of money spent: :attr:`Cost.total` of every call that reached a provider."""
 POLYTHINK_CLIENT_COST_SAVED = "polythink.client.cost.saved"
 """Counter (USD) of money saved: the original cost of every answer served from the cache."""
+
+POLYTHINK_BUDGET_SPEND = "polythink.budget.spend"
+"""Counter (USD) of what the calls in a budget's scope cost (each call's charge once it
+ended), by budget and scope."""
+POLYTHINK_BUDGET_REMAINING = "polythink.budget.remaining"
+"""Gauge (USD) of what is left of a budget in its window, as this process last saw it
+(reservations of calls in flight counted), by budget and scope."""
+POLYTHINK_BUDGET_STEP_DOWNS = "polythink.budget.step_downs"
+"""Counter ({call}) of calls a budget stepped down, by requested and applied tier and
+budget."""
 
 UNIT_SECONDS = "s"
 UNIT_TOKEN = "{token}"

@@ -23,13 +23,17 @@ see them; response-side ones (``gen_ai.response.model``, ``server.address``,
 ``polythink.source.index``) describe the source that answered. Ours, under ``polythink.*``:
 requested and applied reasoning tier, the reasoning observation, cache hit, source index,
 attempts (when an inner layer reports them through :func:`record_attempt`) and the number
-of warnings (each warning is also a ``polythink.warning`` span event).
+of warnings (each warning is also a ``polythink.warning`` span event); when a spend budget
+stepped the tier down, ``polythink.reasoning.applied_reason`` = ``budget`` and the budget's
+``polythink.budget.name`` (the name also on the span of a call a budget refused).
 
 Metrics: ``gen_ai.client.operation.duration`` (s), ``gen_ai.client.token.usage``
 (``{token}``, one point per reported side, ``gen_ai.token.type`` ``input``/``output``),
 ``gen_ai.client.operation.time_to_first_chunk`` (s, streams), and
 ``polythink.reasoning.tokens`` (``{token}``, with the applied tier as
-``polythink.reasoning.applied_effort``; the conventions define no reasoning token type).
+``polythink.reasoning.applied_effort``; the conventions define no reasoning token type), and
+``polythink.budget.step_downs`` (``{call}``, by requested and applied tier and budget name,
+once per call a budget stepped down; the budget layer records spend and remaining).
 Every point of one instrument carries the same attribute keys; ``error.type`` is added to
 the duration points of failed calls only, as the conventions require.
 
@@ -71,7 +75,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from polythink.config import Source
-from polythink.errors import StreamInterruptedError, redact
+from polythink.errors import BudgetExceededError, StreamInterruptedError, redact
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.middleware.semconv import (
     ERROR_TYPE,
@@ -108,7 +112,10 @@ from polythink.middleware.semconv import (
     OUTCOME_ERROR,
     OUTCOME_SUCCESS,
     POLYTHINK_APPLIED_EFFORT,
+    POLYTHINK_APPLIED_REASON,
     POLYTHINK_ATTEMPTS,
+    POLYTHINK_BUDGET_NAME,
+    POLYTHINK_BUDGET_STEP_DOWNS,
     POLYTHINK_CACHE_HIT,
     POLYTHINK_CLIENT_CALLS,
     POLYTHINK_CLIENT_COST,
@@ -371,6 +378,11 @@ class TelemetryMiddleware:
             unit=UNIT_USD,
             description="US dollars saved: the original cost of every answer from the cache.",
         )
+        self._step_downs = meter.create_counter(
+            POLYTHINK_BUDGET_STEP_DOWNS,
+            unit=UNIT_CALL,
+            description="Calls a spend budget stepped down, by requested and applied tier.",
+        )
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Run the call inside its span; record the outcome, then return or re-raise."""
@@ -548,6 +560,9 @@ class TelemetryMiddleware:
             if response.cost is not None:
                 attributes[POLYTHINK_COST_TOTAL] = response.cost.total
                 attributes[POLYTHINK_COST_SOURCE] = response.cost.source
+            if response.step_down is not None:
+                attributes[POLYTHINK_APPLIED_REASON] = response.step_down.reason
+                attributes[POLYTHINK_BUDGET_NAME] = response.step_down.budget
             attributes[POLYTHINK_OBSERVATION] = response.thinking.value
             attributes[POLYTHINK_WARNING_COUNT] = len(response.warnings)
             for warning in response.warnings:
@@ -565,6 +580,8 @@ class TelemetryMiddleware:
             attributes[GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = call.first_chunk - call.start
         if kind is not None:
             attributes[ERROR_TYPE] = kind
+        if isinstance(exc, BudgetExceededError):
+            attributes[POLYTHINK_BUDGET_NAME] = exc.budget
         if exc is not None:
             status_code = getattr(exc, "status_code", None)
             if isinstance(status_code, int):
@@ -633,6 +650,16 @@ class TelemetryMiddleware:
             POLYTHINK_OUTCOME: OUTCOME_ERROR if kind is not None else OUTCOME_SUCCESS,
         }
         self._calls.add(1, attributes)
+        step = response.step_down if response is not None else None
+        if step is not None and not hit:
+            self._step_downs.add(
+                1,
+                {
+                    POLYTHINK_REQUESTED_EFFORT: attributes[POLYTHINK_REQUESTED_EFFORT],
+                    POLYTHINK_APPLIED_EFFORT: attributes[POLYTHINK_APPLIED_EFFORT],
+                    POLYTHINK_BUDGET_NAME: step.budget,
+                },
+            )
         cost = response.cost if response is not None else None
         if cost is not None:
             (self._saved if hit else self._cost).add(cost.total, attributes)

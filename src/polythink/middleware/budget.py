@@ -1,0 +1,668 @@
+"""The budget layer: keep one source's calls within the spend budgets that apply to them.
+
+One instance per source, between that source's retry layer and its reasoning layer (the
+order is listed in :mod:`polythink.client`), so it sees every attempt the source sends and
+chooses the tier before the reasoning layer resolves it. A cache hit never gets here: it
+spends nothing.
+
+Per attempt, before it is sent:
+
+1. The budgets that apply (:class:`~polythink.budgets.Budget`: every call, this source's
+   account or model, the requested tier, the call's ``tag``) are the lines to reserve in.
+2. The worst case is priced (:func:`polythink.pricing.worst_case_nanos`): the prompt as the
+   rate limiter estimates it (:func:`~polythink.middleware.ratelimit.estimate_prompt_tokens`)
+   plus the output ceiling the call is sent with (the resolution's, which budget wires raise
+   by the reasoning budget; else ``max_tokens``; else the provider's default; else the
+   model's maximum output), all priced as output, reasoning included.
+3. It is reserved in every line at once (all or nothing). The lines' spend read in the same
+   step decides whether the tier steps down (:func:`polythink.reasoning.stepdown.step_down`;
+   the tightest budget wins). A call the requested tier's worst case does not fit is
+   reserved again at the stepped tier, when a budget steps; one that still does not fit
+   raises :class:`~polythink.errors.BudgetExceededError` without being sent (failover then
+   tries the next source).
+
+When the attempt ends the reservation is corrected to what it cost: the provider's billed
+figure when it reports one, else its usage priced from the table. A provider's error answer
+and a request that never left cost nothing; a timeout or a lost connection keeps the worst
+case (the provider may have run it to the end); a stream cut or closed early, or a cancelled
+stream, costs its reported usage with the output counted at least as what was streamed (4
+characters per token). A cancelled ``complete`` keeps the worst case. A stepped-down
+response reports the caller's tier as ``requested_effort``, the cheaper one as
+``applied_effort``, a :class:`~polythink.types.StepDown` and a warning saying why.
+
+A model the price table does not know, or a call whose output ceiling is unknown (no
+``max_tokens`` and no maximum output for the model), cannot be bounded: a budget with
+``unpriced="refuse"`` (the default) refuses it with ``error_type="unpriced"``; with
+``"allow"`` it is sent and counted as $0, with a warning on the response.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from polythink.backends.base import BudgetBackend, Reservation, Tally
+from polythink.budgets import NANO, Budget, BudgetState, CallPlan, Line, nanos
+from polythink.config import Source
+from polythink.errors import (
+    BudgetExceededError,
+    PolythinkError,
+    StreamInterruptedError,
+    ThinkingUnsupportedError,
+    TransientError,
+)
+from polythink.middleware.base import CompleteNext, StreamNext
+from polythink.middleware.ratelimit import estimate_prompt_tokens
+from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.middleware.semconv import (
+    POLYTHINK_BUDGET_NAME,
+    POLYTHINK_BUDGET_REMAINING,
+    POLYTHINK_BUDGET_SCOPE,
+    POLYTHINK_BUDGET_SPEND,
+    UNIT_USD,
+)
+from polythink.pricing import price_nanos, worst_case_nanos
+from polythink.providers import ProviderProfile
+from polythink.reasoning.resolve import payload_ceiling
+from polythink.reasoning.stepdown import Pressure, step_down
+from polythink.types import Effort, Request, Response, StepDown, StreamEvent, Usage
+
+__all__ = [
+    "MAX_SCOPE_LABELS",
+    "BudgetMeter",
+    "BudgetMiddleware",
+    "plain_plan",
+    "step_note",
+]
+
+MAX_SCOPE_LABELS = 100
+"""Scope values a budget's metrics name per process; later ones are labelled ``_other``."""
+_OTHER = "_other"
+_CHARS_PER_TOKEN = 4
+_SETTLE_WAIT = 2.0
+"""Seconds a correction may take on a shared backend, shielded from cancellation."""
+_NOT_SENT = frozenset(
+    {"connect_timeout", "pool_timeout", "unsupported_protocol", "local_protocol_error"}
+    | {"too_many_redirects"}
+)
+"""``error_type`` of transport failures that happen before a request leaves."""
+
+
+class BudgetMeter:
+    """The budget metrics of one client: spend (counter) and remaining (gauge), in US
+    dollars, by budget name and scope value.
+
+    Scope values are labelled as they come, at most :data:`MAX_SCOPE_LABELS` per budget in
+    this process; later ones are ``_other``, so a tag budget over many tenants stays a small
+    set of series.
+
+    Args:
+        meter_provider: where the metrics go; ``None`` uses the global provider.
+    """
+
+    def __init__(self, meter_provider: Any = None) -> None:
+        from opentelemetry import metrics
+
+        from polythink import __version__
+
+        meter = metrics.get_meter("polythink", __version__, meter_provider=meter_provider)
+        self._spend = meter.create_counter(
+            POLYTHINK_BUDGET_SPEND,
+            unit=UNIT_USD,
+            description="US dollars the calls in a budget's scope cost, by budget and scope.",
+        )
+        self._remaining = meter.create_gauge(
+            POLYTHINK_BUDGET_REMAINING,
+            unit=UNIT_USD,
+            description="US dollars left of a budget in its window, by budget and scope.",
+        )
+        self._labels: dict[str, set[str]] = {}
+
+    def label(self, budget: str, scope: str) -> str:
+        """The scope label of ``scope`` in ``budget``'s metrics (``_other`` past the bound)."""
+        seen = self._labels.setdefault(budget, set())
+        if scope in seen:
+            return scope
+        if len(seen) >= MAX_SCOPE_LABELS:
+            return _OTHER
+        seen.add(scope)
+        return scope
+
+    def record(self, budget: str, scope: str, charged: int | None, remaining: int | None) -> None:
+        """Add ``charged`` nano-dollars to the spend and set the remaining (when known)."""
+        attributes = {
+            POLYTHINK_BUDGET_NAME: budget,
+            POLYTHINK_BUDGET_SCOPE: self.label(budget, scope),
+        }
+        if charged is not None:
+            self._spend.add(charged / NANO, attributes)
+        if remaining is not None:
+            self._remaining.set(max(0, remaining) / NANO, attributes)
+
+
+class _Rule:
+    """One budget that applies to a call, under one scope value."""
+
+    __slots__ = ("budget", "line", "scope")
+
+    def __init__(self, budget: Budget, scope: str) -> None:
+        self.budget = budget
+        self.scope = scope
+        self.line: Line = budget.line(scope)
+
+
+class _Ticket:
+    """One admitted attempt: what is sent, what was reserved where, and why."""
+
+    __slots__ = (
+        "cost",
+        "note",
+        "prompt",
+        "request",
+        "requested",
+        "reservation",
+        "rules",
+        "settled",
+        "step",
+    )
+
+    def __init__(
+        self,
+        request: Request,
+        requested: Effort | None,
+        rules: list[_Rule],
+        prompt: int,
+    ) -> None:
+        self.request = request
+        self.requested = requested
+        self.rules = rules
+        self.prompt = prompt
+        self.reservation: Reservation | None = None
+        self.cost = 0
+        self.step: StepDown | None = None
+        self.note: str | None = None
+        self.settled = False
+
+
+class BudgetMiddleware:
+    """Reserve, step down and correct one source's calls against its spend budgets.
+
+    Args:
+        budgets: the client's budgets (those that can never apply to this source are
+            dropped here).
+        source, index, profile: the source, its position in the client, its provider.
+        reasoning: the same source's reasoning layer (its capability, learned tiers and
+            memoised resolutions).
+        backend: where spend is counted (:class:`~polythink.backends.base.BudgetBackend`).
+        account: the source's account id (:func:`polythink.budgets.account_id`).
+        meter: the client's budget metrics, or ``None``.
+    """
+
+    def __init__(
+        self,
+        budgets: Sequence[Budget],
+        source: Source,
+        index: int,
+        profile: ProviderProfile,
+        reasoning: ReasoningMiddleware,
+        backend: BudgetBackend,
+        *,
+        account: str,
+        meter: BudgetMeter | None = None,
+    ) -> None:
+        self.source = source
+        self.index = index
+        self.profile = profile
+        self.reasoning = reasoning
+        self.backend = backend
+        self.meter = meter
+        self._static: list[_Rule] = []
+        self._dynamic: list[Budget] = []
+        for budget in budgets:
+            scope, match = budget.scope, budget.match
+            if scope == "all":
+                self._static.append(_Rule(budget, "all"))
+            elif scope == "account" and match in ("*", source.provider):
+                self._static.append(_Rule(budget, account))
+            elif scope == "model" and match in ("*", source.model):
+                self._static.append(_Rule(budget, source.model))
+            elif scope in ("tier", "tag"):
+                self._dynamic.append(budget)
+
+    @property
+    def applies(self) -> bool:
+        """Whether any budget can apply to this source's calls."""
+        return bool(self._static or self._dynamic)
+
+    def _rules(self, request: Request) -> list[_Rule]:
+        if not self._dynamic:
+            return self._static
+        rules = list(self._static)
+        tier = request.reasoning_effort or self.source.effort
+        for budget in self._dynamic:
+            value = (
+                (tier.value if tier is not None else None)
+                if budget.scope == "tier"
+                else request.tag
+            )
+            if value is not None and budget.match in ("*", value):
+                rules.append(_Rule(budget, value))
+        return rules
+
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        """Admit the call within its budgets, send it, correct to what it cost.
+
+        Raises:
+            BudgetExceededError: a budget cannot afford the call (not sent).
+            PolythinkError: whatever the inner layers raise.
+        """
+        rules = self._rules(request)
+        if not rules:
+            return await call_next(request)
+        ticket = await self._admit(request, rules)
+        try:
+            response = await call_next(ticket.request)
+        except PolythinkError as exc:
+            await self._settle(ticket, self._charge_error(ticket, exc))
+            if isinstance(exc, StreamInterruptedError):
+                exc.partial = self._stamped(exc.partial, ticket)
+            raise
+        except BaseException:
+            # Cancelled while the provider may still answer and bill: keep the worst case.
+            await self._settle(ticket, ticket.cost)
+            raise
+        await self._settle(ticket, self._charge(ticket, response))
+        return self._stamped(response, ticket)
+
+    def stream(self, request: Request, call_next: StreamNext) -> AsyncGenerator[StreamEvent, None]:
+        """Admit the call within its budgets, pass its events through, correct when it ends.
+
+        Raises:
+            BudgetExceededError: a budget cannot afford the call (not sent).
+            PolythinkError: whatever the inner layers raise.
+        """
+        rules = self._rules(request)
+        if not rules:
+            return call_next(request)
+        return self._stream(request, rules, call_next)
+
+    async def _stream(
+        self, request: Request, rules: list[_Rule], call_next: StreamNext
+    ) -> AsyncGenerator[StreamEvent, None]:
+        ticket = await self._admit(request, rules)
+        usage: Usage | None = None
+        chars = 0
+        try:
+            async with aclosing(call_next(ticket.request)) as events:
+                async for event in events:
+                    kind = event.type
+                    if kind == "done" and event.response is not None:
+                        await self._settle(ticket, self._charge(ticket, event.response))
+                        event = StreamEvent("done", response=self._stamped(event.response, ticket))
+                    elif kind == "usage":
+                        usage = event.usage
+                    elif event.text:
+                        chars += len(event.text)
+                    elif event.tool_call is not None:
+                        chars += len(event.tool_call.name) + len(event.tool_call.arguments)
+                    yield event
+        except PolythinkError as exc:
+            await self._settle(ticket, self._charge_error(ticket, exc))
+            if isinstance(exc, StreamInterruptedError):
+                exc.partial = self._stamped(exc.partial, ticket)
+            raise
+        finally:
+            # Closed early or cancelled: what was streamed is what the provider made.
+            await self._settle(ticket, self._estimate(ticket, usage, chars))
+
+    async def _admit(self, request: Request, rules: list[_Rule]) -> _Ticket:
+        requested = request.reasoning_effort
+        if requested is None:
+            requested = self.source.effort
+        ticket = _Ticket(request, requested, rules, estimate_prompt_tokens(request))
+        cost = self._worst(request, requested, ticket.prompt)
+        if cost is None:
+            return self._unpriced(ticket)
+        lines = [rule.line for rule in rules]
+        reservation = await self.backend.reserve(lines, cost)
+        step = self._decide(request, requested, rules, reservation.tallies)
+        sent = request if step is None else self._stepped(request, step)
+        if not reservation.taken:
+            cheaper = None if step is None else self._worst(sent, step.applied, ticket.prompt)
+            if cheaper is None or cheaper >= cost:
+                raise self._exceeded(ticket, reservation, cost)
+            cost = cheaper
+            reservation = await self.backend.reserve(lines, cost)
+            if not reservation.taken:
+                raise self._exceeded(ticket, reservation, cost)
+        ticket.request, ticket.step = sent, step
+        ticket.reservation, ticket.cost = reservation, cost
+        if self.meter is not None:
+            for rule, tally in zip(rules, reservation.tallies, strict=True):
+                left = rule.line.limit - tally.spent - cost
+                self.meter.record(rule.budget.label, rule.scope, None, left)
+        return ticket
+
+    @staticmethod
+    def _stepped(request: Request, step: StepDown) -> Request:
+        ceiling = step.max_tokens if step.max_tokens is not None else request.max_tokens
+        return request.with_(reasoning_effort=step.applied, max_tokens=ceiling)
+
+    def _ceiling(self, tier: Effort | None, max_tokens: int | None) -> tuple[int | None, bool]:
+        """The output ceiling a call of ``tier`` and ``max_tokens`` is sent with, and whether
+        it also holds the reasoning (``False`` where the resolution adds a budget to it)."""
+        try:
+            resolution = self.reasoning.resolution(tier, max_tokens)
+        except ThinkingUnsupportedError:
+            resolution = None
+        if resolution is not None and resolution.budget_tokens is not None:
+            raised = payload_ceiling(resolution.payload, self.profile)
+            if raised is not None:
+                return raised, False
+        if max_tokens is not None:
+            return max_tokens, True
+        if self.profile.default_max_tokens is not None:
+            return self.profile.default_max_tokens, True
+        cap = self.reasoning.capability
+        return (cap.max_output_tokens if cap is not None else None), True
+
+    def _worst(self, request: Request, tier: Effort | None, prompt: int) -> int | None:
+        ceiling, _ = self._ceiling(tier, request.max_tokens)
+        if ceiling is None:
+            return None
+        return worst_case_nanos(
+            self.profile.id,
+            self.source.model,
+            prompt,
+            ceiling,
+            cache_write=request.prompt_cache is not None,
+        )
+
+    def _decide(
+        self,
+        request: Request,
+        requested: Effort | None,
+        rules: list[_Rule],
+        tallies: list[Tally],
+    ) -> StepDown | None:
+        pressures = [
+            Pressure(
+                rule.budget.label,
+                tally.spent / rule.line.limit,
+                rule.budget.step_down_at,
+                rule.budget.floor if isinstance(rule.budget.floor, Effort) else None,
+            )
+            for rule, tally in zip(rules, tallies, strict=True)
+            if rule.budget.step_down_at is not None
+        ]
+        if not pressures:
+            return None
+        ceiling, holds = self._ceiling(requested, request.max_tokens)
+        return step_down(
+            requested,
+            self.reasoning.capability,
+            pressures,
+            policy=self.source.effort_fallback,
+            max_tokens=ceiling,
+            ceiling_holds_reasoning=holds,
+        )
+
+    def _unpriced(self, ticket: _Ticket) -> _Ticket:
+        source = self.source
+        ceiling, _ = self._ceiling(ticket.requested, ticket.request.max_tokens)
+        why = (
+            f"the price table has no price for {self.profile.id} model {source.model!r}"
+            if ceiling is not None
+            else f"model {source.model!r} has no known maximum output and the call gives no "
+            "max_tokens, so its cost has no bound"
+        )
+        refusing = [r for r in ticket.rules if r.budget.unpriced == "refuse"]
+        if refusing:
+            rule = refusing[0]
+            raise BudgetExceededError(
+                f"{self.profile.id} source {self.index} ({source.model}): budget "
+                f"{rule.budget.label!r} cannot bound this call's cost: {why}; the call was not "
+                "sent (pass max_tokens, use a priced model, or Budget(unpriced='allow') to "
+                "let such calls through uncounted)",
+                budget=rule.budget.label,
+                scope=rule.scope,
+                window=rule.budget.per,
+                limit=rule.budget.usd,
+                spent=0.0,
+                needed=None,
+                resets_at=0.0,
+                provider=self.profile.id,
+                source_index=self.index,
+                error_type="unpriced",
+            )
+        names = ", ".join(repr(r.budget.label) for r in ticket.rules)
+        ticket.note = (
+            f"budget: {why}; budgets {names} let the call through uncounted "
+            "(Budget(unpriced='allow'))"
+        )
+        ticket.settled = True
+        return ticket
+
+    def _exceeded(
+        self, ticket: _Ticket, reservation: Reservation, cost: int
+    ) -> BudgetExceededError:
+        """The error for the tightest budget that cannot take ``cost``."""
+        refusing = [
+            (rule, tally)
+            for rule, tally in zip(ticket.rules, reservation.tallies, strict=True)
+            if tally.spent + cost > rule.line.limit
+        ]
+        rule, tally = min(refusing, key=lambda pair: pair[0].line.limit - pair[1].spent)
+        budget, source = rule.budget, self.source
+        spent = tally.spent / NANO
+        left = max(0.0, budget.usd - spent)
+        reset = datetime.fromtimestamp(tally.end, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        wait = max(0.0, tally.end - datetime.now(tz=UTC).timestamp())
+        tier = ticket.requested.value if ticket.requested is not None else "unset"
+        return BudgetExceededError(
+            f"{self.profile.id} source {self.index} ({source.model}): budget {budget.label!r} "
+            f"(${budget.usd:g} a {budget.per}, UTC) has ${left:.6f} left (${spent:.6f} spent); "
+            f"this call may cost up to ${cost / NANO:.6f} (about {ticket.prompt} prompt tokens "
+            f"and its output ceiling, reasoning_effort={tier}); it resets at {reset}; the "
+            "call was not sent",
+            budget=budget.label,
+            scope=rule.scope,
+            window=budget.per,
+            limit=budget.usd,
+            spent=spent,
+            needed=cost / NANO,
+            resets_at=float(tally.end),
+            provider=self.profile.id,
+            source_index=self.index,
+            error_type="budget_exceeded",
+            retry_after=wait,
+        )
+
+    def _price(self, usage: Usage, model: str) -> int | None:
+        found = price_nanos(usage, self.profile.id, model)
+        if found is None and model != self.source.model:
+            found = price_nanos(usage, self.profile.id, self.source.model)
+        return found
+
+    def _charge(self, ticket: _Ticket, response: Response) -> int:
+        """What a finished attempt cost: the billed figure, else its usage priced, else an
+        estimate from what it returned."""
+        if response.cost is not None:
+            return nanos(response.cost.total)
+        usage = response.usage
+        if usage is not None and usage.input_tokens is not None and usage.output_tokens is not None:
+            found = self._price(usage, response.model)
+            if found is not None:
+                return found
+        chars = len(response.text) + len(response.reasoning or "")
+        chars += sum(len(c.name) + len(c.arguments) for c in response.tool_calls)
+        return self._estimate(ticket, usage, chars, response.model)
+
+    def _estimate(
+        self, ticket: _Ticket, usage: Usage | None, chars: int, model: str | None = None
+    ) -> int:
+        """What an attempt cut short cost: its reported usage, the output counted at least as
+        what was streamed, the prompt as estimated when not reported; the worst case when
+        even that has no price."""
+        streamed = -(-chars // _CHARS_PER_TOKEN)
+        reported = usage.output_tokens if usage is not None else None
+        estimated = Usage(
+            input_tokens=(
+                usage.input_tokens
+                if usage is not None and usage.input_tokens is not None
+                else ticket.prompt
+            ),
+            output_tokens=max(reported or 0, streamed),
+            cache_read_tokens=usage.cache_read_tokens if usage is not None else None,
+            cache_write_tokens=usage.cache_write_tokens if usage is not None else None,
+        )
+        found = self._price(estimated, model or self.source.model)
+        return ticket.cost if found is None else found
+
+    def _charge_error(self, ticket: _Ticket, error: PolythinkError) -> int:
+        if isinstance(error, StreamInterruptedError):
+            return self._charge(ticket, error.partial)
+        if error.status_code is not None:
+            return 0  # the provider answered with an error: nothing was generated
+        if isinstance(error, TransientError) and error.error_type not in _NOT_SENT:
+            return ticket.cost  # a timeout or a lost connection: it may have run to the end
+        return 0
+
+    async def _settle(self, ticket: _Ticket, charge: int) -> None:
+        if ticket.settled:
+            return
+        ticket.settled = True
+        reservation = ticket.reservation
+        assert reservation is not None
+        lines = [rule.line for rule in ticket.rules]
+        delta = charge - ticket.cost
+        spent: list[int | None] | None = None
+        if delta:
+            # Shielded and bounded: a cancelled call still gives back what it did not use.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_SETTLE_WAIT):
+                spent = await self.backend.settle(lines, reservation, delta)
+        if self.meter is not None:
+            for i, (rule, tally) in enumerate(zip(ticket.rules, reservation.tallies, strict=True)):
+                now = spent[i] if spent is not None else tally.spent + charge
+                left = None if now is None else rule.line.limit - now
+                self.meter.record(rule.budget.label, rule.scope, charge, left)
+
+    def _stamped(self, response: Response, ticket: _Ticket) -> Response:
+        step, note = ticket.step, ticket.note
+        if step is None and note is None:
+            return response
+        warnings = list(response.warnings)
+        if note is not None:
+            warnings.append(note)
+        if step is None:
+            return dataclasses.replace(response, warnings=warnings)
+        warnings.append(step_note(step))
+        return dataclasses.replace(
+            response, requested_effort=ticket.requested, step_down=step, warnings=warnings
+        )
+
+    async def plan(self, request: Request) -> CallPlan:
+        """What ``request`` would get from this source now (reads the budgets, reserves
+        nothing)."""
+        rules = self._rules(request)
+        requested = request.reasoning_effort or self.source.effort
+        prompt = estimate_prompt_tokens(request)
+        lines = [rule.line for rule in rules]
+        tallies = await self.backend.peek(lines) if lines else []
+        step = self._decide(request, requested, rules, tallies)
+        sent = request if step is None else self._stepped(request, step)
+        cost = self._worst(sent, sent.reasoning_effort or self.source.effort, prompt)
+        states = tuple(
+            BudgetState(
+                rule.budget.label,
+                rule.scope,
+                rule.budget.per,
+                rule.budget.usd,
+                tally.spent / NANO,
+                float(tally.end),
+                rule.budget.step_down_at,
+            )
+            for rule, tally in zip(rules, tallies, strict=True)
+        )
+        reasons: list[str] = [] if step is None else [step_note(step)]
+        fits = True
+        for rule, tally in zip(rules, tallies, strict=True):
+            if cost is None:
+                fits = fits and rule.budget.unpriced == "allow"
+                reasons.append(f"budget {rule.budget.label!r} cannot price this call")
+            elif tally.spent + cost > rule.line.limit:
+                fits = False
+                left = max(0, rule.line.limit - tally.spent) / NANO
+                reasons.append(
+                    f"budget {rule.budget.label!r} has ${left:.6f} left, less than this call's "
+                    f"worst case of ${cost / NANO:.6f}: it would raise BudgetExceededError"
+                )
+        plan = plain_plan(self.reasoning, sent, self.index, requested=requested)
+        return dataclasses.replace(
+            plan,
+            step_down=step,
+            budgets=states,
+            worst_case=None if cost is None else cost / NANO,
+            fits=fits and plan.fits,
+            reasons=(*reasons, *plan.reasons),
+        )
+
+
+def step_note(step: StepDown) -> str:
+    """The warning a stepped-down response carries."""
+    ceiling = f" with max_tokens={step.max_tokens}" if step.max_tokens is not None else ""
+    return (
+        f"budget: {step.budget!r} is {step.spent:.1%} spent (steps down from "
+        f"{step.step_down_at:.0%}): reasoning_effort={step.requested.value!r} was sent as "
+        f"{step.applied.value!r}{ceiling}"
+    )
+
+
+def plain_plan(
+    reasoning: ReasoningMiddleware,
+    request: Request,
+    index: int,
+    *,
+    requested: Effort | None = None,
+) -> CallPlan:
+    """What ``request`` would get from a source without budgets: its reasoning layer's
+    resolution (``requested`` defaults to the request's tier, else the source's)."""
+    source = reasoning.source
+    effort = request.reasoning_effort or source.effort
+    asked = requested if requested is not None else effort
+    try:
+        resolution = reasoning.resolution(effort, request.max_tokens)
+    except ThinkingUnsupportedError as exc:
+        return CallPlan(
+            index,
+            source.provider,
+            source.model,
+            asked,
+            None,
+            {},
+            request.max_tokens,
+            None,
+            (),
+            None,
+            False,
+            (exc.message,),
+        )
+    return CallPlan(
+        index,
+        source.provider,
+        source.model,
+        asked,
+        resolution.applied_effort,
+        dict(resolution.payload),
+        request.max_tokens,
+        None,
+        (),
+        None,
+        True,
+        tuple(resolution.warnings),
+    )
