@@ -1,9 +1,10 @@
 """A real redis-server for the tests, and worker processes that call through it.
 
 :class:`RedisServer` runs Debian's ``redis-server`` on 127.0.0.1 on a free port with a
-temporary directory and no persistence. Without the binary the tests skip, except under
-``CI=true``, where they fail. :func:`spawn` starts ``python -m tests.redis_worker`` with a
-JSON plan; the worker prints one JSON object per line.
+temporary directory and no persistence (unless asked). Without the binary the tests skip,
+except under ``CI=true``, where they fail. :func:`spawn` starts ``python -m
+tests.redis_worker`` (or another worker module) with a JSON plan; the worker prints one JSON
+object per line.
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process on 127.0.0.1; :meth:`stop` and :meth:`start` keep the port."""
+    """One redis-server process on 127.0.0.1; :meth:`stop` and :meth:`start` keep the port.
 
-    def __init__(self, directory: Path) -> None:
+    With ``persist`` it keeps an append-only file (each write synced), so a server killed
+    and started again comes back with its data, as a production one configured so would."""
+
+    def __init__(self, directory: Path, *, persist: bool = False) -> None:
         self.binary = redis_binary()
         self.directory = directory
+        self.persist = persist
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -69,7 +74,9 @@ class RedisServer:
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.persist else "no",
+                "--appendfsync",
+                "always",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -97,10 +104,10 @@ class RedisServer:
             return None
 
 
-def spawn(plan: dict[str, Any]) -> subprocess.Popen[str]:
-    """Start a worker process running ``plan`` (see tests/redis_worker.py)."""
+def spawn(plan: dict[str, Any], worker: str = "tests.redis_worker") -> subprocess.Popen[str]:
+    """Start a worker process running ``plan`` (see tests/redis_worker.py, or ``worker``)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.redis_worker", json.dumps(plan)],
+        [sys.executable, "-m", worker, json.dumps(plan)],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

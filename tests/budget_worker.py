@@ -1,0 +1,78 @@
+"""A worker process for the shared-budget tests: ``python -m tests.budget_worker PLAN``.
+
+``PLAN`` is JSON: ``redis`` (URL of the shared limits), ``base_url`` (the simulator's OpenAI
+route), ``usd`` and ``name`` (one daily budget), ``tasks`` (concurrent tasks), ``calls`` (the
+most each task makes), ``max_tokens``, ``effort`` and ``wait_go`` (print ``{"event":
+"ready"}``, then begin once a line arrives on stdin).
+
+Each task calls until the budget refuses it. The worker prints one JSON line per call: ``ok``,
+the response's usage and model, or the error class, and the refusal's fields.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import anyio
+
+from polythink import Budget, BudgetExceededError, Client, Source
+from polythink.backends.redis import RedisLimitStore
+
+
+def emit(record: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+async def run(plan: dict[str, Any]) -> None:
+    source = Source("openai", "gpt-5.5", api_key="sk-budget-fleet", base_url=plan["base_url"])
+    # A loaded test machine may starve a worker past the default socket timeout; this test is
+    # about the shared path, so it gives Redis longer before falling back.
+    limits = RedisLimitStore(plan["redis"], socket_timeout=2.0)
+    budget = Budget(plan["usd"], "day", name=plan["name"])
+    async with Client([source], limits=limits, budgets=[budget]) as client:
+        if plan.get("wait_go"):
+            emit({"event": "ready"})
+            await anyio.to_thread.run_sync(sys.stdin.readline)
+
+        async def task(number: int) -> None:
+            for _ in range(plan["calls"]):
+                try:
+                    response = await client.complete(
+                        [{"role": "user", "content": f"Name three primes #{number}"}],
+                        reasoning_effort=plan["effort"],
+                        max_tokens=plan["max_tokens"],
+                    )
+                except BudgetExceededError as exc:
+                    emit(
+                        {
+                            "event": "call",
+                            "ok": False,
+                            "error": type(exc).__name__,
+                            "spent": exc.spent,
+                            "needed": exc.needed,
+                        }
+                    )
+                    return
+                usage = response.usage
+                assert usage is not None
+                emit(
+                    {
+                        "event": "call",
+                        "ok": True,
+                        "model": response.model,
+                        "input_tokens": usage.input_tokens,
+                        "output_tokens": usage.output_tokens,
+                        "cache_read_tokens": usage.cache_read_tokens,
+                    }
+                )
+
+        async with anyio.create_task_group() as group:
+            for number in range(plan["tasks"]):
+                group.start_soon(task, number)
+
+
+if __name__ == "__main__":
+    anyio.run(run, json.loads(sys.argv[1]))

@@ -1,0 +1,207 @@
+"""Spend budgets shared through a real redis-server: the scripts' calendar, a fleet of worker
+processes on one daily budget, and a server killed mid-run."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import redis
+
+from polythink import Budget, BudgetExceededError, Client, Source
+from polythink.backends.redis import _BUDGET_PRELUDE, RedisLimitStore
+from polythink.budgets import Line, account_id, fingerprint, window_bounds
+from polythink.simulator import Simulator
+from tests.budget_support import nano, table_price
+from tests.redis_support import RedisServer, go, results, spawn
+
+pytestmark = pytest.mark.anyio
+
+PROMPT = [{"role": "user", "content": "Why is the sky blue?"}]
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+def _charge(record: dict[str, Any]) -> int:
+    return nano(
+        table_price(
+            record["model"],
+            "openai",
+            input_tokens=record["input_tokens"],
+            output_tokens=record["output_tokens"],
+            cache_read_tokens=record["cache_read_tokens"],
+        )
+    )
+
+
+def _spent(server: RedisServer, key: str) -> int:
+    value = redis.Redis(port=server.port).hget(f"polythink:{{polythink-budget}}:{key}", "s")
+    return int(value or 0)
+
+
+async def test_the_scripts_windows_are_pythons_utc_calendar(redis_server: RedisServer) -> None:
+    client = redis.Redis(port=redis_server.port)
+    window = client.register_script(_BUDGET_PRELUDE + "return {window(ARGV[1], tonumber(ARGV[2]))}")
+    edges = [
+        datetime(y, m, d, tzinfo=UTC).timestamp() + shift
+        for y, m, d in [(2026, 1, 1), (2026, 3, 1), (2028, 2, 29), (2028, 3, 1), (2100, 3, 1)]
+        for shift in (-1, 0, 1)
+    ]
+    rng = random.Random(7)
+    moments = edges + [rng.uniform(0, 4_102_444_800) for _ in range(200)]  # 1970 to 2100
+    for at in moments:
+        second = int(at)
+        for per in ("minute", "hour", "day", "month"):
+            assert tuple(window(args=[per, second])) == window_bounds(per, second), (per, at)
+
+
+async def test_redis_budgets_reserve_all_or_nothing_and_expire(redis_server: RedisServer) -> None:
+    store = RedisLimitStore(redis_server.url).budgets()
+    key = "sk-never-in-a-key-0001"
+    account = account_id("openai", "https://api.openai.com/v1", key)
+    day = Budget(1e-6, account="*").line(account)
+    hour = Line("hour:tag=*:acme", 400, "hour")
+    try:
+        first = await store.reserve([day, hour], 250)
+        assert first.taken
+        assert first.shared
+        assert [t.spent for t in first.tallies] == [0, 0]
+        now = time.time()
+        assert [(t.start, t.end) for t in first.tallies] == [
+            window_bounds("day", now),
+            window_bounds("hour", now),
+        ]
+        second = await store.reserve([day, hour], 250)
+        assert not second.taken  # 500 > 400 for the hour: neither takes it
+        assert [t.spent for t in await store.peek([day, hour])] == [250, 250]
+        assert await store.settle([day, hour], first, 80 - 250) == [80, 80]
+        assert (await store.reserve([day, hour], 300)).taken
+        assert [_spent(redis_server, day.key), _spent(redis_server, hour.key)] == [380, 380]
+    finally:
+        await store.link.aclose()
+    server = redis.Redis(port=redis_server.port)
+    names = [k.decode() for k in server.keys("polythink:{polythink-budget}:*")]
+    assert f"polythink:{{polythink-budget}}:{day.key}" in names
+    assert fingerprint(key) in day.key
+    assert not any(key in name for name in names)
+    # Each key lives until a minute after its window ends.
+    ttl = server.pttl(f"polythink:{{polythink-budget}}:{hour.key}") / 1000
+    assert abs(window_bounds("hour", time.time())[1] + 60 - time.time() - ttl) < 2
+
+
+async def test_four_processes_on_one_daily_budget_never_exceed_it(
+    redis_server: RedisServer,
+) -> None:
+    """4 processes x 2 tasks call gpt-5.5 at high (max_tokens 400) until the budget refuses.
+
+    Each call reserves its worst case (8 prompt tokens estimated + 400 output) in one script
+    before it is sent, so the sum of what the calls cost stays within the budget plus what
+    the calls in flight at the cap had under-reserved (the simulator counts a few more prompt
+    tokens than the estimate): below one call's worst case, the bound asserted here."""
+    usd = 0.30
+    worst = nano(table_price("gpt-5.5", "openai", input_tokens=11, output_tokens=400))
+    with Simulator() as sim:
+        plan = {
+            "redis": redis_server.url,
+            "base_url": sim.base_url("openai"),
+            "usd": usd,
+            "name": "fleet",
+            "tasks": 2,
+            "calls": 200,
+            "effort": "high",
+            "max_tokens": 400,
+            "wait_go": True,
+        }
+        workers = [spawn(plan, "tests.budget_worker") for _ in range(4)]
+        for worker in workers:
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == '{"event": "ready"}'
+        for worker in workers:
+            go(worker)
+        records = [r for w in workers for r in results(w)]
+    answered = [r for r in records if r["ok"]]
+    refused = [r for r in records if not r["ok"]]
+    assert len(refused) == 8  # every task ended refused
+    assert {r["error"] for r in refused} == {"BudgetExceededError"}
+    spent = sum(_charge(r) for r in answered)
+    cap = round(usd * 1e9)
+    assert spent <= cap + worst
+    assert _spent(redis_server, "fleet:all") == spent
+    # The budget was used: when the last call was refused, what was left could not take one
+    # worst case, and at most the 8 calls in flight then gave part of theirs back.
+    assert spent > cap - 9 * worst
+    assert len(answered) > 15
+
+
+async def test_redis_killed_mid_run_counts_in_process_then_carries_it_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = RedisServer(tmp_path, persist=True).start()
+    caplog.set_level(logging.INFO, logger="polythink.redis")
+    limits = RedisLimitStore(server.url, retry_interval=0.1)
+    try:
+        with Simulator() as sim:
+            source = Source("openai", "gpt-5.5", api_key="sim", base_url=sim.base_url("openai"))
+            # Every call here is the same, so each costs c; its worst case is w.
+            async with Client([source]) as plain:
+                answer = await plain.complete(PROMPT, reasoning_effort="low", max_tokens=300)
+            assert answer.cost is not None
+            c = round(answer.cost.total * 1e9)
+            (plan,) = await Client([source], budgets=[Budget(1.0, name="w")]).plan(
+                PROMPT, reasoning_effort="low", max_tokens=300
+            )
+            assert plan.worst_case is not None
+            w = round(plan.worst_case * 1e9)
+            assert w > c
+            # Room for 4 calls: the fourth starts at 3c, and 3c + w fits; a fifth does not.
+            budget = Budget((3 * c + w + c // 2) / 1e9, name="outage")
+            line = budget.line("all")
+            async with Client([source], limits=limits, budgets=[budget]) as client:
+
+                async def call() -> None:
+                    await client.complete(PROMPT, reasoning_effort="low", max_tokens=300)
+
+                for _ in range(3):
+                    await call()
+                assert _spent(server, "outage:all") == 3 * c
+                assert server.process is not None
+                server.process.kill()  # SIGKILL: no goodbye
+                server.process.wait(10)
+                server.process = None
+                # No call fails for the outage, and this process counts on from the shared
+                # spend it last read: the fourth call fits, the fifth does not.
+                await call()
+                with pytest.raises(BudgetExceededError) as during:
+                    await call()
+                assert during.value.spent * 1e9 == pytest.approx(4 * c)
+                (tally,) = await limits.budgets().fallback.peek([line])
+                assert tally.spent == 4 * c
+                server.start()
+                await anyio.sleep(0.15)
+                # The server kept what it had (append-only file); the call spent meanwhile
+                # is added to it with the next call, which then finds the budget spent.
+                (shared,) = await limits.budgets().peek([line])
+                assert shared.spent == 3 * c
+                with pytest.raises(BudgetExceededError) as after:
+                    await call()
+                assert after.value.spent * 1e9 == pytest.approx(4 * c)
+                assert _spent(server, "outage:all") == 4 * c
+    finally:
+        await limits.aclose()
+        server.stop()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "shared rate limits" in warnings[0]
+    assert "does not answer" in warnings[0]
