@@ -5,7 +5,8 @@ serving ``/metrics``; Debian's ``/usr/bin/prometheus`` (started here on a free l
 temporary config with a 1 s scrape interval and a temporary data directory) scrapes it. Then
 each panel's PromQL goes through Prometheus's HTTP API and must give what the simulator's
 answers imply. Calls come in two phases with a scrape between them, so the rate panels see
-an increase for exactly the tiers of the second phase.
+an increase for exactly the tiers of the second phase. The first phase also spends a small
+budget at ``high`` until it steps down and then refuses.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import httpx
 import pytest
 import yaml
 
-from polythink import Client, Response, Source
+from polythink import Budget, Client, Response, Source
+from polythink.backends.local import LocalBudgets
 from polythink.dashboard import MetricsEndpoint
-from polythink.errors import PolythinkError
+from polythink.errors import BudgetExceededError, PolythinkError
 from polythink.middleware import semconv
 from polythink.simulator import Simulator
 
@@ -54,6 +56,7 @@ PHASE_2 = [
     ("glm", "glm-5.3", "none", "complete"),
 ]
 PROMPT = [{"role": "user", "content": "Why is the sky blue? Answer in one sentence."}]
+BUDGET = Budget(0.05, step_down_at=0.5, name="dashboard")
 
 
 def _free_port() -> int:
@@ -82,6 +85,8 @@ class Run:
         self.served: Counter[str] = Counter()
         self.phase_2_tiers: set[str] = set()
         self.slowest = 0.0
+        self.budget_spent = 0.0
+        self.stepped: Counter[tuple[str, str, str]] = Counter()
 
 
 async def _call(
@@ -111,10 +116,39 @@ async def _call(
         run.phase_2_tiers.add(applied)
 
 
+async def _spend_the_budget(client: Client, run: Run) -> None:
+    """Call at high until the budget refuses: a run of high, then cheaper tiers."""
+    for _ in range(200):
+        started = time.perf_counter()
+        try:
+            response = await client.complete(PROMPT, reasoning_effort="high", max_tokens=400)
+        except BudgetExceededError as exc:
+            run.errors[f"{type(exc).__module__}.{type(exc).__qualname__}"] += 1
+            run.calls[("high", "unset")] += 1
+            return
+        finally:
+            run.slowest = max(run.slowest, time.perf_counter() - started)
+        run.responses.append(response)
+        applied = _tier(response)
+        run.calls[("high", applied)] += 1
+        run.served[str(response.source_index)] += 1
+        assert response.cost is not None
+        run.budget_spent += response.cost.total
+        if response.step_down is not None:
+            run.stepped[("high", applied, response.step_down.budget)] += 1
+    raise AssertionError("the budget never refused")
+
+
 async def _phase(
     sim: Simulator, endpoint: MetricsEndpoint, cache: Path, calls: Any, run: Run, phase: int
 ) -> None:
     async with httpx.AsyncClient() as http:
+        if phase == 1:
+            source = Source("openai", "gpt-5.5", api_key="sim", base_url=sim.base_url("openai"))
+            async with Client(
+                [source], http_client=http, meter_provider=endpoint.meter_provider, budgets=[BUDGET]
+            ) as client:
+                await _spend_the_budget(client, run)
         for provider, model, tier, mode in calls:
             source = Source(provider, model, api_key="sim", base_url=sim.base_url(provider))
             async with Client(
@@ -186,7 +220,10 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Promethe
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        patch = pytest.MonkeyPatch()
         try:
+            # The budget starts unspent, whatever this process spent before.
+            patch.setattr("polythink.client.process_budgets", LocalBudgets)
             prometheus = Prometheus(f"http://127.0.0.1:{port}")
             cache = tmp / "cache"
             anyio.run(_phase, sim, endpoint, cache, PHASE_1, run, 1)
@@ -204,6 +241,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Promethe
             prometheus.wait_scrapes_after(time.time(), count=2)
             yield prometheus, run
         finally:
+            patch.undo()
             process.terminate()
             process.wait(10)
             endpoint.close()
@@ -342,11 +380,14 @@ def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
         (semconv.POLYTHINK_CLIENT_CALLS, semconv.UNIT_CALL, "counter"),
         (semconv.POLYTHINK_CLIENT_COST, semconv.UNIT_USD, "counter"),
         (semconv.POLYTHINK_CLIENT_COST_SAVED, semconv.UNIT_USD, "counter"),
+        (semconv.POLYTHINK_BUDGET_SPEND, semconv.UNIT_USD, "counter"),
+        (semconv.POLYTHINK_BUDGET_STEP_DOWNS, semconv.UNIT_CALL, "counter"),
+        (semconv.POLYTHINK_BUDGET_REMAINING, semconv.UNIT_USD, "gauge"),
     ):
         base = name.replace(".", "_") + suffix.get(unit, "")
-        ends = ("_total",) if kind == "counter" else ("_bucket", "_sum", "_count")
+        ends = {"counter": ("_total",), "gauge": ("",)}.get(kind, ("_bucket", "_sum", "_count"))
         written |= {base + end for end in ends}
-    read = set(re.findall(r"\b((?:gen_ai|polythink)_\w+?_(?:total|sum|bucket|count))\b", text))
+    read = set(re.findall(r"\b((?:gen_ai|polythink)_\w+?_(?:total|sum|bucket|count|USD))\b", text))
     assert read
     assert read <= written
 
@@ -359,6 +400,7 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
     hits = [r for r in run.responses if r.cache_hit]
     assert hits, "the second phase should have been answered from the cache once"
     assert run.errors, "glm-5.3 refuses 'none', so some calls fail"
+    assert run.errors["polythink.errors.BudgetExceededError"] == 1
     tokens: defaultdict[str, float] = defaultdict(float)
     dollars: defaultdict[str, float] = defaultdict(float)
     per_model: defaultdict[tuple[str, str], float] = defaultdict(float)
@@ -416,6 +458,24 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
                 got[series["metric"]["polythink_source_index"]] += float(series["value"][1])
             assert got == {index: float(n) for index, n in run.served.items()}
             assert got["1"] == 2  # the failover call, once per phase
+        elif title == "Budget spend (USD)":
+            assert _by(result, "polythink_budget_name") == pytest.approx(
+                {"dashboard": run.budget_spent}, rel=1e-6
+            )
+        elif title == "Budget remaining (USD)":
+            got = _by(result, "polythink_budget_name", "polythink_budget_scope")
+            left = BUDGET.usd - run.budget_spent
+            assert got == pytest.approx({("dashboard", "all"): left}, rel=1e-6)
+        elif title == "Calls stepped down by a budget (requested → applied)":
+            got = _by(
+                result,
+                "polythink_reasoning_requested_effort",
+                "polythink_reasoning_applied_effort",
+                "polythink_budget_name",
+            )
+            assert got == {key: float(n) for key, n in run.stepped.items()}
+            # gpt-5.5 from high: medium, then low, as the budget runs low.
+            assert {key[1] for key in got} >= {"medium", "low"}
         else:
             raise AssertionError(f"panel {title!r} has no check here")
     assert len(checked) == len(_panels())
