@@ -526,7 +526,11 @@ def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
         assert call.expect == "ThinkingUnsupportedError"
     else:
         assert applied is not None
-        assert applied.value == call.expect
+        if call.mode == "budget":
+            # It starts at the tier asked for and ends refused by its budget.
+            assert (applied.value, call.expect) == (call.effort, "BudgetExceededError")
+        else:
+            assert applied.value == call.expect
 
 
 def test_demo_rows_cover_mapping_refusal_streaming_tools_and_a_cache_hit() -> None:
@@ -535,7 +539,7 @@ def test_demo_rows_cover_mapping_refusal_streaming_tools_and_a_cache_hit() -> No
     assert ("gpt-5.1", "minimal", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     assert ("glm-5.3", "medium", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     assert [(c.model, c.effort) for c in refused] == [("glm-5.3", "none")]
-    assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools", "cached"}
+    assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools", "cached", "budget"}
     assert {c.provider for c in DEMO_CALLS} >= {"openai", "anthropic", "openai-responses", "gemini"}
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from polythink import Response, cli, dashboard
+from polythink import Effort, Response, cli, dashboard
 from polythink.cli import DEMO_CALLS, main
 from polythink.reasoning.capabilities import all_capabilities
 from polythink.simulator import Simulator
@@ -66,6 +66,14 @@ def test_the_chart_sums_to_the_tables_tokens_and_cost_per_model_and_tier(
     tokens: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     dollars: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for row in rows:
+        if row.call.mode == "budget":  # every call until the refusal, each at its tier
+            for call in row.calls:
+                assert call.applied_effort is not None
+                assert call.usage is not None
+                assert call.cost is not None
+                tokens[call.model][call.applied_effort.value] += call.usage.reasoning_tokens or 0
+                dollars[call.model][call.applied_effort.value] += call.cost.total
+            continue
         if row.response is None:  # the refused call made none
             continue
         tokens[row.response.model][row.result] += row.reasoning_tokens
@@ -78,7 +86,9 @@ def test_the_chart_sums_to_the_tables_tokens_and_cost_per_model_and_tier(
         assert got_dollars[model] == pytest.approx(per, rel=1e-12, abs=0.0)
     # The rows the last-response chart got wrong: the tool loops (2 calls each) and the
     # cached row (its first call spent, its hit did not).
-    assert got_tokens["claude-sonnet-4-6"]["medium"] == 240
+    budget = next(r for r in rows if r.call.mode == "budget")
+    at_medium = [c for c in budget.calls if c.applied_effort is Effort.MEDIUM]
+    assert got_tokens["claude-sonnet-4-6"]["medium"] == 240 + 120 * len(at_medium)
     assert got_tokens["deepseek-v4-pro"]["low"] == 80
     assert got_tokens["gemini-2.5-flash"]["low"] == 80
     assert got_tokens["claude-sonnet-4-5"] == {"high": 320, "low": 40}

@@ -53,10 +53,12 @@ from rich.table import Table
 from rich.text import Text
 
 from polythink import __version__
+from polythink.backends.local import LocalBudgets
+from polythink.budgets import Budget
 from polythink.capability_store import CapabilityStore, open_store
 from polythink.client import Client
 from polythink.config import Source
-from polythink.errors import PolythinkError
+from polythink.errors import BudgetExceededError, PolythinkError
 from polythink.providers import PROVIDERS, get_provider
 from polythink.reasoning import POLICIES, Capability, all_capabilities, get_capability
 from polythink.transports import transport_class
@@ -69,7 +71,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-DemoMode = Literal["complete", "stream", "tools", "cached"]
+DemoMode = Literal["complete", "stream", "tools", "cached", "budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +89,10 @@ class DemoCall:
             loop: the assistant turn is appended with its reasoning and the tool result sent
             back until the model answers in text) or ``cached`` (the same call twice through
             a client with a response cache: the second is a cache hit, which spends nothing
-            and saves what the first cost).
+            and saves what the first cost) or ``budget`` (the same call again and again
+            through a client with a small spend budget that steps tiers down from half
+            spent, until it refuses: the row expects the refusal, and the tiers it sent
+            to step down and never back up).
     """
 
     provider: str
@@ -116,6 +121,7 @@ DEMO_CALLS: tuple[DemoCall, ...] = (
     DemoCall("gemini", "gemini-3-pro-preview", "medium", "low"),
     DemoCall("gemini", "gemini-2.5-flash", "low", "low", "tools"),
     DemoCall("anthropic", "claude-sonnet-4-5", "low", "low", "cached"),
+    DemoCall("anthropic", "claude-sonnet-4-6", "high", "BudgetExceededError", "budget"),
 )
 """The demo's calls, one per table row; add a row to show another provider, model or tier."""
 
@@ -131,6 +137,10 @@ _WEATHER = Tool(
     },
 )
 _MAX_TOOL_TURNS = 5
+_DEMO_BUDGET = Budget(0.05, "day", step_down_at=0.5, name="demo")
+"""The budget row's cap: 5 US cents a day, stepping tiers down from half spent."""
+_BUDGET_MAX_TOKENS = 400
+_MAX_BUDGET_CALLS = 100
 _PIPE_WIDTH = 160
 _MODELS_PROVIDER_ALIASES = {"openai-responses": "openai"}
 """Provider ids whose models are registered under another id (same models, another API)."""
@@ -911,7 +921,7 @@ class _Outcome:
     hits: int = 0
     calls: list[Response] = field(default_factory=list)
     """Every response the row's calls produced, in order (each turn of a tool loop, the
-    first call and the cache hit of the cached row)."""
+    first call and the cache hit of the cached row, every call of the budget row)."""
 
     @property
     def result(self) -> str:
@@ -922,7 +932,16 @@ class _Outcome:
 
     @property
     def as_expected(self) -> bool:
+        if self.call.mode == "budget" and not _stepped_down(self.calls):
+            return False
         return self.result == self.call.expect
+
+
+def _stepped_down(responses: Sequence[Response]) -> bool:
+    """Whether ``responses`` went to cheaper tiers and never back up, a budget saying so."""
+    ranks = [EFFORT_ORDER.index(r.applied_effort) for r in responses if r.applied_effort]
+    stepped = [r for r in responses if r.step_down is not None]
+    return bool(stepped) and len(ranks) == len(responses) and ranks == sorted(ranks, reverse=True)
 
 
 def _skip_reason(call: DemoCall, served_wires: set[str] | None) -> str | None:
@@ -980,6 +999,29 @@ async def _tool_loop(
     return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total, turns
 
 
+async def _budget_run(client: Client, call: DemoCall) -> tuple[list[Response], str, Exception]:
+    """Call until the budget refuses; the responses, a summary of their tiers, the refusal."""
+    responses: list[Response] = []
+    for _ in range(_MAX_BUDGET_CALLS):
+        try:
+            response = await client.complete(
+                _PROMPT, reasoning_effort=call.effort, max_tokens=_BUDGET_MAX_TOKENS
+            )
+        except BudgetExceededError as exc:
+            runs: list[list[str]] = []
+            for answered in responses:
+                tier = answered.applied_effort.value if answered.applied_effort else "unset"
+                if runs and runs[-1][0] == tier:
+                    runs[-1].append(tier)
+                else:
+                    runs.append([tier])
+            tiers = " → ".join(f"{run[0]} ×{len(run)}" for run in runs)
+            detail = f"{len(responses)} calls: {tiers}, refused at {exc.spent / exc.limit:.0%}"
+            return responses, detail, exc
+        responses.append(response)
+    raise RuntimeError(f"the budget never refused in {_MAX_BUDGET_CALLS} calls")
+
+
 class _MemoryStore:
     """A response cache store in a dict (see ``CacheStore``), for the demo's cached row."""
 
@@ -1006,11 +1048,27 @@ async def _run_call(
             call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1"
         )
         cache = _MemoryStore() if call.mode == "cached" else None
+        budgets = [_DEMO_BUDGET] if call.mode == "budget" else []
         async with Client(
-            [source], http_client=http, meter_provider=meter_provider, cache=cache
+            [source],
+            http_client=http,
+            meter_provider=meter_provider,
+            cache=cache,
+            budgets=budgets,
+            budget_store=LocalBudgets() if budgets else None,
         ) as client:
             tokens: int | None = None
             turns: list[Response] = []
+            if call.mode == "budget":
+                turns, detail, refusal = await _budget_run(client, call)
+                return _Outcome(
+                    call,
+                    time.perf_counter() - started,
+                    error=refusal,
+                    detail=detail,
+                    spent=_dollars(turns),
+                    calls=turns,
+                )
             if call.mode == "stream":
                 response, detail = await _stream_call(client, call)
             elif call.mode == "tools":

@@ -305,6 +305,10 @@ class Client:
             cheaper tiers as it runs low. Budgets are shared by name: in this process
             without ``limits``, across processes with ``limits="redis://…"``. Needs the
             ``cost`` extra (genai-prices).
+        budget_store: where the budgets' spend is counted instead: a
+            :class:`~polythink.backends.base.BudgetBackend` such as
+            :class:`~polythink.backends.local.LocalBudgets` (this client's own count, with
+            an injectable clock); ``None``: as described under ``budgets``.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one; the caller
             keeps ownership (it is not closed with the client).
         tracer_provider: OpenTelemetry tracer provider for the one span per call; ``None``
@@ -360,6 +364,7 @@ class Client:
         capabilities_store: str | Path | bool | CapabilityStore | None = None,
         middleware: Sequence[Middleware] = (),
         budgets: Sequence[Budget] = (),
+        budget_store: BudgetBackend | None = None,
     ) -> None:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
         # when the first client is built, and ``import polythink`` stays close to
@@ -405,7 +410,12 @@ class Client:
             from polythink.middleware.budget import BudgetMeter, BudgetMiddleware
 
             shared_budgets = getattr(shared, "budgets", None)
-            budget_backend = shared_budgets() if callable(shared_budgets) else process_budgets()
+            if budget_store is not None:
+                budget_backend = budget_store
+            elif callable(shared_budgets):
+                budget_backend = shared_budgets()
+            else:
+                budget_backend = process_budgets()
             budget_meter = BudgetMeter(meter_provider)
         for i, source in enumerate(sources):
             profile = get_provider(source.provider)

@@ -335,11 +335,11 @@ class BudgetMiddleware:
         if not reservation.taken:
             cheaper = None if step is None else self._worst(sent, step.applied, ticket.prompt)
             if cheaper is None or cheaper >= cost:
-                raise self._exceeded(ticket, reservation, cost)
+                raise self._exceeded(ticket, reservation, cost, step)
             cost = cheaper
             reservation = await self.backend.reserve(lines, cost)
             if not reservation.taken:
-                raise self._exceeded(ticket, reservation, cost)
+                raise self._exceeded(ticket, reservation, cost, step)
         ticket.request, ticket.step = sent, step
         ticket.reservation, ticket.cost = reservation, cost
         if self.meter is not None:
@@ -449,7 +449,7 @@ class BudgetMiddleware:
         return ticket
 
     def _exceeded(
-        self, ticket: _Ticket, reservation: Reservation, cost: int
+        self, ticket: _Ticket, reservation: Reservation, cost: int, step: StepDown | None
     ) -> BudgetExceededError:
         """The error for the tightest budget that cannot take ``cost``."""
         refusing = [
@@ -464,6 +464,8 @@ class BudgetMiddleware:
         reset = datetime.fromtimestamp(tally.end, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         wait = max(0.0, tally.end - datetime.now(tz=UTC).timestamp())
         tier = ticket.requested.value if ticket.requested is not None else "unset"
+        if step is not None:
+            tier = f"{tier} stepped down to {step.applied.value}"
         return BudgetExceededError(
             f"{self.profile.id} source {self.index} ({source.model}): budget {budget.label!r} "
             f"(${budget.usd:g} a {budget.per}, UTC) has ${left:.6f} left (${spent:.6f} spent); "
