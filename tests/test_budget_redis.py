@@ -3,6 +3,7 @@ processes on one daily budget, and a server killed mid-run."""
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -18,6 +19,7 @@ import redis
 from polythink import Budget, BudgetExceededError, Client, Source
 from polythink.backends.redis import _BUDGET_PRELUDE, RedisLimitStore
 from polythink.budgets import Line, account_id, fingerprint, window_bounds
+from polythink.cli import main
 from polythink.simulator import Simulator
 from tests.budget_support import nano, table_price
 from tests.redis_support import RedisServer, go, results, spawn
@@ -205,3 +207,38 @@ async def test_redis_killed_mid_run_counts_in_process_then_carries_it_back(
     assert len(warnings) == 1
     assert "shared rate limits" in warnings[0]
     assert "does not answer" in warnings[0]
+
+
+async def test_resolve_reads_what_a_budget_spent_on_redis(
+    redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    limits = RedisLimitStore(redis_server.url)
+    budget = Budget(0.015, "day", step_down_at=0.5, name="cli-live")
+    with Simulator() as sim:
+        source = Source("openai", "gpt-5.5", api_key="sim", base_url=sim.base_url("openai"))
+        async with Client([source], limits=limits, budgets=[budget]) as client:
+            answer = await client.complete(PROMPT, reasoning_effort="high", max_tokens=300)
+    spent = _spent(redis_server, "cli-live:all")
+    usage = answer.usage
+    assert usage is not None
+    assert spent == _charge(
+        {
+            "model": answer.model,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+        }
+    )
+    assert spent > 7.5e6  # more than half of the 1.5 cents
+    argv = ["resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "high"]
+    argv += ["--budget", "0.015/day", "--step-down-at", "0.5", "--budget-name", "cli-live"]
+    code = await anyio.to_thread.run_sync(
+        main, [*argv, "--max-tokens", "300", "--limits", redis_server.url, "--json"]
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0
+    (state,) = result["budgets"]
+    assert (state["budget"], state["spent"]) == ("cli-live", spent / 1e9)
+    # More than half spent: at least one step of gpt-5.5's medium, low, none.
+    part = min(2, int((spent / 1.5e7 - 0.5) / 0.5 * 3))
+    assert result["applied_effort"] == ("medium", "low", "none")[part]

@@ -567,3 +567,92 @@ def test_demo_chart_into_a_missing_folder_is_a_usage_error(
     assert main(["demo", "--chart", str(missing)]) == 2
     err = capsys.readouterr().err
     assert err == f"--chart: the folder {missing.parent} does not exist\n"
+
+
+# --------------------------------------------------------------------------- resolve --budget
+
+
+def test_resolve_under_a_budget_shows_the_tier_now_and_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(
+        capsys,
+        "resolve",
+        "--provider", "openai", "--model", "gpt-5.5", "--effort", "high", "--max-tokens", "4000",
+        "--budget", "10/day", "--step-down-at", "0.8", "--spent", "8.9",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    # 89 % is past 0.8 + 0.2/3: two steps of gpt-5.5's medium, low, none; the ceiling that
+    # holds the reasoning loses high's 16,384-token allowance less low's 2,048, down to
+    # low's 2,048 + 1,024 for the answer.
+    assert lines[:4] == [
+        "requested  high",
+        "applied    low",
+        'payload    {"reasoning_effort": "low"}',
+        "max_tokens 3072 (the output ceiling shrinks with the tier)",
+    ]
+    assert re.fullmatch(
+        r"budget     'day' \(all\): \$8\.900000 of \$10 a day spent \(89\.0%\), steps down from "
+        r"80%; resets \d{4}-\d\d-\d\dT00:00:00Z",
+        lines[4],
+    )
+    assert re.fullmatch(r"worst case \$0\.\d{6} \(fits\)", lines[5])
+    assert lines[6] == (
+        "why        budget: 'day' is 89.0% spent (steps down from 80%): "
+        "reasoning_effort='high' was sent as 'low' with max_tokens=3072"
+    )
+
+
+def test_resolve_under_a_budget_in_json_per_tag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, result = resolve_json(
+        capsys,
+        "--provider", "anthropic", "--model", "claude-opus-4-6", "--effort", "max",
+        "--budget", "2/hour", "--step-down-at", "0.5", "--floor", "low", "--tag", "acme",
+        "--spent", "1.5",
+    )  # fmt: skip
+    assert code == 0
+    # claude-opus-4-6 accepts none low medium high max; the floor keeps none out: from max
+    # the ladder is high, medium, low, and 75 % spent is the second of its three parts.
+    assert result["applied_effort"] == "medium"
+    assert result["payload"] == {
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "medium"},
+    }
+    assert result["step_down"] == {
+        "requested": "max",
+        "applied": "medium",
+        "budget": "hour:tag=*",
+        "spent": 0.75,
+        "step_down_at": 0.5,
+        "max_tokens": None,
+    }
+    (state,) = result["budgets"]
+    assert {k: state[k] for k in ("budget", "scope", "window", "limit", "spent", "remaining")} == {
+        "budget": "hour:tag=*",
+        "scope": "acme",
+        "window": "hour",
+        "limit": 2.0,
+        "spent": 1.5,
+        "remaining": 0.5,
+    }
+    assert result["fits"] is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--budget", "10/week"], "expected US dollars per window such as 10/day"),
+        (["--budget", "10/day", "--step-down-at", "80"], "a fraction from 0 to below 1"),
+        (["--spent", "3"], "give it with --budget USD/WINDOW"),
+        (["--budget", "1/day", "--spent", "1", "--limits", "redis://x"], "not allowed with"),
+    ],
+)
+def test_resolve_budget_options_are_checked(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(
+        capsys, "resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "high", *argv
+    )
+    assert (code, out) == (2, "")
+    assert message in err

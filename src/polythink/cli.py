@@ -7,7 +7,10 @@
   request-body fragment a client would send, without any network: the capability comes from
   the same store lookup the client makes
   (:meth:`polythink.capability_store.CapabilityStore.resolve`; ``--store PATH``).
-  Exit 1 when the tier cannot be satisfied.
+  ``--budget USD/WINDOW`` (with ``--step-down-at``, ``--floor``, ``--tag``, ``--budget-name``
+  and ``--spent USD``, or ``--limits redis://…`` to read what the budget spent in the shared
+  limits) shows the tier a call would get now under that budget and why, as
+  :meth:`polythink.Client.plan` does. Exit 1 when the tier cannot be satisfied.
 - ``polythink models`` prints the capability registry with where each fact comes from
   (observed > documented > imported > inferred); ``--learned`` lists what was learned on the
   wire and imported, and suspected stale entries, with their evidence; ``--levels MODEL``
@@ -54,7 +57,7 @@ from rich.text import Text
 
 from polythink import __version__
 from polythink.backends.local import LocalBudgets
-from polythink.budgets import Budget
+from polythink.budgets import Budget, nanos
 from polythink.capability_store import CapabilityStore, open_store
 from polythink.client import Client
 from polythink.config import Source
@@ -190,6 +193,41 @@ def _played(value: str) -> tuple[str, Capability | None]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _budget_spec(value: str) -> tuple[float, str]:
+    usd, _, per = value.partition("/")
+    try:
+        amount = float(usd)
+        Budget(amount, per)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected US dollars per window such as 10/day (windows: minute, hour, day, "
+            f"month, UTC), got {value!r}"
+        ) from None
+    return amount, per
+
+
+def _fraction(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction from 0 to below 1 such as 0.8 (= 80 % spent), got {value!r}"
+        )
+    return number
+
+
+def _dollars_arg(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"expected US dollars as a number >= 0, got {value!r}")
+    return number
+
+
 def _positive_int(value: str) -> int:
     try:
         number = int(value)
@@ -303,6 +341,43 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="for a tier the model does not accept (default: nearest)",
     )
     res.add_argument("--json", action="store_true", help="print one JSON object")
+    spend = res.add_argument_group(
+        "spend budget",
+        "what tier a call would get now under a budget (Budget(...) of polythink), and why",
+    )
+    spend.add_argument(
+        "--budget",
+        type=_budget_spec,
+        metavar="USD/WINDOW",
+        help="a budget such as 10/day (windows: minute, hour, day, month, UTC)",
+    )
+    spend.add_argument(
+        "--step-down-at",
+        type=_fraction,
+        metavar="F",
+        help="the fraction spent from which the budget steps tiers down (e.g. 0.8)",
+    )
+    spend.add_argument("--floor", type=_effort, metavar="E", help="the cheapest tier to step to")
+    spend.add_argument(
+        "--tag",
+        metavar="T",
+        help="the call's tag: the budget counts each tag apart (Budget(tag='*'))",
+    )
+    spend.add_argument(
+        "--budget-name", metavar="NAME", help="the budget's name (default: the window and scope)"
+    )
+    spent = spend.add_mutually_exclusive_group()
+    spent.add_argument(
+        "--spent",
+        type=_dollars_arg,
+        metavar="USD",
+        help="what the budget has spent in its current window (default 0)",
+    )
+    spent.add_argument(
+        "--limits",
+        metavar="URL",
+        help="read what the budget has spent from the shared limits at a redis:// URL",
+    )
     res.add_argument(
         "--store",
         metavar="PATH",
@@ -489,6 +564,18 @@ def _message(exc: BaseException) -> str:
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
+    if args.budget is not None:
+        return _resolve_under_budget(args)
+    if any(
+        getattr(args, name) is not None
+        for name in ("step_down_at", "floor", "tag", "budget_name", "spent", "limits")
+    ):
+        print(
+            "polythink resolve: error: --step-down-at, --floor, --tag, --budget-name, --spent "
+            "and --limits describe a budget: give it with --budget USD/WINDOW",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         # The lookup a Client makes: observed > documented > imported > inferred.
         store = open_store(args.store)
@@ -525,6 +612,105 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     for warning in resolution.warnings:
         print(f"warning    {warning}")
     return EXIT_OK
+
+
+def _resolve_under_budget(args: argparse.Namespace) -> int:
+    """``resolve --budget``: the client's own plan for one source under one budget."""
+    usd, per = args.budget
+    try:
+        budget = Budget(
+            usd,
+            per,
+            tag="*" if args.tag is not None else None,
+            step_down_at=args.step_down_at,
+            floor=args.floor,
+            name=args.budget_name,
+        )
+        source = Source(args.provider, args.model, api_key="resolve", effort_fallback=args.policy)
+        store = None if args.limits else LocalBudgets()
+        client = Client(
+            [source],
+            budgets=[budget],
+            limits=args.limits,
+            budget_store=store,
+            capabilities_store=open_store(args.store),
+        )
+    except ValueError as exc:
+        print(f"polythink resolve: ValueError: {_message(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def plan() -> Any:
+        try:
+            if store is not None and args.spent:
+                line = budget.line(args.tag if args.tag is not None else "all")
+                await store.reserve([line], nanos(args.spent))
+            (found,) = await client.plan(
+                reasoning_effort=args.effort, max_tokens=args.max_tokens, tag=args.tag
+            )
+            return found
+        finally:
+            await client.aclose()
+
+    found = asyncio.run(plan())
+    if args.json:
+        print(json.dumps(_plan_json(found), ensure_ascii=False))
+        return EXIT_OK if found.applied is not None else EXIT_FAILED
+    requested, applied = found.requested, found.applied
+    print(f"requested  {requested.value if requested else 'unset'}")
+    print(f"applied    {applied.value if applied else '-'}")
+    print(f"payload    {json.dumps(found.payload, ensure_ascii=False)}")
+    if found.step_down is not None and found.step_down.max_tokens is not None:
+        print(f"max_tokens {found.max_tokens} (the output ceiling shrinks with the tier)")
+    for state in found.budgets:
+        reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.resets_at))
+        steps = (
+            f", steps down from {state.step_down_at:.0%}" if state.step_down_at is not None else ""
+        )
+        print(
+            f"budget     {state.budget!r} ({state.scope}): ${state.spent:.6f} of "
+            f"${state.limit:g} a {state.window} spent ({state.fraction:.1%}){steps}; "
+            f"resets {reset}"
+        )
+    worst = "unpriced" if found.worst_case is None else f"${found.worst_case:.6f}"
+    print(f"worst case {worst} ({'fits' if found.fits else 'does not fit'})")
+    for reason in found.reasons:
+        print(f"why        {reason}")
+    return EXIT_OK if found.applied is not None else EXIT_FAILED
+
+
+def _plan_json(found: Any) -> dict[str, Any]:
+    step = found.step_down
+    return {
+        "requested_effort": found.requested.value if found.requested else None,
+        "applied_effort": found.applied.value if found.applied else None,
+        "payload": found.payload,
+        "max_tokens": found.max_tokens,
+        "step_down": None
+        if step is None
+        else {
+            "requested": step.requested.value,
+            "applied": step.applied.value,
+            "budget": step.budget,
+            "spent": step.spent,
+            "step_down_at": step.step_down_at,
+            "max_tokens": step.max_tokens,
+        },
+        "budgets": [
+            {
+                "budget": state.budget,
+                "scope": state.scope,
+                "window": state.window,
+                "limit": state.limit,
+                "spent": round(state.spent, 9),
+                "remaining": round(state.remaining, 9),
+                "resets_at": state.resets_at,
+            }
+            for state in found.budgets
+        ],
+        "worst_case": found.worst_case,
+        "fits": found.fits,
+        "reasons": list(found.reasons),
+    }
 
 
 def _capability_json(cap: Capability) -> dict[str, Any]:
