@@ -177,3 +177,40 @@ def test_the_readme_middleware_examples_run(
     assert simulated.sent == [
         ("xhigh", {"x-customer-id": "c-42"}, ["Card [card] was declined. Why?"])
     ]
+
+
+@pytest.mark.anyio
+async def test_the_readme_budget_example_runs() -> None:
+    from polythink import Budget, BudgetExceededError
+    from polythink.backends.local import LocalBudgets
+
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    (example,) = [b for b in blocks if "BUDGETS = [" in b]
+    namespace: dict[str, object] = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    ask = namespace["ask"]
+    budgets = namespace["BUDGETS"]
+    assert isinstance(budgets, list)
+    assert [b.name for b in budgets] == ["day:account=openai", "month:model=gpt-5.5", "day:tag=*"]
+    with Simulator() as sim:
+        source = Source("openai", "gpt-5.5", base_url=sim.base_url("openai"), api_key="sim")
+        store = LocalBudgets()
+        async with Client([source], budgets=budgets, budget_store=store) as client:
+            answer = await ask(client, "Why is the sky blue?", "acme")  # type: ignore[operator]
+            assert answer.startswith("Simulated")
+            # The customer's $2 runs low: at 80 % spent (past 0.5 + 0.5/2) two steps, to low.
+            tag = next(b for b in budgets if isinstance(b, Budget) and b.tag == "*")
+            (tally,) = await store.peek([tag.line("acme")])
+            await store.reserve([tag.line("acme")], int(1.6e9) - tally.spent)
+            (plan,) = await client.plan(reasoning_effort="high", max_tokens=4000, tag="acme")
+            assert plan.applied is not None
+            assert plan.applied.value == "low"
+            assert await ask(client, "Why is the sky blue?", "acme") != ""  # type: ignore[operator]
+            # Spent: the next call is refused before it is sent, and says until when.
+            await store.reserve([tag.line("acme")], int(0.35e9))
+            refused = await ask(client, "Why is the sky blue?", "acme")  # type: ignore[operator]
+            assert isinstance(refused, str)
+            assert refused.startswith("day:tag=* has $0.")
+            # Another customer is not affected.
+            assert (await ask(client, "Why?", "beta")).startswith("Simulated")  # type: ignore[operator]
+    assert BudgetExceededError.__name__ in example
