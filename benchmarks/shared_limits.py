@@ -73,9 +73,10 @@ def _redis(directory: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("redis-server did not start")
 
 
-def _worker(job: dict[str, Any]) -> dict[str, Any]:
+def _worker(job: dict[str, Any], module: str = "benchmarks.shared_limits") -> dict[str, Any]:
+    """Run ``job`` in a fresh ``python -m module worker JOB``; its last line of JSON."""
     process = subprocess.run(
-        [sys.executable, "-m", "benchmarks.shared_limits", "worker", json.dumps(job)],
+        [sys.executable, "-m", module, "worker", json.dumps(job)],
         capture_output=True,
         text=True,
         cwd=Path(__file__).resolve().parent.parent,

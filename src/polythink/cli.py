@@ -218,16 +218,6 @@ def _fraction(value: str) -> float:
     return number
 
 
-def _dollars_arg(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not math.isfinite(number) or number < 0:
-        raise argparse.ArgumentTypeError(f"expected US dollars as a number >= 0, got {value!r}")
-    return number
-
-
 def _positive_int(value: str) -> int:
     try:
         number = int(value)
@@ -240,14 +230,23 @@ def _positive_int(value: str) -> int:
     return number
 
 
-def _seconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not math.isfinite(number) or number < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds as a number >= 0, got {value!r}")
-    return number
+def _at_least_zero(unit: str) -> Callable[[str], float]:
+    """An argument type for a finite number >= 0 of ``unit`` (seconds, US dollars)."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not math.isfinite(number) or number < 0:
+            raise argparse.ArgumentTypeError(f"expected {unit} as a number >= 0, got {value!r}")
+        return number
+
+    return parse
+
+
+_seconds = _at_least_zero("seconds")
+_dollars_arg = _at_least_zero("US dollars")
 
 
 def _port(value: str) -> int:
