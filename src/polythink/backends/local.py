@@ -10,6 +10,7 @@ the async :class:`~polythink.backends.base.CacheBackend` protocol.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -259,8 +260,8 @@ class LocalBudgets:
     """Spend budgets counted in this process's memory, on its wall clock.
 
     Implements :class:`~polythink.backends.base.BudgetBackend`. Every method completes
-    without suspending. Lines whose window is over are forgotten once more than 4,096 lines
-    are counted.
+    without suspending, under a lock (clients on other threads' event loops may share it).
+    Lines whose window is over are forgotten once more than 4,096 lines are counted.
 
     Args:
         clock: wall-clock Unix seconds (``time.time``; inject one in tests), read for the
@@ -273,6 +274,7 @@ class LocalBudgets:
         self.clock = clock
         self._counts: dict[str, list[int]] = {}
         self._journal: dict[str, list[int]] | None = {} if journal else None
+        self._lock = threading.Lock()
 
     def _tally(self, line: Line, now: float) -> Tally:
         start, end = window_bounds(line.per, now)
@@ -303,11 +305,14 @@ class LocalBudgets:
     async def reserve(self, lines: Sequence[Line], cost: int) -> Reservation:
         """Add ``cost`` to every line if each has it left, else to none (see the protocol)."""
         now = self.clock()
-        tallies = [self._tally(line, now) for line in lines]
-        taken = all(t.spent + cost <= line.limit for t, line in zip(tallies, lines, strict=True))
-        if taken:
-            for line, tally in zip(lines, tallies, strict=True):
-                self._add(line.key, tally, cost)
+        with self._lock:
+            tallies = [self._tally(line, now) for line in lines]
+            taken = all(
+                t.spent + cost <= line.limit for t, line in zip(tallies, lines, strict=True)
+            )
+            if taken:
+                for line, tally in zip(lines, tallies, strict=True):
+                    self._add(line.key, tally, cost)
         return Reservation(taken, tallies, False)
 
     async def settle(
@@ -315,53 +320,55 @@ class LocalBudgets:
     ) -> list[int | None]:
         """Correct each line still in the reserved window by ``delta`` (see the protocol)."""
         spent: list[int | None] = []
-        for line, tally in zip(lines, reservation.tallies, strict=True):
-            count = self._counts.get(line.key)
-            if count is None or count[0] != tally.start:
-                spent.append(None)
-            else:
-                spent.append(self._add(line.key, tally, delta))
+        with self._lock:
+            for line, tally in zip(lines, reservation.tallies, strict=True):
+                count = self._counts.get(line.key)
+                if count is None or count[0] != tally.start:
+                    spent.append(None)
+                else:
+                    spent.append(self._add(line.key, tally, delta))
         return spent
 
     async def peek(self, lines: Sequence[Line]) -> list[Tally]:
         """Return each line's tally now."""
         now = self.clock()
-        return [self._tally(line, now) for line in lines]
+        with self._lock:
+            return [self._tally(line, now) for line in lines]
 
     def seed(self, key: str, tally: Tally) -> None:
         """Take a shared count as this process's, plus what this process counted on its
         own in that window and has not shared yet."""
-        noted = self._journal.get(key) if self._journal is not None else None
-        extra = noted[1] if noted is not None and noted[0] == tally.start else 0
-        self._counts[key] = [tally.start, tally.end, max(0, tally.spent + extra)]
+        with self._lock:
+            noted = self._journal.get(key) if self._journal is not None else None
+            extra = noted[1] if noted is not None and noted[0] == tally.start else 0
+            self._counts[key] = [tally.start, tally.end, max(0, tally.spent + extra)]
 
     def unsynced(self, key: str) -> tuple[int, int]:
         """Take what this process counted under ``key`` on its own: ``(window start,
         nano-dollars)``, ``(0, 0)`` when nothing; the journal forgets it."""
         if self._journal is None:
             return 0, 0
-        noted = self._journal.pop(key, None)
+        with self._lock:
+            noted = self._journal.pop(key, None)
         return (noted[0], noted[1]) if noted is not None else (0, 0)
 
     def restore(self, key: str, start: int, amount: int) -> None:
         """Put back what :meth:`unsynced` took, when it could not be shared after all."""
         if self._journal is not None and amount:
-            noted = self._journal.get(key)
-            if noted is None or noted[0] != start:
-                self._journal[key] = [start, amount]
-            else:
-                noted[1] += amount
+            with self._lock:
+                noted = self._journal.get(key)
+                if noted is None or noted[0] != start:
+                    self._journal[key] = [start, amount]
+                else:
+                    noted[1] += amount
 
 
-_process_budgets: LocalBudgets | None = None
+_process_budgets = LocalBudgets()
 
 
 def process_budgets() -> LocalBudgets:
     """The spend budgets of this process: every client without shared limits counts here,
     so clients naming the same budget share it."""
-    global _process_budgets
-    if _process_budgets is None:
-        _process_budgets = LocalBudgets()
     return _process_budgets
 
 

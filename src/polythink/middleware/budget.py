@@ -84,6 +84,8 @@ MAX_SCOPE_LABELS = 100
 """Scope values a budget's metrics name per process; later ones are labelled ``_other``."""
 _OTHER = "_other"
 _CHARS_PER_TOKEN = 4
+_RULES_KEPT = 4096
+"""Scope values whose budget lines a layer keeps built (tags, tiers) before starting over."""
 _SETTLE_WAIT = 2.0
 """Seconds a correction may take on a shared backend, shielded from cancellation."""
 _NOT_SENT = frozenset(
@@ -223,6 +225,7 @@ class BudgetMiddleware:
         self.meter = meter
         self._static: list[_Rule] = []
         self._dynamic: list[Budget] = []
+        self._made: dict[tuple[str, str], _Rule] = {}
         for budget in budgets:
             scope, match = budget.scope, budget.match
             if scope == "all":
@@ -244,15 +247,21 @@ class BudgetMiddleware:
             return self._static
         rules = list(self._static)
         tier = request.reasoning_effort or self.source.effort
+        asked = tier.value if tier is not None else None
         for budget in self._dynamic:
-            value = (
-                (tier.value if tier is not None else None)
-                if budget.scope == "tier"
-                else request.tag
-            )
+            value = asked if budget.scope == "tier" else request.tag
             if value is not None and budget.match in ("*", value):
-                rules.append(_Rule(budget, value))
+                rules.append(self._rule(budget, value))
         return rules
+
+    def _rule(self, budget: Budget, value: str) -> _Rule:
+        key = (budget.label, value)
+        made = self._made.get(key)
+        if made is None:
+            if len(self._made) >= _RULES_KEPT:
+                self._made.clear()
+            made = self._made[key] = _Rule(budget, value)
+        return made
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Admit the call within its budgets, send it, correct to what it cost.
