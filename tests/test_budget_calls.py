@@ -480,3 +480,15 @@ async def test_budget_metrics_and_spans(sim: Simulator, store: Recording) -> Non
     assert span.attributes[semconv.POLYTHINK_BUDGET_NAME] == "metered"
     assert span.attributes[semconv.POLYTHINK_REQUESTED_EFFORT] == "high"
     assert span.attributes[semconv.POLYTHINK_APPLIED_EFFORT] == "medium"
+
+
+def test_the_sync_client_takes_budgets_tags_and_plans(sim: Simulator) -> None:
+    from polythink import SyncClient
+
+    store = LocalBudgets()
+    budget = Budget(1.0, tag="*", step_down_at=0.5)
+    with SyncClient([_source(sim)], budgets=[budget], budget_store=store) as client:
+        response = client.complete(PROMPT, reasoning_effort="low", max_tokens=300, tag="acme")
+        (plan,) = client.plan(PROMPT, reasoning_effort="low", max_tokens=300, tag="acme")
+    assert [(s.budget, s.scope) for s in plan.budgets] == [("day:tag=*", "acme")]
+    assert plan.budgets[0].spent == _charged(response, "openai") / 1e9

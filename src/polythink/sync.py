@@ -138,7 +138,7 @@ class SyncClient:
     ``SyncClient(sources=[...], ...)`` takes exactly what ``Client`` takes and validates it
     the same way, at once. ``complete`` returns the :class:`~polythink.Response`; ``stream``
     returns a plain iterator of the same events, ``done`` last. Errors are the async
-    client's, raised in the calling thread.
+    client's, raised in the calling thread; ``plan`` returns what ``Client.plan`` does.
 
     The event-loop thread starts with the ``with`` block, ``start()``, or the first call,
     and ends with ``close()`` (the ``with`` block's end), which also closes the async client
@@ -328,3 +328,4 @@ class SyncClient:
 
     complete = _blocking(Client.complete)
     stream = _iterating(Client.stream)
+    plan = _blocking(Client.plan)
