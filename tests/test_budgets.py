@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from polythink import Budget, Effort
+from polythink import Budget, Client, Effort
 from polythink.backends.local import LocalBudgets, process_budgets
 from polythink.budgets import Line, account_id, check_tag, fingerprint, nanos, window_bounds
 from tests.budget_support import Clock
@@ -147,3 +148,28 @@ async def test_the_process_store_forgets_windows_that_are_over() -> None:
     await store.reserve([Line("minute:tag=late", 10, "minute")], 1)
     assert len(store._counts) == 1
     assert process_budgets() is process_budgets()
+
+
+def test_a_toml_file_gives_budgets(tmp_path: Path) -> None:
+    path = tmp_path / "polythink.toml"
+    path.write_text(
+        '[[source]]\nprovider = "openai"\nmodel = "gpt-5.5"\napi_key = "sk-toml-budget"\n\n'
+        '[[budget]]\nusd = 5.0\nper = "day"\ntag = "*"\nstep_down_at = 0.8\nfloor = "low"\n\n'
+        '[[budget]]\nusd = 100\nper = "month"\nname = "fleet"\n',
+        encoding="utf-8",
+    )
+    client = Client.from_toml(path)
+    assert client.budgets == (
+        Budget(5.0, "day", tag="*", step_down_at=0.8, floor="low"),
+        Budget(100, "month", name="fleet"),
+    )
+    path.write_text(
+        '[[source]]\nprovider = "openai"\nmodel = "gpt-5.5"\napi_key = "sk-toml-budget"\n\n'
+        '[[budget]]\nusd = 5.0\nwindow = "day"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match=r"\[\[budget\]\] #0: unknown keys \['window'\]"):
+        Client.from_toml(path)
+    path.write_text('[[budget]]\nusd = -1\n[[source]]\nprovider = "openai"\nmodel = "m"\n')
+    with pytest.raises(ValueError, match=r"#0: Budget usd must be a positive number"):
+        Client.from_toml(path)

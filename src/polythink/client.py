@@ -506,7 +506,8 @@ class Client:
         """Build a client from a TOML file of ``[[source]]`` tables.
 
         See :func:`polythink.config.sources_from_toml`; top-level ``limits`` and ``cache``
-        keys give those options (:func:`polythink.config.options_from_toml`); ``kwargs``
+        keys and ``[[budget]]`` tables give those options and ``budgets``
+        (:func:`polythink.config.options_from_toml`); ``kwargs``
         go to the constructor and win over them.
         """
         return cls(sources_from_toml(path), **{**options_from_toml(path), **kwargs})

@@ -498,11 +498,11 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     """
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
-    unknown_tables = sorted(set(data) - {"thinking", "source", *_OPTIONS})
+    unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS})
     if unknown_tables:
         raise ValueError(
             f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]], "
-            + ", ".join(_OPTIONS)
+            "[[budget]], " + ", ".join(_OPTIONS)
         )
     default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
     rows = data.get("source")
@@ -544,22 +544,49 @@ def options_from_env(scope: str, environ: Mapping[str, str] | None = None) -> di
     return found
 
 
-def options_from_toml(path: str | Path) -> dict[str, str]:
-    """Read the top-level ``limits`` and ``cache`` strings of a sources TOML file.
+def options_from_toml(path: str | Path) -> dict[str, Any]:
+    """Read the client options of a sources TOML file: ``limits``, ``cache`` and budgets.
 
     Shape: ``limits = "redis://redis:6379/0"`` and ``cache = "redis://redis:6379/0"`` (or a
-    directory) before the first table.
+    directory) before the first table, and one ``[[budget]]`` table per
+    :class:`~polythink.Budget` (its arguments by name)::
+
+        [[budget]]
+        usd = 5.0
+        per = "day"
+        tag = "*"
+        step_down_at = 0.8
 
     Raises:
-        ValueError: for a value that is not a non-empty string.
+        ValueError: for a ``limits`` or ``cache`` that is not a non-empty string, a budget
+            table with an unknown key, or a budget :class:`~polythink.Budget` refuses.
     """
+    from polythink.budgets import Budget
+
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
-    found = {}
+    found: dict[str, Any] = {}
     for name in _OPTIONS:
         if name in data:
             value = data[name]
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"{path}: {name} must be a non-empty string; got {value!r}")
             found[name] = value.strip()
+    tables = data.get("budget", [])
+    if not isinstance(tables, list):
+        raise ValueError(f"{path}: budgets are [[budget]] tables; got {tables!r}")
+    budgets = []
+    for i, table in enumerate(tables):
+        unknown = sorted(set(table) - set(Budget.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"{path} [[budget]] #{i}: unknown keys {unknown}; known: "
+                + ", ".join(Budget.__dataclass_fields__)
+            )
+        try:
+            budgets.append(Budget(**table))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path} [[budget]] #{i}: {exc}") from None
+    if budgets:
+        found["budgets"] = budgets
     return found
