@@ -649,16 +649,22 @@ class RedisBudgets:
         self, lines: Sequence[Line], reservation: Reservation, delta: int
     ) -> list[int | None]:
         """Correct on the server in one script (see the protocol); a reservation taken in
-        this process is corrected here."""
+        this process is corrected here. Shielded from cancellation (a cancelled call still
+        gives back what it did not use) and bounded by twice the socket timeout."""
         if not reservation.shared:
             return await self.fallback.settle(lines, reservation, delta)
         carries = self._carries(lines)
         args: list[Any] = [delta]
         for line, tally, (start, amount) in zip(lines, reservation.tallies, carries, strict=True):
             args += [line.per, tally.start, start, amount]
-        try:
+        reply = None
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(self.link.socket_timeout * 2),
+            contextlib.suppress(Unavailable),
+        ):
             reply = await self._script("budget_settle", lines, args)
-        except Unavailable:
+        if reply is None:
             self._restore(lines, carries)
             return await self.fallback.settle(lines, reservation, delta)
         spent: list[int | None] = []

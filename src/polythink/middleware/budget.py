@@ -44,8 +44,6 @@ from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
-
 from polythink.backends.base import BudgetBackend, Reservation, Tally
 from polythink.budgets import NANO, Budget, BudgetState, CallPlan, Line, nanos
 from polythink.config import Source
@@ -86,8 +84,6 @@ _OTHER = "_other"
 _CHARS_PER_TOKEN = 4
 _RULES_KEPT = 4096
 """Scope values whose budget lines a layer keeps built (tags, tiers) before starting over."""
-_SETTLE_WAIT = 2.0
-"""Seconds a correction may take on a shared backend, shielded from cancellation."""
 _NOT_SENT = frozenset(
     {"connect_timeout", "pool_timeout", "unsupported_protocol", "local_protocol_error"}
     | {"too_many_redirects"}
@@ -554,9 +550,7 @@ class BudgetMiddleware:
         delta = charge - ticket.cost
         spent: list[int | None] | None = None
         if delta:
-            # Shielded and bounded: a cancelled call still gives back what it did not use.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_SETTLE_WAIT):
-                spent = await self.backend.settle(lines, reservation, delta)
+            spent = await self.backend.settle(lines, reservation, delta)
         if self.meter is not None:
             for i, (rule, tally) in enumerate(zip(ticket.rules, reservation.tallies, strict=True)):
                 now = spent[i] if spent is not None else tally.spent + charge
