@@ -157,7 +157,10 @@ class BudgetBackend(Protocol):
     ) -> list[int | None]:
         """Correct what ``reservation`` took by ``delta`` nano-dollars (the call's cost less
         its reservation; negative gives back), in each line whose window is still the one
-        reserved in. Returns each line's spent after it (``None``: that window is over)."""
+        reserved in. Returns each line's spent after it (``None``: that window is over).
+
+        Called when a call ends however it ends, cancellation included: a backend that
+        suspends here shields its I/O from cancellation and bounds it in time."""
         ...
 
     async def peek(self, lines: Sequence[Line]) -> list[Tally]:
