@@ -492,3 +492,20 @@ def test_the_sync_client_takes_budgets_tags_and_plans(sim: Simulator) -> None:
         (plan,) = client.plan(PROMPT, reasoning_effort="low", max_tokens=300, tag="acme")
     assert [(s.budget, s.scope) for s in plan.budgets] == [("day:tag=*", "acme")]
     assert plan.budgets[0].spent == _charged(response, "openai") / 1e9
+
+
+@pytest.mark.anyio
+async def test_an_unpriced_refusal_says_what_was_spent_and_when_its_window_resets(
+    sim: Simulator,
+) -> None:
+    clock = Clock(1_796_083_200.0 + 5)  # 2026-12-01 00:00:05 UTC
+    store = LocalBudgets(clock)
+    budget = Budget(1.0, "hour")
+    await store.reserve([budget.line("all")], 250_000_000)
+    source = _source(sim, "qwen", "qwen3.7-plus")
+    async with Client([source], budgets=[budget], budget_store=store) as client:
+        with pytest.raises(BudgetExceededError) as caught:
+            await client.complete(PROMPT, reasoning_effort="low", max_tokens=300)
+    error = caught.value
+    assert (error.error_type, error.needed, error.spent) == ("unpriced", None, 0.25)
+    assert error.resets_at == 1_796_083_200.0 + 3600

@@ -332,7 +332,7 @@ class BudgetMiddleware:
         ticket = _Ticket(request, requested, rules, estimate_prompt_tokens(request))
         cost = self._worst(request, requested, ticket.prompt)
         if cost is None:
-            return self._unpriced(ticket)
+            return await self._unpriced(ticket)
         lines = [rule.line for rule in rules]
         reservation = await self.backend.reserve(lines, cost)
         step = self._decide(request, requested, rules, reservation.tallies)
@@ -417,7 +417,7 @@ class BudgetMiddleware:
             ceiling_holds_reasoning=holds,
         )
 
-    def _unpriced(self, ticket: _Ticket) -> _Ticket:
+    async def _unpriced(self, ticket: _Ticket) -> _Ticket:
         source = self.source
         ceiling, _ = self._ceiling(ticket.requested, ticket.request.max_tokens)
         why = (
@@ -429,6 +429,7 @@ class BudgetMiddleware:
         refusing = [r for r in ticket.rules if r.budget.unpriced == "refuse"]
         if refusing:
             rule = refusing[0]
+            (tally,) = await self.backend.peek([rule.line])
             raise BudgetExceededError(
                 f"{self.profile.id} source {self.index} ({source.model}): budget "
                 f"{rule.budget.label!r} cannot bound this call's cost: {why}; the call was not "
@@ -438,9 +439,9 @@ class BudgetMiddleware:
                 scope=rule.scope,
                 window=rule.budget.per,
                 limit=rule.budget.usd,
-                spent=0.0,
+                spent=tally.spent / NANO,
                 needed=None,
-                resets_at=0.0,
+                resets_at=float(tally.end),
                 provider=self.profile.id,
                 source_index=self.index,
                 error_type="unpriced",
