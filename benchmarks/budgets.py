@@ -25,12 +25,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.shared_limits import _median, _redis, _worker
+from benchmarks.redisproc import RedisProcess
+from benchmarks.shared_limits import _median, _worker
 from benchmarks.simproc import SimProcess
 
 __all__ = ["main"]
@@ -162,29 +162,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as directory, SimProcess() as sim:
-        server, url = _redis(directory)
-        try:
-            base = {"base_url": f"{sim.root}/openai/v1", "calls": args.calls, "redis": url}
-            layer = _compare(
-                {
-                    name: {**base, "path": "layer", "backend": name}
-                    for name in ("none", "local", "redis")
-                },
-                args.reps,
-            )
-            client = _compare(
-                {
-                    "local": {**base, "path": "client", "redis": None, "budget": False},
-                    "local_budget": {**base, "path": "client", "redis": None, "budget": True},
-                    "redis": {**base, "path": "client", "budget": False},
-                    "redis_budget": {**base, "path": "client", "budget": True},
-                },
-                args.reps,
-            )
-        finally:
-            server.terminate()
-            server.wait(10)
+    with RedisProcess() as server, SimProcess() as sim:
+        url = server.url
+        base = {"base_url": f"{sim.root}/openai/v1", "calls": args.calls, "redis": url}
+        layer = _compare(
+            {
+                name: {**base, "path": "layer", "backend": name}
+                for name in ("none", "local", "redis")
+            },
+            args.reps,
+        )
+        client = _compare(
+            {
+                "local": {**base, "path": "client", "redis": None, "budget": False},
+                "local_budget": {**base, "path": "client", "redis": None, "budget": True},
+                "redis": {**base, "path": "client", "budget": False},
+                "redis_budget": {**base, "path": "client", "budget": True},
+            },
+            args.reps,
+        )
     result = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),

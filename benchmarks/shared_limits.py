@@ -24,18 +24,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from benchmarks.redisproc import RedisProcess
 from benchmarks.simproc import SimProcess
 
 __all__ = ["main"]
@@ -43,34 +41,6 @@ __all__ = ["main"]
 RESULTS = Path(__file__).resolve().parent / "results" / "shared-limits.json"
 _TASKS = 8
 _LATENCY = 0.02
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _redis(directory: str) -> tuple[subprocess.Popen[bytes], str]:
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    port = _free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory, "--save", ""],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return process, f"redis://127.0.0.1:{port}/0"
-        except OSError:
-            time.sleep(0.01)
-    process.kill()
-    raise RuntimeError("redis-server did not start")
 
 
 def _worker(job: dict[str, Any], module: str = "benchmarks.shared_limits") -> dict[str, Any]:
@@ -299,20 +269,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as directory, SimProcess() as sim:
-        server, url = _redis(directory)
-        try:
-            result = {
-                "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "cpus": os.cpu_count(),
-                "load_average_before": os.getloadavg(),
-                "adherence": _adherence(sim, url, args),
-                "cost": _costs(sim, url, args.calls, args.reps),
-                "load_average_after": os.getloadavg(),
-            }
-        finally:
-            server.terminate()
-            server.wait(10)
+    with RedisProcess() as server, SimProcess() as sim:
+        url = server.url
+        result = {
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "cpus": os.cpu_count(),
+            "load_average_before": os.getloadavg(),
+            "adherence": _adherence(sim, url, args),
+            "cost": _costs(sim, url, args.calls, args.reps),
+            "load_average_after": os.getloadavg(),
+        }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     a = result["adherence"]

@@ -1,8 +1,9 @@
 """A worker process for the shared-limits tests: ``python -m tests.redis_worker PLAN``.
 
 ``PLAN`` is JSON: ``redis`` (URL of the shared limits, or null), ``lease`` (seconds),
-``cache`` (URL or null), ``source`` (``base_url``, ``api_key``, ``rpm``, ``tpm``,
-``max_concurrency``, ``headers``, ``max_retries``), ``start_at`` (epoch seconds to begin),
+``cache`` (URL or null), ``cache_lease`` (seconds a cache fill lease lasts), ``source``
+(``base_url``, ``api_key``, ``rpm``, ``tpm``, ``max_concurrency``, ``headers``,
+``max_retries``), ``start_at`` (epoch seconds to begin),
 ``wait_go`` (print ``{"event": "ready"}``, then begin once a line arrives on stdin),
 ``until`` (epoch seconds to stop starting calls; each call's timeout ends there too),
 ``seconds`` (the same, counted from the start) or ``calls`` (calls per task), ``tasks``
@@ -25,7 +26,7 @@ from typing import Any
 import anyio
 
 from polythink import Client, Source
-from polythink.backends.redis import RedisLimitStore
+from polythink.backends.redis import RedisCache, RedisLimitStore
 from polythink.errors import PolythinkError
 
 
@@ -53,7 +54,10 @@ async def run(plan: dict[str, Any]) -> None:
         # tests are about the shared path, so they give Redis longer before falling back.
         limits = RedisLimitStore(plan["redis"], lease=plan.get("lease", 10.0), socket_timeout=2.0)
     announced = False
-    async with Client([source], limits=limits, cache=plan.get("cache")) as client:
+    cache = plan.get("cache")
+    if cache and plan.get("cache_lease"):
+        cache = RedisCache(cache, lease=plan["cache_lease"])
+    async with Client([source], limits=limits, cache=cache) as client:
         start_at = plan.get("start_at")
         if start_at is not None:
             await anyio.sleep(max(0.0, start_at - time.time()))

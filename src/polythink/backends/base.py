@@ -22,6 +22,7 @@ __all__ = [
     "BudgetBackend",
     "CacheBackend",
     "CacheStore",
+    "CoalescingCache",
     "Lease",
     "LimitBackend",
     "Reservation",
@@ -183,6 +184,33 @@ class CacheBackend(Protocol):
 
     async def save(self, key: str, value: bytes, ttl: float | None) -> None:
         """Store ``value`` under ``key`` for ``ttl`` seconds (``None``: no expiry)."""
+        ...
+
+
+class CoalescingCache(CacheBackend, Protocol):
+    """A cache backend shared by processes that lets one caller fill an entry for all.
+
+    Identical calls in different processes have one key. The first caller to miss takes the
+    key's *fill lease*, a short lease renewed while it holds it, calls, stores the answer
+    and releases the lease; the others wait for the entry instead of calling. A holder that
+    ends without storing (an error, a cancelled call) releases the lease, one that dies lets
+    it expire: then one of the waiting callers takes it over. A backend whose server does
+    not answer gives every caller the lease (a no-op one) and no entry, so nobody waits.
+    """
+
+    async def claim(self, key: str) -> tuple[bytes | None, Lease | None]:
+        """Look ``key`` up and, on a miss, try to take its fill lease, in one step.
+
+        Returns ``(value, None)`` on a hit; ``(None, lease)`` on a miss this caller fills
+        (store the answer with :meth:`save`, then release the lease, whatever happens);
+        ``(None, None)`` on a miss another caller is filling (then :meth:`wait_for` it).
+        """
+        ...
+
+    async def wait_for(self, key: str, timeout: float | None) -> tuple[bytes | None, Lease | None]:
+        """Wait for the entry another caller is filling, at most ``timeout`` seconds
+        (``None``: the backend's own bound only); the result reads as :meth:`claim`'s, and
+        ``(None, None)`` says the wait ended with the other caller still filling it."""
         ...
 
 

@@ -106,6 +106,15 @@ MAX_NAP = 0.5
 """Seconds a call waiting for a shared bucket sleeps before asking again: another process
 may have given tokens back."""
 _COMPRESSION = 6
+DEFAULT_FILL_LEASE = 3.0
+"""Seconds a cache fill lease lasts without renewal: how soon waiting callers take over from
+a holder that died."""
+DEFAULT_FILL_WAIT = 60.0
+"""Seconds a call waits at most for an identical call of another process to fill the cache
+before it calls itself."""
+_FILL_POLL = (0.005, 0.1)
+"""Seconds between two looks at an entry being filled: a tenth of the wait so far, within
+these bounds (jittered by ±50 %)."""
 
 _PRELUDE = """
 local t = redis.call('TIME')
@@ -358,6 +367,34 @@ reserved window start, carry); returns each line's spend after (-1: window over)
 
 _BUDGET_PREFIX = "polythink:{polythink-budget}:"
 
+_CACHE_CLAIM = """
+local value = redis.call('GET', KEYS[1])
+if value then return {1, value} end
+if ARGV[1] == '' then return {0, ''} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2, ''} end
+return {3, ''}
+"""
+"""Read an entry (KEYS[1]) or, on a miss, take its fill lease (KEYS[2]) for holder ARGV[1]
+for ARGV[2] ms. Returns ``{1, value}`` (hit), ``{2}`` (lease taken), ``{3}`` (another holder
+has it), ``{0}`` (a miss; no holder given, so no lease asked for)."""
+
+_FILL_RENEW = """
+local renewed = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[i + 1] then
+    renewed = renewed + redis.call('PEXPIRE', key, ARGV[1])
+  end
+end
+return renewed
+"""
+"""Extend by ARGV[1] ms each fill lease KEYS[i] still held by holder ARGV[i + 1]."""
+
+_FILL_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+"""Release a fill lease if ARGV[1] still holds it (an expired one may be another's now)."""
+
 
 class Unavailable(Exception):
     """Redis did not answer (or is being left alone after a failure); use the fallback."""
@@ -492,6 +529,52 @@ class _Link:
         client, self._client = self._client, None
         if client is not None and self._loop is asyncio.get_running_loop():
             await client.aclose()
+
+
+class _Renewer:
+    """One side task per process that renews the leases it holds on one server.
+
+    Every third of ``lease`` seconds it runs ``renew`` on the server with what is held (lease
+    name -> holder id) and ends once nothing is; the next :meth:`hold` starts it again. The
+    calls themselves run in their callers' tasks; only the renewal is a side task. A round
+    the server does not answer is skipped.
+    """
+
+    def __init__(
+        self,
+        link: _Link,
+        lease: float,
+        renew: Callable[[aioredis.Redis, dict[str, str]], Awaitable[Any]],
+    ) -> None:
+        self.link = link
+        self.lease = lease
+        self.held: dict[str, str] = {}
+        self._renew = renew
+        self._task: asyncio.Task[None] | None = None
+
+    def hold(self, name: str, holder: str) -> None:
+        """Renew ``name`` for ``holder`` until :meth:`drop`."""
+        self.held[name] = holder
+        task = self._task
+        if task is None or task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def drop(self, name: str) -> None:
+        """Stop renewing ``name``."""
+        self.held.pop(name, None)
+
+    async def _run(self) -> None:
+        while self.held:
+            await anyio.sleep(self.lease / 3)
+            held = dict(self.held)
+            if not held:
+                return
+
+            async def renew(client: aioredis.Redis, held: dict[str, str] = held) -> Any:
+                return await self._renew(client, held)
+
+            with contextlib.suppress(Unavailable):
+                await self.link.run(renew)
 
 
 class _NoSlot:
@@ -726,8 +809,7 @@ class RedisLimits:
         self.max_concurrency = max_concurrency
         self._fallback = fallback
         self._lease_ms = max(1, round(store.lease * 1000))
-        self._held: set[str] = set()
-        self._renewer: asyncio.Task[None] | None = None
+        self._renewer = _Renewer(store.link, store.lease, self._renew)
         self._poller = anyio.Lock()
 
     @property
@@ -812,32 +894,15 @@ class RedisLimits:
         return lease, float(wait) / 1000.0, reason.decode() if isinstance(reason, bytes) else reason
 
     def _hold(self, holder: str) -> _RedisLease:
-        self._held.add(holder)
-        renewer = self._renewer
-        if renewer is None or renewer.done():
-            # One side task per process renews every lease it holds; the calls themselves
-            # run in their callers' tasks.
-            self._renewer = asyncio.get_running_loop().create_task(self._renew())
+        self._renewer.hold(holder, holder)
         return _RedisLease(self, holder)
 
-    async def _renew(self) -> None:
-        link = self.store.link
-        while self._held:
-            await anyio.sleep(self.store.lease / 3)
-            held = list(self._held)
-            if not held:
-                return
-
-            async def renew(client: aioredis.Redis, held: list[str] = held) -> Any:
-                return await link.scripts["renew"](
-                    keys=[self.leases_key], args=[self._lease_ms, *held]
-                )
-
-            with contextlib.suppress(Unavailable):
-                await link.run(renew)
+    async def _renew(self, client: aioredis.Redis, held: dict[str, str]) -> Any:
+        renew = self.store.link.scripts["renew"]
+        return await renew(keys=[self.leases_key], args=[self._lease_ms, *held])
 
     async def _release(self, holder: str) -> None:
-        self._held.discard(holder)
+        self._renewer.drop(holder)
         link = self.store.link
         # Shielded: a call cancelled by its caller still gives its slot back. An unreachable
         # server lets the lease end on its own.
@@ -872,7 +937,7 @@ class RedisLimits:
         """Release ``lease`` and settle in one script (see the protocol)."""
         if isinstance(lease, _RedisLease) and lease.taken() is not None:
             holder = lease.holder
-            self._held.discard(holder)
+            self._renewer.drop(holder)
             args = self._args(refund, holder=holder, limits=limits, pause=pause)
             link = self.store.link
             # Shielded as a release is: the slot must not stay held past a cancellation.
@@ -887,6 +952,27 @@ class RedisLimits:
         await self.settle(refund, limits, pause)
 
 
+class _FillLease:
+    """The right to fill one cache entry, held until :meth:`release`."""
+
+    __slots__ = ("_cache", "holder", "key")
+
+    def __init__(self, cache: RedisCache, key: str, holder: str) -> None:
+        self._cache: RedisCache | None = cache
+        self.key = key
+        self.holder = holder
+
+    async def release(self) -> None:
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            await cache._release(self.key, self.holder)
+
+
+_NO_FILL = _NoSlot()
+"""The lease of a caller that fills an entry nobody waits for (the server does not answer,
+or the cache does not coalesce)."""
+
+
 class RedisCache:
     """Cache entries on a Redis server, shared by every process that names it.
 
@@ -898,14 +984,29 @@ class RedisCache:
     the culling script sees them all. A server that does not answer makes lookups misses
     and writes no-ops (one warning per outage).
 
+    It also implements :class:`~polythink.backends.base.CoalescingCache`: identical calls
+    in flight in different processes make one upstream call. The first to miss sets the
+    key's fill lease (``polythink:{polythink-cache}:f:<key>``, its value a holder id, with a
+    ``lease`` expiry renewed every third of it while the call runs); the others look again
+    after a tenth of the time they have waited so far (5 to 100 ms) until the entry is there,
+    and take the lease over when it is gone without an entry (its holder failed, was
+    cancelled, or died and stopped renewing it). A caller waits at most ``wait`` seconds,
+    then calls itself.
+
     Args:
         url: the server (see :class:`RedisLimitStore`).
         ttl: seconds an entry stays fresh; ``None``: until culled.
         size_limit: bytes of compressed values kept on the server.
         retry_interval, socket_timeout: as :class:`RedisLimitStore`.
+        lease: seconds a fill lease lasts without renewal: how long the callers waiting for
+            a holder that died wait before one of them calls.
+        wait: the longest a call waits for another process's call to fill its entry, in
+            seconds.
+        coalesce: ``False``: every process that misses calls (no fill leases, no waiting).
 
     Raises:
-        ValueError: for a URL of another scheme, a non-positive ``ttl`` or ``size_limit``.
+        ValueError: for a URL of another scheme, a non-positive ``ttl``, ``size_limit``,
+            ``lease`` or a negative ``wait``.
     """
 
     def __init__(
@@ -916,24 +1017,42 @@ class RedisCache:
         size_limit: int = DEFAULT_SIZE_LIMIT,
         retry_interval: float = DEFAULT_RETRY_INTERVAL,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        lease: float = DEFAULT_FILL_LEASE,
+        wait: float = DEFAULT_FILL_WAIT,
+        coalesce: bool = True,
     ) -> None:
         if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
             raise ValueError(f"size_limit must be a positive number of bytes; got {size_limit!r}")
         if ttl is not None and (isinstance(ttl, bool) or not ttl > 0):
             raise ValueError(f"ttl must be a positive number of seconds or None; got {ttl!r}")
+        if not lease > 0:
+            raise ValueError(f"lease must be a positive number of seconds; got {lease!r}")
+        if not wait >= 0:
+            raise ValueError(f"wait must be a number of seconds >= 0; got {wait!r}")
         self.ttl = ttl
         self.size_limit = size_limit
+        self.lease = lease
+        self.wait = wait
+        self.coalesce = coalesce
         self.link = _Link(
             url,
             "shared cache",
             "every lookup is a miss",
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
-            scripts={"set": _CACHE_SET},
+            scripts={
+                "set": _CACHE_SET,
+                "claim": _CACHE_CLAIM,
+                "renew": _FILL_RENEW,
+                "release": _FILL_RELEASE,
+            },
         )
         base = "polythink:{polythink-cache}:"
         self.prefix = base + "e:"
+        self.fill_prefix = base + "f:"
         self._index = [base + "index", base + "sizes", base + "total"]
+        self._lease_ms = max(1, round(lease * 1000))
+        self._renewer = _Renewer(self.link, lease, self._renew)
 
     async def load(self, key: str) -> bytes | None:
         """Return the decompressed value under ``key``, or ``None`` (also when unreachable).
@@ -945,12 +1064,74 @@ class RedisCache:
             raw = await self.link.run(lambda client: client.get(self.prefix + key))
         except Unavailable:
             return None
-        if raw is None:
-            return None
+        return None if raw is None else _unpacked(raw)
+
+    async def claim(self, key: str) -> tuple[bytes | None, Lease | None]:
+        """Return the entry under ``key``, or take its fill lease, in one round trip (see
+        :class:`~polythink.backends.base.CoalescingCache`).
+
+        Raises:
+            ValueError: the stored value is not a zlib stream.
+        """
+        holder = f"{_PROCESS}-{next(_holders)}" if self.coalesce else ""
+        link = self.link
+
+        async def claim(client: aioredis.Redis) -> Any:
+            return await link.scripts["claim"](
+                keys=[self.prefix + key, self.fill_prefix + key], args=[holder, self._lease_ms]
+            )
+
         try:
-            return zlib.decompress(bytes(raw) if isinstance(raw, bytes) else raw.encode())
-        except zlib.error as exc:
-            raise ValueError(f"a shared cache entry is not compressed data: {exc}") from None
+            state, value = await link.run(claim)
+        except Unavailable:
+            return None, _NO_FILL
+        if state == 1:
+            return _unpacked(value), None
+        if state == 2:
+            self._renewer.hold(self.fill_prefix + key, holder)
+            return None, _FillLease(self, key, holder)
+        if state == 3:
+            return None, None
+        return None, _NO_FILL
+
+    async def wait_for(self, key: str, timeout: float | None) -> tuple[bytes | None, Lease | None]:
+        """Wait for another process to fill ``key``: at most ``timeout`` seconds and at most
+        :attr:`wait`; return as :meth:`claim` does, ``(None, None)`` when the wait ended.
+
+        Raises:
+            ValueError: the stored value is not a zlib stream.
+        """
+        bound = self.wait if timeout is None else min(self.wait, timeout)
+        started = time.monotonic()
+        while (waited := time.monotonic() - started) < bound:
+            pause = min(_FILL_POLL[1], max(_FILL_POLL[0], waited / 10))
+            await anyio.sleep(min(pause * random.uniform(0.5, 1.5), bound - waited))
+            value, lease = await self.claim(key)
+            if value is not None or lease is not None:
+                return value, lease
+        return None, None
+
+    async def _renew(self, client: aioredis.Redis, held: dict[str, str]) -> Any:
+        return await self.link.scripts["renew"](
+            keys=list(held), args=[self._lease_ms, *held.values()]
+        )
+
+    async def _release(self, key: str, holder: str) -> None:
+        name = self.fill_prefix + key
+        self._renewer.drop(name)
+        link = self.link
+
+        async def release(client: aioredis.Redis) -> Any:
+            return await link.scripts["release"](keys=[name], args=[holder])
+
+        # Shielded: a cancelled holder still lets the others go on at once. An unreachable
+        # server lets the lease end on its own.
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(link.socket_timeout * 2),
+            contextlib.suppress(Unavailable),
+        ):
+            await link.run(release)
 
     async def save(self, key: str, value: bytes, ttl: float | None) -> None:
         """Compress and store ``value``; nothing happens while the server does not answer."""
@@ -972,3 +1153,10 @@ class RedisCache:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self.link.aclose()
+
+
+def _unpacked(raw: Any) -> bytes:
+    try:
+        return zlib.decompress(bytes(raw) if isinstance(raw, bytes) else raw.encode())
+    except zlib.error as exc:
+        raise ValueError(f"a shared cache entry is not compressed data: {exc}") from None

@@ -31,6 +31,21 @@ another. ``complete`` and ``stream`` keep separate entries: whether the call str
 part of the key, because a stream's entry is its events and a stream may be cut where a
 complete answer is not.
 
+With a backend shared by processes that coalesces
+(:class:`~polythink.backends.base.CoalescingCache`, such as
+:class:`~polythink.backends.redis.RedisCache`), identical calls of different processes are
+coalesced too: the first to miss takes the key's fill lease and calls; the others wait for
+its entry (a stream's joiners, again, get the whole stream once it has ended) and get it as
+a hit. If the holder ends without storing an answer (an error, a cancelled or interrupted
+call), one of them takes the lease and calls itself: errors are not shared across
+processes. A joiner waits at most as long as the backend allows and never past its own
+``timeout``; what is left of that timeout goes with the call it then makes.
+
+A call the rate-limit layer holds for a concurrency slot or for its budget looks the cache
+up again before it takes the budget (:mod:`polythink.middleware._recheck`): another process
+may have stored the answer meanwhile. Such a hit comes back through the inner layers and is
+not stored again.
+
 Per call, ``cache=False`` bypasses the cache and ``cache="refresh"`` skips the lookup and
 overwrites the entry with the fresh answer. Entries older than ``ttl`` seconds are misses.
 A store that fails (a corrupt or unreadable file, a locked database) degrades to a miss and
@@ -59,7 +74,13 @@ from typing import Any, TypeVar
 
 import anyio
 
-from polythink.backends.base import DEFAULT_SIZE_LIMIT, CacheBackend, CacheStore
+from polythink.backends.base import (
+    DEFAULT_SIZE_LIMIT,
+    CacheBackend,
+    CacheStore,
+    CoalescingCache,
+    Lease,
+)
 from polythink.backends.disk import DiskStore, default_cache_dir
 from polythink.backends.stores import cache_backend, cache_store
 from polythink.cache_codec import (
@@ -79,6 +100,8 @@ from polythink.cache_key import (
     effective_efforts,
 )
 from polythink.config import Source
+from polythink.errors import RequestTimeoutError
+from polythink.middleware._recheck import looking_again
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.middleware.failover import NOTE_PREFIX
 from polythink.structured import parsed_or_none
@@ -140,6 +163,12 @@ def _stored_event(event: StreamEvent) -> StreamEvent:
     return event if kept is response else dataclasses.replace(event, response=kept)
 
 
+def _replay(entry: dict[str, Any]) -> list[StreamEvent] | None:
+    """A stream entry's events, if they end with ``done`` (else ``None``: not a whole stream)."""
+    events = entry_events(entry)
+    return events if events and events[-1].type == "done" else None
+
+
 def _complete_success(response: Response | None) -> bool:
     # A spend budget's step-down answered at a cheaper tier than the key's requested one:
     # kept, it would keep answering that tier after the budget's window resets.
@@ -194,6 +223,8 @@ class CacheMiddleware:
         self._flights: dict[str, _Flight] = {}
         self._prefixes = Prefixes()
         self._clock = clock
+        claims = callable(getattr(self.backend, "claim", None))
+        self._shared: CoalescingCache | None = self.backend if claims else None  # type: ignore[assignment]
 
     def key(self, request: Request) -> str | None:
         """Return the cache key of ``request``, or ``None`` (with one warning) when a field
@@ -227,19 +258,24 @@ class CacheMiddleware:
         # The flight is registered before the lookup and ends after the answer is stored, so
         # an identical call either joins it or finds the entry.
         flight = self._flights[key] = _Flight()
+        fill: Lease | None = None
         try:
-            if mode != "refresh":
-                entry = await self._load(key)
+            if mode == "refresh":
+                response = await call_next(request)
+            else:
+                entry, fill, request = await self._claim(key, request)
                 if entry is not None:
                     cached = self._decode(entry, entry_response)
                     if cached is not None:
                         flight.response = cached
                         return cached
-            response = await call_next(request)
-            fitting = _fitting(request, response)
+                with looking_again(lambda: self._look_again(key, entry_response)):
+                    response = await call_next(request)
+            # A hit the second look found (see the rate-limit layer) is stored already.
+            fitting = response if response.cache_hit else _fitting(request, response)
             response = fitting or response
             flight.response = _stored(response)
-            if fitting is not None and _complete_success(response):
+            if fitting is not None and not response.cache_hit and _complete_success(response):
                 await self._save(key, flight.response)
             return response
         except Exception as exc:
@@ -249,6 +285,8 @@ class CacheMiddleware:
         finally:
             del self._flights[key]
             flight.ended.set()
+            if fill is not None:
+                await fill.release()
 
     def stream(self, request: Request, call_next: StreamNext) -> AsyncGenerator[StreamEvent, None]:
         """Replay a stored stream on a hit; otherwise pass events through and store the
@@ -281,32 +319,45 @@ class CacheMiddleware:
                     yield event
             return
         flight = self._flights[key] = _Flight()
+        fill: Lease | None = None
         try:
             if not refresh:
-                entry = await self._load(key)
+                entry, fill, request = await self._claim(key, request)
                 if entry is not None:
-                    replay = self._decode(entry, entry_events)
-                    if replay and replay[-1].type == "done":
+                    replay = self._decode(entry, _replay)
+                    if replay is not None:
                         flight.events = replay
                         for event in replay:
                             yield event
                         return
             recorded = Recording()
             async with aclosing(call_next(request)) as events:
-                async for event in events:
+                # The call is admitted (and may wait for its turn) before its first event.
+                if refresh:
+                    event = await anext(events, None)
+                else:
+                    with looking_again(lambda: self._look_again(key, _replay)):
+                        event = await anext(events, None)
+                while event is not None:
                     fitting = None
                     if event.type == "done" and event.response is not None:
-                        fitting = _fitting(request, event.response)
-                        if fitting is not None and fitting is not event.response:
+                        done = event.response
+                        fitting = done if done.cache_hit else _fitting(request, done)
+                        if fitting is not None and fitting is not done:
                             event = dataclasses.replace(event, response=fitting)
                     recorded.add(_stored_event(event))
                     if event.type == "done":
                         flight.recording = recorded
                         # Stored before ``done`` is handed over: a caller that stops reading
                         # at ``done`` still leaves a complete stream in the cache.
-                        if fitting is not None and _complete_success(event.response):
+                        if (
+                            fitting is not None
+                            and not fitting.cache_hit
+                            and _complete_success(fitting)
+                        ):
                             await self._save_events(key, recorded)
                     yield event
+                    event = await anext(events, None)
         except Exception as exc:
             if flight.recording is None and flight.events is None:
                 flight.error = exc
@@ -314,6 +365,54 @@ class CacheMiddleware:
         finally:
             del self._flights[key]
             flight.ended.set()
+            if fill is not None:
+                await fill.release()
+
+    async def _claim(
+        self, key: str, request: Request
+    ) -> tuple[dict[str, Any] | None, Lease | None, Request]:
+        """Look ``key`` up; on a miss, with a backend that coalesces across processes, take
+        the key's fill lease, or wait for the caller filling it.
+
+        Returns the entry (``None``: a miss), the fill lease this caller releases once it
+        has stored its answer (``None``: none held), and the request to send, whose
+        ``timeout`` is what the wait left of it.
+
+        Raises:
+            RequestTimeoutError: the call's whole ``timeout`` went on the wait.
+        """
+        shared = self._shared
+        if shared is None:
+            return await self._load(key), None, request
+        try:
+            raw, fill = await shared.claim(key)
+            if raw is None and fill is None:
+                started = time.monotonic()
+                raw, fill = await shared.wait_for(key, request.timeout)
+                if raw is None and request.timeout is not None:
+                    request = self._after_wait(request, time.monotonic() - started)
+        except RequestTimeoutError:
+            raise
+        except Exception as exc:
+            self._degraded("the cache cannot be read; treating it as a miss", exc)
+            return None, None, request
+        return self._entry(raw), fill, request
+
+    @staticmethod
+    def _after_wait(request: Request, waited: float) -> Request:
+        assert request.timeout is not None
+        left = request.timeout - waited
+        if left > 0:
+            return request.with_(timeout=left)
+        raise RequestTimeoutError(
+            f"the call waited its whole timeout ({request.timeout:g} s) for an identical "
+            "call of another process to answer it; it was not sent",
+            error_type="deadline",
+        )
+
+    async def _look_again(self, key: str, decode: Callable[[dict[str, Any]], _T]) -> _T | None:
+        entry = await self._load(key)
+        return None if entry is None else self._decode(entry, decode)
 
     def _decode(self, entry: dict[str, Any], decode: Callable[[dict[str, Any]], _T]) -> _T | None:
         try:
@@ -328,6 +427,10 @@ class CacheMiddleware:
         except Exception as exc:
             self._degraded("the cache cannot be read; treating it as a miss", exc)
             return None
+        return self._entry(raw)
+
+    def _entry(self, raw: bytes | None) -> dict[str, Any] | None:
+        """The entry in ``raw`` if it is readable and fresh, else ``None``."""
         if raw is None:
             return None
         try:

@@ -20,6 +20,11 @@ refused by the provider, or before it was sent, gives its estimate back; one tha
 or lost its connection keeps it (the provider may have run it). A call larger than a whole
 bucket is let through when the bucket is full and leaves it in debt.
 
+A call that waited for its slot, or in the queue for its budget, asks the cache layer to
+look its entry up again before it takes the budget (:mod:`polythink.middleware._recheck`):
+when another process stored the answer meanwhile, the call returns that hit, gives its slot
+back and is not sent, having taken nothing from the buckets.
+
 When a gate cannot open in time the call is not sent: :class:`~polythink.errors.RateLimitedError`
 is raised at once (``retry_after`` = the wait it would have needed, ``error_type`` naming the
 gate) so failover can try the next source. "In time" means within the call's deadline
@@ -41,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import orjson
@@ -55,6 +60,7 @@ from polythink.errors import (
     StreamInterruptedError,
     TransientError,
 )
+from polythink.middleware._recheck import Hit, look_again
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.types import RateLimit, Request, Response, StreamEvent, Usage
@@ -111,6 +117,14 @@ def estimate_prompt_tokens(request: Request) -> int:
     for tool in request.tools:
         chars += len(tool.name) + len(tool.description) + _schema_chars(tool.parameters)
     return -(-chars // _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE * len(request.messages)
+
+
+class _Answered(Exception):
+    """The cache had the answer when a call that waited for its turn looked again."""
+
+    def __init__(self, hit: Hit) -> None:
+        super().__init__("answered from the cache")
+        self.hit = hit
 
 
 class _Ticket:
@@ -210,7 +224,11 @@ class RateLimitMiddleware:
             RateLimitedError: when this source cannot take the call in time (not sent).
             PolythinkError: whatever the inner layers raise.
         """
-        ticket = await self._admit(request)
+        try:
+            ticket = await self._admit(request)
+        except _Answered as answered:
+            # The cache layer looks again for the kind of call it is in: an answer here.
+            return cast(Response, answered.hit)
         try:
             response = await call_next(ticket.request)
             await self._settle(ticket, response.usage, response.rate_limit)
@@ -234,7 +252,13 @@ class RateLimitMiddleware:
             RateLimitedError: when this source cannot take the call in time (not sent).
             PolythinkError: whatever the inner layers raise.
         """
-        ticket = await self._admit(request)
+        try:
+            ticket = await self._admit(request)
+        except _Answered as answered:
+            # The cache layer looks again for the kind of call it is in: events here.
+            for event in cast(list[StreamEvent], answered.hit):
+                yield event
+            return
         try:
             async with aclosing(call_next(ticket.request)) as events:
                 async for event in events:
@@ -268,7 +292,7 @@ class RateLimitMiddleware:
         self.in_flight += 1
         ticket = _Ticket(request, cost, lease)
         try:
-            waited = await self._take_budget(cost, start, limit) or waited
+            waited = await self._take_budget(cost, start, limit, waited=waited) or waited
             if waited and deadline is not None:
                 left = deadline - (self.clock.now() - start)
                 if left <= 0:
@@ -291,10 +315,26 @@ class RateLimitMiddleware:
         return lease, True
 
     async def _take_budget(
-        self, cost: int, start: float, limit: float | None, what: str = "call"
+        self,
+        cost: int,
+        start: float,
+        limit: float | None,
+        what: str = "call",
+        *,
+        waited: bool | None = None,
     ) -> bool:
+        """Take the budget of a call (or a retry), waiting in the queue for it.
+
+        ``waited``: whether the call already waited (for its slot), ``None`` for a retry.
+        A call (not a retry) that waits looks the cache up again before it takes the
+        budget, and raises :class:`_Answered` when the answer is there.
+        """
+        look = waited is not None
         backend = self.backend
-        if not self._queue.locked():
+        queued = self._queue.locked()
+        if not queued:
+            if waited:
+                await self._look_again()
             wait, reason = await backend.take(cost)
             if wait <= 0:
                 return False
@@ -312,6 +352,8 @@ class RateLimitMiddleware:
             raise self._rejected("queue", None, limit, what) from None
         try:
             while True:
+                if look and (waited or queued):
+                    await self._look_again()
                 wait, reason = await backend.take(cost)
                 if wait <= 0:
                     return True
@@ -321,8 +363,15 @@ class RateLimitMiddleware:
                 # A shared budget may get tokens back from another process, which cannot
                 # wake this one: ask again after at most ``max_nap``.
                 await self._nap(min(wait, backend.max_nap))
+                waited = True
         finally:
             self._queue.release()
+
+    @staticmethod
+    async def _look_again() -> None:
+        hit = await look_again()
+        if hit is not None:
+            raise _Answered(hit)
 
     async def _nap(self, seconds: float) -> None:
         with anyio.CancelScope() as scope:
