@@ -1,6 +1,7 @@
 """A worker process for the shared-limits tests: ``python -m tests.redis_worker PLAN``.
 
-``PLAN`` is JSON: ``redis`` (URL of the shared limits, or null), ``lease`` (seconds),
+``PLAN`` is JSON: ``redis`` (URL of the shared limits, or null), ``lease``,
+``retry_interval`` (seconds) and ``workers`` for them,
 ``cache`` (URL or null), ``cache_lease`` (seconds a cache fill lease lasts), ``source``
 (``base_url``, ``api_key``, ``rpm``, ``tpm``, ``max_concurrency``, ``headers``,
 ``max_retries``), ``start_at`` (epoch seconds to begin),
@@ -8,7 +9,8 @@
 ``until`` (epoch seconds to stop starting calls; each call's timeout ends there too),
 ``seconds`` (the same, counted from the start) or ``calls`` (calls per task), ``tasks``
 (concurrent tasks), ``stream`` (a flag, or one flag per call number, cycled),
-``max_tokens``, ``prompt`` and ``vary`` (append the call number to the prompt).
+``max_tokens``, ``prompt``, ``vary`` (append the call number to the prompt) and ``log``
+(polythink's INFO log lines on stderr).
 
 It prints one JSON line per call (``start``/``end`` epoch seconds, ``ok``, the error class
 and ``error_type``, usage, ``cache_hit`` and the streamed events) and
@@ -18,6 +20,7 @@ and ``error_type``, usage, ``cache_hit`` and the streamed events) and
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from contextlib import aclosing
@@ -36,6 +39,8 @@ def emit(record: dict[str, Any]) -> None:
 
 
 async def run(plan: dict[str, Any]) -> None:
+    if plan.get("log"):
+        logging.basicConfig(level=logging.INFO, format="%(created).3f %(message)s")
     spec = plan["source"]
     source = Source(
         "openai",
@@ -52,7 +57,14 @@ async def run(plan: dict[str, Any]) -> None:
     if plan.get("redis"):
         # A loaded test machine may starve a worker past the default socket timeout; these
         # tests are about the shared path, so they give Redis longer before falling back.
-        limits = RedisLimitStore(plan["redis"], lease=plan.get("lease", 10.0), socket_timeout=2.0)
+        fleet = {"workers": plan["workers"]} if plan.get("workers") else {}
+        limits = RedisLimitStore(
+            plan["redis"],
+            lease=plan.get("lease", 10.0),
+            socket_timeout=2.0,
+            retry_interval=plan.get("retry_interval", 1.0),
+            **fleet,
+        )
     announced = False
     cache = plan.get("cache")
     if cache and plan.get("cache_lease"):

@@ -75,14 +75,15 @@ class TokenBucket:
     Args:
         per_minute: the limit (requests or tokens per minute); the bucket's capacity.
         now: the clock reading at creation, in seconds.
+        level: the units it holds at ``now`` (``None``: full; never above full).
     """
 
     __slots__ = ("_level", "_stamp", "capacity", "rate")
 
-    def __init__(self, per_minute: float, now: float) -> None:
+    def __init__(self, per_minute: float, now: float, *, level: float | None = None) -> None:
         self.capacity = float(per_minute)
         self.rate = self.capacity / _PERIOD
-        self._level = self.capacity
+        self._level = self.capacity if level is None else min(self.capacity, level)
         self._stamp = now
 
     def level(self, now: float) -> float:

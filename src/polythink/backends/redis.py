@@ -23,6 +23,10 @@ of one account share its buckets, slots and pause: give them the same limits.
   slots when their lease ends.
 - ``…:pause``: set with ``PX`` by a 429's ``retry-after`` or by rate-limit headers reporting
   nothing left, extended, never shortened; every process waits it out.
+- ``…:workers``: the processes using the account, a ZSET of process ids scored by when they
+  stop counting (60 s after their last call or lease renewal). Each admission script
+  answers with what a process needs should the server go away: how many workers there are,
+  its rank among them, the bucket levels and the pause left.
 
 **Spend budgets** (:class:`RedisBudgets`, from ``RedisLimitStore.budgets()``) keep one
 HASH ``{w, s}`` per budget and scope value: the start of its current UTC calendar window
@@ -39,22 +43,28 @@ connection with ``register_script``; redis-py reloads it after a server restart)
 Redis ``TIME`` as the clock, so processes on machines with different clocks agree.
 
 **Failure:** a server that is down, slow (socket timeouts default to 0.5 s) or restarted
-never fails a call. Limits fall back to each process's in-process state (so N processes
-may send up to N times the limits meanwhile), the cache to a miss; each logs one warning
-per outage, skips the server for ``retry_interval`` seconds after a failure, and goes back
-to it as soon as it answers (logged at INFO). A restart loses the buckets (they start full)
-and the leases (calls running then are not counted until they end). Spend budgets fall back
-to each process's count, which starts from the last shared spend it read, so while the
-server is down each process may spend what was left then; what it spent meanwhile is added
-to the shared count once the server answers. A server without persistence forgets budget
-spend when it restarts (run it with ``appendonly yes`` to keep it).
+never fails a call. Each process then goes on alone with its share of the limits
+(:mod:`polythink.backends.share`): ``1 / workers`` of the buckets, starting from its part of
+the levels it last saw, and of the slots, its running calls counted. When the server
+answers again it charges what it spent alone there (a restarted server that lost a bucket
+first gets the level last seen, refilled since, not a full minute), leases its running
+calls there again and, for two renewal rounds and retry intervals, keeps to its share of
+slots while the other processes come back. The cache falls back to a miss. Each logs one
+warning per outage (and, at INFO, each account's share and its return), skips the server
+for ``retry_interval`` seconds after a failure, and goes back to it as soon as it answers.
+Spend budgets fall back to each process's count, which starts from the last shared spend it
+read, so while the server is down each process may spend what was left then; what it spent
+meanwhile is added to the shared count once the server answers. A server without persistence
+forgets budget spend when it restarts (run it with ``appendonly yes`` to keep it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import math
 import random
 import time
 import uuid
@@ -78,6 +88,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 
 from polythink.backends.base import DEFAULT_SIZE_LIMIT, Lease, Reservation, Tally, server_pause
 from polythink.backends.local import LocalBudgets, LocalLimits
+from polythink.backends.share import Share
 from polythink.budgets import Line, fingerprint
 from polythink.types import RateLimit
 
@@ -102,6 +113,8 @@ DEFAULT_SOCKET_TIMEOUT = 0.5
 """Seconds to connect to Redis, and to wait for one answer."""
 _POLL = 0.01
 """Seconds between two attempts at a busy slot (jittered by ±50 %)."""
+_PRESENCE_MS = 60_000
+"""Milliseconds a process counts among an account's live workers after its last call."""
 MAX_NAP = 0.5
 """Seconds a call waiting for a shared bucket sleeps before asking again: another process
 may have given tokens back."""
@@ -173,48 +186,97 @@ end
 local function lease()
   local cap, ms = tonumber(ARGV[7]), tonumber(ARGV[9])
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-  if redis.call('ZCARD', KEYS[4]) >= cap then return 0 end
+  local held = redis.call('ZSCORE', KEYS[4], ARGV[8])
+  if not held and redis.call('ZCARD', KEYS[4]) >= cap then return 0 end
   redis.call('ZADD', KEYS[4], now + ms, ARGV[8])
   if redis.call('PTTL', KEYS[4]) < ms then redis.call('PEXPIRE', KEYS[4], ms) end
   return 1
 end
+local function fleet()
+  local ms = tonumber(ARGV[10])
+  redis.call('ZADD', KEYS[5], now + ms, ARGV[11])
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  if redis.call('PTTL', KEYS[5]) < ms then redis.call('PEXPIRE', KEYS[5], ms) end
+  local rank = 0
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+    if member < ARGV[11] then rank = rank + 1 end
+  end
+  local r, k = '', ''
+  if rpm > 0 then r = string.format('%.17g', level(KEYS[1], rpm)) end
+  if tpm > 0 then k = string.format('%.17g', level(KEYS[2], tpm)) end
+  local paused = math.max(0, redis.call('PTTL', KEYS[3]))
+  return {redis.call('ZCARD', KEYS[5]), rank, r, k, paused}
+end
+local function seen(head)
+  local f = fleet()
+  for i = 1, #f do head[#head + 1] = f[i] end
+  return head
+end
 """
 """Shared by the limit scripts. KEYS: the rpm and tpm buckets (HASH ``level``, ``ts`` in
-ms), the pause (a key with a PX expiry) and the leases (ZSET holder -> expiry in ms). ARGV:
-rpm, tpm (0: none), cost or refund (tokens), requests and tokens remaining ('' unknown),
-pause (ms), slots, holder, lease (ms)."""
+ms), the pause (a key with a PX expiry), the leases (ZSET holder -> expiry in ms) and the
+workers (ZSET process -> expiry in ms). ARGV: rpm, tpm (0: none), cost or refund (tokens),
+requests and tokens remaining ('' unknown), pause (ms), slots, holder, lease (ms), presence
+(ms), process. ``seen`` appends what a process learns of the fleet to a reply: live
+workers, this process's rank among them, the bucket levels ('' without a limit) and the
+pause left (ms)."""
 
 _SCRIPTS = {
-    "take": _PRELUDE + "return {take(tonumber(ARGV[3]))}",
-    "settle": _PRELUDE + "settle(tonumber(ARGV[3]))\nreturn 1",
-    "acquire": _PRELUDE + "return lease()",
-    "admit": _PRELUDE
-    + "if lease() == 0 then return {0, 0, '0', ''} end\n"
+    "take": _PRELUDE
     + "local taken, wait, reason = take(tonumber(ARGV[3]))\n"
-    + "return {1, taken, wait, reason}",
+    + "return seen({taken, wait, reason})",
+    "settle": _PRELUDE + "settle(tonumber(ARGV[3]))\nreturn 1",
+    "acquire": _PRELUDE + "return seen({lease()})",
+    "admit": _PRELUDE
+    + "if lease() == 0 then return seen({0, 0, '0', ''}) end\n"
+    + "local taken, wait, reason = take(tonumber(ARGV[3]))\n"
+    + "return seen({1, taken, wait, reason})",
     "finish": _PRELUDE
     + "if ARGV[8] ~= '' then redis.call('ZREM', KEYS[4], ARGV[8]) end\n"
     + "settle(tonumber(ARGV[3]))\nreturn 1",
+    "rejoin": _PRELUDE
+    + """
+local function rejoin(key, cap, spent, was)
+  local lvl = level(key, cap)
+  if was ~= '' and redis.call('EXISTS', key) == 0 then lvl = math.min(cap, tonumber(was)) end
+  store(key, cap, math.min(cap, lvl - tonumber(spent)))
+end
+if rpm > 0 then rejoin(KEYS[1], rpm, ARGV[12], ARGV[14]) end
+if tpm > 0 then rejoin(KEYS[2], tpm, ARGV[13], ARGV[15]) end
+settle(0)
+local ms = tonumber(ARGV[9])
+for i = 16, #ARGV do redis.call('ZADD', KEYS[4], now + ms, ARGV[i]) end
+if #ARGV >= 16 and redis.call('PTTL', KEYS[4]) < ms then redis.call('PEXPIRE', KEYS[4], ms) end
+return seen({1})
+""",
 }
 """``take``: one request and ARGV[3] tokens, or the wait (ms) and the gate. ``settle``:
 correct the tokens by ARGV[3], shrink to reported counts, extend the pause. ``acquire``: a
 lease for ARGV[8] if fewer than ARGV[7] unexpired holders. ``admit``: ``acquire``, then
-``take`` with the slot. ``finish``: release ARGV[8]'s lease and ``settle``."""
+``take`` with the slot. ``finish``: release ARGV[8]'s lease and ``settle``. ``rejoin``
+(after an outage): charge the buckets with the requests (ARGV[12]) and tokens (ARGV[13])
+taken meanwhile, a bucket the server lost (restarted) first set to ARGV[14], ARGV[15] (what
+it would hold without the outage's calls; '' unknown: full), extend the pause by ARGV[6] and
+lease the holders ARGV[16…] again. All but ``settle`` and ``finish`` end
+with ``seen``."""
 
 _RENEW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = tonumber(ARGV[1])
+local lease, presence = tonumber(ARGV[1]), tonumber(ARGV[2])
 local renewed = 0
-for i = 2, #ARGV do
+for i = 4, #ARGV do
   renewed = renewed + redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[i])
 end
 if renewed > 0 and redis.call('PTTL', KEYS[1]) < lease then
   redis.call('PEXPIRE', KEYS[1], lease)
 end
+redis.call('ZADD', KEYS[2], now + presence, ARGV[3])
+if redis.call('PTTL', KEYS[2]) < presence then redis.call('PEXPIRE', KEYS[2], presence) end
 return renewed
 """
-"""Extend the leases of the holders still present by ARGV[1] ms from now."""
+"""Extend the leases (KEYS[1]) of the holders ARGV[4…] still present by ARGV[1] ms from now,
+and the presence of process ARGV[3] among the workers (KEYS[2]) by ARGV[2] ms."""
 
 _CACHE_SET = """
 local t = redis.call('TIME')
@@ -534,10 +596,10 @@ class _Link:
 class _Renewer:
     """One side task per process that renews the leases it holds on one server.
 
-    Every third of ``lease`` seconds it runs ``renew`` on the server with what is held (lease
-    name -> holder id) and ends once nothing is; the next :meth:`hold` starts it again. The
-    calls themselves run in their callers' tasks; only the renewal is a side task. A round
-    the server does not answer is skipped.
+    Every third of ``lease`` seconds it runs ``before`` (if given), then ``renew`` on the
+    server with what is held (lease name -> holder id), and ends once nothing is; the next
+    :meth:`hold` starts it again. The calls themselves run in their callers' tasks; only the
+    renewal is a side task. A round the server does not answer is skipped.
     """
 
     def __init__(
@@ -545,11 +607,13 @@ class _Renewer:
         link: _Link,
         lease: float,
         renew: Callable[[aioredis.Redis, dict[str, str]], Awaitable[Any]],
+        before: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.link = link
         self.lease = lease
         self.held: dict[str, str] = {}
         self._renew = renew
+        self._before = before
         self._task: asyncio.Task[None] | None = None
 
     def hold(self, name: str, holder: str) -> None:
@@ -574,6 +638,8 @@ class _Renewer:
                 return await self._renew(client, held)
 
             with contextlib.suppress(Unavailable):
+                if self._before is not None:
+                    await self._before()
                 await self.link.run(renew)
 
 
@@ -615,9 +681,12 @@ class RedisLimitStore:
             process can keep one.
         retry_interval: seconds to leave the server alone after a failure.
         socket_timeout: seconds to connect and to wait for each answer.
+        workers: how many processes share the limits, for while the server does not
+            answer (each then keeps ``1 / workers`` of them); ``None``: as many as this
+            process last saw using them (1 before it ever reached the server).
 
     Raises:
-        ValueError: for a URL of another scheme or a non-positive duration.
+        ValueError: for a URL of another scheme, a non-positive duration or ``workers``.
     """
 
     def __init__(
@@ -627,14 +696,17 @@ class RedisLimitStore:
         lease: float = DEFAULT_LEASE,
         retry_interval: float = DEFAULT_RETRY_INTERVAL,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        workers: int | None = None,
     ) -> None:
         if not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds; got {lease!r}")
+        Share(workers)  # validates it
         self.lease = lease
+        self.workers = workers
         self.link = _Link(
             url,
             "shared rate limits",
-            "each process keeps its own limits",
+            "each process keeps its share of the limits",
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
             scripts={**_SCRIPTS, "renew": _RENEW, **_BUDGET_SCRIPTS},
@@ -779,13 +851,21 @@ class RedisLimits:
     """One account's budget on Redis, with an in-process fallback (see the module docstring).
 
     Implements :class:`~polythink.backends.base.LimitBackend`. Build it with
-    :meth:`RedisLimitStore.for_source`.
+    :meth:`RedisLimitStore.for_source`. While the server does not answer, this process goes
+    on alone with its :attr:`share` of the budget (:mod:`polythink.backends.share`): the
+    fallback's buckets are replaced by its share of what it last saw, its slots by its share
+    of ``max_concurrency`` with its running calls counted; when the server answers again,
+    what it spent alone is charged there and its running calls are leased there again.
 
     Args:
-        store: the server and lease settings.
+        store: the server, lease and fleet settings.
         tag: the account's hash tag.
         rpm, tpm, max_concurrency: this source's limits (``None``: not limited).
         fallback: the in-process state used while the server does not answer.
+
+    Attributes:
+        share: what this process last saw of the fleet and its share of the budget.
+        alone: whether this process is going on alone (the server did not answer).
     """
 
     max_nap = MAX_NAP
@@ -802,20 +882,33 @@ class RedisLimits:
     ) -> None:
         self.store = store
         self.tag = tag
-        self.keys = [f"polythink:{tag}:{name}" for name in ("rpm", "tpm", "pause", "leases")]
+        names = ("rpm", "tpm", "pause", "leases", "workers")
+        self.keys = [f"polythink:{tag}:{name}" for name in names]
         self.leases_key = self.keys[3]
         self.rpm = rpm or 0
         self.tpm = tpm or 0
         self.max_concurrency = max_concurrency
+        self.share = Share(store.workers, identity=_PROCESS)
+        self.alone = False
         self._fallback = fallback
         self._lease_ms = max(1, round(store.lease * 1000))
-        self._renewer = _Renewer(store.link, store.lease, self._renew)
+        # A process whose calls only run (it asks for nothing) still rejoins the server
+        # when it renews their leases.
+        self._renewer = _Renewer(store.link, store.lease, self._renew, before=self._rejoin)
         self._poller = anyio.Lock()
+        self._rejoining = anyio.Lock()
+        self._slots = 0
+        self._grace_until = -math.inf
 
     @property
     def local(self) -> LocalLimits:
         """The in-process fallback."""
         return self._fallback
+
+    @property
+    def running(self) -> int:
+        """Slots held by this process's calls (on the server, or alone)."""
+        return len(self._renewer.held)
 
     def _args(
         self,
@@ -838,43 +931,182 @@ class RedisLimits:
             self.max_concurrency or 0,
             holder,
             self._lease_ms,
+            _PRESENCE_MS,
+            _PROCESS,
         ]
 
     async def _script(self, name: str, args: list[Any]) -> Any:
+        """Run a limit script; its reply ends with what it saw of the fleet (all but
+        ``settle`` and ``finish``), which is recorded and cut off.
+
+        Raises:
+            Unavailable: the server does not answer (this process is then alone).
+        """
         link = self.store.link
 
         async def run(client: aioredis.Redis) -> Any:
             return await link.scripts[name](keys=self.keys, args=args)
 
-        return await link.run(run)
+        try:
+            if self.alone:
+                await self._rejoin()
+            reply = await link.run(run)
+        except Unavailable:
+            self._go_alone()
+            raise
+        if isinstance(reply, list):
+            self._saw(reply[-5:])
+            return reply[:-5]
+        return reply
+
+    def _saw(self, fleet: list[Any]) -> None:
+        workers, rank, requests, tokens, paused = fleet
+        levels = {}
+        if requests:
+            levels["rpm"] = float(requests)
+        if tokens:
+            levels["tpm"] = float(tokens)
+        now = self._fallback.clock.now()
+        self.share.seen(
+            workers=int(workers), rank=int(rank), levels=levels, pause=paused / 1000, now=now
+        )
+
+    def _go_alone(self) -> None:
+        """The server stopped answering: take this process's share of what it last saw."""
+        if self.alone:
+            return
+        self.alone = True
+        share = self.share
+        share.begin()
+        fallback = self._fallback
+        now = fallback.clock.now()
+        fallback.requests = share.bucket("rpm", self.rpm, now) if self.rpm else None
+        fallback.tokens = share.bucket("tpm", self.tpm, now) if self.tpm else None
+        fallback.paused_until = max(fallback.paused_until, share.paused_until)
+        self._slots = share.units(self.max_concurrency) if self.max_concurrency else 0
+        logger.info(
+            "shared rate limits %s: alone with 1/%d of them (%s of %s slots, %d running)",
+            self.tag,
+            share.workers,
+            self._slots,
+            self.max_concurrency,
+            self.running,
+        )
+
+    async def _rejoin(self) -> None:
+        """Back with the server: charge it with what this process spent alone and lease its
+        running calls again. A bucket the server lost (it restarted empty) is first set to
+        the level last seen refilled since, so that once every process has rejoined it holds
+        what the fleet left, not a full minute.
+
+        Raises:
+            Unavailable: the server does not answer yet.
+        """
+        async with self._rejoining:
+            if not self.alone:
+                return
+            share = self.share
+            fallback = self._fallback
+            now = fallback.clock.now()
+            was = [
+                "" if level is None else level
+                for level in (
+                    share.fleet_level("rpm", self.rpm, now) if self.rpm else None,
+                    share.fleet_level("tpm", self.tpm, now) if self.tpm else None,
+                )
+            ]
+            pause = fallback.paused_until - now
+            args = self._args(pause=pause if pause > 0 else None)
+            args += [share.spent.get("rpm", 0.0), share.spent.get("tpm", 0.0), *was]
+            args += list(self._renewer.held.values())
+            link = self.store.link
+
+            async def rejoin(client: aioredis.Redis) -> Any:
+                return await link.scripts["rejoin"](keys=self.keys, args=args)
+
+            reply = await link.run(rejoin)
+            self._saw(reply[-5:])
+            self.alone = False
+            # The other processes come back within a retry interval of this one, once they
+            # next ask (a waiting call asks within MAX_NAP, a running one renews its lease
+            # within a third of it); until they have leased their running calls again, this
+            # one keeps to its share of slots (twice that long: a loaded machine is late).
+            every = max(MAX_NAP, self.store.lease / 3)
+            self._grace_until = now + 2 * (every + link.retry_interval)
+            logger.info("shared rate limits %s: back on the server", self.tag)
+
+    def _within_share(self) -> bool:
+        """Whether this process runs fewer calls than its share of the slots."""
+        return self.running < self._slots
+
+    def _sharing(self) -> bool:
+        """Whether slots are this process's share: it is alone, or just back (see
+        :meth:`_rejoin`) while the others may not be."""
+        return self.alone or self._fallback.clock.now() < self._grace_until
+
+    async def _reserve(self, holder: str) -> bool | None:
+        """While :meth:`_sharing`, count ``holder`` as running before asking the server (so
+        calls asking at once cannot all pass the share): ``True`` reserved, ``False`` at
+        the share (no slot); ``None`` when not sharing. A call waiting at the share still
+        brings this process back to the server as soon as it answers."""
+        if not self._sharing():
+            return None
+        if not self._within_share():
+            if self.alone:
+                with contextlib.suppress(Unavailable):
+                    await self._rejoin()
+            return False
+        self._renewer.hold(holder, holder)
+        return True
+
+    def _unreachable(self, holder: str, reserved: bool | None) -> bool:
+        """The server did not answer: whether ``holder`` has a slot in this process's
+        share (then it is held)."""
+        if reserved:
+            return True
+        if self._within_share():
+            self._renewer.hold(holder, holder)
+            return True
+        return False
+
+    async def _slot(self, holder: str, args: list[Any]) -> bool:
+        reserved = await self._reserve(holder)
+        if reserved is False:
+            return False
+        try:
+            (got,) = await self._script("acquire", args)
+        except Unavailable:
+            return self._unreachable(holder, reserved)
+        if got == 1:
+            self._renewer.hold(holder, holder)
+            return True
+        self._renewer.drop(holder)
+        return False
 
     async def acquire(self, timeout: float | None) -> Lease | None:
         """Take a lease on a slot within ``timeout`` seconds; ``None`` if none came.
 
         One task per process asks the server at a time, every 10 ms (jittered) while the
-        slots are busy; the others queue behind it in this process.
+        slots are busy; the others queue behind it in this process. While the server does
+        not answer, a slot is free when this process runs fewer calls than its share.
         """
         if not self.max_concurrency:
             return _NoSlot()
         holder = f"{_PROCESS}-{next(_holders)}"
         args = self._args(holder=holder)
-        start = time.monotonic()
         try:
-            if await self._script("acquire", args) == 1:
-                return self._hold(holder)
+            if await self._slot(holder, args):
+                return _RedisLease(self, holder)
             if timeout is not None and timeout <= 0:
                 return None
             with anyio.fail_after(timeout):
                 async with self._poller:
                     while True:
-                        if await self._script("acquire", args) == 1:
-                            return self._hold(holder)
+                        if await self._slot(holder, args):
+                            return _RedisLease(self, holder)
                         await anyio.sleep(_POLL * random.uniform(0.5, 1.5))
         except TimeoutError:
             return None
-        except Unavailable:
-            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            return await self._fallback.acquire(left)
 
     async def admit(self, cost: int) -> tuple[Lease | None, float, str]:
         """Take a free slot and, with it, the budget, in one script (see the protocol)."""
@@ -882,11 +1114,18 @@ class RedisLimits:
             wait, reason = await self.take(cost)
             return _NoSlot(), wait, reason
         holder = f"{_PROCESS}-{next(_holders)}"
+        reserved = await self._reserve(holder)
+        if reserved is False:
+            return None, 0.0, ""
         try:
             got, taken, wait, reason = await self._script("admit", self._args(cost, holder=holder))
         except Unavailable:
-            return await self._fallback.admit(cost)
+            if not self._unreachable(holder, reserved):
+                return None, 0.0, ""
+            wait, reason = await self._take_alone(cost)
+            return _RedisLease(self, holder), wait, reason
         if got != 1:
+            self._renewer.drop(holder)
             return None, 0.0, ""
         lease = self._hold(holder)
         if taken == 1:
@@ -899,7 +1138,8 @@ class RedisLimits:
 
     async def _renew(self, client: aioredis.Redis, held: dict[str, str]) -> Any:
         renew = self.store.link.scripts["renew"]
-        return await renew(keys=[self.leases_key], args=[self._lease_ms, *held])
+        keys = [self.leases_key, self.keys[4]]
+        return await renew(keys=keys, args=[self._lease_ms, _PRESENCE_MS, _PROCESS, *held])
 
     async def _release(self, holder: str) -> None:
         self._renewer.drop(holder)
@@ -915,21 +1155,42 @@ class RedisLimits:
 
     async def take(self, cost: int) -> tuple[float, str]:
         """Take one request and ``cost`` tokens on the server, or return the wait (seconds)
-        and its gate; in-process while the server does not answer."""
+        and its gate; from this process's share while the server does not answer."""
         try:
             taken, wait, reason = await self._script("take", self._args(cost))
         except Unavailable:
-            return await self._fallback.take(cost)
+            return await self._take_alone(cost)
         if taken == 1:
             return 0.0, ""
         return float(wait) / 1000.0, reason.decode() if isinstance(reason, bytes) else reason
+
+    async def _take_alone(self, cost: int) -> tuple[float, str]:
+        wait, reason = await self._fallback.take(cost)
+        if wait <= 0:
+            self.share.spend("rpm", 1)
+            self.share.spend("tpm", cost)
+        return wait, reason
+
+    async def _settle_alone(
+        self, refund: int, limits: RateLimit | None, pause: float | None
+    ) -> None:
+        if limits is not None:
+            # The provider reports what the whole fleet has left; this process holds its share.
+            fraction = self.share.fraction
+            limits = dataclasses.replace(
+                limits,
+                requests_remaining=_part(limits.requests_remaining, fraction),
+                tokens_remaining=_part(limits.tokens_remaining, fraction),
+            )
+        await self._fallback.settle(refund, limits, pause)
+        self.share.spend("tpm", -refund)
 
     async def settle(self, refund: int, limits: RateLimit | None, pause: float | None) -> None:
         """Correct, shrink and pause on the server in one script (see the protocol)."""
         try:
             await self._script("settle", self._args(refund, limits=limits, pause=pause))
         except Unavailable:
-            await self._fallback.settle(refund, limits, pause)
+            await self._settle_alone(refund, limits, pause)
 
     async def finish(
         self, lease: Lease | None, refund: int, limits: RateLimit | None, pause: float | None
@@ -945,11 +1206,15 @@ class RedisLimits:
                 try:
                     await self._script("finish", args)
                 except Unavailable:
-                    await self._fallback.settle(refund, limits, pause)
+                    await self._settle_alone(refund, limits, pause)
             return
         if lease is not None:
             await lease.release()
         await self.settle(refund, limits, pause)
+
+
+def _part(count: int | None, fraction: float) -> int | None:
+    return None if count is None else int(count * fraction)
 
 
 class _FillLease:
