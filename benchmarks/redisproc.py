@@ -1,4 +1,4 @@
-"""A redis-server for the benchmarks: 127.0.0.1, a free port, no persistence.
+"""A redis-server for the benchmarks and tests: 127.0.0.1, a free port, persistence optional.
 
 :class:`RedisProcess` starts Debian's ``redis-server`` in a temporary directory; :meth:`stop`
 and :meth:`start` keep the port, so a benchmark can take the server away and bring it back
@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from types import TracebackType
 
 __all__ = ["RedisProcess"]
@@ -25,12 +26,23 @@ def _free_port() -> int:
 
 
 class RedisProcess:
-    """One redis-server process; ``with RedisProcess() as server: server.url``."""
+    """One redis-server process; ``with RedisProcess() as server: server.url``.
 
-    def __init__(self) -> None:
-        self.binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    Args:
+        directory: its working directory (``None``: a temporary one, removed on exit).
+        binary: the ``redis-server`` to run (``None``: the one on the PATH).
+        persist: keep an append-only file, each write synced, so a server stopped and started
+            again comes back with its data.
+    """
+
+    def __init__(
+        self, directory: Path | None = None, binary: str | None = None, *, persist: bool = False
+    ) -> None:
+        self.binary = binary or shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.persist = persist
         self.port = _free_port()
-        self._directory = tempfile.TemporaryDirectory()
+        self._temporary = tempfile.TemporaryDirectory() if directory is None else None
+        self.directory = directory or Path(self._temporary.name)  # type: ignore[union-attr]
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -52,11 +64,13 @@ class RedisProcess:
                 "--bind",
                 "127.0.0.1",
                 "--dir",
-                self._directory.name,
+                str(self.directory),
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.persist else "no",
+                "--appendfsync",
+                "always",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -90,4 +104,5 @@ class RedisProcess:
         trace: TracebackType | None,
     ) -> None:
         self.stop()
-        self._directory.cleanup()
+        if self._temporary is not None:
+            self._temporary.cleanup()

@@ -17,6 +17,18 @@ simulator in its own process (``benchmarks/simproc.py``), and then:
    the median of ``--reps`` runs, alternating in-process and Redis.
 
 Results go to ``benchmarks/results/shared-limits.json`` and a table on stdout.
+
+``--outage`` runs a third scenario alone. **Outage**: the ``--workers`` processes (8 tasks
+each) share one source limited to ``--rpm`` and ``--concurrency`` through Redis for
+``--seconds``, calling as fast as the limits let them (a refused call waits out its
+``retry_after``, 0.5 s at most, and goes on) against a simulator answering after 0.2 s. The
+redis-server is stopped ``--kill-at`` seconds in and started again, empty, at
+``--restart-at``. Measured at the simulator, per phase (Redis up, the first 0.5 s without it,
+without it, the first 0.5 s with it again, with it): the calls received and the most in
+flight at once; over the run, the calls received against what the limit allows (the
+bucket's minute at the first call plus its refill until the last). ``--label`` names the
+build measured (run it with another build's ``src`` first on ``PYTHONPATH`` for a
+before/after); results go to ``benchmarks/results/shared-limits-outage-<label>.json``.
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ __all__ = ["main"]
 RESULTS = Path(__file__).resolve().parent / "results" / "shared-limits.json"
 _TASKS = 8
 _LATENCY = 0.02
+_OUTAGE_LATENCY = 0.2
 
 
 def _worker(job: dict[str, Any], module: str = "benchmarks.shared_limits") -> dict[str, Any]:
@@ -75,8 +88,15 @@ async def _load(job: dict[str, Any]) -> dict[str, Any]:
         rpm=job["rpm"],
         max_concurrency=job["concurrency"],
     )
+    limits: Any = job["redis"]
+    if job.get("outage"):
+        from polythink.backends.redis import RedisLimitStore
+
+        # A loaded machine may starve a worker past the default 0.5 s socket timeout, which
+        # would look like an outage to that worker alone; this scenario times a real one.
+        limits = RedisLimitStore(limits, retry_interval=0.5, socket_timeout=2.0)
     sent = refused = timed_out = 0
-    async with Client([source], limits=job["redis"]) as client:
+    async with Client([source], limits=limits) as client:
         await anyio.sleep(max(0.0, job["start_at"] - time.time()))
 
         async def task(i: int) -> None:
@@ -87,9 +107,13 @@ async def _load(job: dict[str, Any]) -> dict[str, Any]:
                 prompt = [{"role": "user", "content": f"call {os.getpid()}-{i}-{n}"}]
                 try:
                     await client.complete(prompt, timeout=left)
-                except RateLimitedError:
+                except RateLimitedError as exc:
                     refused += 1
-                    return
+                    if not job.get("outage"):
+                        return
+                    # Through an outage the load goes on: wait out the refusal (0.5 s at most).
+                    await anyio.sleep(min(exc.retry_after or 0.5, 0.5, left))
+                    continue
                 except PolythinkError:
                     # Admitted near the end, it ran out of its deadline in flight.
                     timed_out += 1
@@ -174,11 +198,17 @@ def _run_worker(kind: str, job: dict[str, Any]) -> None:
 # --- orchestrator -----------------------------------------------------------------------
 
 
-def _adherence(sim: SimProcess, url: str, args: argparse.Namespace) -> dict[str, Any]:
+def _ready(sim: SimProcess, latency: float) -> tuple[httpx.Client, float]:
+    """Set the simulator's latency, forget its statistics; return its control client and
+    the epoch second the workers start at (5 s from now: their imports take a while)."""
     control = httpx.Client(base_url=sim.root)
-    control.post("/_bench/settings", json={"latency": _LATENCY})
+    control.post("/_bench/settings", json={"latency": latency})
     control.post("/_bench/reset")
-    start_at = time.time() + 5.0
+    return control, time.time() + 5.0
+
+
+def _adherence(sim: SimProcess, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    control, start_at = _ready(sim, _LATENCY)
     job = {
         "redis": url,
         "base_url": f"{sim.root}/openai/v1",
@@ -187,22 +217,7 @@ def _adherence(sim: SimProcess, url: str, args: argparse.Namespace) -> dict[str,
         "start_at": start_at,
         "until": start_at + args.seconds,
     }
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.shared_limits", "load", json.dumps(job)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=Path(__file__).resolve().parent.parent,
-        )
-        for _ in range(args.workers)
-    ]
-    workers = []
-    for process in procs:
-        out, err = process.communicate()
-        if process.returncode != 0:
-            raise RuntimeError(f"load worker failed: {err[-2000:]}")
-        workers.append(json.loads(out.splitlines()[-1]))
+    workers = _loads([_spawn_load(job) for _ in range(args.workers)])
     stats = control.get("/_bench/stats").json()
     control.post("/_bench/settings", json={"latency": 0.0})
     arrivals = sorted(stats["arrivals"])
@@ -231,6 +246,109 @@ def _adherence(sim: SimProcess, url: str, args: argparse.Namespace) -> dict[str,
         ],
         "per_worker_sent": [w["sent"] for w in workers],
     }
+
+
+def _spawn_load(job: dict[str, Any]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.shared_limits", "load", json.dumps(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def _loads(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
+    workers = []
+    for process in procs:
+        out, err = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"load worker failed: {err[-2000:]}")
+        workers.append(json.loads(out.splitlines()[-1]))
+    return workers
+
+
+_TRANSIENT = 0.5
+"""Seconds after Redis goes away, or comes back, counted as their own phase."""
+
+
+def _outage(sim: SimProcess, server: RedisProcess, args: argparse.Namespace) -> dict[str, Any]:
+    control, start_at = _ready(sim, _OUTAGE_LATENCY)
+    job = {
+        "redis": server.url,
+        "outage": True,
+        "base_url": f"{sim.root}/openai/v1",
+        "rpm": args.rpm,
+        "concurrency": args.concurrency,
+        "start_at": start_at,
+        "until": start_at + args.seconds,
+    }
+    procs = [_spawn_load(job) for _ in range(args.workers)]
+    phases: list[dict[str, Any]] = []
+    arrivals: list[float] = []
+
+    def phase(name: str, until: float) -> None:
+        time.sleep(max(0.0, until - time.time()))
+        stats = control.get("/_bench/stats").json()
+        control.post("/_bench/reset")
+        arrivals.extend(stats["arrivals"])
+        phases.append(
+            {"phase": name, "received": stats["requests"], "max_in_flight": stats["max_in_flight"]}
+        )
+
+    phase("Redis up", start_at + args.kill_at)
+    server.stop()
+    phase("Redis gone, first 0.5 s", start_at + args.kill_at + _TRANSIENT)
+    phase("Redis gone", start_at + args.restart_at)
+    server.start()
+    phase("Redis back (empty), first 0.5 s", start_at + args.restart_at + _TRANSIENT)
+    workers = _loads(procs)
+    phase("Redis back", time.time())
+    control.post("/_bench/settings", json={"latency": 0.0})
+    arrivals.sort()
+    span = arrivals[-1] - arrivals[0]
+    allowed = args.rpm + args.rpm / 60 * span
+    return {
+        "label": args.label,
+        "workers": args.workers,
+        "tasks_per_worker": _TASKS,
+        "latency_s": _OUTAGE_LATENCY,
+        "rpm": args.rpm,
+        "max_concurrency": args.concurrency,
+        "seconds": args.seconds,
+        "kill_at": args.kill_at,
+        "restart_at": args.restart_at,
+        "phases": phases,
+        "received": len(arrivals),
+        "span_seconds": span,
+        "allowed": allowed,
+        "received_over_allowed": len(arrivals) / allowed,
+        "max_in_flight": max(p["max_in_flight"] for p in phases),
+        "per_worker": workers,
+    }
+
+
+def _outage_main(args: argparse.Namespace) -> int:
+    with RedisProcess() as server, SimProcess() as sim:
+        before = os.getloadavg()
+        result = _outage(sim, server, args)
+        result["load_average"] = [before, os.getloadavg()]
+    result["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    path = RESULTS.parent / f"shared-limits-outage-{args.label}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"outage ({args.label}): {args.workers} workers x {_TASKS} tasks, {args.rpm:g} rpm, "
+        f"{args.concurrency} in flight; Redis stopped at {args.kill_at:g} s, back (empty) at "
+        f"{args.restart_at:g} s of {args.seconds:g} s"
+    )
+    for p in result["phases"]:
+        print(f"  {p['phase']:34} received {p['received']:4}, most in flight {p['max_in_flight']}")
+    print(
+        f"  received {result['received']} of {result['allowed']:.1f} allowed over "
+        f"{result['span_seconds']:.1f} s ({result['received_over_allowed']:.3f})"
+    )
+    print(f"results: {path}")
+    return 0
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -264,11 +382,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.shared_limits")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--rpm", type=float, default=600.0)
+    parser.add_argument("--rpm", type=float, default=None, help="600 (--outage: 300)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--outage",
+        action="store_true",
+        help="run the outage scenario only",
+    )
+    parser.add_argument("--kill-at", type=float, default=6.0)
+    parser.add_argument("--restart-at", type=float, default=12.0)
+    parser.add_argument("--label", default="this-build")
     args = parser.parse_args(argv)
+    if args.rpm is None:
+        args.rpm = 300.0 if args.outage else 600.0
+    if args.outage:
+        return _outage_main(args)
     with RedisProcess() as server, SimProcess() as sim:
         url = server.url
         result = {

@@ -1,10 +1,9 @@
 """A real redis-server for the tests, and worker processes that call through it.
 
 :class:`RedisServer` runs Debian's ``redis-server`` on 127.0.0.1 on a free port with a
-temporary directory and no persistence (unless asked). Without the binary the tests skip,
-except under ``CI=true``, where they fail. :func:`spawn` starts ``python -m
-tests.redis_worker`` (or another worker module) with a JSON plan; the worker prints one JSON
-object per line.
+temporary directory and no persistence. Without the binary the tests skip, except under
+``CI=true``, where they fail. :func:`spawn` starts ``python -m tests.redis_worker`` with a
+JSON plan; the worker prints one JSON object per line.
 """
 
 from __future__ import annotations
@@ -15,11 +14,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from benchmarks.redisproc import RedisProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,62 +37,19 @@ def redis_binary() -> str:
     pytest.skip(message)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class RedisServer:
-    """One redis-server process on 127.0.0.1; :meth:`stop` and :meth:`start` keep the port.
+class RedisServer(RedisProcess):
+    """One redis-server process on 127.0.0.1 in ``directory``; :meth:`stop` and
+    :meth:`start` keep the port (see :class:`benchmarks.redisproc.RedisProcess`).
 
     With ``persist`` it keeps an append-only file (each write synced), so a server killed
     and started again comes back with its data, as a production one configured so would."""
 
     def __init__(self, directory: Path, *, persist: bool = False) -> None:
-        self.binary = redis_binary()
-        self.directory = directory
-        self.persist = persist
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        super().__init__(directory, redis_binary(), persist=persist)
 
     def start(self) -> RedisServer:
-        self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.directory),
-                "--save",
-                "",
-                "--appendonly",
-                "yes" if self.persist else "no",
-                "--appendfsync",
-                "always",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.command("PING") == "+PONG":
-                return self
-            time.sleep(0.01)
-        raise RuntimeError(f"redis-server did not answer on port {self.port}")
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None:
-            process.terminate()
-            process.wait(10)
+        super().start()
+        return self
 
     def command(self, *words: str) -> str | None:
         """Send one inline command and return the first line of the reply (``None``: down)."""
