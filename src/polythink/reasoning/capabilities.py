@@ -14,6 +14,8 @@ suffix such as ``-2025-08-07``, ``-20250929`` or ``@20250929`` removed; ``.`` re
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import re
 import threading
 import tomllib
@@ -28,12 +30,20 @@ __all__ = [
     "Capability",
     "all_capabilities",
     "capabilities_from_openrouter",
+    "capability_fields",
+    "capability_from_fields",
     "get_capability",
     "normalise_model_name",
     "register_capability",
+    "shipped_capability",
 ]
 
-_THINKING_STYLES = frozenset({"manual", "adaptive", "budget", "level"})
+_THINKING_STYLES = frozenset({"manual", "adaptive", "budget", "level", "effort"})
+_SAMPLING_RULES = ("any", "without_reasoning", "one_of", "never")
+_CHAT_TOOLS = ("any", "without_reasoning", "never")
+_RETENTIONS = ("in_memory", "24h")
+_REASONING_MODES = ("standard", "pro")
+_DATES = ("deprecated", "shutdown", "checked")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +60,8 @@ class Capability:
             reasoning, ``auto`` = reasons at a strength of its own); ``None`` = not known.
         provider: the provider id whose native API documents the model.
         thinking: native request style where a provider has several (Anthropic ``manual`` or
-            ``adaptive``; Gemini and Qwen ``budget``, Gemini 3 ``level``); ``None`` otherwise.
+            ``adaptive``; Gemini and Qwen ``budget``, Gemini 3 and later ``level``; Qwen
+            ``effort``: ``enable_thinking`` with ``reasoning_effort``); ``None`` otherwise.
         budget_min, budget_max: reasoning budget range in tokens for budget styles.
         max_output_tokens: the model's output ceiling in tokens, where known.
         evidence: where the facts come from and when (documented, measured or inferred).
@@ -62,17 +73,37 @@ class Capability:
             provider accepts with non-default values: ``any``; ``without_reasoning`` (only
             while the model does not reason on the call: OpenAI reasoning models);
             ``one_of`` (``temperature`` or ``top_p``, not both: Claude 4.1 and 4.5
-            generation models); or ``never`` (Claude Opus 4.7, Sonnet 5).
+            generation models); or ``never`` (Claude 4.7 and later, every 5.x model).
         context_window: the model's context window in tokens (prompt and output together),
             where documented; failover uses it after a context-window error.
         stream_only_reasoning: the provider answers reasoning calls for this model only when
             streamed (DashScope thinking-only models); ``complete()`` then streams under the
             hood and assembles the answer.
+        deprecated: ISO date (``YYYY-MM-DD``) the provider announced the model's retirement.
+        shutdown: ISO date from which the provider no longer serves the model (it may still
+            answer through an alias or a silent re-route, as Gemini does).
+        replacement: the model the provider names in its place, where it names one.
+        checked: ISO date the entry's facts were last compared with their sources.
+        chat_tools: whether Chat Completions takes function tools for this model: ``any``;
+            ``without_reasoning`` (only at ``reasoning_effort: none``: GPT-6 Sol and Luna);
+            ``never`` (the Responses API only: GPT-6 Astra, GPT-6.1 Sol). An ``openai`` source
+            sends such a call to the Responses API (see :mod:`polythink.transports.route`).
+        forced_tool_choice: whether the model takes a forced ``tool_choice`` (Anthropic ``any``
+            / ``tool``); ``False`` on Claude Fable/Mythos 5.1 and later, Opus 5.5, Sonnet 5.5.
+        signed_tool_calls: Gemini: every model turn's first function call must carry a
+            ``thoughtSignature`` (Gemini 3 and later); the transport gives a call another
+            provider made the documented placeholder.
+        prompt_cache_retention: the ``prompt_cache_retention`` values OpenAI accepts for the
+            model (``("24h",)`` on gpt-5.5 and later); empty = not known, sent as asked.
+        prompt_cache_options: OpenAI takes ``prompt_cache_options`` (gpt-5.6 and later).
+        reasoning_modes: the Responses ``reasoning.mode`` values the model takes
+            (``standard``, ``pro``: GPT-5.6 and later); empty = none.
 
     Raises:
         ValueError: at construction, for an empty or duplicated ``supported_efforts``, an
-            unknown tier, thinking style or thinking display, or a budget range with
-            ``min > max``.
+            unknown tier, thinking style, thinking display, sampling rule, tools rule,
+            retention or reasoning mode, a date that is not ``YYYY-MM-DD``, or a budget range
+            with ``min > max``.
     """
 
     model: str
@@ -89,6 +120,16 @@ class Capability:
     sampling: str = "any"
     context_window: int | None = None
     stream_only_reasoning: bool = False
+    deprecated: str | None = None
+    shutdown: str | None = None
+    replacement: str | None = None
+    checked: str | None = None
+    chat_tools: str = "any"
+    forced_tool_choice: bool = True
+    signed_tool_calls: bool = False
+    prompt_cache_retention: tuple[str, ...] = ()
+    prompt_cache_options: bool = False
+    reasoning_modes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.supported_efforts, str):
@@ -124,11 +165,27 @@ class Capability:
                 f"budget_max {self.budget_max}"
             )
         object.__setattr__(self, "aliases", tuple(self.aliases))
-        if self.sampling not in ("any", "without_reasoning", "one_of", "never"):
-            raise ValueError(
-                f"capability for {self.model!r}: unknown sampling {self.sampling!r}; "
-                "accepted: any, without_reasoning, one_of, never"
-            )
+        self._check_choice("sampling", self.sampling, _SAMPLING_RULES)
+        self._check_choice("chat_tools", self.chat_tools, _CHAT_TOOLS)
+        for name, accepted in (
+            ("prompt_cache_retention", _RETENTIONS),
+            ("reasoning_modes", _REASONING_MODES),
+        ):
+            values = tuple(getattr(self, name))
+            object.__setattr__(self, name, values)
+            for value in values:
+                self._check_choice(name, value, accepted)
+        for name in _DATES:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                datetime.date.fromisoformat(value)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"capability for {self.model!r}: {name} must be a date as YYYY-MM-DD; "
+                    f"got {value!r}"
+                ) from None
         if self.context_window is not None and (
             type(self.context_window) is not int or self.context_window <= 0
         ):
@@ -140,6 +197,13 @@ class Capability:
             raise ValueError(
                 f"capability for {self.model!r}: unknown thinking_display "
                 f"{self.thinking_display!r}; accepted: summarized, omitted"
+            )
+
+    def _check_choice(self, name: str, value: Any, accepted: Sequence[str]) -> None:
+        if value not in accepted:
+            raise ValueError(
+                f"capability for {self.model!r}: unknown {name} {value!r}; "
+                f"accepted: {', '.join(accepted)}"
             )
 
     @property
@@ -229,22 +293,65 @@ def _load() -> dict[str, Capability]:
 
 
 def _from_row(row: Mapping[str, Any]) -> Capability:
-    return Capability(
-        model=row["name"],
-        supported_efforts=tuple(row["supported_efforts"]),
-        default_effort=row.get("default_effort"),
-        provider=row.get("provider"),
-        thinking=row.get("thinking"),
-        budget_min=row.get("budget_min"),
-        budget_max=row.get("budget_max"),
-        max_output_tokens=row.get("max_output_tokens"),
-        evidence=row.get("evidence", ""),
-        aliases=tuple(row.get("aliases", ())),
-        thinking_display=row.get("thinking_display"),
-        sampling=row.get("sampling", "any"),
-        context_window=row.get("context_window"),
-        stream_only_reasoning=bool(row.get("stream_only_reasoning", False)),
-    )
+    try:
+        return capability_from_fields(row["name"], row)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"capabilities.toml: entry {row.get('name')!r}: {exc}") from exc
+
+
+_FIELDS: tuple[dataclasses.Field[Any], ...] = tuple(
+    f for f in dataclasses.fields(Capability) if f.name != "model"
+)
+_FIELD_NAMES = frozenset(f.name for f in _FIELDS)
+
+
+def capability_from_fields(
+    model: str, fields: Mapping[str, Any], *, evidence: str | None = None
+) -> Capability:
+    """Build a :class:`Capability` from plain data (a registry row, a store file's JSON).
+
+    Keys are the capability's field names (``name`` is ignored: ``model`` names the entry);
+    lists become tuples; a ``None`` value keeps the field's default. ``evidence`` replaces
+    the row's own.
+
+    Raises:
+        ValueError: for a key that is no field of :class:`Capability` (a typo in the data),
+            or a value the capability refuses (see :class:`Capability`).
+    """
+    unknown = sorted(set(fields) - _FIELD_NAMES - {"name"})
+    if unknown:
+        raise ValueError(
+            f"unknown capability field(s) {', '.join(unknown)} for {model!r}; known: "
+            f"{', '.join(sorted(_FIELD_NAMES))}"
+        )
+    values: dict[str, Any] = {
+        name: tuple(value) if isinstance(value, list) else value
+        for name, value in fields.items()
+        if name in _FIELD_NAMES and value is not None
+    }
+    if evidence is not None:
+        values["evidence"] = evidence
+    return Capability(model=model, **values)
+
+
+def capability_fields(capability: Capability) -> dict[str, Any]:
+    """Return the fields of ``capability`` that differ from their defaults, as JSON values
+    (tiers as strings, tuples as lists); ``model`` and ``evidence`` are left out.
+    :func:`capability_from_fields` reads it back."""
+    out: dict[str, Any] = {}
+    for f in _FIELDS:
+        if f.name == "evidence":
+            continue
+        value = getattr(capability, f.name)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if value == default and f.name != "supported_efforts":
+            continue
+        if isinstance(value, Effort):
+            value = value.value
+        elif isinstance(value, tuple):
+            value = [v.value if isinstance(v, Effort) else v for v in value]
+        out[f.name] = value
+    return out
 
 
 def _index_entry(cap: Capability) -> None:
@@ -253,18 +360,32 @@ def _index_entry(cap: Capability) -> None:
         _index[normalise_model_name(name)] = cap
 
 
-def get_capability(model: str) -> Capability | None:
-    """Look a model up in the registry; ``None`` when it is not registered.
-
-    Tries the exact name, then the normalised name (see :func:`normalise_model_name`).
-    An unregistered model is not an error: resolution injects by the provider's wire and
-    warns once.
-    """
+def shipped_capability(model: str) -> Capability | None:
+    """Look a model up in the registry itself (shipped and registered entries, no family
+    rules); ``None`` when it has no entry. Lookup order as :func:`get_capability`."""
     entries = _load()
     found = entries.get(model) or _index.get(model)
     if found is not None:
         return found
     return _index.get(normalise_model_name(model))
+
+
+def get_capability(model: str) -> Capability | None:
+    """Look a model up in the registry, else infer it from its family; ``None`` when neither
+    knows it.
+
+    Tries the exact name, then the normalised name (see :func:`normalise_model_name`), then
+    the family rules (:func:`polythink.reasoning.families.family_capability`: a new id of a
+    known family, such as a ``claude-fable-5-3``, gets that family's documented rules with
+    evidence ``inferred from family …``). A model neither knows is not an error: resolution
+    injects by the provider's wire and warns once.
+    """
+    found = shipped_capability(model)
+    if found is not None:
+        return found
+    from polythink.reasoning.families import family_capability
+
+    return family_capability(model)
 
 
 def register_capability(capability: Capability) -> Capability:
