@@ -16,6 +16,7 @@ import pytest
 import respx.mocks
 
 from polythink.middleware.retry import RetryMiddleware
+from polythink.reasoning import capabilities as registry
 from tests.cassettes import Cassette
 
 # respx patches httpcore by default, which only intercepts httpx's own pool; patching the
@@ -75,3 +76,11 @@ def private_capability_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     path = tmp_path / "capabilities.json"
     monkeypatch.setenv("POLYTHINK_CAPABILITIES", str(path))
     return path
+
+
+@pytest.fixture
+def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let a test register capabilities without leaking them into other tests."""
+    entries = registry._load()
+    monkeypatch.setattr(registry, "_entries", dict(entries))
+    monkeypatch.setattr(registry, "_index", dict(registry._index))

@@ -22,6 +22,7 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import get_provider
+from polythink.reasoning import Capability, register_capability
 from polythink.reasoning.resolve import resolve
 from polythink.transports.anthropic import (
     build_body,
@@ -524,7 +525,20 @@ async def test_other_thinking_conflicts_are_refused(kwargs: dict[str, Any], para
 
 
 @pytest.mark.anyio
-async def test_model_thinking_by_default_refuses_temperature_when_unset() -> None:
+async def test_model_thinking_by_default_refuses_temperature_when_unset(
+    isolated_registry: None,
+) -> None:
+    # A model that thinks by default and otherwise takes any sampling value (every current
+    # Claude model that thinks by default takes only the defaults, so this one is made up).
+    register_capability(
+        Capability(
+            "claude-thinks-by-default",
+            ("none", "low", "medium", "high"),
+            default_effort="high",
+            provider="anthropic",
+            thinking="adaptive",
+        )
+    )
     with respx.mock(assert_all_called=False) as mock:
         route = mock.post(URL).mock(
             return_value=httpx.Response(
@@ -532,7 +546,7 @@ async def test_model_thinking_by_default_refuses_temperature_when_unset() -> Non
                 json={"content": [], "stop_reason": "end_turn", "usage": {"input_tokens": 1}},
             )
         )
-        async with _client("claude-opus-5") as client:
+        async with _client("claude-thinks-by-default") as client:
             with pytest.raises(RequestRejectedError, match="thinking on by default"):
                 await client.complete(HI, temperature=0.5)
             assert route.call_count == 0

@@ -23,6 +23,7 @@ from polythink.cli import DEMO_CALLS, DemoCall, main
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import PROVIDERS
 from polythink.reasoning import all_capabilities, resolve
+from polythink.types import Effort
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
 
@@ -236,9 +237,9 @@ def test_resolve_unregistered_model_warns(capsys: pytest.CaptureFixture[str]) ->
     assert result["applied_effort"] == "low"
     assert result["payload"] == {"reasoning_effort": "low"}
     assert result["warnings"] == [
-        "model 'my-finetune' is not in the capability registry; sent {'reasoning_effort': "
-        "'low'} for reasoning_effort='low' by the openai wire without checking the tier "
-        "(register it with polythink.register_capability once known)"
+        "model 'my-finetune' is not in the capability registry and matches no model family; "
+        "sent {'reasoning_effort': 'low'} for reasoning_effort='low' by the openai wire without "
+        "checking the tier (register it with polythink.register_capability once known)"
     ]
 
 
@@ -261,13 +262,22 @@ def test_resolve_none_on_a_model_that_cannot_switch_off(
     code, result = resolve_json(
         capsys, "--provider", provider, "--model", model, "--effort", "none"
     )
+    assert code == 0
+    assert result["applied_effort"] == cheapest
+    assert result["warnings"][0].startswith(
+        f"model {model!r} cannot switch reasoning off (accepted: "
+    )
+    code, result = resolve_json(
+        capsys, "--provider", provider, "--model", model, "--effort", "none", "--policy", "error"
+    )
     assert code == 1
     assert list(result) == ["error"]
     assert set(result["error"]) == {"type", "message"}
     assert result["error"]["type"] == "ThinkingUnsupportedError"
     assert result["error"]["message"].startswith(
         f"model {model!r} cannot switch reasoning off, so reasoning_effort='none' cannot be "
-        f"satisfied; its cheapest tier is {cheapest!r}: ask for reasoning_effort={cheapest!r}"
+        "satisfied (effort_fallback='error'; 'nearest' applies the cheapest tier); its "
+        f"cheapest tier is {cheapest!r}: ask for reasoning_effort={cheapest!r}"
     )
 
 
@@ -288,13 +298,23 @@ def test_resolve_error_policy_lists_accepted_tiers(capsys: pytest.CaptureFixture
 
 def test_resolve_human_error_exits_1_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(
-        capsys, "resolve", "--provider", "glm", "--model", "glm-5.3", "--effort", "none"
+        capsys,
+        "resolve",
+        "--provider",
+        "glm",
+        "--model",
+        "glm-5.3",
+        "--effort",
+        "none",
+        "--policy",
+        "error",
     )
     assert (code, out) == (1, "")
     assert len(err.splitlines()) == 1
     assert err.startswith(
         "polythink resolve: ThinkingUnsupportedError: model 'glm-5.3' cannot switch reasoning "
-        "off, so reasoning_effort='none' cannot be satisfied; its cheapest tier is 'low'"
+        "off, so reasoning_effort='none' cannot be satisfied (effort_fallback='error'; "
+        "'nearest' applies the cheapest tier); its cheapest tier is 'low'"
     )
 
 
@@ -533,12 +553,14 @@ def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
             assert applied.value == call.expect
 
 
-def test_demo_rows_cover_mapping_refusal_streaming_tools_and_a_cache_hit() -> None:
-    mapped = [c for c in DEMO_CALLS if c.expect not in (c.effort, "ThinkingUnsupportedError")]
-    refused = [c for c in DEMO_CALLS if c.expect == "ThinkingUnsupportedError"]
+def test_demo_rows_cover_mapping_streaming_tools_and_a_cache_hit() -> None:
+    mapped = [c for c in DEMO_CALLS if c.expect != c.effort and c.mode != "budget"]
     assert ("gpt-5.1", "minimal", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     assert ("glm-5.3", "medium", "low") in {(c.model, c.effort, c.expect) for c in mapped}
-    assert [(c.model, c.effort) for c in refused] == [("glm-5.3", "none")]
+    # A model that always reasons, asked none: its cheapest tier, never a refusal.
+    assert ("glm-5.3", "none", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    # Every call is answered; only the budget row is refused, by the budget, before sending.
+    assert all(c.expect in {e.value for e in Effort} for c in DEMO_CALLS if c.mode != "budget")
     assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools", "cached", "budget"}
     assert {c.provider for c in DEMO_CALLS} >= {"openai", "anthropic", "openai-responses", "gemini"}
 

@@ -98,12 +98,17 @@ def test_models_evidence_shows_the_sources(
 # ------------------------------------------------------------------ the cost column
 
 # polythink provider -> genai-prices provider, for the rows priced below.
-TABLE_PROVIDER = {"openai": "openai", "kimi": "moonshotai", "anthropic": "anthropic"}
+TABLE_PROVIDER = {
+    "openai": "openai",
+    "kimi": "moonshotai",
+    "glm": "zhipuai",
+    "anthropic": "anthropic",
+}
 COST_CALLS = (
     DemoCall("openai", "gpt-5.5", "high", "high"),
     DemoCall("qwen", "qwen3.7-plus", "low", "low"),
     DemoCall("kimi", "kimi-k3", "max", "max"),
-    DemoCall("glm", "glm-5.3", "none", "ThinkingUnsupportedError"),
+    DemoCall("glm", "glm-5.3", "none", "low"),
     DemoCall("anthropic", "claude-sonnet-4-5", "low", "low", "cached"),
 )
 
@@ -151,7 +156,7 @@ def test_the_demo_prints_each_rows_cost_and_the_total_spent_and_saved(
     sim: Simulator,
     columns: str,
 ) -> None:
-    gpt, kimi, claude = (table_price(sim, COST_CALLS[i]) for i in (0, 2, 4))
+    gpt, kimi, glm, claude = (table_price(sim, COST_CALLS[i]) for i in (0, 2, 3, 4))
     monkeypatch.setattr(cli, "DEMO_CALLS", COST_CALLS)
     monkeypatch.setenv("COLUMNS", columns)
     code, out = run(capsys, "demo", "--base-url-root", f"http://127.0.0.1:{sim.port}")
@@ -167,18 +172,18 @@ def test_the_demo_prints_each_rows_cost_and_the_total_spent_and_saved(
                 return cells[5]
         raise AssertionError(f"no row for {model} {effort}")
 
-    # qwen has no table price; the refused call made none.
+    # qwen has no table price.
     assert [cost_cell(c.model, c.effort) for c in COST_CALLS] == [
         f"${gpt:.5f}",
         "—",
         f"${kimi:.5f}",
-        "—",
+        f"${glm:.5f}",
         # The cached row: its first call spent, its second (the hit) spent nothing.
         f"${claude:.5f}",
     ]
-    spent = gpt + kimi + claude
+    spent = gpt + kimi + glm + claude
     assert (
-        f"total: ${spent:.5f} spent by the 3 priced rows of 5; ${claude:.5f} saved by 1 cache hit"
+        f"total: ${spent:.5f} spent by the 4 priced rows of 5; ${claude:.5f} saved by 1 cache hit"
         in lines
     )
     assert lines[-1] == "5 calls, each ended as expected"

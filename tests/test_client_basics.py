@@ -181,8 +181,8 @@ async def test_every_source_failing_raises_the_last_error_with_the_earlier_ones(
 
 @pytest.mark.anyio
 async def test_every_source_unsatisfiable_raises_thinking_unsupported_with_the_others() -> None:
-    a = _source("glm", "glm-5.3")
-    b = _source("kimi", "kimi-k3.1-pro")
+    a = _source("glm", "glm-5.3", effort_fallback="error")
+    b = _source("kimi", "kimi-k3.1-pro", effort_fallback="error")
     with respx.mock(assert_all_called=False) as mock:
         route = mock.route().mock(return_value=_ok())
         async with Client([a, b]) as client:
@@ -346,12 +346,26 @@ def test_empty_model_fails_at_source() -> None:
         Source("openai", "  ", api_key=KEY)
 
 
-def test_none_on_a_model_that_cannot_switch_off_fails_at_client() -> None:
-    source = Source("glm", "glm-5.3", api_key=KEY, reasoning_effort="none")
+def test_none_on_a_model_that_cannot_switch_off_fails_at_client_under_the_error_policy() -> None:
+    source = Source("glm", "glm-5.3", api_key=KEY, reasoning_effort="none", effort_fallback="error")
     with pytest.raises(ThinkingUnsupportedError) as info:
         Client([OPENAI, source])
     assert info.value.source_index == 1
     assert "its cheapest tier is 'low'" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_none_on_a_model_that_always_reasons_sends_its_cheapest_tier() -> None:
+    source = Source("glm", "glm-5.3", api_key=KEY, reasoning_effort="none")
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(_url(source)).mock(return_value=_ok())
+        async with Client([source]) as client:
+            response = await client.complete(HI)
+    body = sent_json(route.calls[0])
+    # GLM-5.3 accepts thinking.type enabled only (OR-GLM53): never sent "disabled".
+    assert (body["thinking"], body["reasoning_effort"]) == ({"type": "enabled"}, "low")
+    assert (response.requested_effort, response.applied_effort) == (Effort.NONE, Effort.LOW)
+    assert response.warnings[0].startswith("model 'glm-5.3' cannot switch reasoning off")
 
 
 def test_missing_key_fails_at_client(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -250,9 +250,11 @@ def test_client_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_client_from_env_checks_the_effort_against_the_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A source's own "off" on a model that always reasons still fails at build time.
+    # A source's own "off" on a model that always reasons fails at build time under the error
+    # policy (nearest would send its cheapest tier instead).
     monkeypatch.setenv("APP__GLM__0__MODEL", "glm-5.3")
     monkeypatch.setenv("APP__GLM__0__REASONING_EFFORT", "off")
+    monkeypatch.setenv("APP__GLM__0__EFFORT_FALLBACK", "error")
     monkeypatch.setenv("GLM_API_KEY", "glm-key-000000")
     with pytest.raises(
         ThinkingUnsupportedError, match=re.escape("'glm-5.3' cannot switch reasoning off")

@@ -150,7 +150,15 @@ async def _phase(
             ) as client:
                 await _spend_the_budget(client, run)
         for provider, model, tier, mode in calls:
-            source = Source(provider, model, api_key="sim", base_url=sim.base_url(provider))
+            # "error": glm-5.3 cannot switch reasoning off, so "none" is refused before sending
+            # and the error panels have something to show.
+            source = Source(
+                provider,
+                model,
+                api_key="sim",
+                base_url=sim.base_url(provider),
+                effort_fallback="error" if provider == "glm" else "nearest",
+            )
             async with Client(
                 [source], http_client=http, meter_provider=endpoint.meter_provider, cache=cache
             ) as client:

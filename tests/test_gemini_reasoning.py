@@ -68,7 +68,12 @@ def test_flash_lite_none_sends_nothing_because_it_does_not_think_by_default() ->
 @pytest.mark.parametrize("model", ["gemini-2.5-pro", "gemini-3-pro-preview"])
 def test_models_that_cannot_switch_off_refuse_none(model: str) -> None:
     with pytest.raises(ThinkingUnsupportedError, match="cannot switch reasoning off"):
-        resolve("none", provider="gemini", model=model)
+        resolve("none", provider="gemini", model=model, policy="error")
+    # nearest: never a thinkingBudget of 0 they reject, their cheapest tier instead.
+    config = resolve("none", provider="gemini", model=model).payload["generationConfig"]
+    assert "thinkingBudget" not in config["thinkingConfig"] or (
+        config["thinkingConfig"]["thinkingBudget"] > 0
+    )
 
 
 def test_budget_raises_max_output_tokens_within_the_model_maximum() -> None:

@@ -280,9 +280,9 @@ async def test_learn_model_without_a_reasoning_parameter_is_sent_none(sim: Simul
 @pytest.mark.parametrize(
     ("provider", "model", "switch"),
     [
-        ("gemini", "gemini-2.5-flash", [400, 200]),
+        ("gemini", "gemini-2.5-flash", [400, 200, 200, 200]),
         # DashScope refuses enable_thinking=false on a model that always thinks.
-        ("qwen", "qwen3.7-plus", [(400, False), (200, True)]),
+        ("qwen", "qwen3.7-plus", [(400, False), (200, True), (200, True), (200, True)]),
     ],
 )
 async def test_learn_that_a_model_cannot_switch_off(
@@ -292,21 +292,28 @@ async def test_learn_that_a_model_cannot_switch_off(
     async with wire.client() as http:
         source = _source(sim, provider, model)
         async with Client([source], http_client=http, capabilities_store=False) as client:
-            with pytest.raises(ThinkingUnsupportedError) as first:
-                await client.complete(USER, reasoning_effort="none")
-            with pytest.raises(ThinkingUnsupportedError):
-                await client.complete(USER, reasoning_effort="none")
+            first = await client.complete(USER, reasoning_effort="none")
+            second = await client.complete(USER, reasoning_effort="none")
             fine = await client.complete(USER, reasoning_effort="low")
-    assert first.value.message.startswith(
-        f"model {model!r} cannot switch reasoning off, so reasoning_effort='none' "
-        "cannot be satisfied; its cheapest tier is 'minimal'"
-    )
+        strict = _source(sim, provider, model, effort_fallback="error")
+        async with Client([strict], http_client=http, capabilities_store=False) as client:
+            with pytest.raises(ThinkingUnsupportedError) as refused:
+                await client.complete(USER, reasoning_effort="none")
+    # The rejection is paid once: the model's cheapest tier goes out instead, then at once.
+    assert (first.applied_effort, second.applied_effort) == (Effort.MINIMAL, Effort.MINIMAL)
+    assert first.warnings[0].startswith(f"{provider} rejected the reasoning fields for model")
     assert fine.applied_effort is Effort.LOW
+    assert refused.value.message.startswith(
+        f"model {model!r} cannot switch reasoning off, so reasoning_effort='none' "
+        "cannot be satisfied (effort_fallback='error'; 'nearest' applies the cheapest tier); "
+        "its cheapest tier is 'minimal'"
+    )
     sent = [
         (status, body.get("enable_thinking")) if provider == "qwen" else status
         for _, _, status, body in wire.exchanges
     ]
-    assert sent == switch
+    # The strict client learns on its own store: one more 400, then it refuses.
+    assert sent == [*switch, switch[0]]
 
 
 CALLS: list[tuple[str, str, str]] = [

@@ -24,17 +24,7 @@ from polythink.reasoning import (
     register_capability,
     resolve,
 )
-from polythink.reasoning import capabilities as registry
 from tests.conftest import REAL, shared_file
-
-
-@pytest.fixture
-def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let a test register capabilities without leaking them into other tests."""
-    entries = registry._load()
-    monkeypatch.setattr(registry, "_entries", dict(entries))
-    monkeypatch.setattr(registry, "_index", dict(registry._index))
-
 
 # ---------------------------------------------------------------- lookup
 
@@ -167,8 +157,9 @@ def test_register_a_new_model(isolated_registry: None) -> None:
         Capability("reasoner-2", ("low", "high"), provider="vllm", evidence="measured 2026-10-02")
     )
     assert get_capability("acme/reasoner-2") is cap
+    assert resolve("none", provider="vllm", model="reasoner-2").applied_effort is Effort.LOW
     with pytest.raises(ThinkingUnsupportedError):
-        resolve("none", provider="vllm", model="reasoner-2")
+        resolve("none", provider="vllm", model="reasoner-2", policy="error")
 
 
 @pytest.mark.parametrize(
@@ -265,7 +256,10 @@ def test_openrouter_capabilities_drive_resolution(isolated_registry: None) -> No
     for cap in capabilities_from_openrouter(OPENROUTER_MODELS):
         register_capability(cap)
     with pytest.raises(ThinkingUnsupportedError, match="cheapest tier is 'minimal'"):
-        resolve("none", provider="openrouter", model="google/gemini-3.5-flash")
+        resolve("none", provider="openrouter", model="google/gemini-3.5-flash", policy="error")
+    mandatory = resolve("none", provider="openrouter", model="google/gemini-3.5-flash")
+    assert mandatory.applied_effort is Effort.MINIMAL
+    assert dict(mandatory.payload) == {"reasoning": {"effort": "minimal", "enabled": True}}
     xhigh = resolve("xhigh", provider="openrouter", model="google/gemini-3.5-flash")
     assert xhigh.applied_effort is Effort.HIGH
     assert dict(xhigh.payload) == {"reasoning": {"effort": "high", "enabled": True}}

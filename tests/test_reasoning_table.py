@@ -4,8 +4,9 @@
 The expected outcomes are data derived from DESIGN §3 and the ``resolve`` docstrings, using each
 model's ``supported_efforts`` and ``default_effort`` from ``capabilities.toml``:
 
-- ``none``: applied when the model lists it, else an error naming the cheapest tier (all
-  policies: phase 4 comes before the policy).
+- ``none``: applied when the model lists it; on a model that cannot switch reasoning off,
+  ``nearest`` applies its cheapest tier, ``drop`` sends ``auto`` and ``error`` raises naming the
+  cheapest tier.
 - a listed tier passes unchanged; ``auto`` passes on every model that reasons.
 - an unlisted strength: ``nearest`` takes the nearest listed strength by position (never
   ``none``, ties to the cheaper side; an on/off model gets ``auto``); ``error`` raises listing
@@ -44,33 +45,47 @@ POLICIES = ("nearest", "error", "drop")
 
 # fmt: off
 TABLE: dict[str, tuple[str, str, str]] = {
-    "gpt-5":                         ("! minimal low medium high high high auto", "! minimal low medium high ! ! auto", "! minimal low medium high auto auto auto"),
-    "gpt-5-mini":                    ("! minimal low medium high high high auto", "! minimal low medium high ! ! auto", "! minimal low medium high auto auto auto"),
-    "gpt-5-nano":                    ("! minimal low medium high high high auto", "! minimal low medium high ! ! auto", "! minimal low medium high auto auto auto"),
-    "gpt-5-pro":                     ("! high high high high high high auto", "! ! ! ! high ! ! auto", "! auto auto auto high auto auto auto"),
-    "gpt-5-codex":                   ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
+    "gpt-5":                         ("minimal minimal low medium high high high auto", "! minimal low medium high ! ! auto", "auto minimal low medium high auto auto auto"),
+    "gpt-5-mini":                    ("minimal minimal low medium high high high auto", "! minimal low medium high ! ! auto", "auto minimal low medium high auto auto auto"),
+    "gpt-5-nano":                    ("minimal minimal low medium high high high auto", "! minimal low medium high ! ! auto", "auto minimal low medium high auto auto auto"),
+    "gpt-5-pro":                     ("high high high high high high high auto", "! ! ! ! high ! ! auto", "auto auto auto auto high auto auto auto"),
+    "gpt-5-codex":                   ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
     "gpt-5.1":                       ("none low low medium high high high medium", "none ! low medium high ! ! medium", "none medium low medium high medium medium medium"),
-    "gpt-5.1-codex":                 ("! low low medium high high high medium", "! ! low medium high ! ! medium", "! medium low medium high medium medium medium"),
-    "gpt-5.1-codex-mini":            ("! low low medium high high high medium", "! ! low medium high ! ! medium", "! medium low medium high medium medium medium"),
-    "gpt-5.1-codex-max":             ("! low low medium high xhigh xhigh medium", "! ! low medium high xhigh ! medium", "! medium low medium high xhigh medium medium"),
+    "gpt-5.1-codex":                 ("low low low medium high high high medium", "! ! low medium high ! ! medium", "medium medium low medium high medium medium medium"),
+    "gpt-5.1-codex-mini":            ("low low low medium high high high medium", "! ! low medium high ! ! medium", "medium medium low medium high medium medium medium"),
+    "gpt-5.1-codex-max":             ("low low low medium high xhigh xhigh medium", "! ! low medium high xhigh ! medium", "medium medium low medium high xhigh medium medium"),
+    "gpt-5.3-codex":                 ("low low low medium high xhigh xhigh medium", "! ! low medium high xhigh ! medium", "medium medium low medium high xhigh medium medium"),
     "gpt-5.2":                       ("none low low medium high xhigh xhigh medium", "none ! low medium high xhigh ! medium", "none medium low medium high xhigh medium medium"),
-    "gpt-5.2-pro":                   ("! medium medium medium high xhigh xhigh high", "! ! ! medium high xhigh ! high", "! high high medium high xhigh high high"),
-    "gpt-5.1-chat-latest":           ("! medium medium medium medium medium medium auto", "! ! ! medium ! ! ! auto", "! auto auto medium auto auto auto auto"),
-    "gpt-5.2-chat-latest":           ("! medium medium medium medium medium medium auto", "! ! ! medium ! ! ! auto", "! auto auto medium auto auto auto auto"),
+    "gpt-5.2-pro":                   ("medium medium medium medium high xhigh xhigh high", "! ! ! medium high xhigh ! high", "high high high medium high xhigh high high"),
+    "gpt-5.1-chat-latest":           ("medium medium medium medium medium medium medium auto", "! ! ! medium ! ! ! auto", "auto auto auto medium auto auto auto auto"),
+    "gpt-5.2-chat-latest":           ("medium medium medium medium medium medium medium auto", "! ! ! medium ! ! ! auto", "auto auto auto medium auto auto auto auto"),
     "gpt-5.4":                       ("none low low medium high xhigh xhigh auto", "none ! low medium high xhigh ! auto", "none auto low medium high xhigh auto auto"),
+    "gpt-5.4-mini":                  ("none low low medium high xhigh xhigh auto", "none ! low medium high xhigh ! auto", "none auto low medium high xhigh auto auto"),
+    "gpt-5.4-nano":                  ("none low low medium high xhigh xhigh auto", "none ! low medium high xhigh ! auto", "none auto low medium high xhigh auto auto"),
     "gpt-5.5":                       ("none low low medium high xhigh xhigh auto", "none ! low medium high xhigh ! auto", "none auto low medium high xhigh auto auto"),
-    "gpt-6-astra":                   ("! low low medium high xhigh xhigh medium", "! ! low medium high xhigh ! medium", "! medium low medium high xhigh medium medium"),
-    "o1":                            ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "o1-pro":                        ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "o3":                            ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "o3-mini":                       ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "o3-pro":                        ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "o4-mini":                       ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "gpt-oss-120b":                  ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "gpt-oss-20b":                   ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "gpt-4o":                        ("none ! ! ! ! ! ! !", "none ! ! ! ! ! ! !", "none ! ! ! ! ! ! !"),
-    "gpt-4o-mini":                   ("none ! ! ! ! ! ! !", "none ! ! ! ! ! ! !", "none ! ! ! ! ! ! !"),
-    "gpt-4.1":                       ("none ! ! ! ! ! ! !", "none ! ! ! ! ! ! !", "none ! ! ! ! ! ! !"),
+    "gpt-5.5-pro":                   ("medium medium medium medium high xhigh xhigh auto", "! ! ! medium high xhigh ! auto", "auto auto auto medium high xhigh auto auto"),
+    "gpt-5.6-sol":                   ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
+    "gpt-5.6-terra":                 ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
+    "gpt-5.6-luna":                  ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
+    "gpt-6-luna":                    ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
+    "gpt-6-sol":                     ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
+    "gpt-6-astra":                   ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "gpt-6-astra-pro":               ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "gpt-6.1-sol":                   ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "gpt-6.1-terra":                 ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
+    "gpt-6.2-astra":                 ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "gpt-6.2-sol":                   ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "o1":                            ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "o1-pro":                        ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "o3":                            ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "o3-mini":                       ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "o3-pro":                        ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "o4-mini":                       ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gpt-oss-120b":                  ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gpt-oss-20b":                   ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gpt-4o":                        ("none ! ! ! ! ! ! !",) * 3,
+    "gpt-4o-mini":                   ("none ! ! ! ! ! ! !",) * 3,
+    "gpt-4.1":                       ("none ! ! ! ! ! ! !",) * 3,
     "claude-3-7-sonnet":             ("none minimal low medium high xhigh max medium",) * 3,
     "claude-sonnet-4-0":             ("none minimal low medium high xhigh max medium",) * 3,
     "claude-opus-4-0":               ("none minimal low medium high xhigh max medium",) * 3,
@@ -84,57 +99,74 @@ TABLE: dict[str, tuple[str, str, str]] = {
     "claude-opus-4-8":               ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
     "claude-opus-5":                 ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
     "claude-sonnet-5":               ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
-    "claude-sonnet-5-5":             ("! low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "! auto low medium high xhigh max auto"),
-    "claude-fable-5":                ("! low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "! auto low medium high xhigh max auto"),
-    "claude-mythos-5":               ("! low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "! auto low medium high xhigh max auto"),
-    "claude-mythos-preview":         ("! low low medium high high max auto", "! ! low medium high ! max auto", "! auto low medium high auto max auto"),
-    "gemini-2.5-pro":                ("! minimal low medium high xhigh max auto",) * 3,
+    "claude-sonnet-5-5":             ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-opus-5-5":               ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-haiku-5-5":              ("none low low medium high xhigh max auto", "none ! low medium high xhigh max auto", "none auto low medium high xhigh max auto"),
+    "claude-fable-5-1":              ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-mythos-5-1":             ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-fable-5-2":              ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-mythos-5-2":             ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-fable-5":                ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-mythos-5":               ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "claude-mythos-preview":         ("low low low medium high high max auto", "! ! low medium high ! max auto", "auto auto low medium high auto max auto"),
+    "gemini-2.5-pro":                ("minimal minimal low medium high xhigh max auto", "! minimal low medium high xhigh max auto", "auto minimal low medium high xhigh max auto"),
     "gemini-2.5-flash":              ("none minimal low medium high xhigh max auto",) * 3,
     "gemini-2.5-flash-lite":         ("none minimal low medium high xhigh max auto",) * 3,
-    "gemini-3-pro-preview":          ("! low low low high high high auto", "! ! low ! high ! ! auto", "! auto low auto high auto auto auto"),
-    "gemini-3-flash":                ("! minimal low medium high high high auto", "! minimal low medium high ! ! auto", "! minimal low medium high auto auto auto"),
-    "gemini-3.1-pro":                ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "gemini-3.1-flash-lite":         ("! minimal low medium high high high auto", "! minimal low medium high ! ! auto", "! minimal low medium high auto auto auto"),
-    "gemini-3.5-flash":              ("! minimal low medium high high high auto", "! minimal low medium high ! ! auto", "! minimal low medium high auto auto auto"),
-    "gemini-3.8-flash":              ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
+    "gemini-3-pro-preview":          ("low low low low high high high auto", "! ! low ! high ! ! auto", "auto auto low auto high auto auto auto"),
+    "gemini-3-flash":                ("minimal minimal low medium high high high auto", "! minimal low medium high ! ! auto", "auto minimal low medium high auto auto auto"),
+    "gemini-3.1-pro":                ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gemini-3.1-flash-lite":         ("minimal minimal low medium high high high auto", "! minimal low medium high ! ! auto", "auto minimal low medium high auto auto auto"),
+    "gemini-3.5-flash":              ("minimal minimal low medium high high high auto", "! minimal low medium high ! ! auto", "auto minimal low medium high auto auto auto"),
+    "gemini-3.5-flash-lite":         ("minimal minimal low medium high high high auto", "! minimal low medium high ! ! auto", "auto minimal low medium high auto auto auto"),
+    "gemini-3.8-flash":              ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gemini-3.7-flash":              ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gemini-4-argon":                ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gemini-4-neon":                 ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
     "deepseek-v4-pro":               ("none low low low high high max auto", "none ! low ! high ! max auto", "none auto low auto high auto max auto"),
     "deepseek-v4-flash":             ("none low low low high high max auto", "none ! low ! high ! max auto", "none auto low auto high auto max auto"),
-    "deepseek-reasoner":             ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
+    "deepseek-reasoner":             ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
     "qwen3.7-plus":                  ("none minimal low medium high xhigh max auto",) * 3,
+    "qwen3.8-max":                   ("none low low medium medium xhigh xhigh auto", "none ! low medium ! xhigh ! auto", "none auto low medium auto xhigh auto auto"),
     "qwen3.7-max":                   ("none minimal low medium high xhigh max auto",) * 3,
     "qwen3.6-plus":                  ("none minimal low medium high xhigh max auto",) * 3,
     "qwen3.5-flash":                 ("none minimal low medium high xhigh max auto",) * 3,
     "qwen-plus-latest":              ("none minimal low medium high xhigh max auto",) * 3,
-    "qwq-plus":                      ("! minimal low medium high xhigh max auto",) * 3,
-    "glm-5.3":                       ("! low low low high high max auto", "! ! low ! high ! max auto", "! auto low auto high auto max auto"),
-    "glm-5.3-flash":                 ("! low low low high high max auto", "! ! low ! high ! max auto", "! auto low auto high auto max auto"),
+    "qwq-plus":                      ("minimal minimal low medium high xhigh max auto", "! minimal low medium high xhigh max auto", "auto minimal low medium high xhigh max auto"),
+    "glm-5.3":                       ("low low low low high high max auto", "! ! low ! high ! max auto", "auto auto low auto high auto max auto"),
+    "glm-5.3-flash":                 ("low low low low high high max auto", "! ! low ! high ! max auto", "auto auto low auto high auto max auto"),
     "glm-5.2":                       ("none high high high high high max auto", "none ! ! ! high ! max auto", "none auto auto auto high auto max auto"),
     "glm-5.1":                       ("none auto auto auto auto auto auto auto", "none ! ! ! ! ! ! auto", "none auto auto auto auto auto auto auto"),
-    "glm-5":                         ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
-    "glm-4.7":                       ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
+    "glm-5":                         ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
+    "glm-4.7":                       ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
     "glm-4.6":                       ("none auto auto auto auto auto auto auto", "none ! ! ! ! ! ! auto", "none auto auto auto auto auto auto auto"),
     "glm-4.6v":                      ("none auto auto auto auto auto auto auto", "none ! ! ! ! ! ! auto", "none auto auto auto auto auto auto auto"),
     "kimi-k3":                       ("none low low low high high max auto", "none ! low ! high ! max auto", "none auto low auto high auto max auto"),
-    "kimi-k3.1-pro":                 ("! low low low high high max auto", "! ! low ! high ! max auto", "! auto low auto high auto max auto"),
+    "kimi-k3.1-pro":                 ("low low low low high high max auto", "! ! low ! high ! max auto", "auto auto low auto high auto max auto"),
     "kimi-for-coding":               ("none low low low high high max auto", "none ! low ! high ! max auto", "none auto low auto high auto max auto"),
     "kimi-k2.5":                     ("none auto auto auto auto auto auto auto", "none ! ! ! ! ! ! auto", "none auto auto auto auto auto auto auto"),
     "kimi-k2.6":                     ("none auto auto auto auto auto auto auto", "none ! ! ! ! ! ! auto", "none auto auto auto auto auto auto auto"),
-    "kimi-k2-thinking":              ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
-    "kimi-k2.7-code":                ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
+    "kimi-k2-thinking":              ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
+    "kimi-k2.7-code":                ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
     "MiniMax-M3":                    ("none minimal low medium high xhigh max medium",) * 3,
-    "MiniMax-M2.7":                  ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
-    "MiniMax-M2.5":                  ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
-    "grok-3-mini":                   ("! low low low high high high low", "! ! low ! high ! ! low", "! low low low high low low low"),
+    "MiniMax-M3.1-Flash":            ("low low low medium high xhigh max auto", "! ! low medium high xhigh max auto", "auto auto low medium high xhigh max auto"),
+    "MiniMax-M2.7":                  ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
+    "MiniMax-M2.5":                  ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
+    "grok-3-mini":                   ("low low low low high high high low", "! ! low ! high ! ! low", "low low low low high low low low"),
     "grok-4.3":                      ("none low low medium high high high medium", "none ! low medium high ! ! medium", "none medium low medium high medium medium medium"),
-    "grok-4.5":                      ("! low low medium high high high auto", "! ! low medium high ! ! auto", "! auto low medium high auto auto auto"),
-    "grok-4":                        ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
-    "grok-4-fast-reasoning":         ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
+    "grok-4.5":                      ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "grok-4.6":                      ("low low low medium high xhigh xhigh auto", "! ! low medium high xhigh ! auto", "auto auto low medium high xhigh auto auto"),
+    "grok-4.20-reasoning":           ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
+    "grok-4.20-non-reasoning":       ("none ! ! ! ! ! ! !",) * 3,
+    "grok-4":                        ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
+    "grok-4-fast-reasoning":         ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
     "grok-3":                        ("none ! ! ! ! ! ! !",) * 3,
     "mistral-small-latest":          ("none high high high high high high high", "none ! ! ! high ! ! high", "none high high high high high high high"),
     "mistral-medium-3-5":            ("none high high high high high high high", "none ! ! ! high ! ! high", "none high high high high high high high"),
-    "magistral-medium-latest":       ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
+    "magistral-medium-latest":       ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
     "qwen3-32b":                     ("none auto auto auto auto auto auto auto", "none ! ! ! ! ! ! auto", "none auto auto auto auto auto auto auto"),
-    "deepseek-r1-distill-llama-70b": ("! auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "! auto auto auto auto auto auto auto"),
+    "qwen3.6-27b":                   ("none auto auto auto auto auto auto auto", "none ! ! ! ! ! ! auto", "none auto auto auto auto auto auto auto"),
+    "gpt-oss-safeguard-20b":         ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "deepseek-r1-distill-llama-70b": ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
 }
 # fmt: on
 
@@ -180,7 +212,13 @@ ANTHROPIC_CEILINGS: dict[str, tuple[int, ...]] = {
 # Models whose own default reasons, where "none" must be sent explicitly on the Anthropic and
 # Gemini wires (elsewhere omitting thinking is how it is switched off), and where Gemini's
 # ``auto`` needs no dynamic budget (-1) because the model already thinks dynamically.
-DEFAULT_REASONS = {"claude-opus-5", "claude-sonnet-5", "gemini-2.5-pro", "gemini-2.5-flash"}
+DEFAULT_REASONS = {
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-haiku-5-5",
+    "gemini-2.5-pro",
+    "gemini-2.5-flash",
+}
 # Anthropic models that omit thinking text unless ``display: summarized`` is asked (WIRE §3.1).
 OMITTED_DISPLAY = {
     "claude-opus-4-7",
@@ -190,8 +228,16 @@ OMITTED_DISPLAY = {
     "claude-sonnet-5-5",
     "claude-fable-5",
     "claude-mythos-5",
+    "claude-opus-5-5",
+    "claude-haiku-5-5",
+    "claude-fable-5-1",
+    "claude-mythos-5-1",
+    "claude-fable-5-2",
+    "claude-mythos-5-2",
 }
-NOT_REASONING = {"gpt-4o", "gpt-4o-mini", "gpt-4.1", "grok-3"}
+NOT_REASONING = {"gpt-4o", "gpt-4o-mini", "gpt-4.1", "grok-3", "grok-4.20-non-reasoning"}
+# Qwen models that take a strength as reasoning_effort, not as a budget (DEVTO-QWEN38).
+QWEN_EFFORT = {"qwen3.8-max"}
 
 
 def fragment(model: str, provider: str, thinking: str | None, applied: str) -> dict[str, Any]:
@@ -210,6 +256,8 @@ def fragment(model: str, provider: str, thinking: str | None, applied: str) -> d
     if provider == "qwen":
         if not strength:
             return {"enable_thinking": applied == "auto"}
+        if model in QWEN_EFFORT:
+            return {"enable_thinking": True, "reasoning_effort": applied}
         budget = BUDGETS[model][STRENGTHS.index(applied)]
         return {"enable_thinking": True, "thinking_budget": budget}
     if provider == "anthropic":
@@ -279,6 +327,7 @@ def test_resolution(model: str, policy: str, tier: str, expected: str) -> None:
         if model in NOT_REASONING:
             assert "does not reason" in message
         elif tier == "none":
+            assert policy == "error"
             assert "cannot switch reasoning off" in message
             assert f"cheapest tier is {_cheapest(model)!r}" in message
         else:
@@ -330,24 +379,54 @@ def test_ties_go_to_the_cheaper_side_for_any_registered_shape() -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "provider", "cheapest"),
+    ("model", "provider", "cheapest", "fragment", "dropped"),
     [
-        ("glm-5.3", "glm", "low"),
-        ("gpt-5", "openai", "minimal"),
-        ("gpt-5.2-pro", "openai", "medium"),
-        ("claude-sonnet-5-5", "anthropic", "low"),
-        ("glm-5", "glm", "auto"),
+        (
+            "glm-5.3",
+            "glm",
+            "low",
+            {"thinking": {"type": "enabled"}, "reasoning_effort": "low"},
+            "auto",
+        ),
+        ("gpt-5", "openai", "minimal", {"reasoning_effort": "minimal"}, "auto"),
+        # No declared default: "on" without a strength is its middle strength on this wire.
+        ("gpt-5.2-pro", "openai", "medium", {"reasoning_effort": "medium"}, "high"),
+        (
+            "claude-sonnet-5-5",
+            "anthropic",
+            "low",
+            {
+                "thinking": {"type": "adaptive", "display": "summarized"},
+                "output_config": {"effort": "low"},
+            },
+            "auto",
+        ),
+        ("glm-5", "glm", "auto", {"thinking": {"type": "enabled"}}, "auto"),
     ],
 )
-def test_none_on_a_model_that_cannot_switch_off_names_its_cheapest_tier(
-    model: str, provider: str, cheapest: str
+def test_none_on_a_model_that_cannot_switch_off_is_never_sent_as_a_switch_off(
+    model: str, provider: str, cheapest: str, fragment: dict[str, Any], dropped: str
 ) -> None:
-    for policy in POLICIES:
-        with pytest.raises(ThinkingUnsupportedError) as info:
-            resolve("none", provider=provider, model=model, policy=policy)
-        assert f"its cheapest tier is {cheapest!r}: ask for reasoning_effort={cheapest!r}" in str(
-            info.value
-        )
+    # nearest: the cheapest tier, with a warning saying the model always reasons.
+    result = resolve("none", provider=provider, model=model, policy="nearest")
+    assert (result.requested_effort, result.applied_effort) == (Effort.NONE, Effort(cheapest))
+    assert dict(result.payload) == fragment
+    assert result.warnings == (
+        f"model {model!r} cannot switch reasoning off (accepted: "
+        f"{', '.join(e.value for e in get_capability(model).supported_efforts)}), so "  # type: ignore[union-attr]
+        f"reasoning_effort='none' was not sent; applied {cheapest!r}, its cheapest tier, by "
+        "effort_fallback='nearest' ('error' refuses instead)",
+    )
+    # drop: "on" without a strength.
+    assert resolve("none", provider=provider, model=model, policy="drop").applied_effort is (
+        Effort(dropped)
+    )
+    # error: refused before anything is sent, naming the cheapest tier.
+    with pytest.raises(ThinkingUnsupportedError) as info:
+        resolve("none", provider=provider, model=model, policy="error")
+    assert f"its cheapest tier is {cheapest!r}: ask for reasoning_effort={cheapest!r}" in str(
+        info.value
+    )
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,9 @@ def test_fragment_never_asks_for_a_summary(
 
 def test_none_on_a_model_that_cannot_switch_off_names_the_cheapest_tier() -> None:
     with pytest.raises(ThinkingUnsupportedError, match="cheapest tier is 'low'"):
-        resolve("none", provider="openai-responses", model="o3-mini")
+        resolve("none", provider="openai-responses", model="o3-mini", policy="error")
+    nearest = resolve("none", provider="openai-responses", model="o3-mini")
+    assert dict(nearest.payload) == {"reasoning": {"effort": "low"}}
 
 
 def test_openrouter_responses_uses_the_same_fragment() -> None:

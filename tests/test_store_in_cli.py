@@ -97,12 +97,13 @@ async def test_resolve_reads_the_store_and_refuses_none_as_the_client_does(
 ) -> None:
     store = _imported(tmp_path, capsys)
     argv = ["resolve", "--provider", "openrouter", "--model", "acme/thinker-1"]
-    assert cli([*argv, "--effort", "none", "--store", str(store)]) == 1
+    assert cli([*argv, "--effort", "none", "--policy", "error", "--store", str(store)]) == 1
     captured = capsys.readouterr()
     message = (
         "model 'acme/thinker-1' cannot switch reasoning off, so reasoning_effort='none' cannot "
-        "be satisfied; its cheapest tier is 'low': ask for reasoning_effort='low', or use a "
-        f"model that can switch off (accepted: low, medium, high; evidence: {EVIDENCE})"
+        "be satisfied (effort_fallback='error'; 'nearest' applies the cheapest tier); its "
+        "cheapest tier is 'low': ask for reasoning_effort='low', or use a model that can switch "
+        f"off (accepted: low, medium, high; evidence: {EVIDENCE})"
     )
     assert (captured.out, captured.err) == (
         "",
@@ -110,9 +111,8 @@ async def test_resolve_reads_the_store_and_refuses_none_as_the_client_does(
     )
     with respx.mock(assert_all_called=False) as mock:
         route = mock.post(OPENROUTER_URL).mock(return_value=_answer())
-        async with Client(
-            [Source("openrouter", "acme/thinker-1", api_key=KEY)], capabilities_store=store
-        ) as client:
+        strict = Source("openrouter", "acme/thinker-1", api_key=KEY, effort_fallback="error")
+        async with Client([strict], capabilities_store=store) as client:
             with pytest.raises(ThinkingUnsupportedError) as raised:
                 await client.complete([{"role": "user", "content": "hi"}], reasoning_effort="none")
         assert route.call_count == 0

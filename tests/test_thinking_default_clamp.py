@@ -108,11 +108,11 @@ def test_no_warning_when_nothing_is_clamped(
     assert _warnings(caplog) == []
 
 
-def test_explicit_none_on_the_source_still_raises(tmp_path: Path) -> None:
+def test_explicit_none_on_the_source_still_raises_under_the_error_policy(tmp_path: Path) -> None:
     path = tmp_path / "polythink.toml"
     path.write_text(
         '[thinking]\nenabled = false\n\n[[source]]\nprovider = "glm"\nmodel = "glm-5.3"\n'
-        'api_key = "glm-key"\nreasoning_effort = "none"\n',
+        'api_key = "glm-key"\nreasoning_effort = "none"\neffort_fallback = "error"\n',
         encoding="utf-8",
     )
     (source,) = sources_from_toml(path)
@@ -131,6 +131,7 @@ async def test_explicit_none_on_the_call_still_raises_before_any_request() -> No
             "APP__THINKING__ENABLED": "false",
             "APP__GLM__0__MODEL": "glm-5.3",
             "APP__GLM__0__API_KEY": "glm-key",
+            "APP__GLM__0__EFFORT_FALLBACK": "error",
         },
     )
     assert source.effort is Effort.MAX

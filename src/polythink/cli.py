@@ -111,7 +111,7 @@ DEMO_CALLS: tuple[DemoCall, ...] = (
     DemoCall("openai", "gpt-5.4", "xhigh", "xhigh", "stream"),
     DemoCall("openai", "gpt-5.1", "none", "none"),
     DemoCall("glm", "glm-5.3", "medium", "low"),
-    DemoCall("glm", "glm-5.3", "none", "ThinkingUnsupportedError"),
+    DemoCall("glm", "glm-5.3", "none", "low"),
     DemoCall("deepseek", "deepseek-v4-pro", "high", "high", "stream"),
     DemoCall("deepseek", "deepseek-v4-pro", "low", "low", "tools"),
     DemoCall("openrouter", "anthropic/claude-sonnet-4.5", "high", "high", "stream"),

@@ -4,15 +4,24 @@
 
 1. unset -> inject nothing; the applied tier is unset.
 2. the provider's reasoning wire is unknown -> :class:`ThinkingUnsupportedError`.
-3. the model is not registered -> inject by the provider's wire as asked, with a warning.
-4. ``none`` asked of a model that cannot switch reasoning off -> error naming the cheapest
-   tier it accepts (this comes before 5 so the caller learns the model cannot switch off,
-   not merely that ``none`` is missing from a list).
+3. the model is neither registered nor of a known family (:mod:`.families`) -> inject by the
+   provider's wire as asked, with a warning.
+4. ``none`` asked of a model that cannot switch reasoning off -> by policy: ``nearest``
+   (default) applies its cheapest tier, with a warning that says the model always reasons;
+   ``error`` raises naming that tier; ``drop`` sends "on" without a strength (as ``auto``).
+   ``none`` is never sent as a switch-off the model rejects.
 5. a tier the model does not accept -> by policy: ``nearest`` (default) maps to the nearest
    accepted tier by position, never ``none``, ties to the cheaper side; ``error`` raises
    listing the accepted tiers; ``drop`` sends "on" without a strength (as ``auto``). ``auto``
    passes on every model that reasons; a model that only switches on and off maps any
    strength to ``auto`` (``nearest``/``drop``).
+
+Claude Sonnet 5.5 documents ``thinking: {type: between_tools}`` (no thinking before the first
+answer, thinking between tool calls; effort low to high only, A-SONNET55). It is not used for
+``none``: it still reasons in a tool loop, where most reasoning of an agent is spent, and the
+applied tier could then describe neither what was sent nor what was observed; ``none`` maps to
+``low`` like on every model that always reasons. A caller who wants it sends it through
+``extra_body``.
 
 Where a wire cannot ask for reasoning without naming a strength (top-level
 ``reasoning_effort`` on a tiered model whose own default does not reason; Anthropic manual
@@ -39,6 +48,14 @@ Anthropic (WIRE §3), by the model's ``thinking`` style:
   the thinking object is needed anyway to ask for the text.
 - ``none``: ``thinking`` omitted where the model's default is off (Opus 4.7 rejects an
   explicit ``disabled``), ``{type: disabled}`` where it is on.
+
+Gemini, by the model's ``thinking`` style (from the registry or the model's family, never
+from a default that fits one generation): ``budget`` (2.5) takes ``thinkingBudget`` only,
+``level`` (3.x, 4) takes ``thinkingLevel`` only; the API answers 400 to a request with both,
+Gemini 2.5 answers 400 "Thinking level is not supported for this model" and Gemini 4 refuses
+``thinkingBudget``. ``none`` is ``thinkingBudget: 0`` on budget models whose default thinks;
+a level model has no switch-off, so nothing is sent (the reconciliation reports what the
+model did).
 """
 
 from __future__ import annotations
@@ -132,19 +149,23 @@ def resolve(
     if cap is None:
         payload, applied, budget = _BUILDERS[wire](requested, None, profile, max_tokens)
         warning = (
-            f"model {model!r} is not in the capability registry; sent {payload or '{}'} for "
-            f"reasoning_effort={requested.value!r} by the {profile.id} wire without checking "
-            "the tier (register it with polythink.register_capability once known)"
+            f"model {model!r} is not in the capability registry and matches no model family; "
+            f"sent {payload or '{}'} for reasoning_effort={requested.value!r} by the "
+            f"{profile.id} wire without checking the tier (register it with "
+            "polythink.register_capability once known)"
         )
         return Resolution(requested, applied, payload, budget, (warning,))
-    if requested is Effort.NONE and not cap.can_disable:
-        raise ThinkingUnsupportedError(
-            _cannot_disable(model, cap), provider=profile.id, error_type="reasoning_unsupported"
-        )
     settled = settle_tier(requested, cap, policy=policy, model=model, provider=profile.id)
     payload, applied, budget = _BUILDERS[wire](settled, cap, profile, max_tokens)
     warnings: list[str] = []
-    if settled is not requested:
+    if settled is not requested and requested is Effort.NONE:
+        warnings.append(
+            f"model {model!r} cannot switch reasoning off (accepted: {_listing(cap)}), so "
+            f"reasoning_effort='none' was not sent; applied {settled.value!r}, its "
+            f"{'cheapest tier' if policy == 'nearest' else 'own strength'}, by "
+            f"effort_fallback={policy!r} ('error' refuses instead)"
+        )
+    elif settled is not requested:
         warnings.append(
             f"model {model!r} does not accept reasoning_effort={requested.value!r} "
             f"(accepted: {_listing(cap)}); applied {settled.value!r} by "
@@ -169,21 +190,26 @@ def settle_tier(
     model: str | None = None,
     provider: str | None = None,
 ) -> Effort:
-    """Phase 5: return the accepted tier for ``requested`` on ``cap`` under ``policy``.
+    """Phases 4 and 5: return the accepted tier for ``requested`` on ``cap`` under ``policy``.
 
-    ``none`` is returned only when asked and accepted (phase 4 handles the rest).
+    ``none`` is returned only when asked and accepted. ``none`` on a model that cannot
+    switch reasoning off gives its cheapest tier (``nearest``) or ``auto`` (``drop``).
 
     Raises:
-        ThinkingUnsupportedError: under ``error`` for an unaccepted tier, or whenever no
-            tier that reasons exists (a model that does not reason asked to reason).
+        ThinkingUnsupportedError: under ``error`` for an unaccepted tier (``none`` on a model
+            that always reasons included), or whenever no tier that reasons exists (a model
+            that does not reason asked to reason).
     """
     name = model or cap.model
     if requested in cap.supported_efforts:
         return requested
     if requested is Effort.NONE:
-        raise ThinkingUnsupportedError(
-            _cannot_disable(name, cap), provider=provider, error_type="reasoning_unsupported"
-        )
+        cheapest = cap.cheapest_effort
+        if policy == "error" or cheapest is None:
+            raise ThinkingUnsupportedError(
+                _cannot_disable(name, cap), provider=provider, error_type="reasoning_unsupported"
+            )
+        return Effort.AUTO if policy == "drop" else cheapest
     if not cap.reasons:
         raise ThinkingUnsupportedError(
             f"model {name!r} does not reason, so reasoning_effort={requested.value!r} cannot "
@@ -309,6 +335,9 @@ def _qwen_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | 
         return {"enable_thinking": False}, e, None
     if e is Effort.AUTO:
         return {"enable_thinking": True}, e, None
+    if cap is not None and cap.thinking == "effort":
+        # qwen3.8: a strength is reasoning_effort, not a budget (DEVTO-QWEN38, BAILIAN-PATCH).
+        return {"enable_thinking": True, "reasoning_effort": e.value}, e, None
     budget = budget_for(e, cap)
     payload: dict[str, Any] = {"enable_thinking": True, "thinking_budget": budget}
     if mt is not None:
@@ -378,7 +407,7 @@ def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int 
     config: dict[str, Any]
     budget: int | None = None
     if e is Effort.NONE:
-        if cap is not None and not cap.default_reasons:
+        if style != "budget" or (cap is not None and not cap.default_reasons):
             return {}, e, None
         config = {"thinkingBudget": 0}
     elif e is Effort.AUTO:
@@ -457,12 +486,12 @@ def _listing(cap: Capability) -> str:
 
 def _cannot_disable(model: str, cap: Capability) -> str:
     cheapest = cap.cheapest_effort
-    assert cheapest is not None
+    tier = f"its cheapest tier is {cheapest.value!r}" if cheapest else "it accepts no tier"
     return (
         f"model {model!r} cannot switch reasoning off, so reasoning_effort='none' cannot be "
-        f"satisfied; its cheapest tier is {cheapest.value!r}: ask for "
-        f"reasoning_effort={cheapest.value!r}, or use a model that can switch off "
-        f"(accepted: {_listing(cap)}; evidence: {cap.evidence})"
+        f"satisfied (effort_fallback='error'; 'nearest' applies the cheapest tier); {tier}: "
+        f"ask for reasoning_effort={cheapest.value if cheapest else 'auto'!r}, or use a model "
+        f"that can switch off (accepted: {_listing(cap)}; evidence: {cap.evidence})"
     )
 
 
