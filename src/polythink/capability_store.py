@@ -38,6 +38,8 @@ from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import (
     Capability,
     capabilities_from_openrouter,
+    capability_fields,
+    capability_from_fields,
     get_capability,
     normalise_model_name,
     openrouter_without_reasoning,
@@ -481,39 +483,11 @@ def resolve_known(
 
 
 def _cap_json(cap: Capability | None) -> dict[str, Any] | None:
-    if cap is None:
-        return None
-    return {
-        "supported_efforts": [e.value for e in cap.supported_efforts],
-        "default_effort": cap.default_effort.value if cap.default_effort else None,
-        "provider": cap.provider,
-        "thinking": cap.thinking,
-        "budget_min": cap.budget_min,
-        "budget_max": cap.budget_max,
-        "max_output_tokens": cap.max_output_tokens,
-        "context_window": cap.context_window,
-        "thinking_display": cap.thinking_display,
-        "sampling": cap.sampling,
-    }
+    return None if cap is None else capability_fields(cap)
 
 
 def _cap_from(model: str, row: Mapping[str, Any] | None, evidence: str) -> Capability | None:
-    if row is None:
-        return None
-    return Capability(
-        model=model,
-        supported_efforts=tuple(row["supported_efforts"]),
-        default_effort=row.get("default_effort"),
-        provider=row.get("provider"),
-        thinking=row.get("thinking"),
-        budget_min=row.get("budget_min"),
-        budget_max=row.get("budget_max"),
-        max_output_tokens=row.get("max_output_tokens"),
-        context_window=row.get("context_window"),
-        evidence=evidence,
-        thinking_display=row.get("thinking_display"),
-        sampling=row.get("sampling", "any"),
-    )
+    return None if row is None else capability_from_fields(model, row, evidence=evidence)
 
 
 def _read(

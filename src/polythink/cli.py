@@ -15,10 +15,14 @@
   (observed > documented > imported > inferred); ``--learned`` lists what was learned on the
   wire and imported, and suspected stale entries, with their evidence; ``--levels MODEL``
   prints the tiers a selector should offer for a model and the one to preselect;
-  ``models forget MODEL`` drops what was learned about a model; ``models import openrouter
-  FILE.json`` stores an OpenRouter ``/api/v1/models`` document as imported. ``--store PATH``
-  names the capability store file (default: the per-user one, see
-  :mod:`polythink.capability_store`).
+  ``--retired`` lists deprecated and retired models with their dates and replacements;
+  ``--stale`` lists the entries a maintainer should review (evidence older than
+  ``--older-than`` days, past their shutdown date, or contradicted on the wire or by an
+  import); ``models forget MODEL`` drops what was learned about a model; ``models import
+  openrouter FILE.json`` stores an OpenRouter ``/api/v1/models`` document as imported, and
+  ``models import litellm [FILE.json]`` LiteLLM's model map (the installed ``litellm``
+  package's copy when no file is given). ``--store PATH`` names the capability store file
+  (default: the per-user one, see :mod:`polythink.capability_store`).
 - ``polythink simulate`` serves the simulator in the foreground until Ctrl-C.
 - ``polythink bench [--quick] …`` runs the benchmark suite, the ``benchmarks`` package of a
   source checkout (next to ``src/``, or in the current directory); every argument after
@@ -35,6 +39,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import io
 import json
 import logging
@@ -64,6 +69,7 @@ from polythink.config import Source
 from polythink.errors import BudgetExceededError, PolythinkError
 from polythink.providers import PROVIDERS, get_provider
 from polythink.reasoning import POLICIES, Capability, all_capabilities, get_capability
+from polythink.reasoning.lifecycle import status as lifecycle_status
 from polythink.transports import transport_class
 from polythink.types import EFFORT_ORDER, Effort, Message, Response, Tool
 
@@ -145,8 +151,8 @@ _DEMO_BUDGET = Budget(0.05, "day", step_down_at=0.5, name="demo")
 _BUDGET_MAX_TOKENS = 400
 _MAX_BUDGET_CALLS = 100
 _PIPE_WIDTH = 160
-_MODELS_PROVIDER_ALIASES = {"openai-responses": "openai"}
-"""Provider ids whose models are registered under another id (same models, another API)."""
+_STALE_DAYS = 90
+"""``models --stale``: evidence last checked longer ago than this many days is listed."""
 
 
 class _UsageError(Exception):
@@ -215,6 +221,16 @@ def _fraction(value: str) -> float:
         raise argparse.ArgumentTypeError(
             f"expected a fraction from 0 to below 1 such as 0.8 (= 80 % spent), got {value!r}"
         )
+    return number
+
+
+def _positive_days(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of days >= 0, got {value!r}")
     return number
 
 
@@ -414,6 +430,24 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         metavar="MODEL",
         help="print the tiers a selector should offer for MODEL, cheapest first, and its default",
     )
+    shown.add_argument(
+        "--retired",
+        action="store_true",
+        help="list deprecated and retired models with their dates and replacements",
+    )
+    shown.add_argument(
+        "--stale",
+        action="store_true",
+        help="list entries to review: evidence older than --older-than days, past their "
+        "shutdown date, or contradicted on the wire or by an import",
+    )
+    models.add_argument(
+        "--older-than",
+        type=_positive_days,
+        default=_STALE_DAYS,
+        metavar="DAYS",
+        help=f"with --stale: evidence checked longer ago than DAYS (default {_STALE_DAYS})",
+    )
     models.set_defaults(handler=_cmd_models)
     actions = models.add_subparsers(dest="action", metavar="action", parser_class=_Parser)
     forget = actions.add_parser(
@@ -437,8 +471,15 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="store a catalogue as imported capabilities",
         description="Read a catalogue into the capability store (below the shipped registry).",
     )
-    imports.add_argument("catalogue", choices=("openrouter",), help="openrouter")
-    imports.add_argument("file", metavar="FILE.json", help="an OpenRouter /api/v1/models document")
+    imports.add_argument("catalogue", choices=("openrouter", "litellm"), help="openrouter, litellm")
+    imports.add_argument(
+        "file",
+        metavar="FILE.json",
+        nargs="?",
+        help="an OpenRouter /api/v1/models document, or LiteLLM's "
+        "model_prices_and_context_window.json (default for litellm: the installed litellm "
+        "package's copy)",
+    )
     imports.set_defaults(handler=_cmd_models_import)
 
     sim = commands.add_parser(
@@ -768,20 +809,33 @@ def _cmd_models_forget(args: argparse.Namespace) -> int:
 
 
 def _cmd_models_import(args: argparse.Namespace) -> int:
+    from polythink.importers import find_litellm_map, import_litellm
+
+    if args.catalogue == "openrouter" and args.file is None:
+        print(
+            "polythink models import: error: openrouter needs FILE.json, an OpenRouter "
+            "/api/v1/models document",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     store = _store(args)
     if store is None:
         return EXIT_FAILED
     try:
-        count = store.import_openrouter(args.file)
+        if args.catalogue == "openrouter":
+            count, source = store.import_openrouter(args.file), str(args.file)
+        else:
+            source = str(find_litellm_map(args.file)[0])
+            count = import_litellm(store, args.file)
     except ValueError as exc:
         print(f"polythink models import: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"imported {count} models from {args.file} into {store.path or 'memory'}")
+    print(f"imported {count} models from {source} into {store.path or 'memory'}")
     return EXIT_OK
 
 
 def _cmd_levels(args: argparse.Namespace, store: CapabilityStore) -> int:
-    provider = _MODELS_PROVIDER_ALIASES.get(args.provider, args.provider)
+    provider = get_provider(args.provider).serves if args.provider else None
     found = store.levels(args.levels, provider)
     if args.json:
         result = {
@@ -874,6 +928,97 @@ def _cmd_learned(args: argparse.Namespace, store: CapabilityStore) -> int:
     return EXIT_OK
 
 
+def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]], empty: str) -> int:
+    """Print ``rows`` as JSON (``--json``) or one aligned line each (their values in order)."""
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return EXIT_OK
+    if not rows:
+        print(empty)
+        return EXIT_OK
+    cells = [[str(v) if v is not None else "-" for v in row.values()] for row in rows]
+    cells.insert(0, list(rows[0]))
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]) - 1)]
+    for line in cells:
+        print("  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[-1]]))
+    return EXIT_OK
+
+
+def _retired_rows(store: CapabilityStore, provider: str | None) -> list[dict[str, Any]]:
+    today = store.today()
+    rows = []
+    for cap in all_capabilities(provider):
+        state = lifecycle_status(cap, today)
+        if state == "current":
+            continue
+        rows.append(
+            {
+                "provider": cap.provider,
+                "model": cap.model,
+                "status": state,
+                "deprecated": cap.deprecated,
+                "shutdown": cap.shutdown,
+                "replacement": cap.replacement,
+            }
+        )
+    return sorted(rows, key=lambda r: (r["status"] != "retired", r["shutdown"] or "", r["model"]))
+
+
+def _cmd_retired(args: argparse.Namespace, store: CapabilityStore) -> int:
+    provider = get_provider(args.provider).serves if args.provider else None
+    rows = _retired_rows(store, provider)
+    return _print_rows(args, rows, f"no deprecated or retired model as of {store.today()}")
+
+
+def _stale_rows(
+    store: CapabilityStore, provider: str | None, older_than: int
+) -> list[dict[str, Any]]:
+    """The registry entries to review, each with every reason it is listed."""
+    today = datetime.date.fromisoformat(store.today())
+    reasons: dict[str, list[str]] = {}
+    caps = {cap.model: cap for cap in all_capabilities(provider)}
+    for cap in caps.values():
+        found = reasons.setdefault(cap.model, [])
+        checked = cap.checked
+        if checked is None:
+            found.append("no checked date")
+        elif (today - datetime.date.fromisoformat(checked)).days > older_than:
+            found.append(
+                f"checked {checked}, {(today - datetime.date.fromisoformat(checked)).days} days ago"
+            )
+        if lifecycle_status(cap, today) == "retired":
+            instead = f", replacement {cap.replacement}" if cap.replacement else ""
+            found.append(f"shut down {cap.shutdown}{instead}")
+    for entry in store.entries():
+        shipped = get_capability(entry.model)
+        if shipped is None or shipped.model not in caps:
+            continue
+        now = entry.capability.supported_efforts if entry.capability is not None else ()
+        if entry.capability is None or now != shipped.supported_efforts:
+            tiers = " ".join(t.value for t in now) if now else "no reasoning parameter"
+            where = f"on {entry.provider}" if entry.origin == "observed" else "by an import"
+            reasons[shipped.model].append(
+                f"contradicted {where} {entry.date}: {tiers} ({entry.evidence})"
+            )
+    for hint in store.suspicions():
+        shipped = get_capability(hint.model)
+        if shipped is not None and shipped.model in caps:
+            reasons[shipped.model].append(
+                f"suspected on {hint.provider}: {hint.count} answers at {hint.tier} contradicted it"
+            )
+    return [
+        {"provider": caps[model].provider, "model": model, "reasons": "; ".join(why)}
+        for model, why in reasons.items()
+        if why
+    ]
+
+
+def _cmd_stale(args: argparse.Namespace, store: CapabilityStore) -> int:
+    provider = get_provider(args.provider).serves if args.provider else None
+    rows = _stale_rows(store, provider, args.older_than)
+    return _print_rows(args, rows, f"nothing to review as of {store.today()}")
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     store = _store(args)
     if store is None:
@@ -882,7 +1027,11 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return _cmd_levels(args, store)
     if args.learned:
         return _cmd_learned(args, store)
-    provider = _MODELS_PROVIDER_ALIASES.get(args.provider, args.provider)
+    if args.retired:
+        return _cmd_retired(args, store)
+    if args.stale:
+        return _cmd_stale(args, store)
+    provider = get_provider(args.provider).serves if args.provider else None
     caps = all_capabilities(provider)
     known = [store.lookup(c.provider, c.model) for c in caps]
     listed = {(c.provider, c.model) for c in caps}

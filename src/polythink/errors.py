@@ -8,7 +8,8 @@ retry-after (seconds) and a redacted copy of the body:
 - :class:`TransientError`: 5xx, 529/overloaded, connection failures, timeouts, a stream
   cut before its first token.
 - :class:`RequestRejectedError`: 400, 404, 413, 422, and a reasoning configuration that the
-  source cannot satisfy at request time.
+  source cannot satisfy at request time; :class:`ModelNotFoundError` when the provider says
+  the model does not exist or was retired.
 - :class:`AuthError`: 401, 403, and 402 / billing errors.
 
 :class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
@@ -41,6 +42,7 @@ __all__ = [
     "ClientClosedError",
     "ContextWindowExceededError",
     "MiddlewareError",
+    "ModelNotFoundError",
     "OutputFormatUnsupportedError",
     "OutputRefusedError",
     "OutputTruncatedError",
@@ -200,6 +202,35 @@ class ContextWindowExceededError(RequestRejectedError):
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.limit = limit
         self.requested = requested
+
+
+class ModelNotFoundError(RequestRejectedError):
+    """The provider does not serve the model: it does not exist, was retired or decommissioned.
+
+    Recognised from each provider's own answer (see
+    :func:`polythink.transports.error_map.model_not_found_error`): OpenAI's 404
+    ``model_not_found``, Anthropic's 404 ``not_found_error`` naming the model, Gemini's 404
+    ``NOT_FOUND`` "models/… is not found", Groq's 400 ``model_decommissioned``. A plain 404
+    (a wrong base URL, "404 page not found") stays a :class:`RequestRejectedError`. Failover
+    moves on to the next source, whose model may well exist.
+
+    Attributes:
+        model: the model the source asked for, else ``None``.
+        replacement: the model the registry names as its replacement, else ``None``; the
+            message names it too.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        replacement: str | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.model = model
+        self.replacement = replacement
 
 
 class AuthError(PolythinkError):

@@ -88,6 +88,12 @@ class ProviderProfile:
             (OpenRouter, for the Anthropic models behind it: openrouter.ai/docs
             ``AnthropicCacheControlDirective``, read 2026-12-01). Empty: the marker sends
             nothing (the provider caches prefixes on its own, or takes no such field).
+        catalogue: the provider id the capability registry lists this provider's models
+            under, when it is another one (``openai-responses`` serves ``openai``'s models);
+            ``None`` = its own id. Lifecycle dates of an entry apply where it is served.
+        responses_profile: the profile that reaches the Responses API with the same key and
+            host (``openai`` -> ``openai-responses``), so a call a model takes only there
+            (``Capability.chat_tools``) can be sent there; ``None`` = no such route.
     """
 
     id: str
@@ -108,6 +114,13 @@ class ProviderProfile:
     strict_sampling: bool = False
     encrypted_reasoning: bool = False
     prompt_cache: tuple[str, ...] = ()
+    catalogue: str | None = None
+    responses_profile: str | None = None
+
+    @property
+    def serves(self) -> str:
+        """The provider id the registry lists this provider's models under."""
+        return self.catalogue or self.id
 
 
 PROVIDERS: dict[str, ProviderProfile] = {
@@ -121,6 +134,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             max_tokens_field="max_completion_tokens",
             strict_sampling=True,
             prompt_cache=("key",),
+            responses_profile="openai-responses",
         ),
         ProviderProfile(
             "openai-responses",
@@ -133,6 +147,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             encrypted_reasoning=True,
             strict_sampling=True,
             prompt_cache=("key",),
+            catalogue="openai",
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -143,6 +158,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             max_tokens_field="max_output_tokens",
             reasoning_format="openrouter-responses",
             prompt_cache=("key",),
+            catalogue="openrouter",
         ),
         ProviderProfile(
             "anthropic",

@@ -4,9 +4,11 @@ This layer is the junction between the per-call layers above it and the per-sour
 below it: it holds one composed handler per source, each with its own rate limit and retry.
 A source's failure sends the call to the next source when another source might do better:
 rate-limit or transient errors (after that source's own retries), authentication or billing
-failures, a reasoning configuration the source cannot satisfy, and a spend budget that cannot
-afford the call there. A request rejected for reasons every source would share (HTTP 400,
-404, 413, 422) is raised at once.
+failures, a reasoning configuration the source cannot satisfy, a spend budget that cannot
+afford the call there, and a model the provider does not serve
+(:class:`~polythink.errors.ModelNotFoundError`: retired or unknown there, where the next
+source's model may well exist). A request rejected for reasons every source would share (HTTP
+400, 404, 413, 422) is raised at once.
 
 A :class:`CircuitBreaker` per source counts consecutive failed calls (rate limit,
 transient, auth, a stream cut mid-way); after ``threshold`` of them the source is skipped
@@ -44,6 +46,7 @@ from polythink.errors import (
     AuthError,
     BudgetExceededError,
     ContextWindowExceededError,
+    ModelNotFoundError,
     OutputFormatUnsupportedError,
     PolythinkError,
     RateLimitedError,
@@ -77,9 +80,9 @@ to one answer, so a cache hit of that answer leaves them out."""
 
 def fails_over(error: PolythinkError) -> bool:
     """Whether ``error`` from one source should send the call to the next source: a rate
-    limit, a transient failure, an auth failure, or a request this source cannot satisfy
-    though another may (a reasoning tier, a ``response_format``, a spend budget that cannot
-    afford the call there)."""
+    limit, a transient failure, an auth failure, a request this source cannot satisfy though
+    another may (a reasoning tier, a ``response_format``, a spend budget that cannot afford the
+    call there), or a model the provider does not serve (retired there)."""
     return isinstance(
         error,
         RateLimitedError
@@ -87,21 +90,25 @@ def fails_over(error: PolythinkError) -> bool:
         | AuthError
         | ThinkingUnsupportedError
         | OutputFormatUnsupportedError
-        | BudgetExceededError,
+        | BudgetExceededError
+        | ModelNotFoundError,
     )
 
 
 def counts_against(error: PolythinkError) -> bool:
     """Whether ``error`` says the source itself is unhealthy (feeds its circuit breaker).
 
-    Rate limits the provider reported, transient failures (timeouts included), auth failures
-    and streams cut mid-way do. A rejected request (including a reasoning tier the model
-    lacks) says nothing about the source, nor does a refusal by polythink's own rate limiter
-    (a :class:`~polythink.errors.RateLimitedError` without a status: the call was not sent).
+    Rate limits the provider reported, transient failures (timeouts included), auth failures,
+    streams cut mid-way and a model the provider does not serve (it will not come back within
+    a cooldown) do. A rejected request (including a reasoning tier the model lacks) says
+    nothing about the source, nor does a refusal by polythink's own rate limiter (a
+    :class:`~polythink.errors.RateLimitedError` without a status: the call was not sent).
     """
     if isinstance(error, RateLimitedError):
         return error.status_code is not None
-    return isinstance(error, TransientError | AuthError | StreamInterruptedError)
+    return isinstance(
+        error, TransientError | AuthError | StreamInterruptedError | ModelNotFoundError
+    )
 
 
 class CircuitBreaker:

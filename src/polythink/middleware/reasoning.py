@@ -24,12 +24,20 @@ unrecognised 400 is raised unchanged, never retried.
 The first call of each requested tier is sent alone: calls for the same tier that arrive
 while it is in flight wait for its outcome, so a rejection is paid once, not once per
 concurrent caller. After that first outcome the gate costs one set lookup.
+
+A model its provider has shut down (``Capability.shutdown`` on or before the store's today,
+for an entry of this provider) is named in one WARNING on the ``polythink.lifecycle`` logger
+per process, on its first call, with the replacement the registry knows
+(:func:`polythink.reasoning.lifecycle.lifecycle_note`); the call still goes out, since the
+provider may answer it through an alias or a re-route.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import threading
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -43,6 +51,7 @@ from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
+from polythink.reasoning.lifecycle import lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
 from polythink.types import (
     Effort,
@@ -57,6 +66,18 @@ __all__ = ["ReasoningMiddleware"]
 
 _throttle = WarningThrottle()
 _MEMO_LIMIT = 512
+_lifecycle_log = logging.getLogger("polythink.lifecycle")
+_retired_warned: set[tuple[str, str]] = set()
+_retired_lock = threading.Lock()
+
+
+def _warn_retired_once(provider: str, model: str, note: str) -> None:
+    """Log ``note`` once per process for (provider, model)."""
+    with _retired_lock:
+        if (provider, model) in _retired_warned:
+            return
+        _retired_warned.add((provider, model))
+    _lifecycle_log.warning("%s", note)
 
 
 class ReasoningMiddleware:
@@ -94,6 +115,13 @@ class ReasoningMiddleware:
         self._memo: dict[tuple[Effort | None, int | None], Resolution] = {}
         self._settled: set[Effort] = set()
         self._probes: dict[Effort, anyio.Event] = {}
+        served = known.capability is not None and known.capability.provider in (
+            None,
+            profile.serves,
+        )
+        self._retired: str | None = (
+            lifecycle_note(source.model, known.capability, self.store.today()) if served else None
+        )
         if source.effort is not None:
             try:
                 self._resolve(source.effort, None)
@@ -140,6 +168,9 @@ class ReasoningMiddleware:
             ThinkingUnsupportedError: the requested tier cannot be satisfied here (carries
                 this source's index, so failover can move on).
         """
+        if self._retired is not None:
+            note, self._retired = self._retired, None
+            _warn_retired_once(self.profile.id, self.model, note)
         effort = request.reasoning_effort
         if effort is None:
             effort = self.source.effort

@@ -24,6 +24,7 @@ import orjson
 
 from polythink.config import Source
 from polythink.errors import (
+    ModelNotFoundError,
     PolythinkError,
     RequestRejectedError,
     RequestTimeoutError,
@@ -274,13 +275,15 @@ class HTTPTransport:
             raise self._deadline_error(self._budget(request))
         content = response.content
         if response.status_code >= 300:
-            raise error_from_status(
-                response.status_code,
-                response.headers,
-                content,
-                provider=self.profile.id,
-                source_index=self.index,
-                secrets=self._secrets,
+            raise self.about_model(
+                error_from_status(
+                    response.status_code,
+                    response.headers,
+                    content,
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    secrets=self._secrets,
+                )
             )
         try:
             return json.loads(content), parse_rate_limit(response.headers)
@@ -332,13 +335,15 @@ class HTTPTransport:
                     content = await response.aread()
                 except TRANSPORT_ERRORS:
                     content = b""
-                raise error_from_status(
-                    response.status_code,
-                    response.headers,
-                    content,
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    secrets=self._secrets,
+                raise self.about_model(
+                    error_from_status(
+                        response.status_code,
+                        response.headers,
+                        content,
+                        provider=self.profile.id,
+                        source_index=self.index,
+                        secrets=self._secrets,
+                    )
                 )
             # httpcore reads the read timeout from the request's extensions when the body
             # iteration starts, so from here on it bounds the silence between chunks.
@@ -412,7 +417,22 @@ class HTTPTransport:
         )
         if response is not None:
             mapped.rate_limit = parse_rate_limit(response.headers)
-        return mapped
+        return self.about_model(mapped)
+
+    def about_model(self, error: PolythinkError) -> PolythinkError:
+        """Name this source's model, and its replacement when the registry knows one, on a
+        :class:`~polythink.errors.ModelNotFoundError`; return ``error``."""
+        if isinstance(error, ModelNotFoundError) and error.model is None:
+            error.model = self.source.model
+            capability = get_capability(self.source.model)
+            if capability is not None and capability.replacement:
+                error.replacement = capability.replacement
+                error.message = (
+                    f"{error.message} (model {self.source.model!r}; the registry names "
+                    f"{capability.replacement!r} as its replacement)"
+                )
+                error.args = (error.message,)
+        return error
 
     def refuse_or_drop(
         self,

@@ -17,6 +17,7 @@ import httpx
 from polythink.errors import (
     AuthError,
     ContextWindowExceededError,
+    ModelNotFoundError,
     PolythinkError,
     RateLimitedError,
     RequestRejectedError,
@@ -41,6 +42,7 @@ __all__ = [
     "error_from_status",
     "error_from_transport",
     "in_band_class",
+    "names_missing_model",
 ]
 
 
@@ -100,6 +102,38 @@ def _retry_info(body: Any) -> float | None:
 
 _REASONING_PARAMS = frozenset({"reasoning_effort", "reasoning.effort", "reasoning", "thinking"})
 
+_MISSING_MODEL_CODES = frozenset({"model_not_found", "model_decommissioned"})
+"""Error codes that say the model is not served: OpenAI's 404 ``model_not_found`` ("The model
+`x` does not exist or you do not have access to it.", as relayed in siteboon/claudecodeui#951,
+2026-07) and Groq's 400 ``model_decommissioned`` ("The model `x` has been decommissioned and is
+no longer supported.", valentinfrlch/ha-llmvision#324, 2025-04)."""
+
+_MISSING_MODEL_TEXT = re.compile(
+    # Anthropic 404 not_found_error: "model: claude-3-7-sonnet-latest" (continuedev/continue#9476,
+    # 2026-01) and "model 'claude-haiku-4-5-20251001' not found" (anthropics/claude-code#41120,
+    # 2026-03); Gemini 404 NOT_FOUND: "models/gemini-1.0-pro is not found for API version
+    # v1beta, or is not supported for generateContent" (wwardaww/gnome-gemini-ai#21, 2025-03);
+    # OpenAI-shaped 404s: "The model `gpt-x` does not exist".
+    r"^model: \S+$|\bmodel '[^']+' not found|\bmodels/\S+ is not found"
+    r"|\bthe model `?[^`\s]+`? does not exist",
+    re.IGNORECASE,
+)
+_NOT_FOUND_KINDS = frozenset({"not_found_error", "not_found", "404"})
+
+
+def names_missing_model(status: int | None, kinds: frozenset[str], message: str | None) -> bool:
+    """Whether an error says the requested model is not served (does not exist, retired,
+    decommissioned), as opposed to any other 404 (a wrong URL: "404 page not found").
+
+    ``kinds`` holds the error's code, type and status, lower-cased; see
+    :data:`_MISSING_MODEL_CODES` and :data:`_MISSING_MODEL_TEXT` for the shapes and sources.
+    """
+    if kinds & _MISSING_MODEL_CODES:
+        return True
+    not_found = status == 404 or bool(kinds & _NOT_FOUND_KINDS)
+    return not_found and message is not None and bool(_MISSING_MODEL_TEXT.search(message.strip()))
+
+
 _QUOTA_TYPES = frozenset(
     {
         "insufficient_quota",
@@ -126,9 +160,11 @@ def error_from_status(
     """Map an HTTP error response to polythink's taxonomy.
 
     429 -> :class:`RateLimitedError`; 401, 402, 403 -> :class:`AuthError`; 408, 409, 5xx,
-    529 -> :class:`TransientError`; other 4xx -> :class:`RequestRejectedError`, or
-    :class:`ThinkingUnsupportedError` when the provider named a reasoning parameter as the
-    unsupported one (OpenAI ``param: reasoning_effort``, ``code: unsupported_value``).
+    529 -> :class:`TransientError`; a 4xx that says the model is not served ->
+    :class:`ModelNotFoundError` (:func:`names_missing_model`); other 4xx ->
+    :class:`RequestRejectedError`, or :class:`ThinkingUnsupportedError` when the provider named
+    a reasoning parameter as the unsupported one (OpenAI ``param: reasoning_effort``, ``code:
+    unsupported_value``).
 
     ``retry_after`` comes from ``retry-after-ms`` / ``retry-after`` (see
     :func:`parse_retry_after`; ``now`` is its wall clock), else from a Gemini
@@ -165,6 +201,8 @@ def error_from_status(
         cls = AuthError
     elif status in (408, 409) or status >= 500:
         cls = TransientError
+    elif names_missing_model(status, kinds, message):
+        cls = ModelNotFoundError
     elif param in _REASONING_PARAMS:
         cls = ThinkingUnsupportedError
     else:
@@ -244,6 +282,8 @@ def error_from_body(
         cls = RateLimitedError
     elif kinds & _AUTH_TYPES:
         cls = AuthError
+    elif names_missing_model(status_code, kinds, message):
+        cls = ModelNotFoundError
     elif kinds & _REJECT_TYPES:
         cls = RequestRejectedError
     else:

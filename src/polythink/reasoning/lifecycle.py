@@ -1,0 +1,63 @@
+"""Model lifecycle: whether a model is current, deprecated or retired on a given day.
+
+Providers retire models on published dates (``Capability.deprecated``, ``Capability.shutdown``,
+``Capability.replacement`` in the registry, with their sources). A retired model is not always
+refused: Gemini re-routes a shut-down model to its replacement and bills the replacement's
+price (CURRENT.md §3.2: the response's ``modelVersion`` is the only tell), so polythink says
+so before the call rather than waiting for a "model not found". Pure functions: the caller
+passes the date.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Literal
+
+from polythink.reasoning.capabilities import Capability
+
+__all__ = ["Status", "lifecycle_note", "status"]
+
+Status = Literal["current", "deprecated", "retired"]
+
+
+def _day(value: datetime.date | str) -> datetime.date:
+    return value if isinstance(value, datetime.date) else datetime.date.fromisoformat(value)
+
+
+def status(capability: Capability | None, today: datetime.date | str) -> Status:
+    """``retired`` from the ``shutdown`` date on, ``deprecated`` from the ``deprecated`` date
+    (or once a shutdown date is announced) until then, else ``current`` (also for ``None``).
+
+    Raises:
+        ValueError: ``today`` is a string that is not ``YYYY-MM-DD``.
+    """
+    if capability is None:
+        return "current"
+    day = _day(today)
+    if capability.shutdown is not None:
+        return "retired" if _day(capability.shutdown) <= day else "deprecated"
+    if capability.deprecated is not None and _day(capability.deprecated) <= day:
+        return "deprecated"
+    return "current"
+
+
+def lifecycle_note(
+    model: str, capability: Capability | None, today: datetime.date | str
+) -> str | None:
+    """The warning for a call to ``model`` on ``today``: ``None`` unless it is retired.
+
+    It names the shutdown date and the replacement when the registry knows one, and says
+    that the provider may still answer through an alias or a re-route.
+    """
+    if capability is None or status(capability, today) != "retired":
+        return None
+    instead = (
+        f"; use {capability.replacement!r} instead"
+        if capability.replacement
+        else "; the provider names no replacement in polythink's registry"
+    )
+    return (
+        f"model {model!r} was shut down by its provider on {capability.shutdown}{instead} (a "
+        "call may still be answered through an alias or a re-route to another model, or "
+        "refused as model not found)"
+    )
