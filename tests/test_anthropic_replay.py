@@ -53,6 +53,8 @@ def _sent(route: respx.Route, index: int) -> Any:
 
 
 def _client(model: str, **kwargs: Any) -> Client:
+    # The recordings were made on anthropic-version 2023-06-01, and some send temperature.
+    kwargs.setdefault("api_version", "2023-06-01")
     return Client([Source("anthropic", model, api_key=KEY, **kwargs)])
 
 

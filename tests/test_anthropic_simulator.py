@@ -75,7 +75,7 @@ def _client(sim: Simulator, model: str, **kwargs: Any) -> Client:
             '"thinking.type.adaptive" and "output_config.effort" to control thinking behavior.',
         ),
         (
-            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
             {"thinking": {"type": "adaptive"}},
             '"thinking.type.adaptive" is not supported for this model. Use '
             '"thinking.type.enabled" with "budget_tokens".',
@@ -87,26 +87,26 @@ def _client(sim: Simulator, model: str, **kwargs: Any) -> Client:
             "be switched off on it.",
         ),
         (
-            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
             {"thinking": {"type": "enabled", "budget_tokens": 512}},
             "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
         ),
         (
-            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
             {"thinking": {"type": "enabled", "budget_tokens": 4096}},
             "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
             "documentation at https://docs.claude.com/en/docs/build-with-claude/"
             "extended-thinking#max-tokens-and-context-window-size",
         ),
         (
-            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
             {"thinking": {"type": "enabled", "budget_tokens": 1024}, "temperature": 0},
             "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode. "
             "Please consult our documentation at https://docs.claude.com/en/docs/"
             "build-with-claude/extended-thinking#feature-compatibility",
         ),
         (
-            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
             {
                 "thinking": {"type": "enabled", "budget_tokens": 1024},
                 "tools": [{"name": "f", "input_schema": {"type": "object"}}],
@@ -115,10 +115,10 @@ def _client(sim: Simulator, model: str, **kwargs: Any) -> Client:
             "Thinking may not be enabled when tool_choice forces tool use.",
         ),
         (
-            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
             {"max_tokens": 64001},
             "max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens "
-            "for claude-sonnet-4-5",
+            "for claude-haiku-4-5",
         ),
     ],
 )
@@ -134,7 +134,7 @@ def test_rejections_are_shaped_like_anthropic(
 
 
 def test_missing_version_header_is_rejected(sim: Simulator) -> None:
-    answer = _post(sim, _body("claude-sonnet-4-5"), headers={"x-api-key": "sim"})
+    answer = _post(sim, _body("claude-haiku-4-5"), headers={"x-api-key": "sim"})
     assert answer.status_code == 400
     assert answer.json()["error"]["message"] == "anthropic-version: header is required"
 
@@ -163,7 +163,7 @@ def test_adaptive_with_forced_tool_answers_without_thinking(sim: Simulator) -> N
 
 def test_manual_budget_maps_to_the_nearest_tier(sim: Simulator) -> None:
     answer = _post(
-        sim, _body("claude-sonnet-4-5", thinking={"type": "enabled", "budget_tokens": 3000})
+        sim, _body("claude-haiku-4-5", thinking={"type": "enabled", "budget_tokens": 3000})
     ).json()
     thinking = answer["content"][0]
     assert thinking == {
@@ -191,7 +191,7 @@ def test_models_that_omit_thinking_text_by_default(sim: Simulator) -> None:
 @pytest.mark.parametrize(
     ("model", "efforts"),
     [
-        ("claude-sonnet-4-5", ["minimal", "low", "medium", "high", "xhigh", "max"]),
+        ("claude-haiku-4-5", ["minimal", "low", "medium", "high", "xhigh", "max"]),
         ("claude-opus-4-7", ["low", "medium", "high", "xhigh", "max"]),
     ],
 )
@@ -264,7 +264,7 @@ async def test_tool_loop_across_three_turns_carries_thinking(sim: Simulator, str
 
     messages: list[Any] = [{"role": "user", "content": QUESTION}]
     responses = []
-    async with _client(sim, "claude-sonnet-4-5", headers={"x-sim-tool-rounds": "2"}) as client:
+    async with _client(sim, "claude-haiku-4-5", headers={"x-sim-tool-rounds": "2"}) as client:
         for _ in range(3):
             response = await call(client, messages)
             responses.append(response)
@@ -286,7 +286,7 @@ async def test_tool_loop_across_three_turns_carries_thinking(sim: Simulator, str
         assert kinds == ["thinking", "text", "tool_use"]
         thinking = response.message.reasoning_items[0]
         assert thinking["signature"] == signature_for(thinking["thinking"])
-    assert responses[2].text.startswith("Simulated claude-sonnet-4-5 answer")
+    assert responses[2].text.startswith("Simulated claude-haiku-4-5 answer")
     # The simulator checked every signature and the leading thinking block of each tool turn:
     # the loop only got here because polythink sent them back unchanged and in order.
 
@@ -294,7 +294,7 @@ async def test_tool_loop_across_three_turns_carries_thinking(sim: Simulator, str
 @pytest.mark.anyio
 async def test_tampered_or_missing_thinking_blocks_are_rejected(sim: Simulator) -> None:
     question = {"role": "user", "content": QUESTION}
-    async with _client(sim, "claude-sonnet-4-5") as client:
+    async with _client(sim, "claude-haiku-4-5") as client:
         first = await client.complete([question], reasoning_effort="low", tools=[WEATHER])
         (tool_call,) = first.tool_calls
         result = Message(role="tool", tool_call_id=tool_call.id, content="sunny")
@@ -317,7 +317,7 @@ async def test_tampered_or_missing_thinking_blocks_are_rejected(sim: Simulator) 
         )
     blocks = [b for b in items if b["type"] not in ("thinking", "redacted_thinking")]
     raw = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-haiku-4-5",
         "max_tokens": 4096,
         "thinking": {"type": "enabled", "budget_tokens": 2048},
         "tools": [
@@ -353,7 +353,7 @@ async def test_tampered_or_missing_thinking_blocks_are_rejected(sim: Simulator) 
     assert unsigned.requested_effort is Effort.LOW
     assert unsigned.applied_effort is Effort.NONE
     assert unsigned.warnings == [
-        "thinking switched off for this call to anthropic model 'claude-sonnet-4-5': the "
+        "thinking switched off for this call to anthropic model 'claude-haiku-4-5': the "
         "tool-use turn it continues carries no signed thinking block"
     ]
     assert fine.finish_reason == "stop"
@@ -362,7 +362,7 @@ async def test_tampered_or_missing_thinking_blocks_are_rejected(sim: Simulator) 
 @pytest.mark.anyio
 async def test_redacted_thinking_round_trip(sim: Simulator) -> None:
     prompt = REDACTED_TRIGGER + "46C9A13E193C177646C7398A98432ECCCE4C1253D5E2D82641AC0E52CC2876CB"
-    async with _client(sim, "claude-sonnet-4-5") as client:
+    async with _client(sim, "claude-haiku-4-5") as client:
         first = await client.complete(
             [{"role": "user", "content": prompt}], reasoning_effort="medium"
         )
@@ -388,7 +388,7 @@ async def test_redacted_thinking_round_trip(sim: Simulator) -> None:
 
 def test_stream_wire_shape(sim: Simulator) -> None:
     body = _body(
-        "claude-sonnet-4-5", thinking={"type": "enabled", "budget_tokens": 1024}, stream=True
+        "claude-haiku-4-5", thinking={"type": "enabled", "budget_tokens": 1024}, stream=True
     )
     with httpx.stream(
         "POST", f"{sim.base_url('anthropic')}/messages", json=body, headers=HEADERS

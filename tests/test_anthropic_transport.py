@@ -87,6 +87,11 @@ MESSAGE_STOP = {"type": "message_stop"}
 HI = [{"role": "user", "content": "hi"}]
 
 
+OLD = "2023-06-01"
+"""The API version that still takes sampling parameters: the thinking rules about them are
+tested there (on 2026-10-21 every sampling parameter is refused, whatever the thinking)."""
+
+
 def _client(model: str = "claude-sonnet-4-5", **kwargs: Any) -> Client:
     return Client([Source("anthropic", model, api_key=KEY, **kwargs)])
 
@@ -427,7 +432,7 @@ def test_thinking_conflicts_on_models_that_think_by_default() -> None:
 async def test_c02_temperature_with_thinking_is_refused_before_any_http_call() -> None:
     with respx.mock(assert_all_called=False) as mock:
         route = mock.post(URL).mock(return_value=httpx.Response(200, json={}))
-        async with _client("claude-haiku-4-5") as client:
+        async with _client("claude-haiku-4-5", api_version=OLD) as client:
             with pytest.raises(RequestRejectedError) as info:
                 await client.complete(
                     [{"role": "user", "content": "classify: ok"}],
@@ -461,7 +466,9 @@ async def test_a_thinking_parameter_conflict_fails_over_to_the_next_source() -> 
         ],
     }
     sources = [
-        Source("anthropic", "claude-haiku-4-5", api_key=KEY, reasoning_effort="low"),
+        Source(
+            "anthropic", "claude-haiku-4-5", api_key=KEY, reasoning_effort="low", api_version=OLD
+        ),
         Source("openai", "gpt-4o", api_key=KEY),
     ]
     with respx.mock(assert_all_called=False) as mock:
@@ -488,7 +495,7 @@ async def test_c02_control_without_thinking_temperature_passes() -> None:
     }
     with respx.mock(assert_all_called=True) as mock:
         route = mock.post(URL).mock(return_value=httpx.Response(200, json=answer))
-        async with _client("claude-haiku-4-5") as client:
+        async with _client("claude-haiku-4-5", api_version=OLD) as client:
             response = await client.complete(
                 [{"role": "user", "content": "classify: ok"}], max_tokens=2048, temperature=0
             )
@@ -517,7 +524,7 @@ async def test_c02_control_without_thinking_temperature_passes() -> None:
 async def test_other_thinking_conflicts_are_refused(kwargs: dict[str, Any], parameter: str) -> None:
     with respx.mock(assert_all_called=False) as mock:
         route = mock.post(URL)
-        async with _client("claude-sonnet-4-5") as client:
+        async with _client("claude-haiku-4-5", api_version=OLD) as client:
             with pytest.raises(RequestRejectedError) as info:
                 await client.complete(HI, reasoning_effort="low", **kwargs)
     assert route.call_count == 0
@@ -546,7 +553,7 @@ async def test_model_thinking_by_default_refuses_temperature_when_unset(
                 json={"content": [], "stop_reason": "end_turn", "usage": {"input_tokens": 1}},
             )
         )
-        async with _client("claude-thinks-by-default") as client:
+        async with _client("claude-thinks-by-default", api_version=OLD) as client:
             with pytest.raises(RequestRejectedError, match="thinking on by default"):
                 await client.complete(HI, temperature=0.5)
             assert route.call_count == 0
@@ -586,7 +593,7 @@ async def test_drop_params_drops_and_warns_once_per_parameter(
                 _sse_response(streamed),
             ]
         )
-        async with _client("claude-sonnet-4-5", drop_params=True) as client:
+        async with _client("claude-sonnet-4-5", drop_params=True, api_version=OLD) as client:
             first = await client.complete(HI, reasoning_effort="low", temperature=0.3)
             second = await client.complete(
                 HI, reasoning_effort="low", temperature=0.3, extra_body={"top_k": 4}

@@ -225,7 +225,7 @@ async def test_c10_idle_timeout_counts_from_the_last_chunk(sim: Simulator, plan:
 async def test_c18_in_band_error_before_the_first_token_is_retried(
     sim: Simulator, plan: FaultPlan, error_type: str
 ) -> None:
-    src = _sim_source(sim, "anthropic", "claude-sonnet-4-5")
+    src = _sim_source(sim, "anthropic", "claude-haiku-4-5")
     clock = FakeClock()
     async with client_with([src], clock=clock) as client:
         clean = await collect(client.stream(MESSAGES), [])
@@ -255,7 +255,7 @@ def _shape(event: StreamEvent) -> tuple[str, str | None, object]:
 async def test_c18_in_band_error_after_the_first_token_is_not_retried(
     sim: Simulator, plan: FaultPlan, error_type: str, cls: type[PolythinkError]
 ) -> None:
-    src = _sim_source(sim, "anthropic", "claude-sonnet-4-5")
+    src = _sim_source(sim, "anthropic", "claude-haiku-4-5")
     clock = FakeClock()
     texts: list[str] = []
     async with client_with([src], clock=clock) as client:

@@ -59,8 +59,8 @@ CONVERSATION: list[Any] = [
 WIRES = [
     ("openai", "gpt-4o"),
     ("openai-responses", "gpt-4o"),
-    ("anthropic", "claude-sonnet-4-5"),
-    ("gemini", "gemini-2.5-flash"),
+    ("anthropic", "claude-haiku-4-5"),
+    ("gemini", "gemini-2.5-flash-lite"),
 ]
 
 

@@ -29,7 +29,7 @@ from tests.resilience_helpers import MESSAGES, FakeClock, client_with, collect
 WHEN = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 MESSAGES_BODY = {
-    "model": "claude-sonnet-4-5",
+    "model": "claude-haiku-4-5",
     "max_tokens": 256,
     "messages": [{"role": "user", "content": "hi"}],
 }
@@ -132,7 +132,7 @@ def test_gemini_and_responses_shapes() -> None:
         b'data: {"error":{"code":503,"message":"Simulated in-stream overloaded_error.",'
         b'"status":"UNAVAILABLE"}}\n\n'
     )
-    assert dialect("/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent") == "gemini"
+    assert dialect("/gemini/v1beta/models/gemini-3.8-flash:streamGenerateContent") == "gemini"
     assert dialect("/openai-responses/v1/responses") == "responses"
     assert dialect("/anthropic/v1/messages") == "anthropic"
     assert dialect("/deepseek/v1/chat/completions") == "openai"
@@ -295,8 +295,8 @@ def test_plan_rejects_bad_settings(kwargs: dict[str, Any]) -> None:
 WIRES = [
     ("openai", "gpt-4o"),
     ("openai-responses", "gpt-5.5"),
-    ("anthropic", "claude-sonnet-4-5"),
-    ("gemini", "gemini-2.5-flash"),
+    ("anthropic", "claude-haiku-4-5"),
+    ("gemini", "gemini-3.8-flash"),
 ]
 
 

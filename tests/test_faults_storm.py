@@ -22,9 +22,9 @@ from polythink.types import Effort
 
 CALLS = 300
 PAIRS = (
-    (("openai", "gpt-4o"), ("anthropic", "claude-sonnet-4-5")),
-    (("anthropic", "claude-sonnet-4-5"), ("gemini", "gemini-2.5-flash")),
-    (("gemini", "gemini-2.5-flash"), ("openai-responses", "gpt-5.5")),
+    (("openai", "gpt-4o"), ("anthropic", "claude-haiku-4-5")),
+    (("anthropic", "claude-haiku-4-5"), ("gemini", "gemini-3.8-flash")),
+    (("gemini", "gemini-3.8-flash"), ("openai-responses", "gpt-5.5")),
     (("openai-responses", "gpt-5.5"), ("openai", "gpt-4o")),
 )
 MIX = (

@@ -18,7 +18,7 @@ from polythink import (
     ThinkingObservation,
     Tool,
 )
-from polythink.simulator import Simulator
+from polythink.simulator import Settings, Simulator
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,9 @@ LOOKUP = Tool(
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Simulator]:
-    with Simulator() as simulator:
+    # A day both generations tested here were served (gemini-3-pro-preview shut down
+    # 2026-03-09, gemini-2.5-* on 2026-12-01; CURRENT.md §2.3).
+    with Simulator(Settings(today="2026-03-01")) as simulator:
         yield simulator
 
 

@@ -29,8 +29,8 @@ QUESTION = {"role": "user", "content": "Tell me about rivers."}
 WIRES = [
     ("openai", "gpt-4o"),
     ("openai-responses", "gpt-4o"),
-    ("anthropic", "claude-sonnet-4-5"),
-    ("gemini", "gemini-2.5-flash"),
+    ("anthropic", "claude-haiku-4-5"),
+    ("gemini", "gemini-3.8-flash"),
 ]
 
 

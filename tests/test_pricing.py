@@ -328,8 +328,8 @@ def simulator() -> Any:
 SIMULATED = [
     ("openai", "gpt-5.5"),
     ("openai-responses", "gpt-5.5"),
-    ("anthropic", "claude-sonnet-4-5"),
-    ("gemini", "gemini-2.5-flash"),
+    ("anthropic", "claude-haiku-4-5"),
+    ("gemini", "gemini-3.8-flash"),
 ]
 
 
@@ -371,7 +371,7 @@ async def test_interrupted_stream_partial_carries_the_cost_of_its_usage() -> Non
     with Simulator(Settings(faults=plan)) as sim:
         source = Source(
             "anthropic",
-            "claude-sonnet-4-5",
+            "claude-haiku-4-5",
             api_key="sim",
             base_url=sim.base_url("anthropic"),
             max_retries=0,
@@ -387,7 +387,7 @@ async def test_interrupted_stream_partial_carries_the_cost_of_its_usage() -> Non
     assert partial.usage.output_tokens is not None
     want = calc(
         "anthropic",
-        "claude-sonnet-4-5",
+        "claude-haiku-4-5",
         input_tokens=partial.usage.input_tokens,
         output_tokens=partial.usage.output_tokens,
         cache_read=partial.usage.cache_read_tokens,

@@ -118,7 +118,8 @@ async def test_drop_params_drops_and_warns_once(caplog: pytest.LogCaptureFixture
 @pytest.mark.anyio
 @pytest.mark.parametrize("effort", [None, "none", "high"])
 async def test_claude_opus_4_7_takes_only_default_sampling(effort: str | None) -> None:
-    source = Source("anthropic", "claude-opus-4-7", api_key=KEY)
+    # On 2023-06-01, the version that still takes sampling parameters at all (CURRENT §1.4).
+    source = Source("anthropic", "claude-opus-4-7", api_key=KEY, api_version="2023-06-01")
     calls, _, answer = await _call(source, reasoning_effort=effort, temperature=0)
     assert calls == 0
     assert isinstance(answer, ThinkingUnsupportedError)

@@ -88,7 +88,9 @@ def test_unaccepted_tier_is_openai_unsupported_value(
     }
 
 
-@pytest.mark.parametrize(("provider", "model"), [("openai", "gpt-4o"), ("xai", "grok-4")])
+@pytest.mark.parametrize(
+    ("provider", "model"), [("openai", "gpt-4o"), ("xai", "grok-4.20-reasoning")]
+)
 def test_model_without_strength_tiers_refuses_the_parameter(
     http: httpx.Client, sim: Simulator, provider: str, model: str
 ) -> None:
@@ -99,7 +101,7 @@ def test_model_without_strength_tiers_refuses_the_parameter(
     if provider == "xai":
         assert response.json() == {
             "code": "Client specified an invalid argument",
-            "error": "Model grok-4 does not support parameter reasoningEffort.",
+            "error": "Model grok-4.20-reasoning does not support parameter reasoningEffort.",
         }
         return
     assert response.json() == {

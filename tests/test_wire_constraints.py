@@ -322,9 +322,14 @@ MESSAGE = {
 }
 
 
+OLD = "2023-06-01"
+"""The Anthropic API version that still takes sampling parameters (CURRENT.md §1.4)."""
+
+
 @pytest.mark.anyio
 async def test_claude_refuses_temperature_with_top_p_before_sending() -> None:
-    source = Source("anthropic", "claude-sonnet-4-5", api_key="sk-ant-test")
+    # The one_of rule of the Claude 4.5 generation, on the API version that takes sampling.
+    source = Source("anthropic", "claude-haiku-4-5", api_key="sk-ant-test", api_version=OLD)
     with respx.mock(assert_all_called=False) as mock:
         route = mock.post(ANTHROPIC_URL).respond(200, json=MESSAGE)
         async with Client([source]) as client:
@@ -333,7 +338,7 @@ async def test_claude_refuses_temperature_with_top_p_before_sending() -> None:
     assert route.call_count == 0
     assert info.value.error_type == "parameter_conflict"
     assert info.value.message == (
-        "anthropic model 'claude-sonnet-4-5' accepts temperature or top_p, not both (got "
+        "anthropic model 'claude-haiku-4-5' accepts temperature or top_p, not both (got "
         "temperature=0.2, top_p=0.9). Send one of them, or set drop_params=True on the source "
         "to keep temperature and drop top_p"
     )
@@ -344,7 +349,9 @@ async def test_claude_drop_params_keeps_temperature_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, "polythink.transport")
-    source = Source("anthropic", "claude-haiku-4-5", api_key="sk-ant-test", drop_params=True)
+    source = Source(
+        "anthropic", "claude-haiku-4-5", api_key="sk-ant-test", drop_params=True, api_version=OLD
+    )
     with respx.mock(assert_all_called=True) as mock:
         route = mock.post(ANTHROPIC_URL).respond(200, json=MESSAGE)
         async with Client([source]) as client:
@@ -362,7 +369,7 @@ async def test_claude_drop_params_keeps_temperature_and_says_so(
 
 @pytest.mark.anyio
 async def test_claude_one_parameter_alone_passes() -> None:
-    source = Source("anthropic", "claude-opus-4-1", api_key="sk-ant-test")
+    source = Source("anthropic", "claude-haiku-4-5", api_key="sk-ant-test", api_version=OLD)
     with respx.mock(assert_all_called=True) as mock:
         route = mock.post(ANTHROPIC_URL).respond(200, json=MESSAGE)
         async with Client([source]) as client:

@@ -181,8 +181,10 @@ def canonical_scope(sources: Sequence[Source]) -> str:
     """Return the canonical JSON of the sources' identities (never keys or headers).
 
     Per source, in order: provider, model, base URL in use, fallback policy,
-    ``drop_params`` and ``extra_body``. The configured effort is not here: it is part of the
-    effective tiers in :func:`canonical_request`.
+    ``drop_params`` and ``extra_body``, and ``thinking_display`` and ``reasoning_mode`` when
+    set (they change what is sent and what comes back). The configured effort is not here: it
+    is part of the effective tiers in :func:`canonical_request`. The API version is not either:
+    a call either goes out the same on both or is refused before sending.
 
     Raises:
         TypeError: an ``extra_body`` holds a value JSON cannot represent.
@@ -196,6 +198,11 @@ def canonical_scope(sources: Sequence[Source]) -> str:
                 "effort_fallback": s.effort_fallback,
                 "drop_params": s.drop_params,
                 "extra_body": s.extra_body,
+                **{
+                    name: value
+                    for name in ("thinking_display", "reasoning_mode")
+                    if (value := getattr(s, name)) is not None
+                },
             }
             for s in sources
         ]

@@ -138,6 +138,20 @@ class Source:
             instead of raising :class:`~polythink.errors.RequestRejectedError`.
         extra_body: provider-specific body fields merged into every request (last, so they
             win; part of the cache key).
+        api_version: the provider API version this source sends, where the provider has
+            versions a client chooses (``ProviderProfile.api_versions``): Anthropic
+            ``2026-10-21`` (the default: what the current official SDKs send; it refuses
+            ``temperature``, ``top_p`` and ``top_k``) or ``2023-06-01`` (for a model that still
+            takes non-default sampling values). ``None`` = the provider's default.
+        thinking_display: Anthropic ``thinking.display`` whenever thinking is on:
+            ``summarized`` (the reasoning text comes back) or ``omitted`` (thinking blocks
+            arrive with empty text and a signature: the first answer token comes sooner).
+            ``None`` = ``summarized`` where the model omits it by default, else the model's
+            own default.
+        reasoning_mode: OpenAI Responses ``reasoning.mode`` (``standard`` or ``pro``: more
+            compute at the same tier, the replacement of the retired ``-pro`` models) on
+            models that take it (``Capability.reasoning_modes``; GPT-5.6 and later). An
+            ``openai`` source sends such calls to the Responses API. ``None`` = not sent.
         middleware: layers of the caller's own around each attempt on this source, outermost
             first, just outside its transport: each sees the request as it will be sent here
             (``request.resolution`` holds the applied tier), and that attempt's response or
@@ -164,6 +178,9 @@ class Source:
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     drop_params: bool = False
     extra_body: Mapping[str, Any] | None = None
+    api_version: str | None = None
+    thinking_display: str | None = None
+    reasoning_mode: str | None = None
     middleware: Sequence[Middleware] = field(default=(), repr=False, compare=False)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
@@ -216,6 +233,7 @@ class Source:
         ):
             raise ValueError("Source.headers must be a dict of header names to string values")
         check_extra_body(self.extra_body, "Source.extra_body")
+        self._check_options()
         layers = self.middleware
         if isinstance(layers, str | bytes) or not isinstance(layers, Sequence):
             raise ValueError(
@@ -234,6 +252,33 @@ class Source:
                     f"'https://api.openai.com/v1'; got {self.base_url!r}"
                 )
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+    def _check_options(self) -> None:
+        """``api_version``, ``thinking_display`` and ``reasoning_mode`` against what the
+        provider offers (its profile), naming what is accepted."""
+        profile = get_provider(self.provider)
+        for name, accepted in (
+            ("api_version", profile.api_versions),
+            ("thinking_display", profile.thinking_displays),
+            ("reasoning_mode", ("standard", "pro") if profile.reasoning_modes else ()),
+        ):
+            value = getattr(self, name)
+            if value is None or value in accepted:
+                continue
+            if not accepted:
+                raise ValueError(
+                    f"Source.{name} is not available on provider {self.provider!r} (it has no "
+                    f"{name} to choose); got {value!r}"
+                )
+            raise ValueError(
+                f"Source.{name} must be one of {', '.join(accepted)} (or None); got {value!r}"
+            )
+
+    @property
+    def api_version_sent(self) -> str | None:
+        """The API version this source sends: ``api_version``, else the provider's default."""
+        versions = get_provider(self.provider).api_versions
+        return self.api_version or (versions[0] if versions else None)
 
     @property
     def effort(self) -> Effort | None:
@@ -290,6 +335,9 @@ _FIELDS = {
     "MAX_RETRIES": "max_retries",
     "DROP_PARAMS": "drop_params",
     "ENABLE_THINKING": "enable_thinking",
+    "API_VERSION": "api_version",
+    "THINKING_DISPLAY": "thinking_display",
+    "REASONING_MODE": "reasoning_mode",
 }
 _INTS = {"max_concurrency", "max_retries"}
 _FLOATS = {"rpm", "tpm", "timeout"}

@@ -94,6 +94,13 @@ class ProviderProfile:
         responses_profile: the profile that reaches the Responses API with the same key and
             host (``openai`` -> ``openai-responses``), so a call a model takes only there
             (``Capability.chat_tools``) can be sent there; ``None`` = no such route.
+        api_versions: the API versions a source may pin (``Source.api_version``), the default
+            first; empty = the provider has no version a client chooses.
+        thinking_displays: the ``thinking.display`` values a source may ask for
+            (``Source.thinking_display``); empty = not on this wire.
+        reasoning_modes: whether a source may set ``reasoning.mode``
+            (``Source.reasoning_mode``): the Responses wire, or a profile with a
+            ``responses_profile`` that sends such calls there.
     """
 
     id: str
@@ -116,6 +123,9 @@ class ProviderProfile:
     prompt_cache: tuple[str, ...] = ()
     catalogue: str | None = None
     responses_profile: str | None = None
+    api_versions: tuple[str, ...] = ()
+    thinking_displays: tuple[str, ...] = ()
+    reasoning_modes: bool = False
 
     @property
     def serves(self) -> str:
@@ -135,6 +145,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             strict_sampling=True,
             prompt_cache=("key",),
             responses_profile="openai-responses",
+            reasoning_modes=True,
         ),
         ProviderProfile(
             "openai-responses",
@@ -148,6 +159,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             strict_sampling=True,
             prompt_cache=("key",),
             catalogue="openai",
+            reasoning_modes=True,
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -170,6 +182,12 @@ PROVIDERS: dict[str, ProviderProfile] = {
             default_max_tokens=4096,
             reasoning_format="anthropic",
             strict_sampling=True,
+            # 2026-10-21 first: what the official SDK majors released that day send, and the
+            # version the migration guide recommends (CURRENT.md §1.1, A-MIG).
+            api_versions=("2026-10-21", "2023-06-01"),
+            # ThinkingConfigAdaptive/Enabled.display in the SDK (ANT-SDK 009b0353); "updates"
+            # is a beta value (A-FABLE51) and goes through extra_body with its header.
+            thinking_displays=("summarized", "omitted"),
         ),
         ProviderProfile(
             "gemini",

@@ -3,8 +3,19 @@
 Reasoning behaves like Anthropic's, from the same capability registry polythink resolves
 against (WIRE.md §3):
 
-- the request needs the ``anthropic-version`` header, ``model``, ``max_tokens`` and non-empty
-  ``messages``; ``max_tokens`` above a registered model's maximum output is a 400;
+- the request needs the ``anthropic-version`` header (``2023-06-01`` or ``2026-10-21``),
+  ``model``, ``max_tokens`` and non-empty ``messages``; ``max_tokens`` above a registered
+  model's maximum output is a 400; a model its provider has retired is a 404
+  ``not_found_error`` "model: <id>" (continuedev/continue#9476);
+- on ``2026-10-21`` (CURRENT.md §1.2, A-MIG): ``temperature``, ``top_p`` or ``top_k``, even at
+  the default value, is a 400 "temperature: Extra inputs are not permitted" (QIITA-SYNTH), a
+  ``document`` block in an assistant turn is a 400, and so is a user ``text`` block with
+  ``citations``;
+- a model that takes only the default sampling values (``Capability.sampling`` ``never``:
+  Claude 4.7 and later) answers a non-default one with "`temperature` is deprecated for this
+  model." on every version (WIRE §3.2); a model that rejects forced tool use
+  (``forced_tool_choice``) answers ``tool_choice`` ``any``/``tool`` with 'tool_choice: type
+  "tool" and "any" are not supported for this model.' (A-FABLE51, A-OPUS55, A-SONNET55);
 - ``thinking: {type: enabled, budget_tokens}`` is accepted on ``manual`` models with
   ``1024 <= budget_tokens < max_tokens`` and rejected on ``adaptive`` ones with the message
   Anthropic sends for 4.7 and later (3rd-party NousResearch/hermes-agent#11137);
@@ -281,9 +292,57 @@ def _sampling(body: Mapping[str, Any]) -> None:
         raise _Rejected("`top_p` must be between 0.95 and 1 when thinking is enabled.")
 
 
+_VERSIONS = ("2023-06-01", "2026-10-21")
+_SAMPLING = ("temperature", "top_p", "top_k")
+
+
+def _version_rules(version: str, body: Mapping[str, Any], messages: list[Any]) -> None:
+    """What 2026-10-21 refuses that 2023-06-01 takes (CURRENT.md §1.2)."""
+    if version != "2026-10-21":
+        return
+    for name in _SAMPLING:
+        if name in body:
+            raise _Rejected(f"{name}: Extra inputs are not permitted")
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        for j, block in enumerate(_blocks(message)):
+            if role == "assistant" and block.get("type") == "document":
+                raise _Rejected(
+                    f"messages.{i}.content.{j}: document blocks are not allowed in assistant "
+                    "messages; send documents in user messages"
+                )
+            if role == "user" and block.get("type") == "text" and block.get("citations"):
+                raise _Rejected(
+                    f"messages.{i}.content.{j}.citations: citations are not allowed in user "
+                    "messages"
+                )
+
+
+def _model_rules(body: Mapping[str, Any], model: str) -> None:
+    """The model's own refusals: non-default sampling, forced tool use."""
+    cap = behaviour.capability(model)
+    if cap is None:
+        return
+    if cap.sampling == "never":
+        for name in ("temperature", "top_p"):
+            value = body.get(name)
+            if value is not None and value != 1:
+                raise _Rejected(f"`{name}` is deprecated for this model.")
+        if "top_k" in body:
+            raise _Rejected("`top_k` is deprecated for this model.")
+    if not cap.forced_tool_choice and _forced(body.get("tool_choice")):
+        raise _Rejected('tool_choice: type "tool" and "any" are not supported for this model.')
+
+
 def _validate(request: SimRequest, body: Any) -> tuple[str, list[Any], int]:
-    if "anthropic-version" not in request.headers:
+    version = request.headers.get("anthropic-version")
+    if version is None:
         raise _Rejected("anthropic-version: header is required")
+    if version not in _VERSIONS:
+        raise _Rejected(
+            f"anthropic-version: {version!r} is not a valid version; use one of "
+            + ", ".join(_VERSIONS)
+        )
     if not isinstance(body, Mapping):
         raise _Rejected("The request body is not valid JSON.")
     model = body.get("model")
@@ -295,6 +354,8 @@ def _validate(request: SimRequest, body: Any) -> tuple[str, list[Any], int]:
         raise _Rejected("max_tokens: Field required (an integer of at least 1)")
     if not isinstance(messages, list) or not messages:
         raise _Rejected("messages: at least one message is required")
+    _version_rules(version, body, messages)
+    _model_rules(body, model)
     cap = behaviour.capability(model)
     if cap is not None and cap.max_output_tokens is not None and max_tokens > cap.max_output_tokens:
         raise _Rejected(
@@ -366,6 +427,18 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             body = request.json()
         except ValueError:
             raise _Rejected("The request body is not valid JSON.") from None
+        model = body.get("model") if isinstance(body, Mapping) else None
+        if isinstance(model, str) and behaviour.retired(
+            model, request.provider, response.settings.today
+        ):
+            await response.send_json(
+                404,
+                {
+                    "type": "error",
+                    "error": {"type": "not_found_error", "message": f"model: {model}"},
+                },
+            )
+            return
         model, messages, max_tokens = _validate(request, body)
         depth, manual = _depth(body, model, max_tokens)
         thinking_on = depth is not Effort.NONE or (

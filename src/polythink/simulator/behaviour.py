@@ -9,13 +9,16 @@ the tier. Everything here is deterministic, so tests can assert exact values.
 from __future__ import annotations
 
 import contextvars
+import datetime
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polythink.providers import PROVIDERS
 from polythink.reasoning.capabilities import Capability, get_capability, normalise_model_name
+from polythink.reasoning.lifecycle import status
 from polythink.types import Effort
 
 __all__ = [
@@ -32,9 +35,11 @@ __all__ = [
     "mentions_json",
     "message_texts",
     "openai_error",
+    "openai_not_found",
     "prompt_tokens",
     "quoted_list",
     "reasoning_text",
+    "retired",
     "schema_in_prompt",
     "strict_schema_error",
     "strict_schema_problem",
@@ -81,6 +86,19 @@ def _played(model: str) -> Any:
             get_capability(model),
         )
     return _NO_PARAMETER if found is None else found
+
+
+def retired(model: str, provider: str, today: str | None) -> Capability | None:
+    """The registry entry of ``model`` when ``provider`` has shut it down by ``today``
+    (``None`` = the real date, UTC), else ``None``. A played model is never retired."""
+    found = _played(model)
+    if not isinstance(found, Capability) or found.shutdown is None:
+        return None
+    profile = PROVIDERS.get(provider)
+    if profile is None or found.provider not in (None, profile.serves):
+        return None
+    day = today or datetime.datetime.now(datetime.UTC).date().isoformat()
+    return found if status(found, day) == "retired" else None
 
 
 def takes_parameter(model: str) -> bool:
@@ -199,6 +217,25 @@ def openai_error(message: str, *, param: str | None, code: str | None) -> dict[s
             "code": code,
         }
     }
+
+
+def openai_not_found(model: str, provider: str) -> tuple[int, dict[str, Any]]:
+    """How an OpenAI-shaped provider answers a request for a model it no longer serves:
+    OpenAI's 404 ``model_not_found`` ("The model `x` does not exist or you do not have access
+    to it."), Groq's 400 ``model_decommissioned`` (valentinfrlch/ha-llmvision#324, 2025-04)."""
+    if provider == "groq":
+        return 400, openai_error(
+            f"The model `{model}` has been decommissioned and is no longer supported. Please "
+            "refer to https://console.groq.com/docs/deprecations for a recommendation on which "
+            "model to use instead.",
+            param=None,
+            code="model_decommissioned",
+        )
+    return 404, openai_error(
+        f"The model `{model}` does not exist or you do not have access to it.",
+        param=None,
+        code="model_not_found",
+    )
 
 
 def quoted_list(values: list[str]) -> str:

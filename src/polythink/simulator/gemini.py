@@ -137,7 +137,7 @@ SKIP_VALIDATION = "skip_thought_signature_validator"
 
 def _signed(model: str) -> bool:
     cap = behaviour.capability(model)
-    return cap is None or cap.thinking == "level"
+    return cap is None or cap.signed_tool_calls or cap.thinking == "level"
 
 
 def _check_history(model: str, contents: list[Any]) -> str | None:
@@ -282,6 +282,22 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if problem is not None:
         await response.send_json(400, _error(400, problem))
         return
+    gone = behaviour.retired(model, request.provider, response.settings.today)
+    if gone is not None:
+        if gone.replacement is None:
+            await response.send_json(
+                404,
+                _error(
+                    404,
+                    f"models/{model} is not found for API version v1beta, or is not supported "
+                    "for generateContent. Call ListModels to see the list of available models "
+                    "and their supported methods.",
+                ),
+            )
+            return
+        # A shut-down model is re-routed to its replacement, billed at its price; the answer's
+        # modelVersion is the only tell (CURRENT.md §3.2, AIDEPR-GEM).
+        model = gone.replacement
     config = _thinking(body)
     tier, problem = _tier(model, config)
     schema, refused = _structured(model, body)

@@ -99,6 +99,9 @@ def _tier(provider: str, body: Mapping[str, Any], model: str) -> tuple[Effort, s
     elif wire == "qwen":
         if body.get("enable_thinking") is False:
             return Effort.NONE, "none"
+        if isinstance(raw, str):
+            # qwen3.8: enable_thinking with reasoning_effort (DEVTO-QWEN38).
+            return _parse(raw, model), raw
         budget = body.get("thinking_budget")
         if isinstance(budget, int):
             nearest = min(TIER_BUDGET_TOKENS, key=lambda e: abs(TIER_BUDGET_TOKENS[e] - budget))
@@ -164,6 +167,43 @@ def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None)
             param="reasoning_effort",
             code="unsupported_value",
         )
+    return None
+
+
+def _openai_rules(provider: str, body: Mapping[str, Any], model: str, tier: Effort) -> Any:
+    """OpenAI's refusals of a reasoning call's other fields, by the model's capability.
+
+    - Function tools on a model that takes them on the Responses API only, or on Chat only at
+      ``reasoning_effort: none`` (GPT-6 Astra and 6.1 Sol; GPT-6 Sol and Luna): "Function
+      tools with reasoning_effort are not supported for <model> in /v1/chat/completions. To use
+      function tools, use /v1/responses" (O-DEPLOY; WIRE §1.1, 2026-09-21).
+    - ``temperature`` / ``top_p`` other than 1 while the model reasons (sampling rule
+      ``without_reasoning`` or ``never``): "Unsupported value: 'temperature' does not support 0
+      with this model. Only the default (1) value is supported." (WIRE §1.1).
+    """
+    cap = behaviour.capability(model)
+    if provider != "openai" or cap is None:
+        return None
+    reasons = tier is not Effort.NONE and cap.reasons
+    if body.get("tools") and (
+        cap.chat_tools == "never" or (cap.chat_tools == "without_reasoning" and reasons)
+    ):
+        return _error(
+            f"Function tools with reasoning_effort are not supported for {model} in "
+            "/v1/chat/completions. To use function tools, use /v1/responses",
+            param="tools",
+            code="unsupported_parameter",
+        )
+    if cap.sampling == "never" or (cap.sampling == "without_reasoning" and reasons):
+        for name in ("temperature", "top_p"):
+            value = body.get(name)
+            if value is not None and value != 1:
+                return _error(
+                    f"Unsupported value: '{name}' does not support {value} with this model. "
+                    "Only the default (1) value is supported.",
+                    param=name,
+                    code="unsupported_value",
+                )
     return None
 
 
@@ -374,9 +414,17 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             ),
         )
         return
+    if behaviour.retired(model, provider, response.settings.today) is not None:
+        await response.send_json(*behaviour.openai_not_found(model, provider))
+        return
     tier, raw = _tier(provider, body, model)
     schema, refused = _structured(provider, body, messages)
-    rejection = _malformed_tools(body) or _reject(provider, body, model, raw) or refused
+    rejection = (
+        _malformed_tools(body)
+        or _reject(provider, body, model, raw)
+        or _openai_rules(provider, body, model, tier)
+        or refused
+    )
     if rejection is not None:
         await response.send_json(400, rejection)
         return

@@ -257,6 +257,9 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         )
         return
     provider = request.provider
+    if behaviour.retired(model, provider, response.settings.today) is not None:
+        await response.send_json(*behaviour.openai_not_found(model, provider))
+        return
     rejection = _reject(provider, body, model)
     if rejection is not None:
         await response.send_json(*rejection)

@@ -87,6 +87,12 @@ class Settings:
             ``valid`` (an object that fits the schema), ``invalid`` (one missing a
             required property), ``refusal`` (the wire's refusal) or ``truncated`` (cut at
             half, with the wire's output-limit stop); see ``behaviour.STRUCTURED_OUTPUTS``.
+        today: the date the simulator plays (``YYYY-MM-DD``; ``None`` = today, UTC). A model
+            whose registry ``shutdown`` date has come, on the provider that retired it, is
+            answered as that provider answers a retired model: "model not found" (OpenAI,
+            Anthropic, Gemini without a replacement; Groq "decommissioned"), or, on Gemini, by
+            its replacement, whose id the answer's ``modelVersion`` carries (CURRENT.md §3.2).
+            A model given in ``capabilities`` is played as given, never retired.
     """
 
     latency: float = 0.0
@@ -96,6 +102,7 @@ class Settings:
     faults: Any = None
     capabilities: dict[str, Any] = field(default_factory=dict)
     structured_output: str = "valid"
+    today: str | None = None
 
 
 @dataclass

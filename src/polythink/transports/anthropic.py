@@ -63,6 +63,7 @@ from polythink.types import (
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "SAMPLING_REMOVED_VERSIONS",
     "AnthropicStreamAssembler",
     "AnthropicTransport",
     "build_body",
@@ -73,8 +74,16 @@ __all__ = [
 ]
 
 
-ANTHROPIC_VERSION = "2023-06-01"
-"""The ``anthropic-version`` header every call carries (ANT-SDK ``_constants``)."""
+ANTHROPIC_VERSION = "2026-10-21"
+"""The ``anthropic-version`` header a source sends unless it pins another
+(``Source.api_version``): what the official SDK majors of 2026-10-21 send by default (Python
+``anthropic`` 2.0.0, TypeScript 1.0.0, …; CURRENT.md §1.1, A-MIG, CODERSERA)."""
+
+SAMPLING_REMOVED_VERSIONS = frozenset({"2026-10-21"})
+"""API versions that answer 400 to ``temperature``, ``top_p`` or ``top_k`` in a request, even at
+their default values ("temperature: Extra inputs are not permitted"; A-MIG, QIITA-SYNTH,
+MINUSPOD, CURRENT.md §1.2)."""
+_SAMPLING = ("temperature", "top_p", "top_k")
 
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _FORCED_CHOICES = frozenset({"any", "tool"})
@@ -373,6 +382,11 @@ def build_body(
     if output is not None:
         merge_output(body, output.fields, (extra_body, request.extra_body))
     return apply_overrides(body, request, extra_body)
+
+
+def _sets_display(extra: Mapping[str, Any] | None) -> bool:
+    thinking = extra.get("thinking") if extra else None
+    return isinstance(thinking, Mapping) and "display" in thinking
 
 
 def _continues_unsigned_tool_turn(body: Mapping[str, Any]) -> bool:
@@ -866,11 +880,24 @@ class AnthropicStreamAssembler:
 class AnthropicTransport(HTTPTransport):
     """Messages API over HTTP for one source (``POST {base_url}/messages``).
 
-    Sends ``x-api-key`` (from the profile) and ``anthropic-version: 2023-06-01``. Before any
-    HTTP call, a body that conflicts with thinking (see :func:`thinking_conflicts`) raises
-    :class:`RequestRejectedError` naming the parameter, or, with ``drop_params=True`` on the
-    source, loses those parameters: the first drop of each parameter is logged as a warning,
-    and every response it affects carries a note in ``warnings``.
+    Sends ``x-api-key`` (from the profile; still valid on 2026-10-21, whose migration guide
+    authenticates with it, A-MIG) and ``anthropic-version``: the source's ``api_version``, else
+    :data:`ANTHROPIC_VERSION`. Before any HTTP call, in this order, a body the API would refuse
+    raises :class:`~polythink.errors.ThinkingUnsupportedError` naming the parameter, or, with
+    ``drop_params=True`` on the source, loses those parameters (the first drop of each is
+    logged; every response it affects carries a note in ``warnings``):
+
+    - on 2026-10-21, any ``temperature``, ``top_p`` or ``top_k``
+      (:data:`SAMPLING_REMOVED_VERSIONS`): a model that takes non-default values needs the
+      source pinned to ``2023-06-01``;
+    - the model's sampling rule (``Capability.sampling``: none on Claude 4.7 and later);
+    - a forced ``tool_choice`` (``any``/``tool``) on a model that rejects it
+      (``Capability.forced_tool_choice``: Fable/Mythos 5.1+, Opus 5.5, Sonnet 5.5), dropped
+      to the default ``auto``;
+    - a parameter that conflicts with thinking (see :func:`thinking_conflicts`).
+
+    ``Source.thinking_display`` sets ``thinking.display`` whenever thinking is on (an
+    ``extra_body`` that sets it still wins).
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -879,10 +906,17 @@ class AnthropicTransport(HTTPTransport):
         self._extra_body = self.source.extra_body
         capability = get_capability(self.source.model)
         self._thinking_by_default = capability is not None and capability.default_reasons
+        self._forced_choice = capability is None or capability.forced_tool_choice
+        self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
+        self._display = self.source.thinking_display
+        self._display_set = _sets_display(self._extra_body)
+
+    def _version(self) -> str:
+        return self.source.api_version or ANTHROPIC_VERSION
 
     def extra_headers(self) -> dict[str, str]:
         """``anthropic-version``, required on every Messages API call."""
-        return {"anthropic-version": ANTHROPIC_VERSION}
+        return {"anthropic-version": self._version()}
 
     def body(self, request: Request) -> dict[str, Any]:
         """Return the exact body this transport sends for ``request``.
@@ -931,11 +965,42 @@ class AnthropicTransport(HTTPTransport):
         tool = output.tool if output is not None else None
         if tool is not None:
             notes += self._unforce_output_tool(body, tool)
+        if self._sampling_removed:
+            sent = [(name, f"{name}={body[name]!r}") for name in _SAMPLING if name in body]
+            notes += self.refuse_or_drop(
+                body,
+                sent,
+                f"on anthropic-version {self._version()}, which removed sampling parameters "
+                "(set api_version='2023-06-01' on the source for a model that takes them)",
+            )
         notes += self.sampling_notes(body, request)
+        choice = body.get("tool_choice")
+        if (
+            not self._forced_choice
+            and isinstance(choice, Mapping)
+            and choice.get("type") in _FORCED_CHOICES
+        ):
+            forced = [
+                (
+                    "tool_choice",
+                    f"tool_choice={choice.get('type')!r} (forced tool use; the model takes auto "
+                    "or none)",
+                )
+            ]
+            notes += self.refuse_or_drop(body, forced, "(A-FABLE51, A-OPUS55, A-SONNET55)")
         conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
         notes += self.refuse_or_drop(
             body, conflicts, "while thinking is on", "thinking_parameter_conflict"
         )
+        thinking = body.get("thinking")
+        if (
+            self._display is not None
+            and isinstance(thinking, dict)
+            and thinking.get("type") in ("adaptive", "enabled")
+            and not self._display_set
+            and not _sets_display(request.extra_body)
+        ):
+            thinking["display"] = self._display
         return body, notes, switched_off, tool
 
     def _unforce_output_tool(self, body: dict[str, Any], tool: str) -> list[str]:
