@@ -560,6 +560,8 @@ class Client:
         """
         if self._chain is not None:
             return
+        from polythink.transports.route import with_responses_route
+
         self._closed = False
         http = self._given_http or build_http_client(self.http)
         self._http = http
@@ -572,6 +574,8 @@ class Client:
                 client=http,
                 api_key=self._keys[i],
             )
+            # Calls its model takes only on the Responses API go there (GPT-6 tools).
+            transport = with_responses_route(transport, client=http, api_key=self._keys[i])
             stacks.append(compose(self._source_layers(i), transport))
         names = [f"{source.provider} {source.model}" for source in self.sources]
         windows = [

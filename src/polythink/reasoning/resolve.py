@@ -60,6 +60,7 @@ model did).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -76,6 +77,8 @@ __all__ = [
     "budget_for",
     "payload_ceiling",
     "resolve",
+    "responses_route",
+    "retarget",
     "settle_tier",
 ]
 
@@ -438,6 +441,61 @@ _BUILDERS: dict[str, Callable[[Effort, Capability | None, ProviderProfile, int |
     "anthropic": _anthropic_wire,
     "gemini": _gemini_wire,
 }
+
+
+def retarget(
+    resolution: Resolution,
+    *,
+    provider: str | ProviderProfile,
+    capability: Capability | None,
+    max_tokens: int | None = None,
+) -> Resolution:
+    """The same applied tier as ``resolution``, as ``provider``'s wire spells it.
+
+    For a call one wire resolved and another sends (an ``openai`` source's call that goes to
+    the Responses API: ``reasoning_effort`` becomes ``reasoning.effort``). The tier was settled
+    already, so nothing is mapped again and the warnings are kept.
+    """
+    applied = resolution.applied_effort
+    if applied is None:
+        return resolution
+    profile = get_provider(provider)
+    wire = profile.reasoning_wire
+    if wire is None:
+        return dataclasses.replace(resolution, payload={})
+    payload, sent, budget = _BUILDERS[wire](applied, capability, profile, max_tokens)
+    return Resolution(resolution.requested_effort, sent, payload, budget, resolution.warnings)
+
+
+def responses_route(
+    capability: Capability | None,
+    *,
+    tools: bool,
+    applied: Effort | None,
+    reasoning_mode: str | None = None,
+) -> str | None:
+    """Why a Chat Completions call must go to the Responses API instead; ``None`` when it need
+    not.
+
+    - ``reasoning_mode`` set: ``reasoning.mode`` exists on the Responses API only (O-SDK).
+    - function ``tools`` on a model with ``chat_tools`` ``never`` (GPT-6 Astra, GPT-6.1 Sol:
+      tools on the Responses API only), or ``without_reasoning`` (GPT-6 Sol and Luna: on Chat
+      only at ``reasoning_effort: none``) while the call reasons: the applied tier is not
+      ``none``, or, unset, the model reasons by default (O-DEPLOY, CURRENT.md §2.1).
+    """
+    if reasoning_mode is not None:
+        return f"reasoning_mode={reasoning_mode!r} is a Responses API field"
+    if not tools or capability is None or capability.chat_tools == "any":
+        return None
+    if capability.chat_tools == "never":
+        return f"model {capability.model!r} takes function tools on the Responses API only"
+    reasons = applied is not Effort.NONE if applied is not None else capability.default_reasons
+    if reasons:
+        return (
+            f"model {capability.model!r} takes function tools on Chat Completions only at "
+            "reasoning_effort='none'"
+        )
+    return None
 
 
 def payload_ceiling(payload: Mapping[str, Any], profile: ProviderProfile) -> int | None:

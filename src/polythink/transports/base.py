@@ -162,6 +162,7 @@ class HTTPTransport:
         self._logged_drops: set[str] = set()
         capability = get_capability(source.model) if profile.strict_sampling else None
         self._sampling = capability.sampling if capability is not None else "any"
+        self._capability_for_cache = capability if "key" in profile.prompt_cache else None
         self._reasons_by_default = capability is not None and capability.default_reasons
         headers = dict(_JSON_HEADERS)
         if api_key:
@@ -497,6 +498,50 @@ class HTTPTransport:
             context = "(only the defaults are accepted)"
         return self.refuse_or_drop(body, sampling_conflicts(body), context)
 
+    def prompt_cache_notes(self, body: dict[str, Any], request: Request, items: str) -> list[str]:
+        """Apply the model's prompt-cache rules on OpenAI's wires; return notes for drops.
+
+        - ``prompt_cache_retention`` takes only the values the model accepts
+          (``Capability.prompt_cache_retention``: ``24h`` from gpt-5.5 on; openai_openapi.yaml
+          2026-08-21): another value is refused before sending, or dropped under
+          ``drop_params``.
+        - On models that take ``prompt_cache_options`` (gpt-5.6 and later), a
+          :class:`~polythink.types.PromptCache` with ``breakpoints="explicit"`` sends
+          ``prompt_cache_options: {"mode": "explicit", "ttl": "30m"}`` (``30m`` is the only
+          TTL; with explicit mode and no breakpoint nothing is cached) and marks the last
+          content part of the last system message and of the last message of ``body[items]``
+          with ``prompt_cache_breakpoint: {"mode": "explicit"}`` (at most four breakpoints
+          are written per request). ``breakpoints="auto"`` leaves the implicit breakpoint
+          OpenAI places itself.
+
+        Raises:
+            ThinkingUnsupportedError: a retention the model refuses while ``drop_params`` is off.
+        """
+        cache = request.prompt_cache
+        capability = self._capability_for_cache
+        if cache is None or capability is None:
+            return []
+        notes: list[str] = []
+        retention = body.get("prompt_cache_retention")
+        accepted = capability.prompt_cache_retention
+        if retention is not None and accepted and retention not in accepted:
+            notes += self.refuse_or_drop(
+                body,
+                [
+                    (
+                        "prompt_cache_retention",
+                        f"prompt_cache_retention={retention!r} (accepted: {', '.join(accepted)})",
+                    )
+                ],
+                "for this model",
+            )
+        if capability.prompt_cache_options and cache.breakpoints == "explicit":
+            body.setdefault("prompt_cache_options", {"mode": "explicit", "ttl": "30m"})
+            entries = body.get(items)
+            if isinstance(entries, list):
+                _mark_breakpoints(entries)
+        return notes
+
     def _one_of(self, body: dict[str, Any]) -> list[str]:
         """``temperature`` or ``top_p``, not both (``Capability.sampling == "one_of"``).
 
@@ -604,6 +649,48 @@ class HTTPTransport:
             error_type=error.error_type,
             request_id=error.request_id,
         )
+
+
+_BREAKPOINT = {"mode": "explicit"}
+_TEXT_PARTS = {"assistant": "output_text"}
+
+
+def _with_breakpoint(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a message (or Responses input item) whose last content part carries the
+    breakpoint; a string content becomes one text part (``output_text`` for an assistant
+    Responses item, ``input_text`` for the others, ``text`` on Chat)."""
+    content = entry.get("content")
+    responses = "type" in entry or any(
+        isinstance(p, Mapping) and str(p.get("type", "")).endswith("_text")
+        for p in (content if isinstance(content, list) else ())
+    )
+    if isinstance(content, str):
+        kind = _TEXT_PARTS.get(str(entry.get("role")), "input_text") if responses else "text"
+        parts: list[Any] = [{"type": kind, "text": content}]
+    elif isinstance(content, list) and content and isinstance(content[-1], Mapping):
+        parts = list(content)
+    else:
+        return dict(entry)
+    parts[-1] = {**parts[-1], "prompt_cache_breakpoint": dict(_BREAKPOINT)}
+    return {**entry, "content": parts}
+
+
+def _mark_breakpoints(entries: list[Any]) -> None:
+    """Put a breakpoint on the last system message and on the last message, in place (the
+    entries themselves are replaced by copies: message bodies are memoised and shared)."""
+    systems = [
+        i
+        for i, e in enumerate(entries)
+        if isinstance(e, Mapping) and e.get("role") in ("system", "developer")
+    ]
+    marked = {systems[-1]} if systems else set()
+    for i in range(len(entries) - 1, -1, -1):
+        entry = entries[i]
+        if isinstance(entry, Mapping) and "content" in entry:
+            marked.add(i)
+            break
+    for i in marked:
+        entries[i] = _with_breakpoint(entries[i])
 
 
 def sampling_conflicts(body: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -237,11 +237,12 @@ placeholder instead (WIRE.md §4.5: strands-agents PR #1298, erain/glue v1.8.0).
 
 
 def _signs_function_calls(model: str) -> bool:
-    """Whether the model requires signed function calls (Gemini 3, thinkingLevel models)."""
+    """Whether the model requires signed function calls (``Capability.signed_tool_calls``:
+    Gemini 3 and later, by the registry or the model's family). A model neither knows gets
+    the placeholder too: it is the documented value for a call the model did not sign, and
+    every generation since Gemini 3 requires a signature (GEM-DOC-sigs)."""
     cap = get_capability(model)
-    if cap is not None:
-        return cap.thinking == "level"
-    return "gemini-3" in model
+    return cap is None or cap.signed_tool_calls
 
 
 def _sign_foreign_calls(contents: list[dict[str, Any]]) -> None:

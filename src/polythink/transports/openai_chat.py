@@ -28,10 +28,16 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
+from polythink.errors import (
+    PolythinkError,
+    StreamInterruptedError,
+    ThinkingUnsupportedError,
+    TransientError,
+)
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.reasoning.resolve import responses_route
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -873,6 +879,7 @@ class OpenAIChatTransport(HTTPTransport):
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
         capability = get_capability(self.source.model)
+        self._capability = capability
         self._stream_only: Capability | None = (
             capability
             if capability is not None
@@ -932,11 +939,14 @@ class OpenAIChatTransport(HTTPTransport):
 
         Raises:
             OutputFormatUnsupportedError: the source cannot produce its ``response_format``.
+            ThinkingUnsupportedError: a call this model takes on the Responses API only, from a
+                source that cannot send it there (see :mod:`polythink.transports.route`).
         """
         return self._prepare(request)[0]
 
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body, and the notes its ``response_format`` gives the response's warnings."""
+        self._check_route(request)
         output = output_plan(
             request, model=self.source.model, profile=self.profile, source_index=self.index
         )
@@ -949,6 +959,23 @@ class OpenAIChatTransport(HTTPTransport):
         )
         return body, list(output.notes) if output is not None else []
 
+    def _check_route(self, request: Request) -> None:
+        if self._capability is None or not self.profile.strict_sampling:
+            return
+        resolution = request.resolution
+        applied = resolution.applied_effort if resolution is not None else None
+        why = responses_route(self._capability, tools=bool(request.tools), applied=applied)
+        if why is not None:
+            raise ThinkingUnsupportedError(
+                f"{self.profile.id} model {self.source.model!r} cannot take this call on Chat "
+                f"Completions: {why}, and provider {self.profile.id!r} has no route to the "
+                "Responses API; use an openai or openai-responses source, or send "
+                "reasoning_effort='none' where the model takes tools on Chat with it",
+                provider=self.profile.id,
+                source_index=self.index,
+                error_type="tools_need_responses",
+            )
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 
@@ -959,6 +986,7 @@ class OpenAIChatTransport(HTTPTransport):
             return await self._complete_by_stream(request)
         body, notes = self._prepare(request)
         notes += self.sampling_notes(body, request)
+        notes += self.prompt_cache_notes(body, request, "messages")
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
@@ -989,6 +1017,7 @@ class OpenAIChatTransport(HTTPTransport):
         try:
             body, notes = self._prepare(request)
             notes += self.sampling_notes(body, request)
+            notes += self.prompt_cache_notes(body, request, "messages")
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
                 async for event_type, chunk in self.json_events(response):

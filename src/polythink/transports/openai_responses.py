@@ -669,6 +669,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         self._extra_body = self.source.extra_body
         capability = get_capability(self.source.model)
         self._model_reasons = capability.reasons if capability is not None else None
+        self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
 
     def _include_encrypted(self, request: Request) -> bool:
@@ -713,10 +714,27 @@ class OpenAIResponsesTransport(HTTPTransport):
         )
 
     def _notes(self, body: dict[str, Any], request: Request) -> list[str]:
-        """The response's notes: the ``response_format``'s, then the sampling rule's."""
+        """The response's notes: the ``response_format``'s, then the sampling, prompt-cache and
+        ``reasoning.mode`` rules' (applied to ``body``)."""
         output = self._output(request)
         notes = list(output.notes) if output is not None else []
-        return notes + self.sampling_notes(body, request)
+        notes += self.sampling_notes(body, request)
+        notes += self.prompt_cache_notes(body, request, "input")
+        mode = self.source.reasoning_mode
+        if mode is None:
+            return notes
+        if self._modes is not None and mode not in self._modes:
+            takes = ", ".join(self._modes) or "no reasoning.mode"
+            return notes + self.refuse_or_drop(
+                body,
+                [("reasoning.mode", f"reasoning_mode={mode!r} (the model takes {takes})")],
+                "(reasoning.mode is for GPT-5.6 and later: O-SDK, OR-DOC)",
+            )
+        reasoning = body.get("reasoning")
+        if not isinstance(reasoning, dict):
+            reasoning = body["reasoning"] = {}
+        reasoning.setdefault("mode", mode)
+        return notes
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
