@@ -107,7 +107,7 @@ def workload(wire: str, provider: str, model: str, effort: str | None, *, stream
 OPENAI_CHAT = ("openai_chat", "openai", "gpt-5.5", "low")
 """Non-streaming calls: OpenAI Chat Completions, a reasoning model at ``low``."""
 
-ANTHROPIC = ("anthropic", "anthropic", "claude-sonnet-4-5", "low")
+ANTHROPIC = ("anthropic", "anthropic", "claude-haiku-4-5", "low")
 """The same call on the Anthropic Messages wire (for the ``anthropic`` SDK and its floor)."""
 
 STREAM = ("openai_chat", "deepseek", "deepseek-v4-pro", "high")

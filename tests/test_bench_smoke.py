@@ -244,7 +244,7 @@ def test_the_tier_chart_shows_each_called_model_at_every_tier(
     called = {(w["provider"], w["model"]) for w in results["workloads"].values()}
     assert called == {
         ("openai", "gpt-5.5"),
-        ("anthropic", "claude-sonnet-4-5"),
+        ("anthropic", "claude-haiku-4-5"),
         ("deepseek", "deepseek-v4-pro"),
     }
     calls = chart["calls"]
@@ -252,7 +252,7 @@ def test_the_tier_chart_shows_each_called_model_at_every_tier(
     applied = {(c["model"], c["requested"]): c["applied"] for c in calls}
     # gpt-5.5 takes none..xhigh: minimal and max go to the nearest tier.
     assert [applied["gpt-5.5", t] for t in ("minimal", "max", "auto")] == ["low", "xhigh", "auto"]
-    assert [applied["claude-sonnet-4-5", t] for t in ("minimal", "max")] == ["minimal", "max"]
+    assert [applied["claude-haiku-4-5", t] for t in ("minimal", "max")] == ["minimal", "max"]
     for call in calls:
         assert call["reasoning_tokens"] == SIM_REASONING[call["applied"]], call
         # The answer's 12 text tokens plus the reasoning ones.

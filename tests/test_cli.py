@@ -556,10 +556,11 @@ def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
 
 def test_demo_rows_cover_mapping_streaming_tools_and_a_cache_hit() -> None:
     mapped = [c for c in DEMO_CALLS if c.expect != c.effort and c.mode != "budget"]
-    assert ("gpt-5.1", "minimal", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    assert ("gpt-5.5", "minimal", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     assert ("glm-5.3", "medium", "low") in {(c.model, c.effort, c.expect) for c in mapped}
-    # A model that always reasons, asked none: its cheapest tier, never a refusal.
-    assert ("glm-5.3", "none", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    # Models that always reason, asked none: their cheapest tier, never a refusal.
+    assert ("gpt-6.1-sol", "none", "low") in {(c.model, c.effort, c.expect) for c in mapped}
+    assert ("claude-sonnet-5-5", "none", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     # Every call is answered; only the budget row is refused, by the budget, before sending.
     assert all(c.expect in {e.value for e in Effort} for c in DEMO_CALLS if c.mode != "budget")
     assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools", "cached", "budget"}

@@ -86,15 +86,17 @@ def test_the_chart_sums_to_the_tables_tokens_and_cost_per_model_and_tier(
         assert got_dollars[model] == pytest.approx(per, rel=1e-12, abs=0.0)
     # The rows the last-response chart got wrong: the tool loops (2 calls each) and the
     # cached row (its first call spent, its hit did not).
+    assert got_tokens["claude-haiku-5-5"]["medium"] == 240
     budget = next(r for r in rows if r.call.mode == "budget")
     at_medium = [c for c in budget.calls if c.applied_effort is Effort.MEDIUM]
-    assert got_tokens["claude-sonnet-4-6"]["medium"] == 240 + 120 * len(at_medium)
+    assert got_tokens["claude-sonnet-4-6"].get("medium", 0) == 120 * len(at_medium)
     assert got_tokens["deepseek-v4-pro"]["low"] == 80
-    assert got_tokens["gemini-2.5-flash"]["low"] == 80
-    assert got_tokens["claude-sonnet-4-5"] == {"high": 320, "low": 40}
+    assert got_tokens["gemini-3.8-flash"]["low"] == 80
+    assert got_tokens["gpt-6-astra"]["high"] == 640
+    assert got_tokens["claude-fable-5-2"] == {"low": 40}
     cached = next(r for r in rows if r.call.mode == "cached")
     assert [r.cache_hit for r in cached.calls] == [False, True]
-    assert got_dollars["claude-sonnet-4-5"]["low"] == cached.calls[0].cost.total
+    assert got_dollars["claude-fable-5-2"]["low"] == cached.calls[0].cost.total
     # And the table's total line is the chart's total.
     total = sum(v for per in got_dollars.values() for v in per.values())
     assert f"total: ${total:.5f} spent by the " in out
@@ -137,7 +139,7 @@ def test_the_demo_never_splits_a_word_at_any_width(
     # the only words a narrower table may show.
     vocabulary = words(demo(capsys, monkeypatch, sim, 400))
     vocabulary |= {"model", "provider", "asked", "sent", "tokens", "cost", "seen", "ms", "note"}
-    assert {"claude", "sonnet", "cannot", "qwen3.7", "plus"} <= vocabulary
+    assert {"claude", "sonnet", "cannot", "qwen3.8", "max"} <= vocabulary
     out = demo(capsys, monkeypatch, sim, columns)
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= columns

@@ -32,16 +32,16 @@ def test_the_demo_fits_80_columns_with_notes_as_footnotes(
     assert header.split() == [
         *["model", "provider", "asked", "sent", "tokens", "cost", "seen", "ms", "note"]
     ]
-    row = next(line for line in lines if line.startswith("gpt-5.1 ") and " minimal " in line)
+    row = next(line for line in lines if line.startswith("gpt-5.5 ") and " minimal " in line)
     cells = row.split()
-    assert cells[:5] + cells[6:7] == ["gpt-5.1", "openai", "minimal", "low", "40", "observed"]
+    assert cells[:5] + cells[6:7] == ["gpt-5.5", "openai", "minimal", "low", "40", "observed"]
     assert cells[5].startswith("$")
     ref = cells[-1]
     assert ref.startswith("[")
     assert ref.endswith("]")
     footnote = next(line for line in lines if line.startswith(f"{ref} "))
     assert footnote.rstrip() == (
-        f"{ref} nearest tier: model 'gpt-5.1' does not accept reasoning_effort='minimal'"
+        f"{ref} nearest tier: model 'gpt-5.5' does not accept reasoning_effort='minimal'"
     )
     assert lines[-1] == f"{len(DEMO_CALLS)} calls, each ended as expected"
 
@@ -109,7 +109,7 @@ COST_CALLS = (
     DemoCall("qwen", "qwen3.7-plus", "low", "low"),
     DemoCall("kimi", "kimi-k3", "max", "max"),
     DemoCall("glm", "glm-5.3", "none", "low"),
-    DemoCall("anthropic", "claude-sonnet-4-5", "low", "low", "cached"),
+    DemoCall("anthropic", "claude-fable-5-2", "low", "low", "cached"),
 )
 
 

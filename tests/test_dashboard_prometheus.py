@@ -47,7 +47,7 @@ PHASE_1 = [
     ("openai", "gpt-5.5", "high", "complete"),
     ("openai", "gpt-5.5", "low", "stream"),
     ("openai", "gpt-5.1", "minimal", "complete"),
-    ("anthropic", "claude-sonnet-4-5", "medium", "stream"),
+    ("anthropic", "claude-haiku-5-5", "medium", "stream"),
     ("glm", "glm-5.3", "none", "complete"),
 ]
 PHASE_2 = [
@@ -169,7 +169,7 @@ async def _phase(
             "openai", "gpt-5.5", api_key="sim", base_url=f"http://127.0.0.1:{_free_port()}/v1"
         )
         live = Source(
-            "anthropic", "claude-sonnet-4-5", api_key="sim", base_url=sim.base_url("anthropic")
+            "anthropic", "claude-haiku-5-5", api_key="sim", base_url=sim.base_url("anthropic")
         )
         async with Client(
             [dead, live], http_client=http, meter_provider=endpoint.meter_provider

@@ -28,11 +28,12 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
 # point at a footnote are matched as a pattern. The prompt "Why is the sky blue? Answer in
 # one sentence." gives 9 words per reasoning step ("Step N: weigh" and the first six
 # prompt words), 13 steps at high: 117 streamed pieces.
-CHAT_ROWS = [
-    ("gpt-5.5", "openai", "high", "high", "320", "observed", ""),
-    ("gpt-5.1", "openai", "minimal", "low", "40", "observed", r"nearest tier \[(\d+)\]"),
+NEAREST = r"nearest tier \[(\d+)\]"
+ROWS = [
+    ("gpt-6-luna", "openai", "high", "high", "320", "observed", ""),
+    ("gpt-5.5", "openai", "minimal", "low", "40", "observed", NEAREST),
     (
-        "gpt-5.4",
+        "gpt-6.2-astra",
         "openai",
         "xhigh",
         "xhigh",
@@ -40,9 +41,17 @@ CHAT_ROWS = [
         "observed",
         r"streamed 0 reasoning \+ 12 text deltas",
     ),
-    ("gpt-5.1", "openai", "none", "none", "0", "absent", ""),
-    ("glm-5.3", "glm", "medium", "low", "40", "observed", r"nearest tier \[(\d+)\]"),
-    ("glm-5.3", "glm", "none", "low", "40", "observed", r"nearest tier \[(\d+)\]"),
+    ("gpt-6.1-sol", "openai", "none", "low", "40", "observed", NEAREST),
+    (
+        "gpt-6-astra",
+        "openai",
+        "high",
+        "high",
+        "640",
+        "observed",
+        r"tool round trip: 2 calls, 1 tool result sent back; warning \[(\d+)\]",
+    ),
+    ("glm-5.3", "glm", "medium", "low", "40", "observed", NEAREST),
     (
         "deepseek-v4-pro",
         "deepseek",
@@ -62,7 +71,7 @@ CHAT_ROWS = [
         "tool round trip: 2 calls, 1 tool result sent back",
     ),
     (
-        "anthropic/claude-sonnet-4.5",
+        "anthropic/claude-opus-5.5",
         "openrouter",
         "high",
         "high",
@@ -70,8 +79,55 @@ CHAT_ROWS = [
         "observed",
         r"streamed 117 reasoning \+ 12 text deltas",
     ),
-    ("qwen3.7-plus", "qwen", "low", "low", "40", "observed", ""),
+    ("qwen3.8-max", "qwen", "medium", "medium", "120", "observed", ""),
     ("kimi-k3", "kimi", "max", "max", "1024", "observed", ""),
+    (
+        "claude-opus-5-5",
+        "anthropic",
+        "xhigh",
+        "xhigh",
+        "640",
+        "observed",
+        r"streamed 234 reasoning \+ 12 text deltas",
+    ),
+    ("claude-sonnet-5-5", "anthropic", "none", "low", "40", "observed", NEAREST),
+    (
+        "claude-haiku-5-5",
+        "anthropic",
+        "medium",
+        "medium",
+        "240",
+        "observed",
+        "tool round trip: 2 calls, 1 tool result sent back",
+    ),
+    (
+        "gpt-6.1-sol",
+        "openai-responses",
+        "medium",
+        "medium",
+        "120",
+        "observed",
+        r"streamed 0 reasoning \+ 12 text deltas",
+    ),
+    ("gemini-4-argon", "gemini", "minimal", "low", "40", "observed", NEAREST),
+    (
+        "gemini-3.8-flash",
+        "gemini",
+        "low",
+        "low",
+        "80",
+        "observed",
+        "tool round trip: 2 calls, 1 tool result sent back",
+    ),
+    (
+        "claude-fable-5-2",
+        "anthropic",
+        "low",
+        "low",
+        "40",
+        "observed",
+        "asked twice: the second is a cache hit",
+    ),
 ]
 
 
@@ -151,41 +207,55 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
         assert re.fullmatch(r"\d+ ms", row[7]), row
         assert "UNEXPECTED" not in row[8], row
 
-    chat = [r for r in body if r[1] in {"openai", "glm", "deepseek", "openrouter", "qwen", "kimi"}]
-    assert len(chat) == len(CHAT_ROWS)
-    for row, expected in zip(chat, CHAT_ROWS, strict=True):
+    assert len(body) == len(ROWS)
+    for row, expected in zip(body, ROWS, strict=True):
         assert row[:5] + row[6:7] == list(expected[:6])
         assert re.fullmatch(expected[6], row[8]), row
 
-    nearest = [re.fullmatch(CHAT_ROWS[i][6], chat[i][8]) for i in (1, 4)]
-    assert [notes[m[1]] for m in nearest if m] == [
-        "model 'gpt-5.1' does not accept reasoning_effort='minimal' (accepted: none, low, "
-        "medium, high); applied 'low' by effort_fallback='nearest'",
-        "model 'glm-5.3' does not accept reasoning_effort='medium' (accepted: low, high, max); "
-        "applied 'low' by effort_fallback='nearest'",
-    ]
-    cheapest = re.fullmatch(CHAT_ROWS[5][6], chat[5][8])
-    assert cheapest is not None
-    assert notes[cheapest[1]] == (
-        "model 'glm-5.3' cannot switch reasoning off (accepted: low, high, max), so "
-        "reasoning_effort='none' was not sent; applied 'low', its cheapest tier, by "
-        "effort_fallback='nearest' ('error' refuses instead)"
+    said = {
+        row[0] + " " + row[2]: notes[match[1]]
+        for row, expected in zip(body, ROWS, strict=True)
+        if expected[6].startswith("nearest") and (match := re.fullmatch(expected[6], row[8]))
+    }
+    assert said == {
+        "gpt-5.5 minimal": "model 'gpt-5.5' does not accept reasoning_effort='minimal' (accepted: "
+        "none, low, medium, high, xhigh); applied 'low' by effort_fallback='nearest'",
+        "gpt-6.1-sol none": "model 'gpt-6.1-sol' cannot switch reasoning off (accepted: low, "
+        "medium, high, xhigh, max), so reasoning_effort='none' was not sent; applied 'low', its "
+        "cheapest tier, by effort_fallback='nearest' ('error' refuses instead)",
+        "glm-5.3 medium": "model 'glm-5.3' does not accept reasoning_effort='medium' (accepted: "
+        "low, high, max); applied 'low' by effort_fallback='nearest'",
+        "claude-sonnet-5-5 none": "model 'claude-sonnet-5-5' cannot switch reasoning off "
+        "(accepted: low, medium, high, xhigh, max), so reasoning_effort='none' was not sent; "
+        "applied 'low', its cheapest tier, by effort_fallback='nearest' ('error' refuses "
+        "instead)",
+        "gemini-4-argon minimal": "model 'gemini-4-argon' does not accept "
+        "reasoning_effort='minimal' (accepted: low, medium, high); applied 'low' by "
+        "effort_fallback='nearest'",
+    }
+    routed = re.fullmatch(ROWS[4][6], body[4][8])
+    assert routed is not None
+    assert notes[routed[1]] == (
+        "sent to the Responses API: model 'gpt-6-astra' takes function tools on the Responses "
+        "API only; the openai source reaches it with the same key and host"
     )
 
-    skipped = sorted({c.provider for c in DEMO_CALLS if not has_transport(c.provider)})
-    for provider in skipped:
-        assert f"skipped {provider}: no transport in this build" in out.splitlines()
-    assert out.splitlines()[-1] == f"{len(running)} calls, each ended as expected"
-    # The "none" row went out at the model's cheapest tier; the tool row made two.
-    for provider, requests in {
-        "openai": 4,
-        "glm": 2,
+    assert out.splitlines()[-1] == f"{len(DEMO_CALLS)} calls, each ended as expected"
+    # Every call of the current lineup succeeded at once: no 400, no retry. Tool rows made two
+    # requests each (the routed one to /openai/v1/responses); the cache hit made none.
+    assert dict(sim.stats.by_provider) == {
+        "openai": 6,
+        "glm": 1,
         "deepseek": 3,
         "openrouter": 1,
         "qwen": 1,
         "kimi": 1,
-    }.items():
-        assert sim.stats.by_provider[provider] == requests, provider
+        "anthropic": 5,
+        "openai-responses": 1,
+        "gemini": 3,
+    }
+    assert dict(sim.stats.by_status) == {200: 22}
+    assert sim.stats.by_path["/openai/v1/responses"] == 2
 
 
 def test_demo_starts_its_own_simulator() -> None:

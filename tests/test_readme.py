@@ -49,7 +49,7 @@ def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
     # The [thinking] default applies to the source without its own effort.
     assert (second.provider, second.model, second.reasoning_effort) == (
         "anthropic",
-        "claude-sonnet-4-5",
+        "claude-sonnet-5-5",
         Effort.MEDIUM,
     )
 
@@ -67,7 +67,7 @@ async def test_the_readme_conversation_example_runs(tmp_path: Path, cut: bool) -
         if cut:
             sim.settings.faults = FaultPlan([Fault.reset(after_chunks=4)])
         source = Source(
-            "anthropic", "claude-sonnet-4-5", base_url=sim.base_url("anthropic"), api_key="sim"
+            "anthropic", "claude-haiku-4-5", base_url=sim.base_url("anthropic"), api_key="sim"
         )
         async with Client([source]) as client:
             await session(client, str(path))  # type: ignore[operator]

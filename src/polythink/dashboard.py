@@ -30,9 +30,9 @@ from polythink.types import EFFORT_ORDER, Effort, Response
 __all__ = ["SERVE_MODELS", "MetricsEndpoint", "chart_totals", "serve_calls", "write_chart"]
 
 SERVE_MODELS: tuple[tuple[str, str], ...] = (
-    ("openai", "gpt-5.5"),
-    ("anthropic", "claude-sonnet-4-5"),
-    ("gemini", "gemini-2.5-flash"),
+    ("openai", "gpt-6-luna"),
+    ("anthropic", "claude-opus-5-5"),
+    ("gemini", "gemini-3.8-flash"),
     ("deepseek", "deepseek-v4-pro"),
 )
 """(provider, model) pairs the ``--serve`` loop calls, each with every tier."""

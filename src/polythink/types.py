@@ -296,7 +296,7 @@ class MessageMetadata:
 
     Attributes:
         provider: the provider id of the source that answered (``anthropic``, ``openai`` …).
-        model: the model as the server reported it (``claude-sonnet-4-5-20250929``), which
+        model: the model as the server reported it (``claude-haiku-4-5-20251001``), which
             may differ from the source's configured name.
         source_index: the answering source's position in the client.
         started_at: when the call started, in seconds since the Unix epoch.

@@ -264,8 +264,8 @@ def normalise_model_name(name: str) -> str:
     OpenRouter variant suffix (``:thinking``, ``:free``) and a date suffix
     (``-2025-08-07``, ``-20250929``, ``@20250929``) removed; ``.`` replaced by ``-``.
 
-    >>> normalise_model_name("anthropic/claude-sonnet-4.5")
-    'claude-sonnet-4-5'
+    >>> normalise_model_name("anthropic/claude-opus-5.5")
+    'claude-opus-5-5'
     >>> normalise_model_name("gpt-5-2025-08-07")
     'gpt-5'
     """

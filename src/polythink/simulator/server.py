@@ -112,6 +112,7 @@ class Stats:
     requests: int = 0
     by_path: Counter[str] = field(default_factory=Counter)
     by_provider: Counter[str] = field(default_factory=Counter)
+    by_status: Counter[int] = field(default_factory=Counter)
     in_flight: int = 0
     max_in_flight: int = 0
     arrivals: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))
@@ -122,6 +123,7 @@ class Stats:
         self.requests = 0
         self.by_path.clear()
         self.by_provider.clear()
+        self.by_status.clear()
         self.max_in_flight = self.in_flight
         self.arrivals.clear()
         self.connections = 0
@@ -358,6 +360,8 @@ class SimulatorServer:
                     await self._dispatch(request, response)
                 finally:
                     stats.in_flight -= 1
+                    if response.status is not None:
+                        stats.by_status[response.status] += 1
                 if request.headers.get("connection", "").lower() == "close":
                     break
         except (ConnectionReset, ConnectionError, asyncio.IncompleteReadError):
