@@ -190,3 +190,26 @@ def test_source_options_are_checked_against_the_provider(
 def test_openai_has_no_api_version_to_pin() -> None:
     with pytest.raises(ValueError, match="not available on provider 'openai'"):
         Source("openai", "gpt-5.5", api_version="2026-10-21")
+
+
+def test_the_options_come_from_toml_and_the_environment(tmp_path: Any) -> None:
+    from polythink.config import sources_from_env, sources_from_toml
+
+    path = tmp_path / "polythink.toml"
+    path.write_text(
+        '[[source]]\nprovider = "anthropic"\nmodel = "claude-sonnet-4-6"\n'
+        'api_version = "2023-06-01"\nthinking_display = "omitted"\n\n'
+        '[[source]]\nprovider = "openai"\nmodel = "gpt-6-luna"\nreasoning_mode = "pro"\n',
+        encoding="utf-8",
+    )
+    claude, gpt = sources_from_toml(path)
+    assert (claude.api_version, claude.thinking_display) == ("2023-06-01", "omitted")
+    assert gpt.reasoning_mode == "pro"
+    (env,) = sources_from_env(
+        "APP",
+        {
+            "APP__ANTHROPIC__0__MODEL": "claude-opus-5-5",
+            "APP__ANTHROPIC__0__API_VERSION": "2026-10-21",
+        },
+    )
+    assert env.api_version == "2026-10-21"
