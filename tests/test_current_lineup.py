@@ -1,4 +1,3 @@
-# ruff: noqa: E501
 """Every current reasoning model of ../shared/wire/CURRENT.md §2, every tier: the applied tier
 and the exact fragment sent, written from CURRENT.md (read 2026-12-01) and WIRE.md, not read
 back from the registry.
