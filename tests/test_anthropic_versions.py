@@ -213,3 +213,16 @@ def test_the_options_come_from_toml_and_the_environment(tmp_path: Any) -> None:
         },
     )
     assert env.api_version == "2026-10-21"
+
+
+def test_the_options_that_change_the_answer_are_part_of_the_cache_scope() -> None:
+    from polythink.cache_key import canonical_scope
+
+    plain = Source("anthropic", "claude-opus-5-5", api_key=KEY)
+    omitted = Source("anthropic", "claude-opus-5-5", api_key=KEY, thinking_display="omitted")
+    pinned = Source("anthropic", "claude-opus-5-5", api_key=KEY, api_version="2023-06-01")
+    assert canonical_scope([plain]) != canonical_scope([omitted])
+    assert '"thinking_display":"omitted"' in canonical_scope([omitted])
+    # The version changes nothing the answer holds: a call goes out the same, or is refused.
+    assert canonical_scope([plain]) == canonical_scope([pinned])
+    assert "thinking_display" not in canonical_scope([plain])

@@ -276,16 +276,7 @@ class HTTPTransport:
             raise self._deadline_error(self._budget(request))
         content = response.content
         if response.status_code >= 300:
-            raise self.about_model(
-                error_from_status(
-                    response.status_code,
-                    response.headers,
-                    content,
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    secrets=self._secrets,
-                )
-            )
+            raise self._status_error(response, content)
         try:
             return json.loads(content), parse_rate_limit(response.headers)
         except ValueError as exc:
@@ -336,16 +327,7 @@ class HTTPTransport:
                     content = await response.aread()
                 except TRANSPORT_ERRORS:
                     content = b""
-                raise self.about_model(
-                    error_from_status(
-                        response.status_code,
-                        response.headers,
-                        content,
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        secrets=self._secrets,
-                    )
-                )
+                raise self._status_error(response, content)
             # httpcore reads the read timeout from the request's extensions when the body
             # iteration starts, so from here on it bounds the silence between chunks.
             timeouts = response.request.extensions.get("timeout")
@@ -419,6 +401,19 @@ class HTTPTransport:
         if response is not None:
             mapped.rate_limit = parse_rate_limit(response.headers)
         return self.about_model(mapped)
+
+    def _status_error(self, response: httpx.Response, content: bytes) -> PolythinkError:
+        """The mapped error of a non-2xx answer (see :func:`error_from_status`)."""
+        return self.about_model(
+            error_from_status(
+                response.status_code,
+                response.headers,
+                content,
+                provider=self.profile.id,
+                source_index=self.index,
+                secrets=self._secrets,
+            )
+        )
 
     def about_model(self, error: PolythinkError) -> PolythinkError:
         """Name this source's model, and its replacement when the registry knows one, on a
