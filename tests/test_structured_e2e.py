@@ -31,7 +31,7 @@ from polythink.errors import (
     OutputValidationError,
     ThinkingUnsupportedError,
 )
-from polythink.simulator import Simulator
+from polythink.simulator import Settings, Simulator
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +78,9 @@ COMPATIBLE = [
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Simulator]:
-    with Simulator() as simulator:
+    # A day every model of the matrix was still served: claude-sonnet-4-0 (the forced-tool
+    # fallback) retired 2026-06-15, claude-sonnet-4-5 on 2026-11-30 (CURRENT.md §2.2).
+    with Simulator(Settings(today="2026-06-01")) as simulator:
         yield simulator
 
 
