@@ -128,6 +128,17 @@ ROWS = [
         "observed",
         "asked twice: the second is a cache hit",
     ),
+    # The budget row: calls until the day's budget refuses one, stepping the tier down.
+    (
+        "claude-sonnet-4-6",
+        "anthropic",
+        "high",
+        "error",
+        "-",
+        "-",
+        r"BudgetExceededError \[(\d+)\]; 27 calls: high ×5 → medium ×4 → low ×10 → none ×8, "
+        r"refused at 88%",
+    ),
 ]
 
 
@@ -242,7 +253,8 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
 
     assert out.splitlines()[-1] == f"{len(DEMO_CALLS)} calls, each ended as expected"
     # Every call of the current lineup succeeded at once: no 400, no retry. Tool rows made two
-    # requests each (the routed one to /openai/v1/responses); the cache hit made none.
+    # requests each (the routed one to /openai/v1/responses); the cache hit made none; the
+    # budget row's 28th call was refused by the budget, before sending.
     assert dict(sim.stats.by_provider) == {
         "openai": 6,
         "glm": 1,
@@ -250,11 +262,11 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
         "openrouter": 1,
         "qwen": 1,
         "kimi": 1,
-        "anthropic": 5,
+        "anthropic": 32,
         "openai-responses": 1,
         "gemini": 3,
     }
-    assert dict(sim.stats.by_status) == {200: 22}
+    assert dict(sim.stats.by_status) == {200: 49}
     assert sim.stats.by_path["/openai/v1/responses"] == 2
 
 
