@@ -86,16 +86,16 @@ async def test_a_call_reserves_its_worst_case_and_is_corrected_to_its_cost(
 
 @pytest.mark.anyio
 async def test_a_budget_wire_reserves_the_raised_ceiling(sim: Simulator, store: Recording) -> None:
-    # claude-sonnet-4-5 thinks with budget_tokens: the ceiling sent is max_tokens plus the
+    # claude-haiku-4-5 thinks with budget_tokens: the ceiling sent is max_tokens plus the
     # tier's budget (16,384 for high), within the model's 64,000-token maximum output.
     ceiling = 1000 + TIER_BUDGET_TOKENS[Effort.HIGH]
     worst = nano(
-        priced("claude-sonnet-4-5", "anthropic", input_tokens=PROMPT_TOKENS, output_tokens=ceiling)
+        priced("claude-haiku-4-5", "anthropic", input_tokens=PROMPT_TOKENS, output_tokens=ceiling)
     )
-    source = _source(sim, "anthropic", "claude-sonnet-4-5")
+    source = _source(sim, "anthropic", "claude-haiku-4-5")
     async with Client([source], budgets=[Budget(5.0, model="*")]) as client:
         response = await _stream_done(client, PROMPT, reasoning_effort="high", max_tokens=1000)
-    key = "day:model=*:claude-sonnet-4-5"  # the budget's name, then the scope value
+    key = "day:model=*:claude-haiku-4-5"  # the budget's name, then the scope value
     assert store.reserved == [([key], worst, True)]
     assert await store.spent(key) == _charged(response, "anthropic")
 
@@ -363,7 +363,7 @@ async def test_an_unpriced_model_is_refused_or_let_through_uncounted(
     assert response.warnings[-1].startswith("budget: the price table has no price")
     assert store.reserved == []
     # An unbounded ceiling is unpriced too: no max_tokens and no known maximum output.
-    async with Client([_source(sim, "glm", "glm-5.3")], budgets=[Budget(1.0)]) as client:
+    async with Client([_source(sim, "glm", "glm-5.3-flash")], budgets=[Budget(1.0)]) as client:
         with pytest.raises(BudgetExceededError, match="no known maximum output"):
             await client.complete(PROMPT, reasoning_effort="low")
 
