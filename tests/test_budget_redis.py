@@ -16,7 +16,7 @@ import anyio
 import pytest
 import redis
 
-from polythink import Budget, BudgetExceededError, Client, Source
+from polythink import Budget, BudgetExceededError, Client, Effort, Source
 from polythink.backends.redis import _BUDGET_PRELUDE, RedisLimitStore
 from polythink.budgets import Line, account_id, fingerprint, window_bounds
 from polythink.cli import main
@@ -145,6 +145,100 @@ async def test_four_processes_on_one_daily_budget_never_exceed_it(
     # worst case, and at most the 8 calls in flight then gave part of theirs back.
     assert spent > cap - 9 * worst
     assert len(answered) > 15
+
+
+async def test_a_process_alone_keeps_to_its_share_of_each_budget_and_steps_down_against_it(
+    tmp_path: Path,
+) -> None:
+    """Three other processes were seen on the budgets; Redis dies, and comes back."""
+    server = RedisServer(tmp_path, persist=True).start()
+    limits = RedisLimitStore(server.url, retry_interval=0.05)
+    budgets = limits.budgets()
+    workers = "polythink:{polythink-budget}:workers"
+    for other in ("other-a", "other-b", "other-c"):
+        assert server.command("ZADD", workers, "9999999999999", other) == ":1"
+    exact = Line("exact:all", 1000, "day")
+    try:
+        with Simulator() as sim:
+            source = Source("openai", "gpt-5.5", api_key="sim", base_url=sim.base_url("openai"))
+            (plan,) = await Client([source], budgets=[Budget(1.0)]).plan(
+                PROMPT, reasoning_effort="high", max_tokens=400
+            )
+            assert plan.worst_case is not None
+            w = round(plan.worst_case * 1e9)
+            budget = Budget(100 * w / 1e9, name="share", step_down_at=0.5, floor="medium")
+            line = budget.line("all")
+            assert line.limit == 100 * w
+            async with Client([source], limits=limits, budgets=[budget]) as client:
+                # Reading counts the live workers without joining them; reserving joins.
+                await budgets.peek([exact])
+                assert budgets.share.workers == 3
+                # Last read before the outage: 400 of 1000 spent, 40 % of the other budget.
+                assert (await budgets.reserve([exact], 400)).taken
+                assert (await budgets.reserve([line], 40 * w)).taken
+                assert budgets.share.workers == 4
+                assert server.process is not None
+                server.process.kill()
+                server.process.wait(10)
+                server.process = None
+                # Its share: a quarter of the 600 left, counted as a quarter of the 1000 of
+                # which its part of the 400 spent (100) is used.
+                (tally,) = await budgets.peek([exact])
+                assert (tally.spent, tally.share, tally.workers) == (100, 250, 4)
+                assert budgets.alone
+                first = await budgets.reserve([exact], 150)
+                assert first.taken
+                assert not first.shared
+                assert not (await budgets.reserve([exact], 1)).taken
+                # A call that cost less gives back what it did not use; the share takes it.
+                assert await budgets.settle([exact], first, -50) == [500]
+                assert (await budgets.reserve([exact], 50)).taken
+                assert not (await budgets.reserve([exact], 1)).taken
+                # 5 % of the other budget spent alone counts as 4 x 5 % for the fleet: 60 %
+                # spent, so high steps down to medium (from 50 %; low from 66.7 %).
+                assert (await budgets.reserve([line], 5 * w)).taken
+                (plan,) = await client.plan(PROMPT, reasoning_effort="high", max_tokens=400)
+                (state,) = plan.budgets
+                assert (state.limit, state.spent) == (25 * w / 1e9, 15 * w / 1e9)
+                assert plan.applied is Effort.MEDIUM
+                assert any("keeps to its share, 1/4" in reason for reason in plan.reasons)
+                answer = await client.complete(PROMPT, reasoning_effort="high", max_tokens=400)
+                assert answer.step_down is not None
+                assert answer.step_down.spent == pytest.approx(0.6)
+                assert answer.applied_effort is Effort.MEDIUM
+                # It spends at most the 10 worst cases left of its share (at medium, the
+                # budget's floor), then is refused ...
+                answered = [answer]
+                error = None
+                for _ in range(40):
+                    try:
+                        answered.append(
+                            await client.complete(PROMPT, reasoning_effort="high", max_tokens=400)
+                        )
+                    except BudgetExceededError as exc:
+                        error = exc
+                        break
+                assert error is not None
+                costs = [round(a.cost.total * 1e9) for a in answered if a.cost is not None]
+                assert len(costs) == len(answered)
+                # ... less than a (medium) worst case left: between 9 and 10 of them spent.
+                assert 9 * w < sum(costs) <= 10 * w
+                assert {a.applied_effort for a in answered} == {Effort.MEDIUM}
+                assert (error.limit, error.window) == (25 * w / 1e9, "day")
+                assert error.spent == pytest.approx((15 * w + sum(costs)) / 1e9)
+                assert "Redis does not answer, so this process keeps to its share, 1/4" in str(
+                    error
+                )
+                # Back: what it spent alone is added to Redis with its next reservation.
+                server.start()
+                await anyio.sleep(0.1)
+                assert (await budgets.reserve([exact, line], 0)).taken
+                assert not budgets.alone
+                assert _spent(server, "exact:all") == 400 + 150 - 50 + 50
+                assert _spent(server, "share:all") == 40 * w + 5 * w + sum(costs)
+    finally:
+        await limits.aclose()
+        server.stop()
 
 
 async def test_redis_killed_mid_run_counts_in_process_then_carries_it_back(

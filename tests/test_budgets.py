@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from polythink import Budget, Client, Effort
+from polythink.backends.base import Tally
 from polythink.backends.local import LocalBudgets, process_budgets
+from polythink.backends.share import Share
 from polythink.budgets import Line, account_id, check_tag, fingerprint, nanos, window_bounds
 from tests.budget_support import Clock
 
@@ -136,6 +138,30 @@ async def test_a_window_rolls_over_at_midnight_utc() -> None:
     # The call of the day before ends now: its correction belongs to a window that is over.
     assert await store.settle([day], late, -800) == [None]
     assert [t.spent for t in await store.peek([day])] == [200]
+
+
+@pytest.mark.anyio
+async def test_alone_a_count_keeps_to_its_share_of_what_was_left_until_a_new_window() -> None:
+    """The fallback of a shared store: 400 of 1000 spent when last read, 4 workers."""
+    clock = Clock(_ts(2026, 12, 1, 23, 59, 30))
+    store = LocalBudgets(clock, journal=True)
+    share = Share(4)
+    day = Line("day:all", 1000, "day")
+    start, end = int(_ts(2026, 12, 1)), int(_ts(2026, 12, 2))
+    store.seed(day.key, Tally(400, start, end))
+    # A quarter of the 1000 (250), of which its part of the 400 spent, 250 - 600 // 4 = 100.
+    assert await store.peek([day], share=share) == [Tally(100, start, end, 250, 4)]
+    assert (await store.reserve([day], 150, share=share)).taken
+    assert not (await store.reserve([day], 1, share=share)).taken
+    # Counted whole, as the shared count will take it back.
+    assert await store.peek([day]) == [Tally(550, start, end)]
+    assert store.unsynced(day.key) == (start, 150)
+    # The next day is a whole budget again: its quarter of 1000.
+    clock.now = _ts(2026, 12, 2, 0, 0, 1)
+    following = (end, end + 86400)
+    assert await store.peek([day], share=share) == [Tally(0, *following, 250, 4)]
+    assert (await store.reserve([day], 250, share=share)).taken
+    assert not (await store.reserve([day], 1, share=share)).taken
 
 
 @pytest.mark.anyio

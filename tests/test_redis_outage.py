@@ -63,6 +63,15 @@ def test_a_share_splits_slots_by_rank_and_starts_its_buckets_at_its_part_of_what
     assert share.fleet_level("rpm", 120, 110.0) == pytest.approx(80.0)
     assert share.fleet_level("rpm", 120, 200.0) == 120.0
     assert Share().fleet_level("rpm", 120, 0.0) is None
+    # A budget that does not refill, 1000 units of which 400 were used when last seen: its
+    # third of the 600 left is 200 of its 333, so its part of what was used is 133.
+    assert share.allowance(1000, 400) == (333, 133)
+    assert share.allowance(1000, 0) == (333, 0)  # a window begun since: its whole share
+    # Overspent (1200 of 1000): it is left -67, below nothing.
+    assert share.allowance(1000, 1200) == (333, 400)
+    assert configured.allowance(1000, 400) == (125, 50)
+    share.counted(0)
+    assert share.workers == 1
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         Share(0)
     with pytest.raises(ValueError, match="workers must be a positive integer"):

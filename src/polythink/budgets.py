@@ -284,8 +284,10 @@ class BudgetState:
         scope: the scope value it counts under (``"all"``, an account, a model, a tier, a
             tag).
         window: ``"minute"``, ``"hour"``, ``"day"`` or ``"month"``.
-        limit: US dollars per window.
-        spent: US dollars counted so far in this window, calls in flight included.
+        limit: US dollars per window (while the shared budget store does not answer: this
+            process's share of them, see :class:`~polythink.backends.base.Tally`).
+        spent: US dollars counted so far in this window, calls in flight included (while
+            the store does not answer: counted against that share).
         resets_at: the end of the window, in Unix seconds (UTC).
         step_down_at: the budget's ``step_down_at``.
     """

@@ -365,8 +365,10 @@ class BudgetExceededError(PolythinkError):
         scope: what the budget counted this call under (``"all"``, an account, a model, a
             tier or a tag).
         window: ``"minute"``, ``"hour"``, ``"day"`` or ``"month"`` (UTC calendar windows).
-        limit: the budget in US dollars per window.
-        spent: US dollars counted in this window so far, calls in flight included.
+        limit: the budget in US dollars per window (while the shared budget store does not
+            answer: this process's share of it, see :class:`~polythink.backends.base.Tally`).
+        spent: US dollars counted in this window so far, calls in flight included (while
+            the store does not answer: counted against that share).
         remaining: ``limit - spent`` (never below 0).
         needed: the call's worst-case cost in US dollars (``None`` when it has no price).
         resets_at: when the window ends, in Unix seconds (UTC).

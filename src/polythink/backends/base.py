@@ -123,11 +123,19 @@ def server_pause(limits: RateLimit | None, pause: float | None) -> float | None:
 
 class Tally(NamedTuple):
     """One budget line in its current window: nano-dollars ``spent`` so far (reservations
-    of calls in flight included) and the window's ``start`` and ``end`` (Unix seconds)."""
+    of calls in flight included) and the window's ``start`` and ``end`` (Unix seconds).
+
+    While a shared backend's server does not answer, the process counts against its share
+    (:mod:`polythink.backends.share`): ``share`` is then its share of the line's limit
+    (1/``workers`` of it, nano-dollars), and ``spent`` its part of what the line had spent
+    when it last read it plus what it spent since, so that ``spent / share`` is the fraction
+    of the budget the fleet has spent if every process spent as this one did."""
 
     spent: int
     start: int
     end: int
+    share: int | None = None
+    workers: int = 1
 
 
 class Reservation(NamedTuple):

@@ -13,13 +13,16 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from polythink.backends.base import Lease, Reservation, Tally, server_pause
 from polythink.budgets import Line, window_bounds
 from polythink.types import RateLimit
+
+if TYPE_CHECKING:
+    from polythink.backends.share import Share
 
 __all__ = [
     "Clock",
@@ -269,26 +272,35 @@ class LocalBudgets:
             UTC calendar window of every operation.
         journal: keep what is counted here apart (:meth:`unsynced`), so a shared backend
             whose server was down can add it to the shared count once the server answers.
+
+    As the fallback of a shared backend, :meth:`reserve` and :meth:`peek` take that
+    backend's :class:`~polythink.backends.share.Share`: each line then counts against this
+    process's share of what was left of it when the shared count was last taken
+    (:meth:`seed`), in the share's terms (see :class:`~polythink.backends.base.Tally`).
     """
 
     def __init__(self, clock: Callable[[], float] = time.time, *, journal: bool = False) -> None:
         self.clock = clock
         self._counts: dict[str, list[int]] = {}
+        """Line key -> [window start, window end, spent, the shared count seeded in it]."""
         self._journal: dict[str, list[int]] | None = {} if journal else None
         self._lock = threading.Lock()
 
-    def _tally(self, line: Line, now: float) -> Tally:
+    def _tally(self, line: Line, now: float, share: Share | None = None) -> Tally:
         start, end = window_bounds(line.per, now)
         count = self._counts.get(line.key)
-        spent = count[2] if count is not None and count[0] == start else 0
-        return Tally(spent, start, end)
+        spent, seen = (count[2], count[3]) if count is not None and count[0] == start else (0, 0)
+        if share is None:
+            return Tally(spent, start, end)
+        limit, used = share.allowance(line.limit, seen)
+        return Tally(used + spent - seen, start, end, limit, share.workers)
 
     def _add(self, key: str, tally: Tally, amount: int) -> int:
         count = self._counts.get(key)
         if count is None or count[0] != tally.start:
             if len(self._counts) >= _PRUNE_AT:
                 self._prune()
-            count = self._counts[key] = [tally.start, tally.end, tally.spent]
+            count = self._counts[key] = [tally.start, tally.end, 0, 0]
         count[2] = max(0, count[2] + amount)
         journal = self._journal
         if journal is not None:
@@ -303,13 +315,17 @@ class LocalBudgets:
         for key in [k for k, count in self._counts.items() if count[1] <= now]:
             del self._counts[key]
 
-    async def reserve(self, lines: Sequence[Line], cost: int) -> Reservation:
-        """Add ``cost`` to every line if each has it left, else to none (see the protocol)."""
+    async def reserve(
+        self, lines: Sequence[Line], cost: int, *, share: Share | None = None
+    ) -> Reservation:
+        """Add ``cost`` to every line if each has it left, else to none (see the protocol);
+        with a ``share``, if each has it left of this process's share."""
         now = self.clock()
         with self._lock:
-            tallies = [self._tally(line, now) for line in lines]
+            tallies = [self._tally(line, now, share) for line in lines]
             taken = all(
-                t.spent + cost <= line.limit for t, line in zip(tallies, lines, strict=True)
+                t.spent + cost <= (line.limit if t.share is None else t.share)
+                for t, line in zip(tallies, lines, strict=True)
             )
             if taken:
                 for line, tally in zip(lines, tallies, strict=True):
@@ -330,11 +346,11 @@ class LocalBudgets:
                     spent.append(self._add(line.key, tally, delta))
         return spent
 
-    async def peek(self, lines: Sequence[Line]) -> list[Tally]:
-        """Return each line's tally now."""
+    async def peek(self, lines: Sequence[Line], *, share: Share | None = None) -> list[Tally]:
+        """Return each line's tally now (against this process's ``share``, if given)."""
         now = self.clock()
         with self._lock:
-            return [self._tally(line, now) for line in lines]
+            return [self._tally(line, now, share) for line in lines]
 
     def seed(self, key: str, tally: Tally) -> None:
         """Take a shared count as this process's, plus what this process counted on its
@@ -342,7 +358,8 @@ class LocalBudgets:
         with self._lock:
             noted = self._journal.get(key) if self._journal is not None else None
             extra = noted[1] if noted is not None and noted[0] == tally.start else 0
-            self._counts[key] = [tally.start, tally.end, max(0, tally.spent + extra)]
+            spent = max(0, tally.spent + extra)
+            self._counts[key] = [tally.start, tally.end, spent, tally.spent]
 
     def unsynced(self, key: str) -> tuple[int, int]:
         """Take what this process counted under ``key`` on its own: ``(window start,

@@ -35,7 +35,10 @@ HASH ``{w, s}`` per budget and scope value: the start of its current UTC calenda
 slot), as in ``polythink:{polythink-budget}:day:tag=acme``; an account scope names the
 account by its key fingerprint, never the key. Each key expires a minute after its window
 ends. A call reserves its worst case in every budget in one script (all or nothing) and
-corrects it in another; a third reads without writing.
+corrects it in another; a third reads without writing. ``polythink:{polythink-budget}:workers``
+counts the processes using budgets on the server as ``…:workers`` does for an account (each
+reservation and correction renews this process there for 60 s; every script answers with
+the count).
 
 Needs Redis 5 or later (scripts that read ``TIME`` and then write). Each
 read-modify-write runs as one Lua script on the server (registered once per
@@ -52,10 +55,15 @@ calls there again and, for two renewal rounds and retry intervals, keeps to its 
 slots while the other processes come back. The cache falls back to a miss. Each logs one
 warning per outage (and, at INFO, each account's share and its return), skips the server
 for ``retry_interval`` seconds after a failure, and goes back to it as soon as it answers.
-Spend budgets fall back to each process's count, which starts from the last shared spend it
-read, so while the server is down each process may spend what was left then; what it spent
-meanwhile is added to the shared count once the server answers. A server without persistence
-forgets budget spend when it restarts (run it with ``appendonly yes`` to keep it).
+Spend budgets follow the same rules: each process keeps to its share of each budget, ``1 /
+workers`` (the processes the budget scripts last counted, or the store's ``workers``) of
+what the budget had left in its window when the process last read it (a window begun
+since: of the whole budget), and refuses or steps down against that share as the budget
+says (``spent / share`` stands for the fleet's fraction spent). So the fleet spends at most
+what was left, plus what each process's last reading missed (calls the others reserved
+after it). What each spent alone is added to the shared count with its next reservation or
+correction once the server answers. A server without persistence forgets budget spend when
+it restarts (run it with ``appendonly yes`` to keep it).
 """
 
 from __future__ import annotations
@@ -114,7 +122,8 @@ DEFAULT_SOCKET_TIMEOUT = 0.5
 _POLL = 0.01
 """Seconds between two attempts at a busy slot (jittered by ±50 %)."""
 _PRESENCE_MS = 60_000
-"""Milliseconds a process counts among an account's live workers after its last call."""
+"""Milliseconds a process counts among an account's (or the budgets') live workers after its
+last call."""
 MAX_NAP = 0.5
 """Seconds a call waiting for a shared bucket sleeps before asking again: another process
 may have given tokens back."""
@@ -320,7 +329,17 @@ return 1
 
 
 _BUDGET_PRELUDE = """
-local now = tonumber(redis.call('TIME')[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1])
+local now_ms = now * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lines = #KEYS - 1
+local function present()
+  local key, ms = KEYS[#KEYS], tonumber(ARGV[#ARGV - 1])
+  redis.call('ZADD', key, now_ms + ms, ARGV[#ARGV])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+  return redis.call('ZCARD', key)
+end
 local function days_from_civil(y, m, d)
   if m <= 2 then y = y - 1 end
   local era = math.floor(y / 400)
@@ -366,14 +385,16 @@ end
 """
 """Shared by the budget scripts: the UTC calendar window of Redis ``TIME`` (days from and to
 the civil calendar, Hinnant's algorithms), a line's spend in it (HASH ``w``: window start,
-``s``: nano-dollars), and writing it back with an expiry a minute after the window ends."""
+``s``: nano-dollars), and writing it back with an expiry a minute after the window ends.
+KEYS: the lines, then the workers (ZSET process -> expiry in ms); ARGV ends with the
+presence (ms) and the process, which ``present`` records, returning the live workers."""
 
 _BUDGET_SCRIPTS = {
     "budget_reserve": _BUDGET_PRELUDE
     + """
 local cost, taken, out = tonumber(ARGV[1]), 1, {}
-for i, key in ipairs(KEYS) do
-  local at = 4 * (i - 1) + 1
+for i = 1, lines do
+  local key, at = KEYS[i], 4 * (i - 1) + 1
   local limit, per = tonumber(ARGV[at + 1]), ARGV[at + 2]
   local spent, start, stop = tally(key, per)
   local carry = tonumber(ARGV[at + 4])
@@ -386,15 +407,16 @@ for i, key in ipairs(KEYS) do
 end
 out[1] = taken
 if taken == 1 then
-  for i, key in ipairs(KEYS) do store(key, out[3 * i], out[3 * i + 1], out[3 * i - 1] + cost) end
+  for i = 1, lines do store(KEYS[i], out[3 * i], out[3 * i + 1], out[3 * i - 1] + cost) end
 end
+out[3 * lines + 2] = present()
 return out
 """,
     "budget_settle": _BUDGET_PRELUDE
     + """
 local delta, out = tonumber(ARGV[1]), {}
-for i, key in ipairs(KEYS) do
-  local at = 4 * (i - 1) + 1
+for i = 1, lines do
+  local key, at = KEYS[i], 4 * (i - 1) + 1
   local per, reserved = ARGV[at + 1], tonumber(ARGV[at + 2])
   local spent, start, stop = tally(key, per)
   local carry = tonumber(ARGV[at + 4])
@@ -407,27 +429,33 @@ for i, key in ipairs(KEYS) do
   end
   if reserved == start then out[i] = spent else out[i] = -1 end
 end
+out[lines + 1] = present()
 return out
 """,
     "budget_peek": _BUDGET_PRELUDE
     + """
 local out = {}
-for i, key in ipairs(KEYS) do
-  local spent, start, stop = tally(key, ARGV[i])
+for i = 1, lines do
+  local spent, start, stop = tally(KEYS[i], ARGV[i])
   out[3 * i - 2], out[3 * i - 1], out[3 * i] = spent, start, stop
 end
+out[3 * lines + 1] = redis.call('ZCOUNT', KEYS[#KEYS], '(' .. now_ms, '+inf')
 return out
 """,
 }
 """``budget_reserve``: ARGV[1] nano-dollars into every line KEYS[i] if each has them left
 (ARGV per line: limit, window, and a carry: window start and nano-dollars this process
-counted while the server was down, added first); returns ``{taken, spent, start, end, …}``
-with each line's spend before the reservation. ``budget_settle``: add ARGV[1] (negative
-gives back) to each line still in the window it was reserved in (ARGV per line: window,
-reserved window start, carry); returns each line's spend after (-1: window over).
-``budget_peek``: ``{spent, start, end, …}`` per line (ARGV: each line's window)."""
+counted while the server was down, added first); returns ``{taken, spent, start, end, …,
+workers}`` with each line's spend before the reservation. ``budget_settle``: add ARGV[1]
+(negative gives back) to each line still in the window it was reserved in (ARGV per line:
+window, reserved window start, carry); returns each line's spend after (-1: window over),
+then the workers. Both record this process among the workers. ``budget_peek``: ``{spent,
+start, end, …, workers}`` per line (ARGV: each line's window), writing nothing."""
 
 _BUDGET_PREFIX = "polythink:{polythink-budget}:"
+_BUDGET_WORKERS = _BUDGET_PREFIX + "workers"
+"""The processes using budgets on the server (no line's key: those hold a ``:`` after the
+prefix)."""
 
 _CACHE_CLAIM = """
 local value = redis.call('GET', KEYS[1])
@@ -706,7 +734,7 @@ class RedisLimitStore:
         self.link = _Link(
             url,
             "shared rate limits",
-            "each process keeps its share of the limits",
+            "each process keeps its share of the limits and budgets",
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
             scripts={**_SCRIPTS, "renew": _RENEW, **_BUDGET_SCRIPTS},
@@ -750,27 +778,59 @@ class RedisBudgets:
     docstring), with an in-process fallback while it does not answer.
 
     Implements :class:`~polythink.backends.base.BudgetBackend`; build it with
-    :meth:`RedisLimitStore.budgets`.
+    :meth:`RedisLimitStore.budgets`. While the server does not answer, this process keeps
+    to its :attr:`share` of each budget (:mod:`polythink.backends.share`): 1/workers of
+    what the budget had left in its window when it last read it (``workers`` as configured
+    on the store, else the processes the budget scripts last counted), its tallies then in
+    the share's terms (:class:`~polythink.backends.base.Tally`); what it spends alone is
+    added to the shared count once the server answers.
 
     Args:
-        store: the server (its connection and outage handling are the limits').
+        store: the server (its connection, outage handling and ``workers`` are the limits').
         fallback: the count used while the server does not answer; it takes the shared
             count each time the server answers, and keeps what it counted alone until the
             server takes it (default: a journaling :class:`~polythink.backends.local.LocalBudgets`).
+
+    Attributes:
+        share: what this process last saw of the fleet and its share of the budgets.
+        alone: whether the server did not answer this process's last budget operation.
     """
 
     def __init__(self, store: RedisLimitStore, fallback: LocalBudgets | None = None) -> None:
         self.link = store.link
         self.fallback = fallback if fallback is not None else LocalBudgets(journal=True)
+        self.share = Share(store.workers, identity=_PROCESS)
+        self.alone = False
 
     async def _script(self, name: str, lines: Sequence[Line], args: list[Any]) -> Any:
+        """Run a budget script; its reply ends with the live workers, which are recorded
+        and cut off.
+
+        Raises:
+            Unavailable: the server does not answer.
+        """
         link = self.link
-        keys = [_BUDGET_PREFIX + line.key for line in lines]
+        keys = [_BUDGET_PREFIX + line.key for line in lines] + [_BUDGET_WORKERS]
+        args = [*args, _PRESENCE_MS, _PROCESS]
 
         async def run(client: aioredis.Redis) -> Any:
             return await link.scripts[name](keys=keys, args=args)
 
-        return await link.run(run)
+        try:
+            reply = await link.run(run)
+        except Unavailable:
+            if not self.alone:
+                self.alone = True
+                logger.info(
+                    "spend budgets: alone with 1/%d of what each had left when last read",
+                    self.share.workers,
+                )
+            raise
+        self.share.counted(int(reply[-1]))
+        if self.alone:
+            self.alone = False
+            logger.info("spend budgets: back on the server")
+        return reply[:-1]
 
     def _carries(self, lines: Sequence[Line]) -> list[tuple[int, int]]:
         return [self.fallback.unsynced(line.key) for line in lines]
@@ -780,8 +840,8 @@ class RedisBudgets:
             self.fallback.restore(line.key, start, amount)
 
     async def reserve(self, lines: Sequence[Line], cost: int) -> Reservation:
-        """Reserve on the server in one script (see the protocol); in this process while
-        it does not answer."""
+        """Reserve on the server in one script (see the protocol); in this process, against
+        its share, while it does not answer."""
         carries = self._carries(lines)
         args: list[Any] = [cost]
         for line, (start, amount) in zip(lines, carries, strict=True):
@@ -790,7 +850,7 @@ class RedisBudgets:
             reply = await self._script("budget_reserve", lines, args)
         except Unavailable:
             self._restore(lines, carries)
-            return await self.fallback.reserve(lines, cost)
+            return await self.fallback.reserve(lines, cost, share=self.share)
         taken = int(reply[0]) == 1
         tallies = [
             Tally(int(reply[i]), int(reply[i + 1]), int(reply[i + 2]))
@@ -832,11 +892,12 @@ class RedisBudgets:
         return spent
 
     async def peek(self, lines: Sequence[Line]) -> list[Tally]:
-        """Read every line's tally on the server; this process's while it does not answer."""
+        """Read every line's tally on the server; this process's, against its share, while
+        it does not answer."""
         try:
             reply = await self._script("budget_peek", lines, [line.per for line in lines])
         except Unavailable:
-            return await self.fallback.peek(lines)
+            return await self.fallback.peek(lines, share=self.share)
         return [
             Tally(int(reply[i]), int(reply[i + 1]), int(reply[i + 2]))
             for i in range(0, 3 * len(lines), 3)

@@ -11,17 +11,21 @@ kept this way:
    shares add up to the total (``total // workers``, plus one for the first
    ``total % workers`` ranks).
 2. **Of what remained.** Its buckets start at its share of the levels it last saw, refilled
-   at its share of the rate since it saw them — not full.
+   at its share of the rate since it saw them — not full. A budget that does not refill (a
+   spend budget's calendar window) leaves it its share of what was left in the window when
+   it last saw it; a window begun since is whole again, and so is its share of it.
 3. **Running calls keep counting.** What it holds when the server goes away (its running
    calls' slots) counts against its share; a process above its share starts nothing until
    it is below.
 4. **Back together.** When the server answers again, the process charges the shared buckets
-   with what it spent alone and leases its running calls there again. A server that lost a
-   bucket (it restarted empty) first gets the level last seen, refilled since, from the first
-   process back, instead of a full bucket; once all are back it holds what the fleet left.
+   (and budgets) with what it spent alone and leases its running calls there again. A server
+   that lost a bucket (it restarted empty) first gets the level last seen, refilled since,
+   from the first process back, instead of a full bucket; once all are back it holds what
+   the fleet left.
 
-:class:`Share` keeps what a process last saw and does the arithmetic; the backend decides
-when the server is away. Pure: no I/O, times on the caller's clock.
+:class:`Share` keeps what a process last saw (the workers, the bucket levels; the spend a
+budget line had is kept with the fallback's count) and does the arithmetic; the backend
+decides when the server is away. Pure: no I/O, times on the caller's clock.
 """
 
 from __future__ import annotations
@@ -78,11 +82,15 @@ class Share:
         """Record an answer of the server: ``workers`` live processes, this one ranked
         ``rank`` among them, the bucket ``levels``, ``pause`` seconds of pause left, at
         ``now``."""
-        self.seen_workers = max(1, workers)
+        self.counted(workers)
         self.rank = rank
         self.levels = dict(levels)
         self.seen_at = now
         self.paused_until = now + pause if pause > 0 else -math.inf
+
+    def counted(self, workers: int) -> None:
+        """Record the number of live processes the server counted sharing the budget."""
+        self.seen_workers = max(1, workers)
 
     @property
     def workers(self) -> int:
@@ -109,6 +117,16 @@ class Share:
         if rank is None:
             rank = self._default_rank % workers
         return total // workers + (1 if rank < total % workers else 0)
+
+    def allowance(self, total: int, used: int) -> tuple[int, int]:
+        """Return this process's share of a budget that does not refill, of ``total`` whole
+        units of which ``used`` were used when it last saw it (``used`` = 0 for a window
+        begun since): ``(its share of the total, its part of what was used)``. Their
+        difference, what is left to it, is its share of what was left, rounded down (below
+        0 when the budget was overspent); what it spends alone since counts against it."""
+        workers = self.workers
+        share = total // workers
+        return share, share - (total - used) // workers
 
     def bucket(self, name: str, per_minute: float, now: float) -> TokenBucket:
         """Return a bucket for this process alone: its share of ``per_minute`` as capacity

@@ -349,7 +349,7 @@ class BudgetMiddleware:
         ticket.reservation, ticket.cost = reservation, cost
         if self.meter is not None:
             for rule, tally in zip(rules, reservation.tallies, strict=True):
-                left = rule.line.limit - tally.spent - cost
+                left = _limit(rule.line, tally) - tally.spent - cost
                 self.meter.record(rule.budget.label, rule.scope, None, left)
         return ticket
 
@@ -398,7 +398,7 @@ class BudgetMiddleware:
         pressures = [
             Pressure(
                 rule.budget.label,
-                tally.spent / rule.line.limit,
+                tally.spent / max(1, _limit(rule.line, tally)),
                 rule.budget.step_down_at,
                 rule.budget.floor if isinstance(rule.budget.floor, Effort) else None,
             )
@@ -430,6 +430,7 @@ class BudgetMiddleware:
         if refusing:
             rule = refusing[0]
             (tally,) = await self.backend.peek([rule.line])
+            limit = _limit(rule.line, tally)
             raise BudgetExceededError(
                 f"{self.profile.id} source {self.index} ({source.model}): budget "
                 f"{rule.budget.label!r} cannot bound this call's cost: {why}; the call was not "
@@ -438,7 +439,7 @@ class BudgetMiddleware:
                 budget=rule.budget.label,
                 scope=rule.scope,
                 window=rule.budget.per,
-                limit=rule.budget.usd,
+                limit=limit / NANO,
                 spent=tally.spent / NANO,
                 needed=None,
                 resets_at=float(tally.end),
@@ -461,27 +462,37 @@ class BudgetMiddleware:
         refusing = [
             (rule, tally)
             for rule, tally in zip(ticket.rules, reservation.tallies, strict=True)
-            if tally.spent + cost > rule.line.limit
+            if tally.spent + cost > _limit(rule.line, tally)
         ]
-        rule, tally = min(refusing, key=lambda pair: pair[0].line.limit - pair[1].spent)
+        rule, tally = min(refusing, key=lambda pair: _limit(pair[0].line, pair[1]) - pair[1].spent)
         budget, source = rule.budget, self.source
-        spent = tally.spent / NANO
-        left = max(0.0, budget.usd - spent)
+        limit, spent = _limit(rule.line, tally) / NANO, tally.spent / NANO
+        left = max(0.0, limit - spent)
         reset = datetime.fromtimestamp(tally.end, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         wait = max(0.0, tally.end - datetime.now(tz=UTC).timestamp())
         tier = ticket.requested.value if ticket.requested is not None else "unset"
         if step is not None:
             tier = f"{tier} stepped down to {step.applied.value}"
+        where = f"budget {budget.label!r} (${budget.usd:g} a {budget.per}, UTC)"
+        if tally.share is None:
+            stands = f"{where} has ${left:.6f} left (${spent:.6f} spent)"
+        else:
+            part = f"1/{tally.workers}"
+            stands = (
+                f"{where}: Redis does not answer, so this process keeps to its share, {part} of "
+                f"what the budget had left when it last read it: ${left:.6f} of it is left (of "
+                f"its {part} of the budget, ${limit:.6f}, ${spent:.6f} is counted spent: its "
+                "part of the spend it read and what it spent since)"
+            )
         return BudgetExceededError(
-            f"{self.profile.id} source {self.index} ({source.model}): budget {budget.label!r} "
-            f"(${budget.usd:g} a {budget.per}, UTC) has ${left:.6f} left (${spent:.6f} spent); "
-            f"this call may cost up to ${cost / NANO:.6f} (about {ticket.prompt} prompt tokens "
-            f"and its output ceiling, reasoning_effort={tier}); it resets at {reset}; the "
-            "call was not sent",
+            f"{self.profile.id} source {self.index} ({source.model}): {stands}; this call may "
+            f"cost up to ${cost / NANO:.6f} (about {ticket.prompt} prompt tokens and its "
+            f"output ceiling, reasoning_effort={tier}); it resets at {reset}; the call was "
+            "not sent",
             budget=budget.label,
             scope=rule.scope,
             window=budget.per,
-            limit=budget.usd,
+            limit=limit,
             spent=spent,
             needed=cost / NANO,
             resets_at=float(tally.end),
@@ -554,8 +565,11 @@ class BudgetMiddleware:
             spent = await self.backend.settle(lines, reservation, delta)
         if self.meter is not None:
             for i, (rule, tally) in enumerate(zip(ticket.rules, reservation.tallies, strict=True)):
-                now = spent[i] if spent is not None else tally.spent + charge
-                left = None if now is None else rule.line.limit - now
+                # A share's tally is in its own terms: what the backend returns is not.
+                now = (
+                    spent[i] if spent is not None and tally.share is None else tally.spent + charge
+                )
+                left = None if now is None else _limit(rule.line, tally) - now
                 self.meter.record(rule.budget.label, rule.scope, charge, left)
 
     def _stamped(self, response: Response, ticket: _Ticket) -> Response:
@@ -588,7 +602,7 @@ class BudgetMiddleware:
                 rule.budget.label,
                 rule.scope,
                 rule.budget.per,
-                rule.budget.usd,
+                _limit(rule.line, tally) / NANO,
                 tally.spent / NANO,
                 float(tally.end),
                 rule.budget.step_down_at,
@@ -598,12 +612,19 @@ class BudgetMiddleware:
         reasons: list[str] = [] if step is None else [step_note(step)]
         fits = True
         for rule, tally in zip(rules, tallies, strict=True):
+            limit = _limit(rule.line, tally)
+            if tally.share is not None:
+                reasons.append(
+                    f"budget {rule.budget.label!r}: Redis does not answer, so this process "
+                    f"keeps to its share, 1/{tally.workers} of what it had left when last "
+                    f"read: ${limit / NANO:.6f}"
+                )
             if cost is None:
                 fits = fits and rule.budget.unpriced == "allow"
                 reasons.append(f"budget {rule.budget.label!r} cannot price this call")
-            elif tally.spent + cost > rule.line.limit:
+            elif tally.spent + cost > limit:
                 fits = False
-                left = max(0, rule.line.limit - tally.spent) / NANO
+                left = max(0, limit - tally.spent) / NANO
                 reasons.append(
                     f"budget {rule.budget.label!r} has ${left:.6f} left, less than this call's "
                     f"worst case of ${cost / NANO:.6f}: it would raise BudgetExceededError"
@@ -617,6 +638,12 @@ class BudgetMiddleware:
             fits=fits and plan.fits,
             reasons=(*reasons, *plan.reasons),
         )
+
+
+def _limit(line: Line, tally: Tally) -> int:
+    """What ``tally`` counts against: ``line``'s limit, or this process's share of it while
+    the shared budget store does not answer (nano-dollars)."""
+    return line.limit if tally.share is None else tally.share
 
 
 def step_note(step: StepDown) -> str:
