@@ -1,9 +1,10 @@
 """A worker process for the shared-budget tests: ``python -m tests.budget_worker PLAN``.
 
-``PLAN`` is JSON: ``redis`` (URL of the shared limits), ``base_url`` (the simulator's OpenAI
-route), ``usd`` and ``name`` (one daily budget), ``tasks`` (concurrent tasks), ``calls`` (the
-most each task makes), ``max_tokens``, ``effort`` and ``wait_go`` (print ``{"event":
-"ready"}``, then begin once a line arrives on stdin).
+``PLAN`` is JSON: ``redis`` (URL of the shared limits), ``retry_interval`` (seconds, for
+them), ``base_url`` (the simulator's OpenAI route), ``usd`` and ``name`` (one daily budget),
+``tasks`` (concurrent tasks), ``calls`` (the most each task makes), ``max_tokens``,
+``effort``, ``wait_go`` (print ``{"event": "ready"}``, then begin once a line arrives on
+stdin) and ``log`` (polythink's INFO log lines on stderr).
 
 Each task calls until the budget refuses it. The worker prints one JSON line per call: ``ok``,
 the response's usage and model, or the error class, and the refusal's fields.
@@ -12,6 +13,7 @@ the response's usage and model, or the error class, and the refusal's fields.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
@@ -27,10 +29,14 @@ def emit(record: dict[str, Any]) -> None:
 
 
 async def run(plan: dict[str, Any]) -> None:
+    if plan.get("log"):
+        logging.basicConfig(level=logging.INFO, format="%(created).3f %(message)s")
     source = Source("openai", "gpt-5.5", api_key="sk-budget-fleet", base_url=plan["base_url"])
     # A loaded test machine may starve a worker past the default socket timeout; this test is
     # about the shared path, so it gives Redis longer before falling back.
-    limits = RedisLimitStore(plan["redis"], socket_timeout=2.0)
+    limits = RedisLimitStore(
+        plan["redis"], socket_timeout=2.0, retry_interval=plan.get("retry_interval", 1.0)
+    )
     budget = Budget(plan["usd"], "day", name=plan["name"])
     async with Client([source], limits=limits, budgets=[budget]) as client:
         if plan.get("wait_go"):
@@ -53,6 +59,7 @@ async def run(plan: dict[str, Any]) -> None:
                             "error": type(exc).__name__,
                             "spent": exc.spent,
                             "needed": exc.needed,
+                            "message": exc.message,
                         }
                     )
                     return

@@ -20,7 +20,7 @@ from polythink import Budget, BudgetExceededError, Client, Effort, Source
 from polythink.backends.redis import _BUDGET_PRELUDE, RedisLimitStore
 from polythink.budgets import Line, account_id, fingerprint, window_bounds
 from polythink.cli import main
-from polythink.simulator import Simulator
+from polythink.simulator import Settings, Simulator
 from tests.budget_support import nano, table_price
 from tests.redis_support import RedisServer, go, results, spawn
 
@@ -239,6 +239,77 @@ async def test_a_process_alone_keeps_to_its_share_of_each_budget_and_steps_down_
     finally:
         await limits.aclose()
         server.stop()
+
+
+async def test_redis_killed_mid_run_leaves_four_processes_their_shares_of_what_remained(
+    tmp_path: Path,
+) -> None:
+    """4 processes x 2 tasks call gpt-5.5 at high (max_tokens 400) on one $0.60 daily budget
+    until it refuses them; Redis is killed once 40 % of it is spent, and stays away.
+
+    Each process then keeps to a quarter of what the budget had left when it last read it,
+    so the fleet spends S_k + sum over processes of (L - S_i) / 4, where S_k is the spend on
+    Redis at the kill and S_i what process i last read: at most L plus a quarter of what
+    each process's reading missed (the calls the others reserved after it). Every process
+    reads at each of its calls, so that is at most the other tasks' calls in flight at the
+    kill: the bound held here is L + 8 worst cases (every task's call in flight). Counting
+    on from its last reading instead, each process could spend all that was left: about
+    S_k + 4 (L - S_k), 2.8 L."""
+    server = RedisServer(tmp_path).start()
+    usd = 0.60
+    cap = round(usd * 1e9)
+    worst = nano(table_price("gpt-5.5", "openai", input_tokens=12, output_tokens=400))
+    try:
+        with Simulator(Settings(latency=0.05)) as sim:
+            plan = {
+                "redis": server.url,
+                "retry_interval": 0.2,
+                "base_url": sim.base_url("openai"),
+                "usd": usd,
+                "name": "outage-fleet",
+                "tasks": 2,
+                "calls": 400,
+                "effort": "high",
+                "max_tokens": 400,
+                "wait_go": True,
+                "log": True,
+            }
+            workers = [spawn(plan, "tests.budget_worker") for _ in range(4)]
+            for worker in workers:
+                assert worker.stdout is not None
+                line = await anyio.to_thread.run_sync(worker.stdout.readline)
+                assert line.strip() == '{"event": "ready"}'
+            for worker in workers:
+                go(worker)
+            deadline = time.monotonic() + 20
+            while (at_kill := _spent(server, "outage-fleet:all")) < 0.4 * cap:
+                assert time.monotonic() < deadline, at_kill
+                await anyio.sleep(0.005)
+            assert server.process is not None
+            server.process.kill()  # SIGKILL, mid-run
+            server.process.wait(10)
+            server.process = None
+            outputs = [await anyio.to_thread.run_sync(w.communicate, None, 30) for w in workers]
+    finally:
+        server.stop()
+    records = []
+    for worker, (out, _) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, outputs
+        records += [json.loads(line) for line in out.splitlines() if '"call"' in line]
+    answered = [r for r in records if r["ok"]]
+    spent = sum(_charge(r) for r in answered)
+    assert cap * 0.4 <= at_kill < cap
+    assert spent <= cap + 8 * worst, (spent, cap, at_kill)
+    # The shares were used: each process stopped with less than a call's worst case (and
+    # what its last calls gave back) left of its quarter.
+    assert spent > cap - 8 * worst, (spent, cap, at_kill)
+    refused = [r for r in records if not r["ok"]]
+    assert len(refused) == 8  # every task ended refused, against its process's share
+    for record in refused:
+        assert "Redis does not answer, so this process keeps to its share, 1/4" in record["message"]
+    for _, err in outputs:
+        # Each process saw the four of them on the budget, and went on with a quarter.
+        assert "spend budgets: alone with 1/4 of what each had left" in err, err
 
 
 async def test_redis_killed_mid_run_counts_in_process_then_carries_it_back(
