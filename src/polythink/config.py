@@ -125,7 +125,8 @@ class Source:
         (every later field is keyword-only: ``Source("openai", "gpt-5.5", "high")`` raises
         ``TypeError`` rather than taking ``"high"`` as the key.)
         api_key: the key; ``None`` reads the provider's standard environment variable.
-        base_url: the endpoint root; ``None`` uses the provider's default.
+        base_url: the endpoint root, without query or fragment (polythink appends the API
+            path); ``None`` uses the provider's default.
         reasoning_effort: this source's default tier (``Effort``, string alias, bool or
             ``None`` = unset); a per-call value wins.
         effort_fallback: ``nearest`` | ``error`` | ``drop`` for tiers the model lacks.
@@ -250,6 +251,15 @@ class Source:
                 raise ValueError(
                     "Source.base_url must be an http:// or https:// URL such as "
                     f"'https://api.openai.com/v1'; got {self.base_url!r}"
+                )
+            root, mark, _ = self.base_url.partition("?")
+            root, hash_mark, _ = root.partition("#")
+            if mark or hash_mark:
+                # Not echoed whole: a query often carries a key (Google's ?key=).
+                raise ValueError(
+                    "Source.base_url must not carry a query (?...) or fragment (#...): "
+                    f"polythink appends the API path to it; got {root!r} followed by "
+                    f"{mark or hash_mark}... (give a key as api_key= or headers=)"
                 )
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 

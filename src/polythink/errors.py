@@ -24,13 +24,17 @@ Configuration mistakes raise ``ValueError`` (or
 :class:`ThinkingUnsupportedError`, which is one) when the client is built.
 
 API keys never appear in a message, repr or body of these errors: bodies pass through
-:func:`redact` at the transport boundary.
+:func:`redact` at the transport boundary, and an error from below (httpx, aiohttp, the
+socket) is chained as ``__cause__`` only when no string reachable from it holds a key
+(:func:`holds_secret`); httpx's errors hold the request, headers included, so theirs are
+not chained and their class and redacted words are in the message instead.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import types
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -54,6 +58,7 @@ __all__ = [
     "StreamInterruptedError",
     "ThinkingUnsupportedError",
     "TransientError",
+    "holds_secret",
     "redact",
 ]
 
@@ -450,3 +455,80 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         if secret and len(secret) >= 4 and secret in text:
             text = text.replace(secret, "[REDACTED]")
     return _SECRET_PATTERNS.sub("[REDACTED]", text)
+
+
+_OPAQUE = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.CodeType,
+    types.FrameType,
+    types.TracebackType,
+    types.CoroutineType,
+    types.AsyncGeneratorType,
+    types.GeneratorType,
+)
+_SCALARS = (int, float, complex, bool, type(None))
+_WALK_LIMIT = 5000
+
+
+def holds_secret(value: Any, secrets: Iterable[str | None] = ()) -> bool:
+    """Whether a key may be reachable from ``value`` (an exception, usually).
+
+    Walks what a caller can reach without a traceback: strings and bytes, mappings and
+    sequences, an exception's ``str``, ``repr``, ``args``, ``__cause__``, ``__context__``
+    and notes, and every object's attributes (``__dict__`` and slots), and looks in each
+    string for one of ``secrets`` or a key-shaped token (see :func:`redact`). Frames,
+    tracebacks, code and types are not walked. A graph larger than 5000 objects counts as
+    holding one: this decides whether an error from below may be chained, and when in
+    doubt it is not.
+    """
+    wanted = [s for s in secrets if s and len(s) >= 4]
+
+    def secret_in(text: str) -> bool:
+        return any(s in text for s in wanted) or _SECRET_PATTERNS.search(text) is not None
+
+    seen: set[int] = set()
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, (*_SCALARS, *_OPAQUE)):
+            continue
+        seen.add(id(item))
+        if len(seen) > _WALK_LIMIT:
+            return True
+        if isinstance(item, str):
+            if secret_in(item):
+                return True
+            continue
+        if isinstance(item, bytes | bytearray | memoryview):
+            if secret_in(bytes(item).decode("latin-1")):
+                return True
+            continue
+        if isinstance(item, BaseException):
+            try:
+                shown = f"{item}\n{item!r}"
+            except Exception:
+                return True
+            if secret_in(shown):
+                return True
+            stack.extend((item.args, item.__cause__, item.__context__))
+            stack.append(getattr(item, "__notes__", None))
+        if isinstance(item, Mapping):
+            try:
+                stack.extend(item.items())
+            except Exception:
+                return True
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend(item)
+        attributes = getattr(item, "__dict__", None)
+        if isinstance(attributes, dict):
+            stack.extend(attributes.values())
+        for cls in type(item).__mro__:
+            slots = getattr(cls, "__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if isinstance(name, str):
+                    stack.append(getattr(item, name, None))
+    return False

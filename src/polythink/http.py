@@ -13,8 +13,18 @@ Two things httpx-aiohttp does differently from httpcore are put right here, so e
 transport sees the same behaviour on both layers:
 
 - a connection that fails or is reset before the response arrives raises
-  ``httpx.ConnectError`` (httpx-aiohttp maps every aiohttp connection error to
-  ``httpx.ConnectTimeout``, which would read as a timeout that never happened);
+  ``httpx.ConnectError``, and one reset while the body is read ``httpx.ReadError``
+  (httpx-aiohttp maps every aiohttp connection error to ``httpx.ConnectTimeout``, which
+  would read as a timeout that never happened);
+- a reply aiohttp cannot parse (a bad status line, a header without a colon or over 8 KiB,
+  a bad chunk size) raises ``httpx.RemoteProtocolError``, as httpcore does: httpx-aiohttp
+  lets aiohttp's ``ClientResponseError`` through, and that error holds the request's
+  headers, API key included. Every other aiohttp error it lets through becomes an
+  ``httpx.TransportError``; none of them is chained;
+- a body that stops parsing after it began (a bad chunk size mid-stream) raises
+  ``httpx.ReadError`` at once: aiohttp 3.14 records that parse error on the connection but
+  not on the body being read, which then waits until a timeout (the idle timeout of a
+  stream, the whole deadline of a non-streamed call);
 - the read timeout is taken again from the request's ``timeout`` extension when the body
   starts to be read, as httpcore does, so a stream's idle timeout can differ from its
   first-byte timeout;
@@ -165,6 +175,7 @@ def _aiohttp_transport(context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
                 ssl=self.ssl_context,
                 limit=self.limits.max_connections or 0,
             )
+            _fail_bodies_on_parse_errors(connector)
             proxied = any(
                 scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()
             )
@@ -182,17 +193,80 @@ def _aiohttp_transport(context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
                     stream=_Chunks(content),
                     extensions=request.extensions,
                 )
+            failure: httpx.TransportError | None = None
             try:
                 response: httpx.Response = await super().handle_async_request(request)
             except httpx.ConnectTimeout as exc:
                 if isinstance(exc.__cause__, TimeoutError):
                     raise
                 raise httpx.ConnectError(str(exc), request=request) from exc.__cause__
+            except aiohttp.ClientError as exc:
+                failure = _translated(exc, request, httpx.ConnectError)
+            if failure is not None:
+                # Raised outside the handler, so the aiohttp error is not its context either.
+                raise failure
             response.stream = _BodyStream(response.stream, request)
             return response
 
     transport: httpx.AsyncBaseTransport = Transport(limits=LIMITS, verify=context)
     return transport
+
+
+def _fail_bodies_on_parse_errors(connector: Any) -> None:
+    """Make ``connector``'s connections fail the body being read when its parsing fails.
+
+    aiohttp's ``ResponseHandler.data_received`` closes the connection and records the
+    parser's error on itself, and its body reader keeps waiting (its own read timeout does
+    pass the error on to the body). Connections made through a protocol whose
+    ``set_exception`` also fails the current body with ``ClientPayloadError`` when the
+    error is the parser's (``HttpProcessingError``) end that read at once. Left as it is
+    when aiohttp's internals differ from 3.14's.
+    """
+    import functools
+
+    from aiohttp import ClientPayloadError
+    from aiohttp.client_proto import ResponseHandler
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    loop = getattr(connector, "_loop", None)
+    if loop is None or not isinstance(getattr(connector, "_factory", None), functools.partial):
+        return
+
+    class Handler(ResponseHandler):
+        def set_exception(self, exc: BaseException, *args: Any) -> None:
+            body = getattr(self, "_payload", None)
+            super().set_exception(exc, *args)
+            if (
+                isinstance(exc, HttpProcessingError)
+                and body is not None
+                and body.exception() is None
+                and not body.is_eof()
+            ):
+                body.set_exception(
+                    ClientPayloadError(f"Response payload is not completed: {exc!r}"), exc
+                )
+
+    connector._factory = functools.partial(Handler, loop=loop)
+
+
+def _translated(
+    exc: Exception, request: httpx.Request, otherwise: type[httpx.TransportError]
+) -> httpx.TransportError:
+    """The httpx error for an aiohttp error httpx-aiohttp lets through.
+
+    ``ClientResponseError`` (what aiohttp's parser raises for a reply it cannot read) gives
+    ``httpx.RemoteProtocolError`` with the parser's own words only: its ``str`` and ``repr``
+    would add the URL and its attributes hold the request's headers. Anything else gives
+    ``otherwise`` (``ConnectError`` before the response, ``ReadError`` in the body) with
+    the error's class and text.
+    """
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(
+            " ".join(str(exc.message).split()) or f"HTTP {exc.status}", request=request
+        )
+    return otherwise(f"{type(exc).__name__}: {exc}", request=request)
 
 
 class _Chunks(httpx.AsyncByteStream):
@@ -215,6 +289,8 @@ class _BodyStream(httpx.AsyncByteStream):
         self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        import aiohttp
+
         timeouts = self._request.extensions.get("timeout")
         response = getattr(self._inner, "_aiohttp_response", None)
         connection = getattr(response, "connection", None)
@@ -222,8 +298,26 @@ class _BodyStream(httpx.AsyncByteStream):
         if isinstance(timeouts, dict) and protocol is not None:
             protocol.read_timeout = timeouts.get("read")
             protocol.start_timeout()
-        async for chunk in self._inner:
-            yield chunk
+        failure: httpx.TransportError | None = None
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except httpx.ConnectTimeout as exc:
+            if isinstance(exc.__cause__, TimeoutError):
+                raise
+            failure = httpx.ReadError(str(exc), request=self._request)
+        except aiohttp.ClientError as exc:
+            failure = _translated(exc, self._request, httpx.ReadError)
+        if failure is not None:
+            raise failure
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        import aiohttp
+
+        failure: httpx.TransportError | None = None
+        try:
+            await self._inner.aclose()
+        except aiohttp.ClientError as exc:
+            failure = _translated(exc, self._request, httpx.ReadError)
+        if failure is not None:
+            raise failure

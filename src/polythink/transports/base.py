@@ -9,6 +9,7 @@ parsing in :mod:`~polythink.transports.headers`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -36,7 +37,6 @@ from polythink.errors import (
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.transports.error_map import (
-    TRANSPORT_ERRORS,
     error_from_body,
     error_from_status,
     error_from_transport,
@@ -222,6 +222,9 @@ class HTTPTransport:
         return request.timeout if request.timeout is not None else self._total
 
     def _transport_error(self, exc: BaseException, stage: str = "response") -> PolythinkError:
+        """The mapped error for ``exc`` from the HTTP layer, ``exc`` chained only when no key
+        is reachable from it; raise it after the ``except`` block, so ``exc`` is not its
+        context either (:func:`~polythink.transports.error_map.error_from_transport`)."""
         return error_from_transport(
             exc,
             provider=self.profile.id,
@@ -259,19 +262,24 @@ class HTTPTransport:
             PolythinkError: as :meth:`post_json`.
         """
         response: httpx.Response | None = None
+        content = dumps(body)
+        headers = self._headers(self.headers, request)
+        failure: PolythinkError | None = None
         try:
             with anyio.move_on_after(self._budget(request)):
                 # Per request, so a caller's own http_client with follow_redirects=True
                 # cannot carry the key to another host either.
                 response = await self.client.post(
                     url,
-                    content=dumps(body),
-                    headers=self._headers(self.headers, request),
+                    content=content,
+                    headers=headers,
                     timeout=self._timeout,
                     follow_redirects=False,
                 )
-        except TRANSPORT_ERRORS as exc:
-            raise self._transport_error(exc) from exc
+        except Exception as exc:
+            failure = self._transport_error(exc)
+        if failure is not None:
+            raise failure
         if response is None:
             raise self._deadline_error(self._budget(request))
         content = response.content
@@ -314,18 +322,21 @@ class HTTPTransport:
             timeout=self._stream_timeout,
         )
         response: httpx.Response | None = None
+        failure: PolythinkError | None = None
         try:
             with anyio.move_on_after(budget):
                 response = await self.client.send(req, stream=True, follow_redirects=False)
-        except TRANSPORT_ERRORS as exc:
-            raise self._transport_error(exc) from exc
+        except Exception as exc:
+            failure = self._transport_error(exc)
+        if failure is not None:
+            raise failure
         if response is None:
             raise self._deadline_error(budget)
         try:
             if response.status_code >= 300:
                 try:
                     content = await response.aread()
-                except TRANSPORT_ERRORS:
+                except Exception:
                     content = b""
                 raise self._status_error(response, content)
             # httpcore reads the read timeout from the request's extensions when the body
@@ -338,7 +349,9 @@ class HTTPTransport:
                 response.extensions[_BUDGET] = budget
             yield response
         finally:
-            with anyio.CancelScope(shield=True):
+            # A connection that fails to close is gone either way; what ended the block
+            # (the answer, or its error) is what the caller needs.
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await response.aclose()
 
     async def sse_events(
@@ -366,6 +379,7 @@ class HTTPTransport:
         monotonic = time.monotonic
         async with aclosing(cast(AsyncGenerator[bytes, None], response.aiter_bytes())) as chunks:
             while True:
+                failure: PolythinkError | None = None
                 try:
                     if deadline is None:
                         chunk = await chunks.__anext__()
@@ -383,8 +397,12 @@ class HTTPTransport:
                     for event in decoder.close():
                         yield event
                     return
-                except TRANSPORT_ERRORS as exc:
-                    raise self._transport_error(exc, "body") from exc
+                except PolythinkError:
+                    raise
+                except Exception as exc:
+                    failure = self._transport_error(exc, "body")
+                if failure is not None:
+                    raise failure
                 for event in decoder.feed(chunk):
                     yield event
 

@@ -24,6 +24,7 @@ from polythink.errors import (
     RequestTimeoutError,
     ThinkingUnsupportedError,
     TransientError,
+    holds_secret,
     redact,
 )
 from polythink.transports.headers import (
@@ -494,19 +495,39 @@ def error_from_transport(
     stage: str = "response",
     secrets: Iterable[str | None] = (),
 ) -> PolythinkError:
-    """Map a failure below HTTP (see :data:`TRANSPORT_ERRORS`) to the taxonomy.
+    """Map a failure below HTTP to the taxonomy; raise the result outside any ``except``.
 
     ``stage`` is ``"response"`` while waiting for the status line and headers, ``"body"``
     while reading a streamed body: an httpx read timeout is then ``"idle_timeout"`` rather
     than ``"first_byte_timeout"``. A builtin ``TimeoutError`` is the deadline.
 
     Returns a :class:`RequestTimeoutError` for timeouts, else a :class:`TransientError`:
-    ``"connection_error"`` (connect, reset, early EOF, SSL, protocol errors from the
-    server), ``"decoding_error"`` (a body that cannot be decoded), or, with
-    ``should_retry=False``, a request the HTTP layer refuses to send to this source (an
-    unsupported URL scheme, an illegal header value, a redirect loop).
+    ``"connection_error"`` (connect, reset, early EOF, SSL, a reply that breaks HTTP),
+    ``"decoding_error"`` (a body that cannot be decoded), or, with ``should_retry=False``,
+    a request the HTTP layer refuses to send to this source (an unsupported URL scheme, an
+    illegal header value, a redirect loop) or an exception outside
+    :data:`TRANSPORT_ERRORS` (``"http_layer_error"``: a fault of the HTTP layer itself,
+    which another source may not share).
+
+    The message names ``exc``'s class and words, redacted. ``exc`` becomes the result's
+    ``__cause__`` only when no key is reachable from it (:func:`~polythink.errors.holds_secret`);
+    raised outside the ``except`` that caught ``exc``, the result then has no
+    ``__context__`` either, so nothing reaches the request's headers.
     """
-    detail = redact(f"{type(exc).__name__}: {exc}", secrets)[:300]
+    mapped = _transport_error(exc, provider, source_index, stage, secrets)
+    mapped.__cause__ = None if holds_secret(exc, secrets) else exc
+    return mapped
+
+
+def _transport_error(
+    exc: BaseException,
+    provider: str,
+    source_index: int,
+    stage: str,
+    secrets: Iterable[str | None],
+) -> PolythinkError:
+    words = " ".join(str(exc).split())
+    detail = redact(f"{type(exc).__name__}: {words}", secrets)[:300]
     fields: dict[str, Any] = {"provider": provider, "source_index": source_index}
     if isinstance(exc, httpx.ReadTimeout):
         kind = "idle_timeout" if stage == "body" else "first_byte_timeout"
@@ -531,6 +552,13 @@ def error_from_transport(
         return TransientError(
             f"{provider}: undecodable response body ({detail})",
             error_type="decoding_error",
+            **fields,
+        )
+    if not isinstance(exc, TRANSPORT_ERRORS):
+        return TransientError(
+            f"{provider}: the HTTP layer failed ({detail})",
+            error_type="http_layer_error",
+            should_retry=False,
             **fields,
         )
     return TransientError(
