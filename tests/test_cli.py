@@ -454,8 +454,8 @@ ACCEPTED_EFFORTS = (
         (
             ["models", "--frob"],
             "polythink models: error: unrecognized arguments: --frob; accepted options: --help, "
-            "--provider, --evidence, --json, --store, --learned, --levels, --retired, --stale, "
-            "--older-than",
+            "--provider, --evidence, --json, --base-url, --store, --learned, --levels, "
+            "--retired, --stale, --older-than",
         ),
         (
             ["simulate", "--port", "70000"],

@@ -117,9 +117,11 @@ async def test_learn_nearest_after_one_rejection_then_never_again(
     saved = json.loads(store.read_text())
     [entry] = saved["entries"]
     assert (entry["origin"], entry["provider"], entry["model"]) == ("observed", "openai", "gpt-5.5")
+    assert entry["endpoint"] == sim.base_url("openai")
     assert entry["capability"]["supported_efforts"] == ["low", "medium", "high"]
     assert entry["evidence"].endswith(
-        'on openai: HTTP 400 to {"reasoning_effort": "xhigh"}: Unsupported value: '
+        f"on openai at {sim.base_url('openai')}: "
+        'HTTP 400 to {"reasoning_effort": "xhigh"}: Unsupported value: '
         "'reasoning_effort' does not support 'xhigh' with this model. Supported values are: "
         "'low', 'medium', and 'high'."
     )

@@ -11,10 +11,20 @@ share what they learn), held in memory and written to one JSON file per user:
 a :class:`CapabilityStore`. The file is private to the user (mode 0600 in a 0700 directory) and
 holds model names, tiers, dates and the gist of provider error messages, never a key.
 
-Lookup precedence (:meth:`CapabilityStore.lookup`): **observed** on the wire (this provider
-and model) > **documented** (the shipped registry, and entries registered in code) >
+Lookup precedence (:meth:`CapabilityStore.lookup`): **observed** on the wire (this provider,
+endpoint and model) > **documented** (the shipped registry, and entries registered in code) >
 **imported** (an OpenRouter catalogue) > **inferred** (shipped entries whose evidence says
 inferred).
+
+An observation is scoped by the endpoint that answered (the source's base URL, normalised by
+:func:`endpoint_scope`): it applies to later calls to that endpoint only, never to another
+endpoint of the same provider, the provider's official one included. A gateway, a proxy, an
+Azure deployment or the simulator may serve another model under the same name, or pass the
+fields on differently, and a fact applied where it was not seen silently changes what every
+later call sends; learning it again on another endpoint costs one rejected call there.
+Entries written before observations were scoped (file format 1) have no endpoint: they load,
+are listed by ``polythink models --learned`` as ``endpoint unknown``, apply to no call, and
+are written back in format 2 unchanged until ``polythink models forget`` drops them.
 
 Suspected stale entries: an observation that contradicts the registry (asked ``none`` and the
 model reasoned; asked a tier and the provider reported 0 reasoning tokens) is counted; from
@@ -33,6 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import (
@@ -58,6 +69,7 @@ __all__ = [
     "StoredEntry",
     "Suspicion",
     "default_store_path",
+    "endpoint_scope",
     "open_store",
     "resolve_known",
 ]
@@ -67,7 +79,8 @@ SUSPECT_AFTER = 3
 """Contradicting observations of one (provider, model, tier) before it is listed as suspect."""
 
 Origin = Literal["observed", "documented", "imported", "inferred", "unknown"]
-_FORMAT = 1
+_FORMAT = 2
+_READABLE_FORMATS = (1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,9 @@ class StoredEntry:
         evidence: where the fact comes from and when (provider, date, the error's gist; or
             the imported file and its date).
         date: ISO date (``YYYY-MM-DD``) it was recorded.
+        endpoint: for an observation, the endpoint that answered (:func:`endpoint_scope`);
+            it applies there only. ``None`` for imported entries, and for observations
+            recorded before entries were scoped (they apply nowhere).
     """
 
     origin: Literal["observed", "imported"]
@@ -91,11 +107,17 @@ class StoredEntry:
     capability: Capability | None
     evidence: str
     date: str
+    endpoint: str | None = None
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        """(origin, provider or ``*``, normalised model name)."""
-        return (self.origin, self.provider or "*", normalise_model_name(self.model))
+    def key(self) -> tuple[str, str, str, str]:
+        """(origin, provider or ``*``, endpoint or ``""``, normalised model name)."""
+        return (
+            self.origin,
+            self.provider or "*",
+            self.endpoint or "",
+            normalise_model_name(self.model),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +132,8 @@ class Suspicion:
         count: how many times.
         first_seen, last_seen: ISO dates.
         registry: the evidence of the entry being contradicted.
+        endpoint: the endpoint that answered (:func:`endpoint_scope`); ``None`` when
+            counted before contradictions were scoped.
     """
 
     provider: str
@@ -120,6 +144,12 @@ class Suspicion:
     first_seen: str
     last_seen: str
     registry: str
+    endpoint: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """(provider, endpoint or ``""``, model, tier, kind)."""
+        return (self.provider, self.endpoint or "", self.model, self.tier, self.kind)
 
     @property
     def suspected(self) -> bool:
@@ -174,6 +204,38 @@ def default_store_path() -> Path | None:
     return Path(base) / "polythink" / "capabilities.json"
 
 
+def endpoint_scope(url: str) -> str:
+    """Return the scope of an observation made at ``url`` (a source's base URL).
+
+    Scheme and host lowercased, the default port (80, 443) left out, user info, query and
+    fragment dropped (never stored: they may hold credentials), the path without a
+    trailing ``/``: ``HTTPS://API.OpenAI.com:443/v1/`` and ``https://api.openai.com/v1``
+    are one endpoint.
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    return f"{scheme}://{host}{parts.path.rstrip('/')}"
+
+
+def _scope(provider: str | None, endpoint: str | None) -> str | None:
+    """The endpoint scope a lookup or an observation means: ``endpoint``, else the
+    provider's default base URL, else ``None`` (each provider's own default)."""
+    if endpoint is not None:
+        return endpoint_scope(endpoint)
+    if provider is not None:
+        return endpoint_scope(get_provider(provider).base_url)
+    return None
+
+
 def _shipped_origin(cap: Capability) -> Origin:
     return "inferred" if cap.evidence.lower().startswith("inferred") else "documented"
 
@@ -196,8 +258,8 @@ class CapabilityStore:
         self.path = Path(path).expanduser() if path is not None else None
         self._today = today
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str, str], StoredEntry] = {}
-        self._suspicions: dict[tuple[str, str, str, str], Suspicion] = {}
+        self._entries: dict[tuple[str, str, str, str], StoredEntry] = {}
+        self._suspicions: dict[tuple[str, str, str, str, str], Suspicion] = {}
         if self.path is not None and self.path.exists():
             self._entries, self._suspicions = _read(self.path)
 
@@ -207,18 +269,31 @@ class CapabilityStore:
 
     # -- lookups ---------------------------------------------------------------------------
 
-    def lookup(self, provider: str | None, model: str) -> Known:
+    def lookup(self, provider: str | None, model: str, endpoint: str | None = None) -> Known:
         """Return the winning fact for ``model`` on ``provider`` (precedence in the module doc).
 
-        ``provider`` ``None`` takes an observation made on any provider.
+        Only an observation made at ``endpoint`` (a base URL; ``None``: the provider's
+        default one) counts. ``provider`` ``None`` takes an observation made on any provider
+        at ``endpoint``, or, without one, at that provider's own default endpoint.
         """
         name = normalise_model_name(model)
         if provider is None:
+            scope = _scope(None, endpoint)
             observed = next(
-                (e for k, e in self._entries.items() if k[0] == "observed" and k[2] == name), None
+                (
+                    e
+                    for k, e in self._entries.items()
+                    if k[0] == "observed"
+                    and k[3] == name
+                    and e.endpoint is not None
+                    and e.endpoint == (scope or _scope(e.provider, None))
+                ),
+                None,
             )
         else:
-            observed = self._entries.get(("observed", provider, name))
+            observed = self._entries.get(
+                ("observed", provider, _scope(provider, endpoint) or "", name)
+            )
         if observed is not None:
             return Known(
                 observed.capability, "observed", observed.capability is not None, observed.evidence
@@ -226,7 +301,7 @@ class CapabilityStore:
         shipped = get_capability(model)
         if shipped is not None and _shipped_origin(shipped) == "documented":
             return Known(shipped, "documented", evidence=shipped.evidence)
-        imported = self._entries.get(("imported", "*", name))
+        imported = self._entries.get(("imported", "*", "", name))
         if imported is not None:
             return Known(
                 imported.capability,
@@ -238,9 +313,12 @@ class CapabilityStore:
             return Known(shipped, "inferred", evidence=shipped.evidence)
         return Known(None, "unknown")
 
-    def levels(self, model: str, provider: str | None = None) -> Levels:
-        """Return the tiers a selector should offer for ``model`` and the one to preselect."""
-        known = self.lookup(provider, model)
+    def levels(
+        self, model: str, provider: str | None = None, endpoint: str | None = None
+    ) -> Levels:
+        """Return the tiers a selector should offer for ``model`` and the one to preselect
+        (at ``endpoint``, as :meth:`lookup`)."""
+        known = self.lookup(provider, model, endpoint)
         capability, takes = known.capability, known.takes_parameter
         return Levels(
             reasoning_levels(capability, takes_parameter=takes),
@@ -256,12 +334,14 @@ class CapabilityStore:
         model: str,
         policy: str = "nearest",
         max_tokens: int | None = None,
+        endpoint: str | None = None,
     ) -> Resolution:
         """Resolve ``effort`` for ``model`` on ``provider`` as a client with this store would.
 
-        The capability comes from :meth:`lookup` (observed > documented > imported >
-        inferred), then :func:`resolve_known` builds the fragment; ``polythink resolve`` prints
-        its result. Args and errors as :func:`polythink.reasoning.resolve`.
+        The capability comes from :meth:`lookup` at ``endpoint`` (the source's base URL;
+        ``None``: the provider's default) with observed > documented > imported >
+        inferred, then :func:`resolve_known` builds the fragment; ``polythink resolve``
+        prints its result. Other args and errors as :func:`polythink.reasoning.resolve`.
 
         Raises:
             ValueError: an unknown effort string, policy or provider id.
@@ -269,7 +349,7 @@ class CapabilityStore:
                 model the store knows cannot switch reasoning off).
         """
         profile = get_provider(provider)
-        known = self.lookup(profile.id, model)
+        known = self.lookup(profile.id, model, endpoint)
         return resolve_known(
             effort, provider=profile, model=model, known=known, policy=policy, max_tokens=max_tokens
         )
@@ -308,27 +388,43 @@ class CapabilityStore:
         )
 
     def entries(self, origin: str | None = None) -> list[StoredEntry]:
-        """Every stored entry (optionally of one origin), sorted by model then provider."""
+        """Every stored entry (optionally of one origin), sorted by model, provider and
+        endpoint."""
         with self._lock:
             found = [e for e in self._entries.values() if origin is None or e.origin == origin]
-        return sorted(found, key=lambda e: (e.model, e.provider or ""))
+        return sorted(found, key=lambda e: (e.model, e.provider or "", e.endpoint or ""))
 
     def suspicions(self, *, all_counts: bool = False) -> list[Suspicion]:
         """Suspected stale registry entries (or every counted contradiction)."""
         with self._lock:
             found = [s for s in self._suspicions.values() if all_counts or s.suspected]
-        return sorted(found, key=lambda s: (s.model, s.provider, s.tier))
+        return sorted(found, key=lambda s: (s.model, s.provider, s.endpoint or "", s.tier))
 
     # -- changes ---------------------------------------------------------------------------
 
     def observe(
-        self, provider: str, model: str, capability: Capability | None, evidence: str
+        self,
+        provider: str,
+        model: str,
+        capability: Capability | None,
+        evidence: str,
+        endpoint: str | None = None,
     ) -> StoredEntry:
         """Record what a provider's answer showed about a model, and persist it.
 
         ``capability`` ``None`` records that the model takes no reasoning parameter.
+        ``endpoint`` is the base URL that answered (``None``: the provider's default); the
+        entry applies to calls to that endpoint only.
         """
-        entry = StoredEntry("observed", provider, model, capability, evidence, self.today())
+        entry = StoredEntry(
+            "observed",
+            provider,
+            model,
+            capability,
+            evidence,
+            self.today(),
+            _scope(provider, endpoint),
+        )
         self._put([entry])
         return entry
 
@@ -374,12 +470,13 @@ class CapabilityStore:
             keys = [
                 k
                 for k, e in self._entries.items()
-                if k[2] == name and (provider is None or e.provider == provider)
+                if k[3] == name and (provider is None or e.provider == provider)
             ]
             hints = [
                 k
-                for k in self._suspicions
-                if normalise_model_name(k[1]) == name and (provider is None or k[0] == provider)
+                for k, s in self._suspicions.items()
+                if normalise_model_name(s.model) == name
+                and (provider is None or s.provider == provider)
             ]
             for key in keys:
                 del self._entries[key]
@@ -397,18 +494,23 @@ class CapabilityStore:
         tier: Effort,
         kind: Literal["reasoned_when_off", "silent_when_on"],
         registry: str,
+        endpoint: str | None = None,
     ) -> Suspicion:
-        """Count one observation contradicting the registry; return the updated count.
+        """Count one observation contradicting the registry at ``endpoint`` (``None``: the
+        provider's default); return the updated count.
 
         Persisted while the count is at most :data:`SUSPECT_AFTER` (later ones only in memory:
         the entry is listed already).
         """
-        key = (provider, model, tier.value, kind)
+        scope = _scope(provider, endpoint)
+        key = (provider, scope or "", model, tier.value, kind)
         today = self.today()
         with self._lock:
             previous = self._suspicions.get(key)
             if previous is None:
-                found = Suspicion(provider, model, tier.value, kind, 1, today, today, registry)
+                found = Suspicion(
+                    provider, model, tier.value, kind, 1, today, today, registry, scope
+                )
             else:
                 found = replace(previous, count=previous.count + 1, last_seen=today)
             self._suspicions[key] = found
@@ -424,8 +526,8 @@ class CapabilityStore:
 
     def _save_locked(
         self,
-        removed: set[tuple[str, str, str]] | None = None,
-        removed_hints: set[tuple[str, str, str, str]] | None = None,
+        removed: set[tuple[str, str, str, str]] | None = None,
+        removed_hints: set[tuple[str, str, str, str, str]] | None = None,
     ) -> None:
         if self.path is None:
             return
@@ -490,14 +592,18 @@ def _cap_from(model: str, row: Mapping[str, Any] | None, evidence: str) -> Capab
     return None if row is None else capability_from_fields(model, row, evidence=evidence)
 
 
-def _read(
-    path: Path,
-) -> tuple[dict[tuple[str, str, str], StoredEntry], dict[tuple[str, str, str, str], Suspicion]]:
+_Entries = dict[tuple[str, str, str, str], StoredEntry]
+_Hints = dict[tuple[str, str, str, str, str], Suspicion]
+
+
+def _read(path: Path) -> tuple[_Entries, _Hints]:
+    """Read a store file of format 2, or of format 1 (written before observations were
+    scoped by endpoint: its entries and suspicions load with no endpoint)."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(document, Mapping) or document.get("format") != _FORMAT:
-            raise ValueError(f"'format' is not {_FORMAT}")
-        entries: dict[tuple[str, str, str], StoredEntry] = {}
+        if not isinstance(document, Mapping) or document.get("format") not in _READABLE_FORMATS:
+            raise ValueError(f"'format' is not one of {', '.join(map(str, _READABLE_FORMATS))}")
+        entries: _Entries = {}
         for row in document.get("entries", []):
             entry = StoredEntry(
                 origin=row["origin"],
@@ -506,12 +612,13 @@ def _read(
                 capability=_cap_from(row["model"], row.get("capability"), row["evidence"]),
                 evidence=row["evidence"],
                 date=row["date"],
+                endpoint=row.get("endpoint"),
             )
             entries[entry.key] = entry
-        hints: dict[tuple[str, str, str, str], Suspicion] = {}
+        hints: _Hints = {}
         for row in document.get("suspicions", []):
             hint = Suspicion(**row)
-            hints[(hint.provider, hint.model, hint.tier, hint.kind)] = hint
+            hints[hint.key] = hint
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(
             f"capability store {path} cannot be read ({exc}); remove it or point "
@@ -520,17 +627,14 @@ def _read(
     return entries, hints
 
 
-def _write(
-    path: Path,
-    entries: Mapping[tuple[str, str, str], StoredEntry],
-    hints: Mapping[tuple[str, str, str, str], Suspicion],
-) -> None:
+def _write(path: Path, entries: _Entries, hints: _Hints) -> None:
     document = {
         "format": _FORMAT,
         "entries": [
             {
                 "origin": e.origin,
                 "provider": e.provider,
+                "endpoint": e.endpoint,
                 "model": e.model,
                 "capability": _cap_json(e.capability),
                 "evidence": e.evidence,
@@ -541,6 +645,7 @@ def _write(
         "suspicions": [
             {
                 "provider": s.provider,
+                "endpoint": s.endpoint,
                 "model": s.model,
                 "tier": s.tier,
                 "kind": s.kind,
@@ -549,7 +654,7 @@ def _write(
                 "last_seen": s.last_seen,
                 "registry": s.registry,
             }
-            for s in sorted(hints.values(), key=lambda s: (s.provider, s.model, s.tier, s.kind))
+            for s in sorted(hints.values(), key=lambda s: s.key)
         ],
     }
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

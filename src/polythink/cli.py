@@ -6,14 +6,16 @@
 - ``polythink resolve --provider P --model M --effort E`` prints the applied tier and the
   request-body fragment a client would send, without any network: the capability comes from
   the same store lookup the client makes
-  (:meth:`polythink.capability_store.CapabilityStore.resolve`; ``--store PATH``).
+  (:meth:`polythink.capability_store.CapabilityStore.resolve`; ``--store PATH``), with what
+  was observed at the endpoint ``--base-url URL`` (default: the provider's own).
   ``--budget USD/WINDOW`` (with ``--step-down-at``, ``--floor``, ``--tag``, ``--budget-name``
   and ``--spent USD``, or ``--limits redis://…`` to read what the budget spent in the shared
   limits) shows the tier a call would get now under that budget and why, as
   :meth:`polythink.Client.plan` does. Exit 1 when the tier cannot be satisfied.
 - ``polythink models`` prints the capability registry with where each fact comes from
   (observed > documented > imported > inferred); ``--learned`` lists what was learned on the
-  wire and imported, and suspected stale entries, with their evidence; ``--levels MODEL``
+  wire (with the endpoint each observation applies to) and imported, and suspected stale
+  entries, with their evidence; ``--levels MODEL``
   prints the tiers a selector should offer for a model and the one to preselect;
   ``--retired`` lists deprecated and retired models with their dates and replacements;
   ``--stale`` lists the entries a maintainer should review (evidence older than
@@ -355,6 +357,13 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         default="nearest",
         help="for a tier the model does not accept (default: nearest)",
     )
+    res.add_argument(
+        "--base-url",
+        type=_url_root,
+        metavar="URL",
+        help="the source's base URL: what was observed at this endpoint applies (default: "
+        "the provider's own)",
+    )
     res.add_argument("--json", action="store_true", help="print one JSON object")
     spend = res.add_argument_group(
         "spend budget",
@@ -413,6 +422,12 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "--evidence", action="store_true", help="a table with budgets, limits and sources"
     )
     models.add_argument("--json", action="store_true", help="print JSON")
+    models.add_argument(
+        "--base-url",
+        type=_url_root,
+        metavar="URL",
+        help="read what was observed at this endpoint (default: each provider's own)",
+    )
     models.add_argument(
         "--store",
         metavar="PATH",
@@ -625,6 +640,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
             model=args.model,
             policy=args.policy,
             max_tokens=args.max_tokens,
+            endpoint=args.base_url,
         )
     except ValueError as exc:
         if args.json:
@@ -666,7 +682,13 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
             floor=args.floor,
             name=args.budget_name,
         )
-        source = Source(args.provider, args.model, api_key="resolve", effort_fallback=args.policy)
+        source = Source(
+            args.provider,
+            args.model,
+            api_key="resolve",
+            base_url=args.base_url,
+            effort_fallback=args.policy,
+        )
         store = None if args.limits else LocalBudgets()
         client = Client(
             [source],
@@ -836,7 +858,7 @@ def _cmd_models_import(args: argparse.Namespace) -> int:
 
 def _cmd_levels(args: argparse.Namespace, store: CapabilityStore) -> int:
     provider = get_provider(args.provider).serves if args.provider else None
-    found = store.levels(args.levels, provider)
+    found = store.levels(args.levels, provider, args.base_url)
     if args.json:
         result = {
             "model": args.levels,
@@ -854,6 +876,17 @@ def _cmd_levels(args: argparse.Namespace, store: CapabilityStore) -> int:
     return EXIT_OK
 
 
+_UNSCOPED = "unknown (recorded before scoping; applies to no call)"
+"""What ``models --learned`` shows as the endpoint of an observation from a format-1 file."""
+
+
+def _endpoint_shown(origin: str, endpoint: str | None) -> str:
+    """The endpoint an entry applies to, as ``models --learned`` shows it."""
+    if endpoint is not None:
+        return endpoint
+    return "any" if origin == "imported" else _UNSCOPED
+
+
 def _learned_rows(store: CapabilityStore) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for entry in store.entries():
@@ -864,6 +897,7 @@ def _learned_rows(store: CapabilityStore) -> list[dict[str, Any]]:
                 "kind": entry.origin,
                 "model": entry.model,
                 "provider": entry.provider,
+                "endpoint": _endpoint_shown(entry.origin, entry.endpoint),
                 "tiers": [e.value for e in cap.supported_efforts] if cap else None,
                 "registry": [e.value for e in shipped.supported_efforts] if shipped else None,
                 "evidence": entry.evidence,
@@ -880,6 +914,7 @@ def _learned_rows(store: CapabilityStore) -> list[dict[str, Any]]:
                 "kind": "suspected",
                 "model": hint.model,
                 "provider": hint.provider,
+                "endpoint": _endpoint_shown("observed", hint.endpoint),
                 "tier": hint.tier,
                 "contradiction": hint.kind,
                 "count": hint.count,
@@ -906,7 +941,7 @@ def _cmd_learned(args: argparse.Namespace, store: CapabilityStore) -> int:
         print(f"nothing learned, imported or suspected in {store.path or 'memory'}")
         return EXIT_OK
     table = Table(title=f"learned capabilities ({store.path or 'memory'})", title_justify="left")
-    for name in ("kind", "model", "provider", "now", "registry", "evidence"):
+    for name in ("kind", "model", "provider", "endpoint", "now", "registry", "evidence"):
         table.add_column(name, overflow="fold")
     for row in rows:
         if row["kind"] == "suspected":
@@ -919,6 +954,7 @@ def _cmd_learned(args: argparse.Namespace, store: CapabilityStore) -> int:
             row["kind"],
             row["model"],
             row["provider"] or "any",
+            row["endpoint"],
             now,
             registry,
             row["evidence"],
@@ -1033,7 +1069,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return _cmd_stale(args, store)
     provider = get_provider(args.provider).serves if args.provider else None
     caps = all_capabilities(provider)
-    known = [store.lookup(c.provider, c.model) for c in caps]
+    known = [store.lookup(c.provider, c.model, args.base_url) for c in caps]
     listed = {(c.provider, c.model) for c in caps}
     for entry in store.entries():
         if entry.origin == "imported" and provider not in (None, "openrouter"):
@@ -1042,7 +1078,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
             continue
         if get_capability(entry.model) is None and (entry.provider, entry.model) not in listed:
             listed.add((entry.provider, entry.model))
-            found = store.lookup(entry.provider, entry.model)
+            found = store.lookup(entry.provider, entry.model, args.base_url)
             fallback = Capability(entry.model, (Effort.NONE,), provider=entry.provider)
             caps.append(found.capability or fallback)
             known.append(found)

@@ -14,6 +14,8 @@ lookup, not a resolution.
 Learning from rejections: when the provider answers 400 / 422 with a recognised refusal of
 the reasoning fields (:func:`polythink.reasoning.learn.parse_reasoning_rejection`), the layer
 records what the model evidently accepts in the capability store as *observed* evidence,
+scoped by the source's endpoint (its base URL: what the simulator or a gateway taught never
+changes what is sent to another endpoint),
 re-resolves the requested tier under the source's ``effort_fallback`` and sends the call once
 more with the new fragment (``nearest``/``drop``), or raises
 :class:`~polythink.errors.ThinkingUnsupportedError` naming the accepted tiers (``error``). A
@@ -44,7 +46,7 @@ from typing import Any
 
 import anyio
 
-from polythink.capability_store import CapabilityStore, Known, resolve_known
+from polythink.capability_store import CapabilityStore, Known, endpoint_scope, resolve_known
 from polythink.config import Source
 from polythink.errors import PolythinkError, RequestRejectedError, ThinkingUnsupportedError
 from polythink.middleware.base import CompleteNext, StreamNext
@@ -107,8 +109,9 @@ class ReasoningMiddleware:
         self.index = index
         self.profile = profile
         self.model = source.model
+        self.endpoint = source.endpoint
         self.store = store if store is not None else CapabilityStore(None)
-        known = self.store.lookup(profile.id, source.model)
+        known = self.store.lookup(profile.id, source.model, self.endpoint)
         self.capability: Capability | None = known.capability
         self.takes_parameter = known.takes_parameter
         self.origin = known.origin
@@ -282,7 +285,8 @@ class ReasoningMiddleware:
         today = self.store.today()
         sent = resolution.applied_effort
         evidence = (
-            f"observed {today} on {self.profile.id}: HTTP {error.status_code} to "
+            f"observed {today} on {self.profile.id} at {endpoint_scope(self.endpoint)}: "
+            f"HTTP {error.status_code} to "
             f"{json.dumps(dict(resolution.payload), sort_keys=True)}: {rejection.gist}"
         )
         try:
@@ -299,7 +303,7 @@ class ReasoningMiddleware:
             return None
         if capability is None and not self.takes_parameter:
             return None
-        self.store.observe(self.profile.id, self.model, capability, evidence)
+        self.store.observe(self.profile.id, self.model, capability, evidence, self.endpoint)
         self.capability = capability
         self.takes_parameter = capability is not None
         self.origin = "observed"
@@ -343,7 +347,9 @@ class ReasoningMiddleware:
             kind = "silent_when_on"
         else:
             return None
-        hint = self.store.contradict(self.profile.id, self.model, applied, kind, cap.evidence)
+        hint = self.store.contradict(
+            self.profile.id, self.model, applied, kind, cap.evidence, self.endpoint
+        )
         if not hint.suspected:
             return None
         return (
