@@ -17,9 +17,11 @@ ACCEPTED = (
 
 
 def test_a_misspelt_message_key_is_named_with_the_accepted_ones() -> None:
-    with pytest.raises(ValueError, match=r"^user message has unknown key") as caught:
+    with pytest.raises(ValueError, match=r"^messages\[0\]: user message has unknown key") as caught:
         coerce_messages([{"role": "user", "contnet": "hi"}])
-    assert str(caught.value) == f"user message has unknown key(s) 'contnet'; {ACCEPTED}"
+    assert str(caught.value) == (
+        f"messages[0]: user message has unknown key(s) 'contnet'; {ACCEPTED}"
+    )
 
 
 @pytest.mark.parametrize("role", ["system", "developer", "user", "tool"])

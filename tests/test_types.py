@@ -100,9 +100,11 @@ def test_message_needs_a_role(bad: dict[str, object]) -> None:
 
 
 def test_message_text_from_parts() -> None:
-    parts = [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]
+    image = {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}
+    parts = [{"type": "text", "text": "a"}, image, {"type": "text", "text": "b"}]
     assert Message(role="user", content=parts).text() == "ab"
-    assert Message(role="user", content=None).text() == ""
+    call = ToolCall(id="c1", name="f", arguments="{}")
+    assert Message(role="assistant", tool_calls=(call,)).text() == ""
 
 
 def test_coerce_messages_and_tools() -> None:

@@ -58,6 +58,7 @@ from polythink.types import (
     Tool,
     TypedStreamEvent,
     check_extra_body,
+    check_text,
     coerce_messages,
     coerce_tools,
 )
@@ -689,6 +690,8 @@ class Client:
         """
         if system_suffix is not None and not isinstance(system_suffix, str):
             raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
+        if system_suffix:
+            check_text(system_suffix, "system_suffix")
         if cache is not True and cache is not False and cache != "refresh":
             raise ValueError(f'cache must be True, False or "refresh"; got {cache!r}')
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):

@@ -44,6 +44,7 @@ __all__ = [
     "AuthError",
     "BudgetExceededError",
     "ClientClosedError",
+    "ContentUnsupportedError",
     "ContextWindowExceededError",
     "MiddlewareError",
     "ModelNotFoundError",
@@ -254,6 +255,16 @@ class ThinkingUnsupportedError(RequestRejectedError, ValueError):
     the cheapest tier to use instead), or when the provider's wire for the direction is
     unknown. It is a ``ValueError`` so configuration checks at client build can raise it,
     and a :class:`RequestRejectedError` so a per-call request fails over to the next source.
+    """
+
+
+class ContentUnsupportedError(RequestRejectedError, ValueError):
+    """A content part this source's wire cannot carry; refused before sending.
+
+    The message names the message and part index, the part's type and the types the wire
+    accepts (``error_type`` ``"unsupported_content"``). Sending it would have the provider
+    reject the call, or drop the part. Failover moves on: another source's wire may carry
+    it (an ``input_audio`` part refused by Anthropic is taken by an OpenAI source).
     """
 
 

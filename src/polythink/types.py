@@ -20,6 +20,7 @@ from typing import Any, Generic, Literal, Protocol, TypeAlias, cast
 from typing_extensions import TypeVar
 
 __all__ = [
+    "CONTENT_PARTS",
     "EFFORT_ORDER",
     "MANAGED_BODY_FIELDS",
     "CacheMode",
@@ -49,7 +50,10 @@ __all__ = [
     "TypedStreamEvent",
     "Usage",
     "UsageEvent",
+    "check_content",
     "check_extra_body",
+    "check_part",
+    "check_text",
     "coerce_messages",
     "coerce_tools",
 ]
@@ -371,7 +375,14 @@ class Message:
     """One turn of a conversation, in a provider-neutral shape.
 
     ``role`` is ``system``, ``developer``, ``user``, ``assistant`` or ``tool``. ``content`` is a
-    string, ``None``, or a list of OpenAI-style content parts (passed through unchanged).
+    string, ``None``, or a list of OpenAI-style content parts (:data:`CONTENT_PARTS`, each
+    checked for its required keys, or a block type of one provider's wire, which the
+    transport of each source checks before sending); each is passed on unchanged where the
+    wire takes it as is. A system, developer, user or tool message needs content (a string,
+    or a non-empty list); an assistant message content or one of ``tool_calls``,
+    ``reasoning``, ``reasoning_items``. Text with a lone surrogate is refused: it could not be
+    sent. A message is checked once, when it is built (:meth:`coerce` checks a dict as the
+    constructor does).
 
     Reasoning fields, set on assistant turns that polythink parsed:
 
@@ -386,6 +397,11 @@ class Message:
     - ``reasoning_format``: the wire that produced ``reasoning_items``
       (``anthropic``, ``openai-responses``, ``openrouter-responses``, ``gemini``,
       ``openrouter``).
+
+    Raises:
+        ValueError: an unknown role, missing content, a malformed content part (naming its
+            index, what was wrong and what is accepted), text with a lone surrogate (naming
+            the field), a tool message without ``tool_call_id``.
 
     ``metadata`` (:class:`MessageMetadata`) is what polythink recorded about an assistant
     turn it returned: provider, model as served, source index, start and duration, and
@@ -440,6 +456,7 @@ class Message:
             if not isinstance(self.metadata, Mapping):
                 raise ValueError("Message.metadata must be a MessageMetadata, a dict or None")
             object.__setattr__(self, "metadata", MessageMetadata.from_dict(self.metadata))
+        _check_message(self)
 
     def memo(self, name: str, derive: Callable[[Message], _T]) -> _T:
         """Return ``derive(self)``, computed once per ``name`` for this value.
@@ -523,6 +540,10 @@ class Message:
                         setattr(fill, later, make())
                     fill.__class__ = cast(Any, Message)
                     fast: Message = fill
+                    if raw_calls or not (
+                        content is None or content.isascii() or _SURROGATE.search(content) is None
+                    ):
+                        _check_fields(fast)
                     return fast
         if value.__class__ is not dict and not isinstance(value, Mapping):
             raise ValueError(
@@ -602,6 +623,7 @@ class Message:
         _set_reasoning_format(message, fmt)
         for set_default, default in _OTHER_DEFAULTS:
             set_default(message, default())
+        _check_fields(message)
         return message
 
     def to_dict(self) -> dict[str, Any]:
@@ -829,6 +851,156 @@ _LATER_DEFAULTS: tuple[tuple[str, Callable[[], Any]], ...] = tuple(
     if f.name not in _COERCED and f.name not in ("metadata", "_memo")
 )
 """Fields added after those the fast path sets, with their defaults."""
+
+
+# -- checks of what a message carries --------------------------------------------------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+CONTENT_PARTS: Mapping[str, str] = {
+    "text": "{'type': 'text', 'text': '...'}",
+    "image_url": "{'type': 'image_url', 'image_url': {'url': 'https://... or data:...'}}",
+    "input_audio": (
+        "{'type': 'input_audio', 'input_audio': {'data': '<base64>', 'format': 'wav'}}"
+    ),
+    "file": "{'type': 'file', 'file': {'file_data': 'data:...' or 'file_id': '...'}}",
+    "refusal": "{'type': 'refusal', 'refusal': '...'}",
+}
+"""The content parts every wire reads the same way: OpenAI Chat's
+``ChatCompletionRequest{User,Assistant}MessageContentPart`` (openai OpenAPI document,
+2026-11-28, ``../shared/wire/specs``), each with its required keys. A part of another
+``type`` is a wire's own block (Anthropic ``document``, Responses ``input_file`` …): its
+transport checks whether it carries it."""
+
+
+def check_text(text: str, where: str) -> None:
+    """Refuse ``text`` holding a lone surrogate (it cannot be encoded as UTF-8).
+
+    O(1) for ASCII text (CPython keeps that flag on the string), one scan otherwise.
+
+    Raises:
+        ValueError: naming ``where``, the code point and its character offset.
+    """
+    if text.isascii():
+        return
+    found = _SURROGATE.search(text)
+    if found is not None:
+        raise ValueError(
+            f"{where} holds a lone surrogate U+{ord(found.group()):04X} at character "
+            f"{found.start()}: text must be valid Unicode (UTF-8 encodable); it usually comes "
+            "from bytes decoded with errors='surrogateescape' or a cut UTF-16 pair"
+        )
+
+
+def _part_problem(kind: str, part: Mapping[str, Any]) -> str | None:
+    """What is wrong with a part of one of the :data:`CONTENT_PARTS` types, or ``None``."""
+    if kind in ("text", "refusal"):
+        return None if isinstance(part.get(kind), str) else f"has no {kind!r} string"
+    value = part.get(kind)
+    if kind == "image_url":
+        url = value.get("url") if isinstance(value, Mapping) else value
+        return None if isinstance(url, str) and url else "has no 'image_url' with a 'url'"
+    if not isinstance(value, Mapping):
+        return f"has no {kind!r} object"
+    if kind == "input_audio":
+        if isinstance(value.get("data"), str) and isinstance(value.get("format"), str):
+            return None
+        return "needs 'input_audio' with 'data' (base64) and 'format' strings"
+    if any(isinstance(value.get(k), str) and value.get(k) for k in ("file_data", "file_id")):
+        return None
+    return "needs 'file' with a 'file_data' or 'file_id' string"
+
+
+def check_part(part: Any, index: int, role: str) -> None:
+    """Check one content part of a ``role`` message, at ``index`` in its content list.
+
+    A part is a dict with a ``type``; one of the :data:`CONTENT_PARTS` types must have its
+    required keys (``{"type": "text", "txt": ...}`` would reach the provider as an empty
+    text, so it is refused), and its text no lone surrogate. A part of another type is left
+    to the wire of each source, which refuses a type it cannot carry before sending.
+
+    Raises:
+        ValueError: naming the part's index, what was wrong and what is accepted.
+    """
+    where = f"{role} message content part {index}"
+    if not isinstance(part, Mapping):
+        raise ValueError(
+            f"{where} must be a dict with a 'type'; got {type(part).__name__}; accepted: "
+            + "; ".join(CONTENT_PARTS.values())
+        )
+    kind = part.get("type")
+    if not isinstance(kind, str) or not kind:
+        keys = ", ".join(sorted(map(str, part))) or "none"
+        raise ValueError(
+            f"{where} has no 'type' string (keys: {keys}); accepted types: "
+            f"{', '.join(CONTENT_PARTS)}, or a block type of the provider's own wire"
+        )
+    if kind not in CONTENT_PARTS:
+        return
+    problem = _part_problem(kind, part)
+    if problem is not None:
+        keys = ", ".join(sorted(map(str, part)))
+        raise ValueError(
+            f"{where} ({kind}) {problem} (keys: {keys}); accepted: {CONTENT_PARTS[kind]}"
+        )
+    if kind in ("text", "refusal"):
+        check_text(part[kind], f"{where} ({kind})")
+
+
+def check_content(role: str, content: Any) -> None:
+    """Check the ``content`` of a ``role`` message: a string without lone surrogates, or a
+    non-empty list of parts (:func:`check_part`); ``None`` is left to the caller.
+
+    Raises:
+        ValueError: naming the field and, for a part, its index.
+    """
+    if content.__class__ is str:
+        check_text(content, f"{role} message content")
+        return
+    if not isinstance(content, list):
+        return
+    if not content and role in _NEEDS_CONTENT:
+        raise ValueError(
+            f"{role} message has no content: its content list is empty; it needs a string "
+            "or at least one content part"
+        )
+    search = _SURROGATE.search
+    for index, part in enumerate(content):
+        if part.__class__ is dict and part.get("type") == "text":
+            # The common part, checked inline (a third of the cost of the general check).
+            text = part.get("text")
+            if text.__class__ is str and (text.isascii() or search(text) is None):
+                continue
+        check_part(part, index, role)
+
+
+def _check_message(message: Message) -> None:
+    """What the constructor checks of a message's fields: content present (or, on an
+    assistant turn, some output), then :func:`_check_fields`."""
+    role = message.role
+    if message.content is None and (
+        role in _NEEDS_CONTENT
+        or not (message.tool_calls or message.reasoning or message.reasoning_items)
+    ):
+        needs = "" if role in _NEEDS_CONTENT else ", or tool_calls, reasoning or reasoning_items"
+        raise ValueError(
+            f"{role} message has no content: it needs 'content' (a string or a list of "
+            f"content parts){needs}"
+        )
+    _check_fields(message)
+
+
+def _check_fields(message: Message) -> None:
+    """The checks :meth:`Message.coerce` adds to its own (which also accept an assistant
+    dict whose only output is a ``refusal`` or ``audio`` key): the content's parts, and
+    valid Unicode in every text a provider receives."""
+    role = message.role
+    if message.content is not None:
+        check_content(role, message.content)
+    for call in message.tool_calls:
+        check_text(call.arguments, f"{role} message tool call {call.id!r} arguments")
+    if message.reasoning is not None:
+        check_text(message.reasoning, f"{role} message reasoning")
 
 
 MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "contents"})
@@ -1568,7 +1740,8 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
     """Convert a sequence of ``Message`` objects or OpenAI-style dicts to a tuple of messages.
 
     Raises:
-        ValueError: when a message is malformed, or ``messages`` is empty or not a sequence.
+        ValueError: when a message is malformed (the message says which: ``messages[3]: user
+            message content part 1 ...``), or ``messages`` is empty or not a sequence.
     """
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
         raise ValueError(
@@ -1576,11 +1749,30 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
             f"{type(messages).__name__}"
         )
     coerce = Message.coerce
-    # A Message value is taken as it is; only dicts are converted.
-    result = tuple([m if m.__class__ is Message else coerce(m) for m in messages])
+    # A Message value is taken as it is (checked when it was built); only dicts are converted.
+    try:
+        result = tuple([m if m.__class__ is Message else coerce(m) for m in messages])
+    except ValueError as exc:
+        index = _failing_index(messages)
+        if index is None:
+            raise
+        raise ValueError(f"messages[{index}]: {exc}") from None
     if not result:
         raise ValueError("messages must not be empty")
     return result
+
+
+def _failing_index(messages: Iterable[Message | Mapping[str, Any]]) -> int | None:
+    """The index of the first message :meth:`Message.coerce` refuses (``None`` when the
+    iterable cannot be read again, or none fails on a second pass)."""
+    if not isinstance(messages, Sequence):
+        return None
+    for index, message in enumerate(messages):
+        try:
+            Message.coerce(message)
+        except ValueError:
+            return index
+    return None
 
 
 def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool, ...]:

@@ -45,6 +45,7 @@ from contextlib import aclosing
 from polythink.errors import (
     AuthError,
     BudgetExceededError,
+    ContentUnsupportedError,
     ContextWindowExceededError,
     ModelNotFoundError,
     OutputFormatUnsupportedError,
@@ -81,8 +82,8 @@ to one answer, so a cache hit of that answer leaves them out."""
 def fails_over(error: PolythinkError) -> bool:
     """Whether ``error`` from one source should send the call to the next source: a rate
     limit, a transient failure, an auth failure, a request this source cannot satisfy though
-    another may (a reasoning tier, a ``response_format``, a spend budget that cannot afford the
-    call there), or a model the provider does not serve (retired there)."""
+    another may (a reasoning tier, a ``response_format``, a content part, a spend budget that
+    cannot afford the call there), or a model the provider does not serve (retired there)."""
     return isinstance(
         error,
         RateLimitedError
@@ -91,7 +92,8 @@ def fails_over(error: PolythinkError) -> bool:
         | ThinkingUnsupportedError
         | OutputFormatUnsupportedError
         | BudgetExceededError
-        | ModelNotFoundError,
+        | ModelNotFoundError
+        | ContentUnsupportedError,
     )
 
 

@@ -41,7 +41,9 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
+    check_parts,
     joined_system,
+    part_types,
     token_count,
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
@@ -181,14 +183,44 @@ def _system(parts: list[str | list[Any] | None]) -> str | list[dict[str, Any]]:
     return blocks
 
 
+_NATIVE_BLOCKS = (
+    "code_execution_tool_result",
+    "container_upload",
+    "document",
+    "image",
+    "mcp_tool_result",
+    "mcp_tool_use",
+    "redacted_thinking",
+    "search_result",
+    "server_tool_use",
+    "text",
+    "thinking",
+    "tool_result",
+    "tool_use",
+    "web_search_tool_result",
+)
+ANTHROPIC_PARTS = part_types(
+    system=("text",),
+    user=(*_NATIVE_BLOCKS, "image_url"),
+    assistant=(*_NATIVE_BLOCKS, "image_url"),
+    tool=("text", "image", "search_result", "image_url"),
+)
+"""Content part types of the Messages wire, by role: the ``InputMessage.content`` blocks, the
+``tool_result`` content blocks and the text-only ``system`` (Anthropic Messages OpenAPI,
+``../shared/wire/specs/anthropic_messages_openapi_docs_copy.md``), plus ``image_url``,
+which becomes an ``image`` block."""
+
+
 def _messages(
-    messages: Sequence[Message],
+    messages: Sequence[Message], profile: ProviderProfile
 ) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
     system: list[str | list[Any] | None] = []
     turns: list[dict[str, Any]] = []
     merging_results = False
     for message in messages:
         role = message.role
+        if message.content.__class__ is list:
+            check_parts(message, ANTHROPIC_PARTS, profile, None)
         if role in ("system", "developer"):
             system.append(message.content)
             merging_results = False
@@ -348,7 +380,7 @@ def build_body(
     """
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile)
-    system, turns = _messages(request.messages)
+    system, turns = _messages(request.messages, profile)
     cache = request.prompt_cache
     if request.system_suffix or cache is not None:
         system = _cached_system(system, request.system_suffix, cache)

@@ -14,8 +14,9 @@ import dataclasses
 import json
 import logging
 import math
+import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, cast
 
@@ -25,6 +26,7 @@ import orjson
 
 from polythink.config import Source
 from polythink.errors import (
+    ContentUnsupportedError,
     ModelNotFoundError,
     PolythinkError,
     RequestRejectedError,
@@ -63,11 +65,14 @@ _log = logging.getLogger("polythink.transport")
 __all__ = [
     "DONE",
     "HTTPTransport",
+    "PartTypes",
     "apply_overrides",
     "assistant_response",
+    "check_parts",
     "deep_merge",
     "dumps",
     "joined_system",
+    "part_types",
     "prompt_cache_fields",
     "sampling_conflicts",
     "token_count",
@@ -92,11 +97,22 @@ def dumps(body: Any) -> bytes:
 
     Raises:
         TypeError: a value neither encoder can represent.
+        ValueError: a string with a lone surrogate (messages are checked when built; this
+            names one in another field: ``extra_body``, a tool's description or schema).
     """
     try:
         return orjson.dumps(body)
     except TypeError:
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        found = text[exc.start : exc.end]
+        raise ValueError(
+            f"the request body holds a lone surrogate U+{ord(found[0]):04X} near "
+            f"{text[max(exc.start - 40, 0) : exc.start]!r}: text must be valid Unicode "
+            "(UTF-8 encodable); look in extra_body and the tools' descriptions and schemas"
+        ) from None
 
 
 def deep_merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
@@ -786,6 +802,63 @@ def with_rate_limit(response: Response, rate_limit: RateLimit | None) -> Respons
     return dataclasses.replace(response, rate_limit=rate_limit)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (the same object when none)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+PartTypes = Mapping[str, frozenset[str]]
+"""The content part ``type`` s a wire carries, by message role."""
+
+
+def part_types(
+    *, system: Iterable[str], user: Iterable[str], assistant: Iterable[str], tool: Iterable[str]
+) -> PartTypes:
+    """A :data:`PartTypes` table (``developer`` messages go where ``system`` ones go)."""
+    return {
+        "system": frozenset(system),
+        "developer": frozenset(system),
+        "user": frozenset(user),
+        "assistant": frozenset(assistant),
+        "tool": frozenset(tool),
+    }
+
+
+def check_parts(
+    message: Message, accepted: PartTypes, profile: ProviderProfile, source_index: int | None
+) -> None:
+    """Refuse a content part of ``message`` that this wire cannot carry, before sending.
+
+    ``accepted`` is the wire's table; a message whose content is not a list passes at the
+    cost of one class check. The parts' own keys were checked when the message was built
+    (:func:`polythink.types.check_part`).
+
+    Raises:
+        ContentUnsupportedError: naming the part's index and type, the message's role and
+            the types this wire takes in such a message.
+    """
+    content = message.content
+    if content.__class__ is not list:
+        return
+    allowed = accepted[message.role]
+    for index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind not in allowed:
+            raise ContentUnsupportedError(
+                f"{profile.id} cannot carry content part {index} of a {message.role} message "
+                f"(type {kind!r}); accepted in {message.role} messages on this wire: "
+                f"{', '.join(sorted(allowed))}",
+                provider=profile.id,
+                source_index=source_index,
+                error_type="unsupported_content",
+            )
+
+
 DONE: Any = object()
 """Marker :meth:`HTTPTransport.json_events` yields for a ``[DONE]`` event."""
 
@@ -819,7 +892,19 @@ def assistant_response(
     response's warnings (an unknown finish value, for example).
     ``cost`` is what the provider said it billed (:func:`polythink.pricing.reported_cost`).
     ``refusal`` is the model's refusal message where the wire carries one apart.
+
+    A lone surrogate in the text, the reasoning or a call's arguments (JSON may escape one,
+    ``"\\ud83d"``, though no UTF-8 text can hold it) becomes U+FFFD, so the turn can be
+    sent back on the next call.
     """
+    text = _valid_text(text)
+    reasoning = _valid_text(reasoning) if reasoning is not None else None
+    calls = [
+        call
+        if call.arguments.isascii()
+        else dataclasses.replace(call, arguments=_valid_text(call.arguments))
+        for call in calls
+    ]
     message = Message(
         role="assistant",
         content=text if (text or not calls) else None,

@@ -50,6 +50,8 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
+    check_parts,
+    part_types,
     token_count,
     with_rate_limit,
 )
@@ -177,6 +179,17 @@ def _function_response(message: Message) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"result": value}
 
 
+GEMINI_PARTS = part_types(
+    system=("text",),
+    user=("text", "image_url"),
+    assistant=("text", "image_url"),
+    tool=("text", "image_url"),
+)
+"""Content part types this transport turns into Gemini parts, by role: ``text`` into
+``{"text"}``, ``image_url`` into ``inlineData`` / ``fileData``; ``systemInstruction`` takes
+text only (google_generativelanguage_v1beta_content.proto, ``../shared/wire/specs``)."""
+
+
 def _contents(
     messages: Sequence[Message], profile: ProviderProfile, source_index: int | None
 ) -> tuple[str | None, list[dict[str, Any]]]:
@@ -192,6 +205,8 @@ def _contents(
     tool_turn: list[Any] | None = None
     for message in messages:
         role = message.role
+        if message.content.__class__ is list:
+            check_parts(message, GEMINI_PARTS, profile, source_index)
         if role in ("system", "developer"):
             system.append(message.text())
             continue

@@ -43,7 +43,9 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
+    check_parts,
     joined_system,
+    part_types,
     prompt_cache_fields,
     token_count,
     with_notes,
@@ -146,6 +148,18 @@ def _text_only_tool_body(message: Message, profile: ProviderProfile) -> dict[str
     return body
 
 
+CHAT_PARTS = part_types(
+    system=("text",),
+    user=("text", "image_url", "input_audio", "file"),
+    assistant=("text", "refusal"),
+    tool=("text", "image_url"),
+)
+"""Content part types of the Chat Completions wire, by role: OpenAI's
+``ChatCompletionRequest{System,User,Assistant,Tool}MessageContentPart`` (openai OpenAPI
+document, 2026-11-28, ``../shared/wire/specs``); a tool message's images move to a user turn
+(:func:`_chat_messages`). A compatible provider may accept fewer (it answers 400 then)."""
+
+
 def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> list[dict[str, Any]]:
     """The ``messages`` array: one entry per message, except tool results with images.
 
@@ -172,6 +186,8 @@ def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> lis
 
     append = out.append
     for message in messages:
+        if message.content.__class__ is list:
+            check_parts(message, CHAT_PARTS, profile, None)
         if message.role == "tool":
             images = _tool_images(message)
             if images:

@@ -53,7 +53,9 @@ from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
     assistant_response,
+    check_parts,
     joined_system,
+    part_types,
     prompt_cache_fields,
     token_count,
     with_notes,
@@ -115,9 +117,26 @@ def _content(content: Any, role: str) -> Any:
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, Mapping) else image
             parts.append({"type": "input_image", "image_url": url})
+        elif kind == "file":
+            parts.append({"type": "input_file", **part["file"]})
         else:
             parts.append(part)
     return parts
+
+
+_INPUT = ("text", "image_url", "file", "input_text", "input_image", "input_file")
+RESPONSES_PARTS = part_types(
+    system=("text", "input_text"),
+    user=_INPUT,
+    assistant=("text", "refusal", "output_text"),
+    tool=_INPUT,
+)
+"""Content part types of the Responses wire, by role: ``InputContent`` (``input_text``,
+``input_image``, ``input_file``) and an assistant message's ``output_text`` / ``refusal``
+(openai OpenAPI document, 2026-11-28, ``../shared/wire/specs``), plus the Chat parts this
+transport converts (``text``, ``image_url`` to ``input_image``, ``file`` to ``input_file``
+with the same ``file_data`` / ``file_id`` / ``filename``). System text only: a leading
+system message becomes ``instructions``."""
 
 
 def _rejected(message: str, profile: ProviderProfile, source_index: int | None) -> PolythinkError:
@@ -143,6 +162,8 @@ def _input(
     leading = True
     for message in messages:
         role = message.role
+        if message.content.__class__ is list:
+            check_parts(message, RESPONSES_PARTS, profile, source_index)
         if role in ("system", "developer"):
             if leading:
                 instructions.append(message.text())
