@@ -1,13 +1,12 @@
 """Shared fixtures: the anyio backend and access to the recorded provider traffic.
 
 Recorded traffic lives outside the repository at ``../shared/fixtures/real/`` (relative to
-the repository root). When it is absent the tests that need it skip with the reason, except
-under ``CI=true``, where a missing recording fails the run.
+the repository root). When it is absent the tests that need it skip with the reason, or fail
+under ``POLYTHINK_TESTS_NO_SKIP=1`` (:mod:`tests.prerequisites`; ``.ci/run`` sets it).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import anyio
@@ -18,6 +17,7 @@ import respx.mocks
 from polythink.middleware.retry import RetryMiddleware
 from polythink.reasoning import capabilities as registry
 from tests.cassettes import Cassette
+from tests.prerequisites import missing
 
 # respx patches httpcore by default, which only intercepts httpx's own pool; patching the
 # client instead intercepts whatever carries its requests (aiohttp's pool by default).
@@ -34,13 +34,10 @@ def anyio_backend() -> str:
 
 
 def shared_file(path: Path) -> Path:
-    """Return ``path`` if it exists; otherwise skip (or fail under CI=true)."""
-    if path.exists():
-        return path
-    message = f"shared fixture {path} is not available (expected next to the repository)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    """Return ``path`` if it exists; otherwise skip (or fail, see :func:`missing`)."""
+    if not path.exists():
+        missing(f"shared fixture {path} is not available (expected next to the repository)")
+    return path
 
 
 def cassette(name: str) -> Cassette:

@@ -1,9 +1,10 @@
 """A real redis-server for the tests, and worker processes that call through it.
 
 :class:`RedisServer` runs Debian's ``redis-server`` on 127.0.0.1 on a free port with a
-temporary directory and no persistence. Without the binary the tests skip, except under
-``CI=true``, where they fail. :func:`spawn` starts ``python -m tests.redis_worker`` with a
-JSON plan; the worker prints one JSON object per line.
+temporary directory and no persistence. Without the binary the tests skip, or fail under
+``POLYTHINK_TESTS_NO_SKIP=1`` (:mod:`tests.prerequisites`). :func:`spawn` starts
+``python -m tests.redis_worker`` with a JSON plan; the worker prints one JSON object per
+line.
 """
 
 from __future__ import annotations
@@ -17,24 +18,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from benchmarks.redisproc import RedisProcess
+from tests.prerequisites import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def redis_binary() -> str:
-    """Return the path of ``redis-server``; skip (or fail under CI=true) without one."""
+    """Return the path of ``redis-server``; skip (or fail, see :func:`missing`) without one."""
     found = shutil.which("redis-server") or (
         "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
     )
-    if found is not None:
-        return found
-    message = "redis-server is not installed (Debian package redis-server; .ci/run installs it)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    if found is None:
+        missing("redis-server is not installed (Debian package redis-server; .ci/run installs it)")
+    return found
 
 
 class RedisServer(RedisProcess):

@@ -34,6 +34,7 @@ from polythink.dashboard import MetricsEndpoint
 from polythink.errors import BudgetExceededError, PolythinkError
 from polythink.middleware import semconv
 from polythink.simulator import Simulator
+from tests.prerequisites import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "dashboards" / "polythink.json"
@@ -67,11 +68,9 @@ def _free_port() -> int:
 
 
 def require_prometheus(path: str) -> str:
-    """``path`` when it is an executable; else skip, or fail under ``CI=true``."""
+    """``path`` when it is an executable; else skip, or fail (see :func:`missing`)."""
     if not os.access(path, os.X_OK):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{path} is missing (Debian package prometheus; .ci/run installs it)")
-        pytest.skip(f"{path} is not installed (apt-get install prometheus)")
+        missing(f"{path} is not installed (Debian package prometheus; .ci/run installs it)")
     return path
 
 
@@ -282,16 +281,18 @@ def _tier(response: Response) -> str:
     return response.applied_effort.value if response.applied_effort else "unset"
 
 
-def test_prometheus_missing_fails_under_ci_and_skips_elsewhere(
+def test_prometheus_missing_fails_under_the_no_skip_variable_and_skips_elsewhere(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    missing = str(tmp_path / "prometheus")
+    absent = str(tmp_path / "prometheus")
+    monkeypatch.setenv("POLYTHINK_TESTS_NO_SKIP", "1")
+    with pytest.raises(pytest.fail.Exception, match="so this fails instead of skipping"):
+        require_prometheus(absent)
+    monkeypatch.delenv("POLYTHINK_TESTS_NO_SKIP")
+    # A CI's own CI=true (GitHub Actions, GitLab) does not turn the skip into a failure.
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="is missing"):
-        require_prometheus(missing)
-    monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="is not installed"):
-        require_prometheus(missing)
+        require_prometheus(absent)
 
 
 def _uids(node: Any) -> list[Any]:
