@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from benchmarks.simproc import DEFAULT_SETTINGS, SimProcess
 from benchmarks.workload import ANTHROPIC, OPENAI_CHAT, STREAM, TOOLS, Workload, workload
@@ -359,6 +359,8 @@ def _median_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _rotations(clients: Sequence[str], reps: int) -> list[tuple[int, str]]:
     order: list[tuple[int, str]] = []
+    if not clients:
+        return order
     for rep in range(reps):
         shift = rep % len(clients)
         order.extend((rep, c) for c in [*clients[shift:], *clients[:shift]])
@@ -695,8 +697,37 @@ def _job_count(scale: Scale, scenarios: Sequence[str], only: set[str] | None) ->
     return jobs + ("import" in scenarios)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line on stderr and exit 2, as polythink's own."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def clients_named() -> dict[str, tuple[str, ...]]:
+    """Every client a run may name in ``--clients``: its full name (``raw-httpx@anthropic``),
+    and its name without the wire, which chooses it on every wire."""
+    lists = (
+        LOAD_CLIENTS,
+        LAYER_CLIENTS,
+        CONVERSATION_CLIENTS,
+        STREAM_CLIENTS,
+        MEMORY_CLIENTS,
+        QUICK_MEMORY_CLIENTS,
+        FAULT_CLIENTS,
+        CACHE_CLIENTS,
+        RATELIMIT_CLIENTS,
+    )
+    named: dict[str, tuple[str, ...]] = {}
+    for client in dict.fromkeys(c for clients in lists for c in clients):
+        for name in (client, _split(client)[0]):
+            named[name] = (*named.get(name, ()), client)
+    return named
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="polythink bench",
         description="Benchmark polythink against raw httpx and the peer SDKs on the simulator.",
     )
@@ -744,9 +775,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario {unknown[0]!r}; accepted: {', '.join(SCENARIOS)}")
-    only = {c.strip() for c in args.clients.split(",")} if args.clients else None
+    if not scenarios:
+        parser.error(f"no scenario given; accepted: {', '.join(SCENARIOS)}")
+    only: set[str] | None = None
+    if args.clients is not None:
+        only = {c.strip() for c in args.clients.split(",") if c.strip()}
+        named = clients_named()
+        strange = sorted(only - named.keys())
+        if strange or not only:
+            parser.error(
+                f"unknown client {strange[0] if strange else args.clients!r}; accepted: "
+                + ", ".join(sorted(named))
+            )
     mode = "smoke" if args.smoke else ("quick" if args.quick else "full")
     scale = SCALES[mode]
+    if only is not None and not _job_count(scale, scenarios, only):
+        parser.error(
+            f"none of the clients {', '.join(sorted(only))} runs in the scenarios "
+            f"{', '.join(scenarios)}"
+        )
     started = time.time()
     results: dict[str, Any] = {
         "mode": mode,

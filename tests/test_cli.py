@@ -472,6 +472,49 @@ ACCEPTED_EFFORTS = (
             "polythink demo: error: argument --base-url-root: expected an http:// or https:// URL "
             "such as http://127.0.0.1:8787, got '127.0.0.1:8787'",
         ),
+        (
+            ["resolve", "--provider", "openai", "--model", " ", "--effort", "low"],
+            "polythink resolve: error: argument --model: expected a model id such as gpt-5.5, "
+            "got ' '",
+        ),
+        (
+            ["models", "--levels", ""],
+            "polythink models: error: argument --levels: expected a model id such as gpt-5.5, "
+            "got ''",
+        ),
+        (
+            ["models", "forget", ""],
+            "polythink models forget: error: argument MODEL: expected a model id such as "
+            "gpt-5.5, got ''",
+        ),
+        (
+            ["bench", "--clients", "nonsense"],
+            "polythink bench: error: unknown client 'nonsense'; accepted: anthropic, "
+            "anthropic@anthropic, litellm, openai, polythink-bare-aiohttp, polythink-bare-httpx, "
+            "polythink-client, polythink-client+cache, polythink-client+limits, "
+            "polythink-client+telemetry, polythink-client+telemetry+cost, "
+            "polythink-client+user-layers, polythink-default, polythink-full-aiohttp, "
+            "polythink-full-aiohttp@anthropic, polythink-full-httpx, raw-aiohttp, raw-httpx, "
+            "raw-httpx@anthropic",
+        ),
+        (
+            ["bench", "--scenarios", "nonsense"],
+            "polythink bench: error: unknown scenario 'nonsense'; accepted: load, layers, "
+            "conversation, stream, cache, faults, ratelimit, memory, import",
+        ),
+        (
+            ["bench", "--scenarios", ","],
+            "polythink bench: error: no scenario given; accepted: load, layers, conversation, "
+            "stream, cache, faults, ratelimit, memory, import",
+        ),
+        (
+            ["bench", "--clients", "openai", "--scenarios", "cache"],
+            "polythink bench: error: none of the clients openai runs in the scenarios cache",
+        ),
+        (
+            ["bench", "--frob"],
+            "polythink bench: error: unrecognized arguments: --frob",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

@@ -167,3 +167,78 @@ def test_source_fields_after_the_model_are_keyword_only() -> None:
     source = Source("openai", "gpt-5.5", reasoning_effort="high", api_key=SECRET)
     assert (source.effort, source.api_key) == (Effort.HIGH, SECRET)
     assert Source(provider="openai", model="gpt-5.5").model == "gpt-5.5"
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("sk-proj-0123456789abcdef\n", "ends with a newline"),
+        ("sk-proj-0123456789abcdef\r\n", "ends with a newline"),
+        ("   ", "is only whitespace"),
+        ("\tsk-proj-0123456789abcdef", "starts with a tab"),
+        ("sk-proj-0123 456789abcdef", "holds whitespace, a control character or a non-ASCII"),
+    ],
+)
+def test_an_api_key_with_whitespace_is_refused_without_echoing_it(
+    key: str, problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError, match=f"^Source.api_key {problem}") as given:
+        Source("openai", "gpt-5.5", api_key=key)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with pytest.raises(ValueError, match=rf"^the API key in \$OPENAI_API_KEY {problem}") as env:
+        Client([Source("openai", "gpt-5.5")])
+    for caught in (given, env):
+        text = str(caught.value)
+        assert text.endswith("The key is not shown")
+        assert "0123" not in text
+
+
+def test_broken_toml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "sources.toml"
+    path.write_text('[[source]]\nprovider = "openai"\nmodel = "gpt-5.5\n')
+    for read in (sources_from_toml, Client.from_toml):
+        with pytest.raises(ValueError, match="not valid TOML") as caught:
+            read(path)
+        assert str(caught.value).startswith(f"{path}: not valid TOML: ")
+        assert "(at line 3, column 17)" in str(caught.value)
+
+
+@pytest.mark.parametrize("option", ["limits", "cache"])
+@pytest.mark.parametrize(
+    ("url", "shown", "problem"),
+    [
+        ("redis://h:notaport/0", "redis://h:notaport/0", "its port 'notaport' is not a number"),
+        ("redis://h:6379/zero", "redis://h:6379/zero", "its database 'zero' (the path)"),
+        ("redis://u:hunter2@h:70000/0", "redis://u:***@h:70000/0", "its port '70000' is not"),
+        ("unix:///run/redis.sock?db=x", "unix:///run/redis.sock?db=x", "its database 'x'"),
+    ],
+)
+def test_a_redis_url_that_cannot_work_names_the_option(
+    option: str, url: str, shown: str, problem: str
+) -> None:
+    with pytest.raises(ValueError, match="is not a usable Redis URL") as caught:
+        Client([Source("openai", "gpt-5.5", api_key="sk-test")], **{option: url})
+    text = str(caught.value)
+    assert text.startswith(f"{option}={shown!r} is not a usable Redis URL: {problem}")
+    assert text.endswith(
+        "expected redis://[user:password@]host[:port][/db] (rediss:// for TLS, or "
+        "unix:///path?db=N)"
+    )
+    assert "hunter2" not in text
+
+
+@pytest.mark.parametrize("model", ["", "   "])
+def test_an_empty_model_id_is_refused(model: str) -> None:
+    from polythink import resolve
+    from polythink.capability_store import CapabilityStore
+
+    expected = f"a model id must be a non-empty string such as 'gpt-5.5'; got {model!r}"
+    with pytest.raises(ValueError, match="non-empty") as resolved:
+        resolve("low", provider="openai", model=model)
+    with pytest.raises(ValueError, match="non-empty") as levels:
+        CapabilityStore(None).levels(model, "openai")
+    with pytest.raises(ValueError, match="non-empty") as stored:
+        CapabilityStore(None).resolve("low", provider="openai", model=model)
+    assert str(resolved.value) == str(levels.value) == str(stored.value) == expected
+    with pytest.raises(ValueError, match=r"Source\.model must be a non-empty model id"):
+        Source("openai", model)

@@ -56,7 +56,7 @@ from polythink.reasoning.capabilities import (
     openrouter_without_reasoning,
 )
 from polythink.reasoning.learn import default_level, reasoning_levels
-from polythink.reasoning.resolve import resolve
+from polythink.reasoning.resolve import check_model_id, resolve
 from polythink.types import Effort, Resolution
 
 __all__ = [
@@ -275,7 +275,11 @@ class CapabilityStore:
         Only an observation made at ``endpoint`` (a base URL; ``None``: the provider's
         default one) counts. ``provider`` ``None`` takes an observation made on any provider
         at ``endpoint``, or, without one, at that provider's own default endpoint.
+
+        Raises:
+            ValueError: an empty model id.
         """
+        check_model_id(model)
         name = normalise_model_name(model)
         if provider is None:
             scope = _scope(None, endpoint)

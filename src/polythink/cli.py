@@ -236,6 +236,12 @@ def _positive_days(value: str) -> int:
     return number
 
 
+def _model_id(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"expected a model id such as gpt-5.5, got {value!r}")
+    return value
+
+
 def _positive_int(value: str) -> int:
     try:
         number = int(value)
@@ -337,7 +343,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "imported (as the client reads it). Exit 1 when it cannot be satisfied.",
     )
     res.add_argument("--provider", required=True, choices=providers, metavar="P", help=listing)
-    res.add_argument("--model", required=True, metavar="M", help="model id")
+    res.add_argument("--model", required=True, type=_model_id, metavar="M", help="model id")
     res.add_argument(
         "--effort",
         required=True,
@@ -442,6 +448,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     )
     shown.add_argument(
         "--levels",
+        type=_model_id,
         metavar="MODEL",
         help="print the tiers a selector should offer for MODEL, cheapest first, and its default",
     )
@@ -472,7 +479,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
             "Drop the learned and imported entries and suspicions of MODEL from the store."
         ),
     )
-    forget.add_argument("model", metavar="MODEL")
+    forget.add_argument("model", type=_model_id, metavar="MODEL")
     forget.add_argument(
         "--provider",
         choices=providers,

@@ -27,6 +27,7 @@ import httpx
 from typing_extensions import TypeVar, Unpack
 
 from polythink.backends.local import LocalLimits, MonotonicClock, process_budgets
+from polythink.backends.stores import check_redis_url
 from polythink.budgets import Budget, CallPlan, account_id, check_tag
 from polythink.capability_store import CapabilityStore, open_store
 from polythink.config import (
@@ -234,6 +235,7 @@ def _shared_limits(limits: Any) -> RedisLimitStore | None:
     if limits is None:
         return None
     if isinstance(limits, str) and limits.startswith(_REDIS_SCHEMES):
+        check_redis_url(limits, "limits")
         try:
             from polythink.backends.redis import RedisLimitStore
         except ModuleNotFoundError as exc:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Source",
     "Timeout",
+    "check_key",
     "options_from_env",
     "options_from_toml",
     "sources_from_env",
@@ -52,6 +53,33 @@ _MIDDLEWARE_IN_CODE = (
 
 _POLICIES = ("nearest", "error", "drop")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
+
+
+def check_key(key: str, where: str) -> None:
+    """Refuse an API key that is blank, or holds whitespace or a control character.
+
+    A key read from a file or a secret store often ends with a newline; sent as it is, it
+    fails as a 401 far from its cause, or as an illegal header value. The message says
+    what is wrong and where the key came from, never the key.
+
+    Raises:
+        ValueError: naming ``where`` and the problem.
+    """
+    if key.isascii() and key.isprintable() and " " not in key:
+        return
+    if not key.strip():
+        problem = "is only whitespace"
+    elif key != key.strip():
+        end = key[-1] if key != key.rstrip() else key[0]
+        side = "ends" if key != key.rstrip() else "starts"
+        what = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(end, "a space")
+        problem = f"{side} with {what}"
+    else:
+        problem = "holds whitespace, a control character or a non-ASCII character inside it"
+    raise ValueError(
+        f"{where} {problem}; an API key is one printable ASCII token: remove the whitespace "
+        "(for example a newline left by the file it was read from). The key is not shown"
+    )
 
 
 def _integer(value: Any) -> bool:
@@ -228,6 +256,8 @@ class Source:
             raise ValueError(f"Source.drop_params must be True or False; got {self.drop_params!r}")
         if self.api_key is not None and not isinstance(self.api_key, str):
             raise ValueError("Source.api_key must be a string or None")
+        if self.api_key:
+            check_key(self.api_key, "Source.api_key")
         if self.headers is not None and not (
             isinstance(self.headers, Mapping)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items())
@@ -308,13 +338,18 @@ class Source:
         return self.base_url or get_provider(self.provider).base_url
 
     def resolve_api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
-        """Return ``api_key``, else the first set environment variable of the provider."""
+        """Return ``api_key``, else the first set environment variable of the provider.
+
+        Raises:
+            ValueError: the variable's key is blank or has whitespace (see :func:`check_key`).
+        """
         if self.api_key:
             return self.api_key
         env = os.environ if environ is None else environ
         for name in get_provider(self.provider).api_key_env:
             value = env.get(name)
             if value:
+                check_key(value, f"the API key in ${name}")
                 return value
         return None
 
@@ -536,6 +571,20 @@ def _warn_clamped(where: str, clamped: list[str]) -> None:
         )
 
 
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    """The parsed TOML file at ``path``.
+
+    Raises:
+        ValueError: the file is not valid TOML; the message names it, the line and column.
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as handle:
+        try:
+            return tomllib.load(handle)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+
+
 def sources_from_toml(path: str | Path) -> list[Source]:
     """Read sources from a TOML file.
 
@@ -554,8 +603,7 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         ValueError: for an unknown key or provider, a malformed value, no ``[[source]]``, or
             a contradiction between ``enabled`` and ``effort``.
     """
-    with open(path, "rb") as handle:
-        data = tomllib.load(handle)
+    data = _read_toml(path)
     unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS})
     if unknown_tables:
         raise ValueError(
@@ -621,8 +669,7 @@ def options_from_toml(path: str | Path) -> dict[str, Any]:
     """
     from polythink.budgets import Budget
 
-    with open(path, "rb") as handle:
-        data = tomllib.load(handle)
+    data = _read_toml(path)
     found: dict[str, Any] = {}
     for name in _OPTIONS:
         if name in data:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import diskcache  # type: ignore[import-untyped]
 
@@ -17,12 +18,51 @@ from polythink.backends.base import CacheBackend, CacheStore
 from polythink.backends.disk import DiskCache, DiskStore
 from polythink.backends.local import StoreCache
 
-__all__ = ["cache_backend", "cache_store"]
+__all__ = ["cache_backend", "cache_store", "check_redis_url"]
 
 _NOT_PATHS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0", "none"})
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_redis_url(url: str, option: str) -> None:
+    """Refuse a Redis URL that redis-py would fail on later, or read otherwise than meant.
+
+    Checks the port (a number from 1 to 65535), the database (the path of a ``redis://`` URL,
+    or ``?db=`` of a ``unix://`` one: a whole number) and that a ``unix://`` URL names a
+    socket path, when the client is built rather than at its first call.
+
+    Raises:
+        ValueError: naming ``option`` (``limits`` or ``cache``), the URL with any password
+            masked, what is wrong and the accepted shape.
+    """
+    parts = urlsplit(url)
+    problem = None
+    try:
+        port = parts.port
+    except ValueError:
+        problem = f"its port {parts.netloc.rpartition(':')[2]!r} is not a number from 1 to 65535"
+    else:
+        if port == 0:
+            problem = "its port 0 is not a number from 1 to 65535"
+    if problem is None and parts.scheme == "unix":
+        db = parse_qs(parts.query).get("db", ["0"])[-1]
+        if not parts.path:
+            problem = "it names no socket path"
+        elif not db.isdigit():
+            problem = f"its database {db!r} is not a whole number"
+    elif problem is None:
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            problem = f"its database {db!r} (the path) is not a whole number"
+    if problem is None:
+        return
+    shown = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
+    raise ValueError(
+        f"{option}={shown!r} is not a usable Redis URL: {problem}; expected "
+        "redis://[user:password@]host[:port][/db] (rediss:// for TLS, or unix:///path?db=N)"
+    )
 
 
 def cache_store(option: Any) -> CacheStore | CacheBackend | None:
@@ -37,13 +77,15 @@ def cache_store(option: Any) -> CacheStore | CacheBackend | None:
     :class:`~polythink.backends.base.CacheBackend`): used as is.
 
     Raises:
-        ValueError: for any other value, or a Redis URL without the ``redis`` package.
+        ValueError: for any other value, a Redis URL that cannot work (see
+            :func:`check_redis_url`), or a Redis URL without the ``redis`` package.
     """
     if option is None or option is False:
         return None
     if option is True:
         return DiskStore()
     if isinstance(option, str) and option.startswith(_REDIS_SCHEMES):
+        check_redis_url(option, "cache")
         from polythink.backends.redis import RedisCache
 
         return RedisCache(option)

@@ -75,6 +75,7 @@ __all__ = [
     "TIER_BUDGET_TOKENS",
     "EffortPolicy",
     "budget_for",
+    "check_model_id",
     "payload_ceiling",
     "resolve",
     "responses_route",
@@ -106,6 +107,16 @@ ANTHROPIC_MIN_BUDGET = 1024
 _UNSET: Any = object()
 
 
+def check_model_id(model: object) -> None:
+    """Refuse a model id that is not a non-empty string (blank counts as empty).
+
+    Raises:
+        ValueError: naming what was given.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"a model id must be a non-empty string such as 'gpt-5.5'; got {model!r}")
+
+
 def resolve(
     effort: Effort | str | bool | None,
     *,
@@ -130,9 +141,10 @@ def resolve(
         a :class:`~polythink.types.Resolution` with the applied tier and the body fragment.
 
     Raises:
-        ValueError: for an unknown effort string or policy.
+        ValueError: for an unknown effort string or policy, or an empty model id.
         ThinkingUnsupportedError: phases 2, 4 and 5 (under ``error``) above.
     """
+    check_model_id(model)
     requested = Effort.parse(effort)
     if policy not in POLICIES:
         raise ValueError(f"unknown effort_fallback {policy!r}; accepted: {', '.join(POLICIES)}")
