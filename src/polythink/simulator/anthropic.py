@@ -138,10 +138,55 @@ def _blocks(message: Any) -> list[Mapping[str, Any]]:
     return [b for b in content if isinstance(b, Mapping)]
 
 
+_BLOCK_TYPES = (
+    "code_execution_tool_result",
+    "container_upload",
+    "document",
+    "image",
+    "mcp_tool_result",
+    "mcp_tool_use",
+    "redacted_thinking",
+    "search_result",
+    "server_tool_use",
+    "text",
+    "thinking",
+    "tool_result",
+    "tool_use",
+    "web_search_tool_result",
+)
+"""The ``InputMessage.content`` block types (Anthropic Messages OpenAPI,
+``../shared/wire/specs/anthropic_messages_openapi_docs_copy.md``)."""
+
+
+def _check_blocks(i: int, message: Mapping[str, Any], previous: Any) -> None:
+    """Refuse a null content, a block of an unknown type, and a ``tool_result`` whose
+    ``tool_use_id`` no ``tool_use`` of the previous message has (the API's words:
+    "messages.48.content.1: unexpected `tool_use_id` found in `tool_result` blocks: toolu_…",
+    anthropics/claude-code issues, 2025-12 to 2026-02)."""
+    content = message.get("content")
+    if content is None:
+        raise _Rejected(f"messages.{i}.content: Input should be a valid list")
+    calls = {b.get("id") for b in _blocks(previous) if b.get("type") == "tool_use"}
+    for j, block in enumerate(_blocks(message)):
+        kind = block.get("type")
+        if kind not in _BLOCK_TYPES:
+            raise _Rejected(
+                f"messages.{i}.content.{j}: Input tag {kind!r} found using 'type' does not match "
+                "any of the expected tags: " + ", ".join(f"'{t}'" for t in _BLOCK_TYPES)
+            )
+        if kind == "tool_result" and block.get("tool_use_id") not in calls:
+            raise _Rejected(
+                f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {block.get('tool_use_id')}. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message."
+            )
+
+
 def _check_history(messages: list[Any], manual_thinking: bool) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
             raise _Rejected(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        _check_blocks(i, message, messages[i - 1] if i else None)
         for j, block in enumerate(_blocks(message)):
             kind = block.get("type")
             if kind == "thinking":

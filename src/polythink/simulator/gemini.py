@@ -181,13 +181,79 @@ def _check_history(model: str, contents: list[Any]) -> str | None:
 
 
 def _malformed(body: Mapping[str, Any], contents: list[Any]) -> str | None:
-    """The ``Invalid value`` message Gemini gives a ``tools`` or ``parts`` that is not a list."""
+    """The 400 message Gemini gives a ``tools`` or ``parts`` that is not a list, a content
+    without parts, a part with a field ``Part`` does not have (``type``: an OpenAI-shaped
+    part sent as is; google_generativelanguage_v1beta_content.proto), and a function
+    response that follows no function call ("Please ensure that function response turn
+    comes immediately after a function call turn.", langchain and GoogleCloudPlatform
+    issues, 2024)."""
     if not isinstance(body.get("tools", []), list):
         return "Invalid value at 'tools': expected a list of \"Tool\" objects."
+    previous: Any = None
     for i, content in enumerate(contents):
-        if isinstance(content, Mapping) and not isinstance(content.get("parts", []), list):
+        if not isinstance(content, Mapping):
+            continue
+        parts = content.get("parts", [])
+        if not isinstance(parts, list):
             return f"Invalid value at 'contents[{i}].parts': expected a list of \"Part\" objects."
+        if not parts:
+            return (
+                f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
+            )
+        for j, part in enumerate(parts):
+            unknown = sorted(set(part) - _PART_FIELDS) if isinstance(part, Mapping) else []
+            if unknown:
+                return (
+                    f'Invalid JSON payload received. Unknown name "{unknown[0]}" at '
+                    f"'contents[{i}].parts[{j}]': Cannot find field."
+                )
+        answers = any(
+            isinstance(p, Mapping) and _field(p, "functionResponse", "function_response")
+            for p in parts
+        )
+        if answers and not _calls(previous):
+            return (
+                "Please ensure that function response turn comes immediately after a function "
+                "call turn."
+            )
+        previous = content
     return None
+
+
+_PART_FIELDS = frozenset(
+    {
+        "text",
+        "thought",
+        "thoughtSignature",
+        "thought_signature",
+        "inlineData",
+        "inline_data",
+        "fileData",
+        "file_data",
+        "functionCall",
+        "function_call",
+        "functionResponse",
+        "function_response",
+        "executableCode",
+        "executable_code",
+        "codeExecutionResult",
+        "code_execution_result",
+        "videoMetadata",
+        "video_metadata",
+        "partMetadata",
+        "part_metadata",
+    }
+)
+"""The fields of ``Part`` (google_generativelanguage_v1beta_content.proto, both spellings the
+JSON mapping accepts)."""
+
+
+def _calls(content: Any) -> bool:
+    """Whether ``content`` (a turn) holds a function call."""
+    parts = content.get("parts") if isinstance(content, Mapping) else None
+    return any(
+        isinstance(p, Mapping) and _field(p, "functionCall", "function_call") for p in parts or ()
+    )
 
 
 def _structured(model: str, body: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str | None]:

@@ -121,6 +121,63 @@ def _tier(provider: str, body: Mapping[str, Any], model: str) -> tuple[Effort, s
     return behaviour.default_tier(model), None
 
 
+_PART_TYPES = ["text", "image_url", "input_audio", "refusal", "audio", "file"]
+"""The content part types Chat Completions takes (the request message content part unions of
+the openai OpenAPI document, 2026-11-28), in the order its 400 lists them."""
+
+
+def _answers_a_call(messages: list[Any], index: int) -> bool:
+    """Whether the tool message at ``index`` follows, past other tool messages, an assistant
+    message with ``tool_calls``."""
+    before = index - 1
+    while before >= 0 and isinstance(messages[before], Mapping):
+        if messages[before].get("role") != "tool":
+            break
+        before -= 1
+    previous = messages[before] if before >= 0 else None
+    return (
+        isinstance(previous, Mapping)
+        and previous.get("role") == "assistant"
+        and bool(previous.get("tool_calls"))
+    )
+
+
+def _malformed_messages(messages: list[Any]) -> Any:
+    """OpenAI's 400 for a message it refuses, else ``None``: a null ``content`` where one is
+    required ("Invalid value for 'content': expected a string, got null.", param
+    ``messages.[i].content``, recorded in openai issues 2023-12 to 2026), a tool message that
+    answers no call ("Invalid parameter: messages with role 'tool' must be a response to a
+    preceeding message with 'tool_calls'.", param ``messages.[i].role``, its spelling), and a
+    content part of another type ("Invalid value: 'image'. Supported values are: ...",
+    param ``messages[i].content[j].type``, code ``invalid_value``)."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue
+        role, content = message.get("role"), message.get("content")
+        if content is None and role != "assistant":
+            return _error(
+                "Invalid value for 'content': expected a string, got null.",
+                param=f"messages.[{i}].content",
+                code=None,
+            )
+        if role == "tool" and not _answers_a_call(messages, i):
+            return _error(
+                "Invalid parameter: messages with role 'tool' must be a response to a "
+                "preceeding message with 'tool_calls'.",
+                param=f"messages.[{i}].role",
+                code=None,
+            )
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind not in _PART_TYPES:
+                return _error(
+                    f"Invalid value: {kind!r}. Supported values are: {_listing(_PART_TYPES)}.",
+                    param=f"messages[{i}].content[{j}].type",
+                    code="invalid_value",
+                )
+    return None
+
+
 def _reject(provider: str, body: Mapping[str, Any], model: str, raw: str | None) -> Any:
     """Return an error payload when the provider would reject this body, else ``None``."""
     cap = behaviour.capability(model)
@@ -420,7 +477,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     tier, raw = _tier(provider, body, model)
     schema, refused = _structured(provider, body, messages)
     rejection = (
-        _malformed_tools(body)
+        _malformed_messages(messages)
+        or _malformed_tools(body)
         or _reject(provider, body, model, raw)
         or _openai_rules(provider, body, model, tier)
         or refused

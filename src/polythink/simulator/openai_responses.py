@@ -70,10 +70,71 @@ def _items(body: Mapping[str, Any]) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+_PART_TYPES = [
+    "input_text",
+    "input_image",
+    "input_audio",
+    "output_text",
+    "refusal",
+    "input_file",
+    "computer_screenshot",
+    "summary_text",
+    "encrypted_content",
+]
+"""The content part types the Responses API lists in its 400 for another one (``Invalid value:
+'text'. Supported values are: ...``, param ``input[i].content[j].type``, code
+``invalid_value``; MervinPraison/PraisonAI issue 3934, 2026-08-14)."""
+
+
+def _malformed_input(body: Mapping[str, Any]) -> Any:
+    """OpenAI's 400 for an input item it refuses, else ``None``: a message with a null
+    ``content``, a content part of another type, and a ``function_call_output`` that answers
+    no ``function_call`` of the input ("No tool call found for function call output with
+    call_id call_….", param ``input``; continuedev/continue issue 10092, 2026-02), unless the
+    call is in a stored response named by ``previous_response_id``."""
+    calls: set[Any] = set()
+    for i, item in enumerate(_items(body)):
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            calls.add(item.get("call_id"))
+        elif kind == "function_call_output":
+            if item.get("call_id") not in calls and not body.get("previous_response_id"):
+                return _error(
+                    f"No tool call found for function call output with call_id "
+                    f"{item.get('call_id')}.",
+                    param="input",
+                    code=None,
+                )
+        elif kind == "message":
+            content = item.get("content")
+            if content is None:
+                return _error(
+                    f"Invalid type for 'input[{i}].content': expected one of a string or array "
+                    "of objects, but got null instead.",
+                    param=f"input[{i}].content",
+                    code="invalid_type",
+                )
+            for j, part in enumerate(content if isinstance(content, list) else ()):
+                part_type = part.get("type") if isinstance(part, Mapping) else None
+                if part_type not in _PART_TYPES:
+                    return _error(
+                        f"Invalid value: {part_type!r}. Supported values are: "
+                        f"{_listing(_PART_TYPES)}.",
+                        param=f"input[{i}].content[{j}].type",
+                        code="invalid_value",
+                    )
+    return None
+
+
 def _reject(provider: str, body: Mapping[str, Any], model: str) -> tuple[int, Any] | None:
     """Return ``(status, error)`` when OpenAI would reject this body, else ``None``."""
     if "stop" in body:
         return 400, _error("Unknown parameter: 'stop'.", param="stop", code="unknown_parameter")
+    malformed = _malformed_input(body)
+    if malformed is not None:
+        return 400, malformed
     for item in _items(body):
         if not isinstance(item, Mapping) or item.get("type") != "reasoning":
             continue

@@ -293,10 +293,12 @@ class SimulatorServer:
         self.wires = load_wires()
         self._server: asyncio.base_events.Server | None = None
         self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self._closing = False
         self.port = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Listen on ``host:port`` (0 = an ephemeral port); return the port."""
+        self._closing = False
         self._server = await asyncio.start_server(self._connection, host, port, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -305,12 +307,16 @@ class SimulatorServer:
         """Stop listening, drop open connections, and wait for their handlers to finish.
 
         Keep-alive connections a client still holds would otherwise leave their handler
-        tasks pending when the loop stops.
+        tasks pending when the loop stops, and a request still being answered (waiting out
+        its latency, or streaming) is cancelled and ends quietly: no "Task was destroyed but
+        it is pending" and no traceback from asyncio's stream callback.
         """
+        self._closing = True
         if self._server is not None:
             self._server.close()
-        for writer in list(self._open.values()):
+        for task, writer in list(self._open.items()):
             writer.transport.abort()
+            task.cancel()
         if self._open:
             await asyncio.wait(list(self._open), timeout=1.0)
         if self._server is not None:
@@ -366,6 +372,11 @@ class SimulatorServer:
                     break
         except (ConnectionReset, ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # Ended by close(): a handler that ends cancelled makes asyncio's stream
+            # callback log a traceback.
+            if not self._closing:
+                raise
         finally:
             if task is not None:
                 self._open.pop(task, None)
