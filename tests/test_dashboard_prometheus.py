@@ -4,9 +4,17 @@ Calls go through polythink to the simulator with the OpenTelemetry Prometheus ex
 serving ``/metrics``; Debian's ``/usr/bin/prometheus`` (started here on a free loopback port,
 temporary config with a 1 s scrape interval and a temporary data directory) scrapes it. Then
 each panel's PromQL goes through Prometheus's HTTP API and must give what the simulator's
-answers imply. Calls come in two phases with a scrape between them, so the rate panels see
-an increase for exactly the tiers of the second phase. The first phase also spends a small
-budget at ``high`` until it steps down and then refuses.
+answers imply. The totals panels are increases over Grafana's ``$__range`` (a counter's raw
+value ignores the time picker and falls back to zero when a process restarts), and the rate
+panels rates over ``$__rate_interval``; here both are the window between two scrapes,
+evaluated at the second, so Prometheus extrapolates nothing and each panel must show exactly
+what the calls of that window did.
+
+The same calls run twice: once before the first scrape, so that every series a panel reads
+exists (``increase`` cannot count a series' first value: Prometheus 2.42 has no created
+timestamps), and once inside the window, which is what is checked. Each run calls in two
+phases (the second answered once from the cache the first filled) and spends a small budget
+at ``high`` until it steps down and then refuses.
 """
 
 from __future__ import annotations
@@ -40,7 +48,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "dashboards" / "polythink.json"
 CONFIG = ROOT / "dashboards" / "prometheus.yml"
 PROMETHEUS = "/usr/bin/prometheus"
-RATE_WINDOW = "5m"
 
 # (provider, model, tier, mode): phase 1 touches every tier; phase 2 repeats two of them
 # (one as a stream) and asks the first prompt again, which the cache answers.
@@ -82,7 +89,6 @@ class Run:
         self.errors: Counter[str] = Counter()
         self.calls: Counter[tuple[str, str]] = Counter()
         self.served: Counter[str] = Counter()
-        self.phase_2_tiers: set[str] = set()
         self.slowest = 0.0
         self.budget_spent = 0.0
         self.stepped: Counter[tuple[str, str, str]] = Counter()
@@ -111,8 +117,6 @@ async def _call(
     applied = response.applied_effort.value if response.applied_effort else "unset"
     run.calls[(tier, applied)] += 1
     run.served[str(response.source_index)] += 1
-    if phase == 2 and not response.cache_hit:
-        run.phase_2_tiers.add(applied)
 
 
 async def _spend_the_budget(client: Client, run: Run) -> None:
@@ -180,8 +184,11 @@ class Prometheus:
     def __init__(self, base: str) -> None:
         self.base = base
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        answer = httpx.get(f"{self.base}/api/v1/query", params={"query": expr}, timeout=10)
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        answer = httpx.get(f"{self.base}/api/v1/query", params=params, timeout=10)
         answer.raise_for_status()
         body = answer.json()
         assert body["status"] == "success", body
@@ -202,10 +209,30 @@ class Prometheus:
         raise AssertionError("Prometheus did not scrape the exporter twice in 20 s")
 
 
+class Window:
+    """Two scrapes' timestamps (epoch seconds): the checked calls ran between them."""
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = start
+        self.end = end
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    @property
+    def promql(self) -> str:
+        """The window as a PromQL duration, in whole milliseconds as scrapes are stamped."""
+        return f"{round(self.seconds * 1000)}ms"
+
+
 @pytest.fixture(scope="module")
-def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Run]]:
+def scraped(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Prometheus, Run, Window]]:
     binary = require_prometheus(PROMETHEUS)
     tmp = tmp_path_factory.mktemp("prometheus")
+    warm_up = Run()
     run = Run()
     with Simulator() as sim:
         endpoint = MetricsEndpoint(0)
@@ -232,8 +259,8 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Promethe
             # The budget starts unspent, whatever this process spent before.
             patch.setattr("polythink.client.process_budgets", LocalBudgets)
             prometheus = Prometheus(f"http://127.0.0.1:{port}")
-            cache = tmp / "cache"
-            anyio.run(_phase, sim, endpoint, cache, PHASE_1, run, 1)
+            anyio.run(_phase, sim, endpoint, tmp / "warm-up", PHASE_1, warm_up, 1)
+            anyio.run(_phase, sim, endpoint, tmp / "warm-up", PHASE_2, warm_up, 2)
             deadline = time.time() + 20
             while True:
                 try:
@@ -244,9 +271,12 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Promethe
                 assert time.time() < deadline, "Prometheus did not become ready in 20 s"
                 time.sleep(0.1)
             prometheus.wait_scrapes_after(time.time(), count=1)
-            anyio.run(_phase, sim, endpoint, cache, PHASE_2, run, 2)
-            prometheus.wait_scrapes_after(time.time(), count=2)
-            yield prometheus, run
+            start = prometheus.last_scrape()
+            # A cache of its own, so the checked run fills it and hits it as the first did.
+            anyio.run(_phase, sim, endpoint, tmp / "cache", PHASE_1, run, 1)
+            anyio.run(_phase, sim, endpoint, tmp / "cache", PHASE_2, run, 2)
+            prometheus.wait_scrapes_after(time.time(), count=1)
+            yield prometheus, run, Window(start, prometheus.last_scrape())
         finally:
             patch.undo()
             process.terminate()
@@ -260,9 +290,12 @@ def _panels() -> list[dict[str, Any]]:
     return panels
 
 
-def _expr(panel: dict[str, Any], ref: str = "A") -> str:
+def _expr(panel: dict[str, Any], window: Window, ref: str = "A") -> str:
+    """The panel's query with Grafana's range variables set to ``window`` (Prometheus 2.x
+    range selectors include both ends, so its first scrape is in)."""
     (target,) = [t for t in panel["targets"] if t["refId"] == ref]
-    return str(target["expr"]).replace("$__rate_interval", RATE_WINDOW)
+    expr = str(target["expr"])
+    return expr.replace("$__rate_interval", window.promql).replace("$__range", window.promql)
 
 
 def _by(result: list[dict[str, Any]], *labels: str) -> dict[Any, float]:
@@ -367,6 +400,21 @@ def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
         "datasource",
         "prometheus",
     )
+    # Grafana's import dialog offers a data source for each of __inputs and puts the chosen
+    # one where ${DS_PROMETHEUS} stands: here the variable's default, which every panel reads.
+    assert dashboard["__inputs"] == [
+        {
+            "name": "DS_PROMETHEUS",
+            "label": "Prometheus",
+            "description": "The Prometheus that scrapes polythink's /metrics",
+            "type": "datasource",
+            "pluginId": "prometheus",
+            "pluginName": "Prometheus",
+        }
+    ]
+    assert {"type": "datasource", "id": "prometheus"}.items() <= dashboard["__requires"][0].items()
+    assert variable["current"]["value"] == "${DS_PROMETHEUS}"
+    assert text.count("${DS_PROMETHEUS}") == 1
     for panel in dashboard["panels"]:
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
@@ -401,10 +449,27 @@ def test_dashboard_uses_a_datasource_variable_and_no_uids() -> None:
     assert read <= written
 
 
+def test_no_panel_shows_a_raw_counter() -> None:
+    # A counter's raw value is what one process counted since it started: it ignores the
+    # time picker and drops when the process restarts. Every counter and histogram series a
+    # panel reads goes through increase() or rate() over a Grafana range variable.
+    cumulative = re.compile(r"\b(?:gen_ai|polythink)_\w+?_(?:total|sum|bucket|count)\b")
+    windowed = re.compile(
+        r"\b(?:increase|rate)\(((?:gen_ai|polythink)_\w+)(?:\{[^}]*\})?"
+        r"\[\$__(?:range|rate_interval)\]\)"
+    )
+    for panel in _panels():
+        for target in panel["targets"]:
+            expr = target["expr"]
+            assert sorted(cumulative.findall(expr)) == sorted(windowed.findall(expr)), panel[
+                "title"
+            ]
+
+
 def test_prometheus_every_panel_shows_what_the_calls_imply(
-    scraped: tuple[Prometheus, Run],
+    scraped: tuple[Prometheus, Run, Window],
 ) -> None:
-    prometheus, run = scraped
+    prometheus, run, window = scraped
     spent = _spent(run)
     hits = [r for r in run.responses if r.cache_hit]
     assert hits, "the second phase should have been answered from the cache once"
@@ -427,7 +492,10 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
     checked = set()
     for panel in _panels():
         title = panel["title"]
-        results = [prometheus.query(_expr(panel, t["refId"])) for t in panel["targets"]]
+        results = [
+            prometheus.query(_expr(panel, window, t["refId"]), at=window.end)
+            for t in panel["targets"]
+        ]
         assert all(results), f"panel {title!r}: a query returned no series"
         result = results[0]
         checked.add(title)
@@ -435,8 +503,8 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
             assert _by(result, "polythink_reasoning_applied_effort") == dict(tokens)
         elif title == "Reasoning tokens per applied tier (rate)":
             rates = _by(result, "polythink_reasoning_applied_effort")
-            assert set(rates) == set(tokens)
-            assert {tier for tier, rate in rates.items() if rate > 0} == run.phase_2_tiers
+            per_window = {tier: rate * window.seconds for tier, rate in rates.items()}
+            assert per_window == pytest.approx(dict(tokens), rel=1e-9)
         elif title == "Requested → applied tier (calls)":
             got = _by(
                 result, "polythink_reasoning_requested_effort", "polythink_reasoning_applied_effort"
@@ -467,7 +535,7 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
                 got[series["metric"]["polythink_source_index"]] += float(series["value"][1])
             assert got == {index: float(n) for index, n in run.served.items()}
             assert got["1"] == 2  # the failover call, once per phase
-        elif title == "Budget spend (USD)":
+        elif title == "Budget spend per interval (USD)":
             assert _by(result, "polythink_budget_name") == pytest.approx(
                 {"dashboard": run.budget_spent}, rel=1e-6
             )
