@@ -242,3 +242,16 @@ def test_an_empty_model_id_is_refused(model: str) -> None:
     assert str(resolved.value) == str(levels.value) == str(stored.value) == expected
     with pytest.raises(ValueError, match=r"Source\.model must be a non-empty model id"):
         Source("openai", model)
+
+
+def test_a_credential_header_with_a_newline_is_refused_and_redacted_in_any_quoting() -> None:
+    from polythink.errors import redact
+
+    with pytest.raises(ValueError, match=r"^Source\.headers\['api-key'\] ends with a newline"):
+        Source("openai", "gpt-5.5", api_key="sk-test", headers={"api-key": f"{SECRET}\n"})
+    # "Bearer <key>" keeps its one space; other headers are not credentials.
+    Source("openai", "gpt-5.5", headers={"Authorization": f"Bearer {SECRET}", "x-team": "a  b"})
+    # An HTTP library quoting an illegal value shows it escaped: that form is redacted too.
+    assert redact(f"Illegal header value {(SECRET + chr(10)).encode()!r}", [SECRET + "\n"]) == (
+        "Illegal header value b'[REDACTED]'"
+    )

@@ -55,17 +55,19 @@ _POLICIES = ("nearest", "error", "drop")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
 
 
-def check_key(key: str, where: str) -> None:
+def check_key(key: str, where: str, *, words: bool = False) -> None:
     """Refuse an API key that is blank, or holds whitespace or a control character.
 
     A key read from a file or a secret store often ends with a newline; sent as it is, it
     fails as a 401 far from its cause, or as an illegal header value. The message says
-    what is wrong and where the key came from, never the key.
+    what is wrong and where the key came from, never the key. ``words`` allows single
+    spaces inside (a credential header such as ``Authorization: Bearer …``).
 
     Raises:
         ValueError: naming ``where`` and the problem.
     """
-    if key.isascii() and key.isprintable() and " " not in key:
+    spaced = key == key.strip() and "  " not in key if words else " " not in key
+    if key.isascii() and key.isprintable() and spaced:
         return
     if not key.strip():
         problem = "is only whitespace"
@@ -263,6 +265,9 @@ class Source:
             and all(isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items())
         ):
             raise ValueError("Source.headers must be a dict of header names to string values")
+        for name, value in (self.headers or {}).items():
+            if _SECRET_HEADER.search(name):
+                check_key(value, f"Source.headers[{name!r}]", words=True)
         check_extra_body(self.extra_body, "Source.extra_body")
         self._check_options()
         layers = self.middleware

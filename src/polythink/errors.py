@@ -458,13 +458,17 @@ _SECRET_PATTERNS = re.compile(
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """Return ``text`` with API keys replaced by ``[REDACTED]``.
 
-    Replaces every given secret verbatim, then anything shaped like a known provider key
-    (``sk-…``, ``AIza…``, ``Bearer …``, ``xai-…``, ``gsk_…``). Secrets shorter than 4
-    characters are ignored (replacing them would mangle ordinary text).
+    Replaces every given secret verbatim, and as ``repr`` escapes it (an HTTP library's
+    message quoting an illegal header value ``b'key\\n'``), then anything shaped like a
+    known provider key (``sk-…``, ``AIza…``, ``Bearer …``, ``xai-…``, ``gsk_…``). Secrets
+    shorter than 4 characters are ignored (replacing them would mangle ordinary text).
     """
     for secret in secrets:
-        if secret and len(secret) >= 4 and secret in text:
-            text = text.replace(secret, "[REDACTED]")
+        if not secret or len(secret) < 4:
+            continue
+        for form in (secret, repr(secret)[1:-1]):
+            if form in text:
+                text = text.replace(form, "[REDACTED]")
     return _SECRET_PATTERNS.sub("[REDACTED]", text)
 
 
