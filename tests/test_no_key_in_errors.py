@@ -127,6 +127,7 @@ class Fault:
     gzip: bool = False
     reset: bool = False
     tls: bool = False
+    echo: bool = False
 
     @property
     def after_first_event(self) -> bool:
@@ -153,6 +154,9 @@ FAULTS = (
     ),
     Fault("closed_without_reply"),
     Fault("tls_to_plain_server", before=b"GARBAGE GARBAGE\r\n\r\n", tls=True),
+    # A proxy that answers with the request it got, headers and key included, as one event
+    # that is not JSON: the parser's error holds that text.
+    Fault("request_echoed_as_the_body", echo=True),
     Fault("bad_chunk_size_after_first_event", after=b"zz\r\nhello\r\n"),
     Fault("reset_after_first_event", after=b"", reset=True),
     Fault("corrupt_gzip_after_first_event", after=chunk(b"\xff" * 64), gzip=True),
@@ -174,6 +178,9 @@ async def serve(fault: Fault) -> AsyncIterator[tuple[str, list[str]]]:
                 path = head.split(b" ", 2)[1].decode()
                 seen.append(path)
             writer.write(fault.before)
+            if fault.echo:
+                echoed = b"data: " + head.replace(b"\r\n", b" ") + b"\n\n"
+                writer.write(OK + b"content-length: %d\r\n\r\n%s" % (len(echoed), echoed))
             if fault.after is not None:
                 wire = next(v for k, v in FIRST_EVENT.items() if k in path)
                 if fault.gzip:

@@ -34,6 +34,7 @@ from polythink.errors import (
     StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
+    holds_secret,
     redact,
 )
 from polythink.providers import ProviderProfile
@@ -249,6 +250,10 @@ class HTTPTransport:
             secrets=self._secrets,
         )
 
+    def _clean(self, exc: BaseException) -> BaseException | None:
+        """``exc`` when no key is reachable from it, else ``None``: what may be chained."""
+        return None if holds_secret(exc, self._secrets) else exc
+
     def _deadline_error(self, budget: float | None) -> RequestTimeoutError:
         return RequestTimeoutError(
             f"{self.profile.id}: deadline exceeded: no complete answer within the "
@@ -304,7 +309,7 @@ class HTTPTransport:
         try:
             return json.loads(content), parse_rate_limit(response.headers)
         except ValueError as exc:
-            raise TransientError(
+            malformed = TransientError(
                 f"{self.profile.id} answered HTTP {response.status_code} with a body that is "
                 "not JSON",
                 provider=self.profile.id,
@@ -313,7 +318,10 @@ class HTTPTransport:
                 error_type="malformed_body",
                 request_id=header_request_id(response.headers),
                 body=redact(content[:2000].decode("utf-8", "replace"), self._secrets),
-            ) from exc
+            )
+            malformed.__cause__ = self._clean(exc)
+        # Outside the handler: the decoder's error holds the whole body (its ``doc``).
+        raise malformed
 
     @asynccontextmanager
     async def open_stream(
@@ -624,19 +632,23 @@ class HTTPTransport:
                 return
             if not data or data.isspace():
                 continue
+            malformed: TransientError | None = None
             try:
                 parsed = json.loads(data)
             except ValueError as exc:
                 if decoder.closed:
                     return
-                raise TransientError(
+                malformed = TransientError(
                     f"{self.profile.id} sent a stream event that is not JSON",
                     provider=self.profile.id,
                     source_index=self.index,
                     status_code=response.status_code,
                     error_type="malformed_event",
                     body=redact(data[:2000], self._secrets),
-                ) from exc
+                )
+                malformed.__cause__ = self._clean(exc)
+            if malformed is not None:
+                raise malformed
             if isinstance(parsed, Mapping):
                 yield event_type, parsed
 
