@@ -132,7 +132,7 @@ ANTHROPIC_TAGS = (
     ],
 )
 def test_anthropic_refuses_in_its_words(sim: Simulator, messages: list[Any], message: str) -> None:
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages}
+    body = {"model": "claude-sonnet-5-5", "max_tokens": 100, "messages": messages}
     answer = post(sim, "anthropic", "/messages", body)
     assert (answer.status_code, answer.json()) == (
         400,
