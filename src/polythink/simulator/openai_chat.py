@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -569,6 +570,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         {
             "id": response_id,
             "object": "chat.completion",
+            "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": usage,
@@ -591,6 +593,7 @@ async def _stream(
     refusal: str | None = None,
 ) -> None:
     await response.start_stream()
+    created = int(time.time())
 
     def chunk(
         delta: dict[str, Any],
@@ -600,6 +603,7 @@ async def _stream(
         data: dict[str, Any] = {
             "id": response_id,
             "object": "chat.completion.chunk",
+            "created": created,
             "model": model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
         }
@@ -662,6 +666,7 @@ async def _stream(
                 {
                     "id": response_id,
                     "object": "chat.completion.chunk",
+                    "created": created,
                     "model": model,
                     "choices": [],
                     "usage": usage,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -376,18 +377,22 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if call is not None:
         output.append(call)
     output_tokens = reasoning_tokens + len(answer_words) + (8 if call else 0)
+    # The fields the SDK's Response model requires echo the request, with the API's defaults.
     result = {
         "id": f"resp_sim_{seed}",
         "object": "response",
+        "created_at": int(time.time()),
         "model": model,
         "status": status,
         "incomplete_details": incomplete,
         "error": None,
         "output": output,
-        "store": body.get("store", provider == "openai-responses"),
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools", []),
         "usage": {
             "input_tokens": answer.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
             "total_tokens": answer.prompt_tokens + output_tokens,
@@ -436,17 +441,16 @@ async def _stream(
             refusal = item["content"][0].get("refusal")
             pieces = refusal.split(" ") if refusal else words
             for i, word in enumerate(pieces):
-                await emit(
-                    {
-                        "type": "response.refusal.delta"
-                        if refusal
-                        else "response.output_text.delta",
-                        "item_id": item["id"],
-                        "output_index": index,
-                        "content_index": 0,
-                        "delta": " " + word if refusal and i else word,
-                    }
-                )
+                delta: dict[str, Any] = {
+                    "type": "response.refusal.delta" if refusal else "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": 0,
+                    "delta": " " + word if refusal and i else word,
+                }
+                if not refusal:
+                    delta["logprobs"] = []
+                await emit(delta)
         elif kind == "function_call":
             arguments = item["arguments"]
             half = len(arguments) // 2

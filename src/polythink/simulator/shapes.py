@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 _ID = "chatcmpl-shape"
+_CREATED = 1_765_000_000
+"""A fixed ``created`` / ``created_at`` (Unix seconds): shapes are the same bytes every time."""
 
 
 def sse(*payloads: Mapping[str, Any] | str, events: Sequence[str | None] = ()) -> bytes:
@@ -63,6 +65,7 @@ def chat_chunk(
     return {
         "id": _ID,
         "object": "chat.completion.chunk",
+        "created": _CREATED,
         "model": model,
         "choices": [choice],
         **extra,
@@ -107,7 +110,16 @@ def chat_usage(where: str, usage: Mapping[str, Any], text: str = "ok") -> bytes:
     last = chat_chunk({}, finish="stop")
     frames: list[Mapping[str, Any] | str] = [first, last]
     if where == "final_chunk":
-        frames.append({"id": _ID, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+        frames.append(
+            {
+                "id": _ID,
+                "object": "chat.completion.chunk",
+                "created": _CREATED,
+                "model": "sim-model",
+                "choices": [],
+                "usage": usage,
+            }
+        )
     elif where == "top_level":
         last["usage"] = dict(usage)
     elif where == "choice":
@@ -137,20 +149,37 @@ def vllm_error(message: str, kind: str = "BadRequestError", code: int = 400) -> 
     return sse(payload, "[DONE]")
 
 
+def _response(status: str, output: list[Any], **fields: Any) -> dict[str, Any]:
+    """A Responses ``response`` object with the fields the SDK's ``Response`` model requires."""
+    return {
+        "id": "resp_shape",
+        "object": "response",
+        "created_at": _CREATED,
+        "model": "sim-model",
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        **fields,
+    }
+
+
 def responses_failed(code: str, message: str) -> bytes:
     """A Responses stream that fails: ``response.created`` then ``response.failed`` with the
     response's ``error`` (openai-openapi ``ResponseFailedEvent``)."""
-    created = {"type": "response.created", "response": {"id": "resp_shape", "status": "queued"}}
-    failed = {
-        "type": "response.failed",
-        "response": {
-            "id": "resp_shape",
-            "status": "failed",
-            "error": {"code": code, "message": message},
-            "output": [],
+    frames: list[dict[str, Any]] = [
+        {"type": "response.created", "response": _response("queued", [])},
+        {
+            "type": "response.failed",
+            "response": _response("failed", [], error={"code": code, "message": message}),
         },
-    }
-    return sse(created, failed, events=["response.created", "response.failed"])
+    ]
+    for number, frame in enumerate(frames):
+        frame["sequence_number"] = number
+    return sse(*frames, events=["response.created", "response.failed"])
 
 
 def responses_incomplete(reason: str, text: str = "ok") -> bytes:
@@ -159,22 +188,27 @@ def responses_incomplete(reason: str, text: str = "ok") -> bytes:
         "type": "message",
         "id": "msg_shape",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": text}],
+        "status": "incomplete",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
     }
     frames: list[dict[str, Any]] = [
-        {"type": "response.created", "response": {"id": "resp_shape", "status": "in_progress"}},
-        {"type": "response.output_text.delta", "output_index": 0, "delta": text},
+        {"type": "response.created", "response": _response("in_progress", [])},
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_shape",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": text,
+            "logprobs": [],
+        },
         {"type": "response.output_item.done", "output_index": 0, "item": message},
         {
             "type": "response.incomplete",
-            "response": {
-                "id": "resp_shape",
-                "status": "incomplete",
-                "incomplete_details": {"reason": reason},
-                "output": [message],
-            },
+            "response": _response("incomplete", [message], incomplete_details={"reason": reason}),
         },
     ]
+    for number, frame in enumerate(frames):
+        frame["sequence_number"] = number
     return sse(*frames, events=[str(f["type"]) for f in frames])
 
 
