@@ -439,7 +439,6 @@ async def test_chat_moves_tool_images_into_a_user_turn_after_the_results() -> No
             "role": "tool",
             "content": "Screenshot of the page:",
             "tool_call_id": "call_1",
-            "name": "shell",
         },
         {"role": "tool", "content": "exit 0", "tool_call_id": "call_2"},
         {
@@ -473,6 +472,10 @@ async def test_responses_function_output_is_a_content_array_with_the_image() -> 
         "call_id": "call_1",
         "output": [
             {"type": "input_text", "text": "Screenshot of the page:"},
-            {"type": "input_image", "image_url": f"data:image/png;base64,{PIXEL}"},
+            {
+                "type": "input_image",
+                "image_url": f"data:image/png;base64,{PIXEL}",
+                "detail": "auto",
+            },
         ],
     }

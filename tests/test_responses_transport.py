@@ -152,23 +152,33 @@ def test_body_converts_chat_content_parts() -> None:
                     "content": [
                         {"type": "text", "text": "What is this?"},
                         {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "https://x.test/b.png", "detail": "high"},
+                        },
                     ],
                 },
-                {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "A cat"}, {"type": "text", "text": "."}],
+                },
             ]
         ),
         model="gpt-5.5",
         profile=PROFILE,
     )
+    # input_image requires detail (InputImageContent: required [type, detail], auto by
+    # default); an assistant's text is a string (EasyInputMessage content).
     assert body["input"] == [
         {
             "role": "user",
             "content": [
                 {"type": "input_text", "text": "What is this?"},
-                {"type": "input_image", "image_url": "https://x.test/a.png"},
+                {"type": "input_image", "image_url": "https://x.test/a.png", "detail": "auto"},
+                {"type": "input_image", "image_url": "https://x.test/b.png", "detail": "high"},
             ],
         },
-        {"role": "assistant", "content": [{"type": "output_text", "text": "A cat."}]},
+        {"role": "assistant", "content": "A cat."},
     ]
 
 

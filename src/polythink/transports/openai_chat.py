@@ -107,7 +107,10 @@ def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
         body = {"role": role, "content": message.content}
     if message.tool_call_id is not None:
         body["tool_call_id"] = message.tool_call_id
-    if message.name is not None:
+    # A tool message's name is for Gemini's functionResponse; Chat's tool message declares
+    # only role, content and tool_call_id (ChatCompletionRequestToolMessage,
+    # ../shared/wire/specs/openai_openapi.yaml 2026-08-21).
+    if message.name is not None and role != "tool":
         body["name"] = message.name
     if role != "assistant":
         return body

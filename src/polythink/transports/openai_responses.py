@@ -104,10 +104,24 @@ _DELTAS = frozenset(
 
 
 def _content(content: Any, role: str) -> Any:
-    """Return Responses content for a message: strings as is, chat-style parts converted."""
+    """Return Responses content for a message: strings as is, chat-style parts converted.
+
+    An assistant's text parts become one string. An ``image_url`` part becomes
+    ``input_image`` with its ``detail`` (the chat part's
+    ``image_url.detail``, else ``auto``, the API's default): ``InputImageContent`` requires
+    both ``type`` and ``detail`` (``../shared/wire/specs/openai_openapi.yaml``, 2026-08-21;
+    ``ResponseInputImageParam`` in the openai SDK 3.57).
+    """
     if not isinstance(content, list):
         return content if content is not None else ""
     text_type = "output_text" if role == "assistant" else "input_text"
+    if role == "assistant" and all(
+        isinstance(part, Mapping) and part.get("type") == "text" for part in content
+    ):
+        # An input message's content list declares input parts only (EasyInputMessage,
+        # InputMessageContentList), while the API takes an assistant's text as output_text:
+        # a string is what both accept.
+        return "".join(str(part.get("text", "")) for part in content)
     parts: list[Any] = []
     for part in content:
         kind = part.get("type") if isinstance(part, Mapping) else None
@@ -116,7 +130,8 @@ def _content(content: Any, role: str) -> Any:
         elif kind == "image_url":
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, Mapping) else image
-            parts.append({"type": "input_image", "image_url": url})
+            detail = image.get("detail") if isinstance(image, Mapping) else None
+            parts.append({"type": "input_image", "image_url": url, "detail": detail or "auto"})
         elif kind == "file":
             parts.append({"type": "input_file", **part["file"]})
         else:
