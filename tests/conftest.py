@@ -7,7 +7,9 @@ under ``POLYTHINK_TESTS_NO_SKIP=1`` (:mod:`tests.prerequisites`; ``.ci/run`` set
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import ModuleType
 
 import anyio
 import anyio.lowlevel
@@ -17,7 +19,7 @@ import respx.mocks
 from polythink.middleware.retry import RetryMiddleware
 from polythink.reasoning import capabilities as registry
 from tests.cassettes import Cassette
-from tests.prerequisites import missing
+from tests.prerequisites import NO_SKIP, missing, no_skip
 
 # respx patches httpcore by default, which only intercepts httpx's own pool; patching the
 # client instead intercepts whatever carries its requests (aiohttp's pool by default).
@@ -38,6 +40,18 @@ def shared_file(path: Path) -> Path:
     if not path.exists():
         missing(f"shared fixture {path} is not available (expected next to the repository)")
     return path
+
+
+def sdk_module(name: str) -> ModuleType:
+    """Import an official SDK's module (``openai``, ``anthropic``, ``google-genai``: the dev
+    extra); without it the calling module skips (or fails, see :func:`missing`)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        message = f"{name} is not installed ({exc}); pip install -e '.[dev]'"
+        if no_skip():
+            pytest.fail(f"{message} ({NO_SKIP} is set, so this fails instead of skipping)")
+        pytest.skip(message, allow_module_level=True)
 
 
 def cassette(name: str) -> Cassette:
