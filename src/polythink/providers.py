@@ -80,6 +80,18 @@ class ProviderProfile:
         strict_sampling: the provider answers 400 to sampling parameters a model does not
             take (OpenAI, Anthropic), so polythink refuses or drops them first (see
             ``Capability.sampling``); other providers ignore them.
+        completion_counts_reasoning: whether the provider's ``completion_tokens`` (Responses
+            ``output_tokens``) include the reasoning tokens, as documented: ``True`` on OpenAI
+            ("like reasoning tokens, these tokens are still counted in the total completion
+            tokens", ``CompletionUsage`` in ``openai_openapi.yaml`` 2026-08-21; Responses
+            ``output_tokens_details.reasoning_tokens`` likewise a part of ``output_tokens``);
+            ``False`` on xAI, whose reasoning "will be counted separately from
+            completion_tokens, but will be counted in the total_tokens"
+            (docs.x.ai/docs/key-information/consumption-and-rate-limits, quoted in
+            vercel/ai#12425, 2026-02-11; grok-4.20 usage 10120 + 1499 + 2809 = 14428 total in
+            Wei-Shaw/sub2api#5771, 2026-08-18); ``None``: not documented, decided per answer
+            from ``total_tokens`` (:func:`polythink.transports.base.output_with_reasoning`).
+            ``Usage.output_tokens`` includes reasoning whichever it is.
         prompt_cache: how a :class:`~polythink.types.PromptCache` marker is spelt on this
             provider's OpenAI-shaped wire: ``key`` sends ``prompt_cache_key`` and
             ``prompt_cache_retention`` (OpenAI Chat and Responses,
@@ -126,6 +138,7 @@ class ProviderProfile:
     api_versions: tuple[str, ...] = ()
     thinking_displays: tuple[str, ...] = ()
     reasoning_modes: bool = False
+    completion_counts_reasoning: bool | None = None
 
     @property
     def serves(self) -> str:
@@ -146,6 +159,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             prompt_cache=("key",),
             responses_profile="openai-responses",
             reasoning_modes=True,
+            completion_counts_reasoning=True,
         ),
         ProviderProfile(
             "openai-responses",
@@ -160,6 +174,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             prompt_cache=("key",),
             catalogue="openai",
             reasoning_modes=True,
+            completion_counts_reasoning=True,
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -249,7 +264,13 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "https://api.minimax.io/v1",
             ("MINIMAX_API_KEY",),
         ),
-        ProviderProfile("xai", "openai_chat", "https://api.x.ai/v1", ("XAI_API_KEY",)),
+        ProviderProfile(
+            "xai",
+            "openai_chat",
+            "https://api.x.ai/v1",
+            ("XAI_API_KEY",),
+            completion_counts_reasoning=False,
+        ),
         ProviderProfile(
             "groq",
             "openai_chat",

@@ -19,7 +19,9 @@
   ``reasoning`` + OpenRouter ``reasoning_details``, Mistral thinking chunks), with token counts
   that grow with the tier;
 - DeepSeek answers 400 when an earlier assistant tool-call turn lacks its
-  ``reasoning_content`` while thinking is on (DS-DOC thinking_mode, 2026).
+  ``reasoning_content`` while thinking is on (DS-DOC thinking_mode, 2026);
+- usage counts reasoning inside ``completion_tokens``, except on xAI, which counts it beside
+  them (total = prompt + completion + reasoning).
 
 Structured output (STRUCTURED.md §1, §5): ``response_format`` ``json_schema`` is answered
 with an object that fits the schema, ``json_object`` with one that fits a schema quoted in
@@ -534,6 +536,10 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         "prompt_tokens_details": {"cached_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
+    if provider == "xai":
+        # xAI counts reasoning beside completion_tokens, in total_tokens only
+        # (docs.x.ai consumption-and-rate-limits; providers.ProviderProfile).
+        usage["completion_tokens"] = completion - reasoning_tokens
     reasoning = answer.reasoning if reasoning_tokens else ""
     response_id = f"chatcmpl-sim-{seed}"
     if body.get("stream"):

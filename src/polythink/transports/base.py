@@ -73,6 +73,7 @@ __all__ = [
     "deep_merge",
     "dumps",
     "joined_system",
+    "output_with_reasoning",
     "part_types",
     "prompt_cache_fields",
     "sampling_conflicts",
@@ -750,6 +751,40 @@ def sampling_conflicts(body: Mapping[str, Any]) -> list[tuple[str, str]]:
 def token_count(value: Any) -> int | None:
     """A provider's token count as an ``int``, or ``None`` when absent or not a count >= 0."""
     return value if type(value) is int and value >= 0 else None
+
+
+def output_with_reasoning(
+    completion: int | None,
+    reasoning: int | None,
+    *,
+    prompt: int | None,
+    total: int | None,
+    counts_reasoning: bool | None,
+) -> int | None:
+    """The output tokens of an answer, reasoning included, from an OpenAI-shaped usage.
+
+    ``completion`` is the provider's ``completion_tokens`` (``output_tokens`` on Responses),
+    ``reasoning`` its ``reasoning_tokens``, ``prompt`` and ``total`` its prompt and total
+    counts. ``counts_reasoning`` is the provider's documented convention
+    (:attr:`~polythink.providers.ProviderProfile.completion_counts_reasoning`): ``True``, the
+    completion count includes reasoning (OpenAI); ``False``, reasoning is counted beside it
+    and only the total has both (xAI: total = prompt + completion + reasoning); ``None``,
+    undocumented: the numbers decide. Reasoning is counted beside the completion when the
+    total is exactly prompt + completion + reasoning (and not prompt + completion), or, with no
+    total, when the reasoning alone exceeds the completion (a part cannot exceed its whole);
+    otherwise the completion includes it, as on OpenAI's wire.
+
+    Returns ``completion``, or ``completion + reasoning``; ``None`` without a completion count.
+    """
+    if completion is None or not reasoning:
+        return completion
+    if counts_reasoning is None:
+        if total is not None and prompt is not None:
+            outside = total == prompt + completion + reasoning != prompt + completion
+        else:
+            outside = reasoning > completion
+        counts_reasoning = not outside
+    return completion if counts_reasoning else completion + reasoning
 
 
 def prompt_cache_fields(cache: PromptCache | None, profile: ProviderProfile) -> dict[str, Any]:

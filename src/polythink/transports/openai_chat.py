@@ -45,6 +45,7 @@ from polythink.transports.base import (
     assistant_response,
     check_parts,
     joined_system,
+    output_with_reasoning,
     part_types,
     prompt_cache_fields,
     token_count,
@@ -325,7 +326,7 @@ def build_body(
     return apply_overrides(body, request, extra_body)
 
 
-def parse_usage(usage: Any) -> Usage | None:
+def parse_usage(usage: Any, *, counts_reasoning: bool | None = None) -> Usage | None:
     """Normalise a Chat Completions ``usage`` object; ``None`` when absent.
 
     ``prompt_tokens`` already includes cached tokens on OpenAI, OpenRouter, DeepSeek and
@@ -335,6 +336,12 @@ def parse_usage(usage: Any) -> Usage | None:
     ``prompt_tokens_details.cache_write_tokens``; reasoning from
     ``completion_tokens_details.reasoning_tokens``. A field the provider did not send stays
     ``None``.
+
+    ``output_tokens`` always includes reasoning: ``completion_tokens`` where the provider
+    counts reasoning in it, ``completion_tokens + reasoning_tokens`` where it counts reasoning
+    beside it (xAI). ``counts_reasoning`` is the provider's documented convention (``None``:
+    decided from ``total_tokens``; see
+    :func:`polythink.transports.base.output_with_reasoning`).
     """
     if not isinstance(usage, Mapping):
         return None
@@ -347,10 +354,19 @@ def parse_usage(usage: Any) -> Usage | None:
         cache_read = token_count(usage.get("prompt_cache_hit_tokens"))
     if cache_read is None:
         cache_read = token_count(usage.get("cached_tokens"))
+    prompt = token_count(usage.get("prompt_tokens"))
+    reasoning = token_count(cd.get("reasoning_tokens"))
+    output = output_with_reasoning(
+        token_count(usage.get("completion_tokens")),
+        reasoning,
+        prompt=prompt,
+        total=token_count(usage.get("total_tokens")),
+        counts_reasoning=counts_reasoning,
+    )
     return Usage(
-        input_tokens=token_count(usage.get("prompt_tokens")),
-        output_tokens=token_count(usage.get("completion_tokens")),
-        reasoning_tokens=token_count(cd.get("reasoning_tokens")),
+        input_tokens=prompt,
+        output_tokens=output,
+        reasoning_tokens=reasoning,
         cache_read_tokens=cache_read,
         cache_write_tokens=token_count(pd.get("cache_write_tokens")),
     )
@@ -454,7 +470,7 @@ def parse_completion(
         calls=calls,
         details=details,
         raw_finish=choice.get("finish_reason"),
-        usage=parse_usage(data.get("usage")),
+        usage=parse_usage(data.get("usage"), counts_reasoning=profile.completion_counts_reasoning),
         model=data.get("model") or model,
         response_id=data.get("id"),
         profile=profile,
@@ -747,7 +763,9 @@ class ChatStreamAssembler:
         if not isinstance(usage, Mapping):
             usage = choice_usage
         if isinstance(usage, Mapping):
-            self.usage = parse_usage(usage)
+            self.usage = parse_usage(
+                usage, counts_reasoning=self.profile.completion_counts_reasoning
+            )
             self.cost = reported_cost(usage)
             events.append(StreamEvent("usage", usage=self.usage))
         return events

@@ -55,6 +55,7 @@ from polythink.transports.base import (
     assistant_response,
     check_parts,
     joined_system,
+    output_with_reasoning,
     part_types,
     prompt_cache_fields,
     token_count,
@@ -334,13 +335,16 @@ def output_plan(
     return for_call(plan, fmt, request.messages)
 
 
-def parse_usage(usage: Any) -> Usage | None:
+def parse_usage(usage: Any, *, counts_reasoning: bool | None = None) -> Usage | None:
     """Normalise a Responses ``usage`` object; ``None`` when absent.
 
     ``input_tokens`` already includes cached tokens; cache reads come from
     ``input_tokens_details.cached_tokens``, writes from ``input_tokens_details.
     cache_write_tokens`` (2026), reasoning from ``output_tokens_details.reasoning_tokens``
-    (part of ``output_tokens``). A field the provider did not send stays ``None``.
+    (part of ``output_tokens`` on OpenAI). A field the provider did not send stays ``None``.
+    ``output_tokens`` always includes reasoning; ``counts_reasoning`` is the provider's
+    documented convention, ``None`` to decide it from ``total_tokens``
+    (:func:`polythink.transports.base.output_with_reasoning`).
     """
     if not isinstance(usage, Mapping):
         return None
@@ -348,10 +352,19 @@ def parse_usage(usage: Any) -> Usage | None:
     output_details = usage.get("output_tokens_details")
     ind = input_details if isinstance(input_details, Mapping) else {}
     outd = output_details if isinstance(output_details, Mapping) else {}
+    prompt = token_count(usage.get("input_tokens"))
+    reasoning = token_count(outd.get("reasoning_tokens"))
+    output = output_with_reasoning(
+        token_count(usage.get("output_tokens")),
+        reasoning,
+        prompt=prompt,
+        total=token_count(usage.get("total_tokens")),
+        counts_reasoning=counts_reasoning,
+    )
     return Usage(
-        input_tokens=token_count(usage.get("input_tokens")),
-        output_tokens=token_count(usage.get("output_tokens")),
-        reasoning_tokens=token_count(outd.get("reasoning_tokens")),
+        input_tokens=prompt,
+        output_tokens=output,
+        reasoning_tokens=reasoning,
         cache_read_tokens=token_count(ind.get("cached_tokens")),
         cache_write_tokens=token_count(ind.get("cache_write_tokens")),
     )
@@ -482,7 +495,7 @@ def parse_response(
         finish=mapped.reason,
         native_finish_reason=mapped.native,
         warnings=[mapped.note] if mapped.note else None,
-        usage=parse_usage(data.get("usage")),
+        usage=parse_usage(data.get("usage"), counts_reasoning=profile.completion_counts_reasoning),
         cost=reported_cost(data.get("usage")),
         model=data.get("model") or model,
         response_id=data.get("id"),
@@ -667,7 +680,9 @@ class ResponsesStreamAssembler:
             for index, item in enumerate(output):
                 if index not in self.items and isinstance(item, Mapping):
                     self._item_done(index, item, out)
-        self.usage = parse_usage(response.get("usage"))
+        self.usage = parse_usage(
+            response.get("usage"), counts_reasoning=self.profile.completion_counts_reasoning
+        )
         self.cost = reported_cost(response.get("usage"))
         if self.usage is not None:
             out.append(StreamEvent("usage", usage=self.usage))
