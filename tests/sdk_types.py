@@ -146,11 +146,11 @@ def _make_plan(tp: Any) -> _Plan:
         return _Plan("any")
     origin = get_origin(tp)
     if origin is Union or origin is types.UnionType:
-        members = tuple(m for m in get_args(tp) if m is not type(None))
+        members = tuple(_flattened(tp))
         objects = [m for m in members if _plan(m).kind == "object"]
         ordered = (*objects, *(m for m in members if m not in objects))
         key, index = _discriminator(objects)
-        nullable = len(members) < len(get_args(tp))
+        nullable = any(m is type(None) for m in get_args(tp))
         return _Plan("union", ordered, nullable, key, index)
     if origin is Literal:
         return _Plan("literal", get_args(tp))
@@ -164,6 +164,18 @@ def _make_plan(tp: Any) -> _Plan:
     if tp in _SCALARS:
         return _Plan("scalar", (tp,))
     return _Plan("other", (tp,))
+
+
+def _flattened(tp: Any) -> list[Any]:
+    """The members of a union, unions inside it (an ``Annotated`` union) spread out."""
+    out: list[Any] = []
+    for member in get_args(tp):
+        inner = _unwrap(member)
+        if get_origin(inner) is Union or get_origin(inner) is types.UnionType:
+            out += [m for m in _flattened(inner) if m not in out]
+        elif member is not type(None) and member not in out:
+            out.append(member)
+    return out
 
 
 def _discriminator(objects: list[Any]) -> tuple[str | None, Mapping[Any, tuple[Any, ...]] | None]:

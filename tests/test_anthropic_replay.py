@@ -107,6 +107,7 @@ async def test_thinking_nonstream_two_turns() -> None:
         reasoning_tokens=None,
         cache_read_tokens=0,
         cache_write_tokens=0,
+        cache_write_1h_tokens=0,
     )
     assert (r1.finish_reason, r1.model, r1.id) == (
         "stop",
@@ -120,7 +121,7 @@ async def test_thinking_nonstream_two_turns() -> None:
     assert r2.reasoning is not None
     assert r2.reasoning.startswith("This is an interesting analogy question.")
     assert r2.text.startswith("# How to Cross a River (Using the Street-Crossing Analogy)")
-    assert r2.usage == Usage(354, 525, None, 0, 0)
+    assert r2.usage == Usage(354, 525, None, 0, 0, 0)
     assert r2.id == "msg_016Vg1RgKdfLjsCLybGjd8Xo"
 
 
@@ -156,8 +157,8 @@ async def test_redacted_thinking_two_turns() -> None:
     assert r1.thinking is ThinkingObservation.OBSERVED
     assert not any("could not confirm" in w for w in r1.warnings)
     assert r1.text.startswith("I notice that your message appears to contain a command")
-    assert r1.usage == Usage(92, 196, None, 0, 0)
-    assert r2.usage == Usage(168, 232, None, 0, 0)
+    assert r1.usage == Usage(92, 196, None, 0, 0, 0)
+    assert r2.usage == Usage(168, 232, None, 0, 0, 0)
     assert r2.message.reasoning_items[0]["data"].startswith("EtUFCkYIBxgCKkAE46qlfUcG4eBdm3DIVpKC")
 
 
@@ -218,13 +219,13 @@ async def test_tool_use_with_thinking_two_turns() -> None:
         "tool_use",
     ]
     assert r1.message.reasoning_items[0]["signature"].endswith("XKVa+SkcXhw9EK5/JwYAQ==")
-    assert r1.usage == Usage(398, 155, None, 0, 0)
+    assert r1.usage == Usage(398, 155, None, 0, 0, 0)
     assert r2.finish_reason == "stop"
     assert r2.text.startswith(
         "Based on the information that you're from Mexico, the largest city in your country is "
         "**Mexico City**"
     )
-    assert r2.usage == Usage(566, 126, None, 0, 0)
+    assert r2.usage == Usage(566, 126, None, 0, 0, 0)
 
 
 async def test_adaptive_thinking_with_forced_tool() -> None:
@@ -264,7 +265,7 @@ async def test_adaptive_thinking_with_forced_tool() -> None:
     assert response.text == ""
     assert response.message.content is None
     assert response.message.reasoning_items == ()
-    assert response.usage == Usage(671, 55, 0, 0, 0)
+    assert response.usage == Usage(671, 55, 0, 0, 0, 0)
     # The model skipped thinking under the forced tool, and said so with thinking_tokens: 0.
     assert response.thinking is ThinkingObservation.ABSENT
     assert response.warnings == [
@@ -294,8 +295,8 @@ async def test_prompt_cache_usage_two_turns() -> None:
     assert _sent(route, 1) == second.request_body
     assert first.request_body["system"] == "You are a helpful assistant."
     # C20 on real numbers: uncached 3 + cache read 1111 (+ cache write 0 / 418).
-    assert r1.usage == Usage(1114, 406, None, 1111, 0)
-    assert r2.usage == Usage(1532, 33, None, 1111, 418)
+    assert r1.usage == Usage(1114, 406, None, 1111, 0, 0)
+    assert r2.usage == Usage(1532, 33, None, 1111, 418, 0)
     assert r2.text == (
         "Python is a beginner-friendly, versatile programming language widely used for web "
         "development, data science, machine learning, automation, and scientific computing."
@@ -357,7 +358,7 @@ async def test_thinking_stream_in_small_chunks() -> None:
         {"type": "thinking", "thinking": response.reasoning, "signature": signature},
         {"type": "text", "text": response.text},
     )
-    assert response.usage == Usage(43, 282, None, 0, 0)
+    assert response.usage == Usage(43, 282, None, 0, 0, 0)
     assert events[-2].usage == response.usage
     assert (response.model, response.id, response.finish_reason) == (
         "claude-sonnet-4-20250514",
@@ -373,14 +374,14 @@ async def test_thinking_stream_in_small_chunks() -> None:
             "llmanthropic_plain_stream.yaml",
             "claude-sonnet-4-5",
             "- Captain\n- Scoop",
-            Usage(17, 10, None, 0, 0),
+            Usage(17, 10, None, 0, 0, 0),
             "claude-sonnet-4-5-20250929",
         ),
         (
             "llmanthropic_effort_no_thinking_stream.yaml",
             "claude-sonnet-4-6",
             "**Pete** and **Scoop**",
-            Usage(17, 12, None, 0, 0),
+            Usage(17, 12, None, 0, 0, 0),
             "claude-sonnet-4-6",
         ),
     ],

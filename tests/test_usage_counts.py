@@ -1,5 +1,8 @@
 """Usage keeps one rule on every wire: output includes reasoning; cost follows the counts.
 
+Also the Anthropic cache writes by lifetime: 1-hour writes cost 2x the input price, 5-minute
+ones 1.25x (ANT-DOC-caching, WIRE.md §3.5; genai-prices ``cache_write_1h_mtok``).
+
 - xAI counts reasoning beside ``completion_tokens``: "reasoning token consumption will be
   counted separately from completion_tokens, but will be counted in the total_tokens"
   (docs.x.ai/docs/key-information/consumption-and-rate-limits, quoted in vercel/ai#12425,
@@ -18,14 +21,17 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import genai_prices
 import httpx
 import pytest
 import respx
 
-from polythink import Client, Source, Usage
+from polythink import Client, Message, PromptCache, Response, Source, Usage
+from polythink.cache_codec import as_hit
 from polythink.pricing import price
 from polythink.providers import PROVIDERS
 from polythink.simulator import Simulator
+from polythink.transports.anthropic import parse_usage as parse_anthropic_usage
 from polythink.transports.base import output_with_reasoning
 from polythink.transports.openai_chat import parse_usage
 from polythink.transports.openai_responses import parse_usage as parse_responses_usage
@@ -219,3 +225,145 @@ async def test_the_simulated_xai_wire_counts_reasoning_beside_completion() -> No
     assert response.usage == Usage(
         raw["prompt_tokens"], raw["completion_tokens"] + reasoning, reasoning, 0, None
     )
+
+
+# ------------------------------------------------------------------ Anthropic 1-hour cache writes
+
+# A recorded answer with both cache lifetimes (WIRE.md §3, stored copy): 248 tokens written,
+# 148 to the 5-minute cache and 100 to the 1-hour cache.
+ANTHROPIC_USAGE = {
+    "input_tokens": 2048,
+    "cache_read_input_tokens": 1800,
+    "cache_creation_input_tokens": 248,
+    "output_tokens": 503,
+    "cache_creation": {"ephemeral_5m_input_tokens": 148, "ephemeral_1h_input_tokens": 100},
+}
+ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
+
+
+def test_anthropic_usage_carries_the_one_hour_writes() -> None:
+    assert parse_anthropic_usage(ANTHROPIC_USAGE) == Usage(4096, 503, None, 1800, 248, 100)
+    without = {k: v for k, v in ANTHROPIC_USAGE.items() if k != "cache_creation"}
+    assert parse_anthropic_usage(without) == Usage(4096, 503, None, 1800, 248, None)
+
+
+def test_one_hour_writes_cost_twice_the_input_price() -> None:
+    cost = price(Usage(4096, 503, None, 1800, 248, 100), "anthropic", "claude-sonnet-4-0")
+    assert cost is not None
+    # claude-sonnet-4-0: input $3, 5-minute writes $3.75 (1.25x), 1-hour writes $6 (2x).
+    assert cost.cache_write == pytest.approx(148 * 3.75e-6 + 100 * 6e-6, abs=1e-12)
+    oracle = genai_prices.calc_price(
+        genai_prices.Usage(
+            input_tokens=4096,
+            cache_read_tokens=1800,
+            cache_write_tokens=248,
+            cache_write_1h_tokens=100,
+            output_tokens=503,
+        ),
+        "claude-sonnet-4-0",
+        provider_id="anthropic",
+    )
+    assert cost.total == pytest.approx(float(oracle.total_price), abs=1e-12)
+    five_minutes = price(Usage(4096, 503, None, 1800, 248, 0), "anthropic", "claude-sonnet-4-0")
+    assert five_minutes is not None
+    assert cost.total - five_minutes.total == pytest.approx(100 * (6e-6 - 3.75e-6), abs=1e-12)
+
+
+def _anthropic_message() -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-0",
+        "content": [{"type": "text", "text": "Rayleigh."}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": ANTHROPIC_USAGE,
+    }
+
+
+def _anthropic_stream() -> bytes:
+    start_usage = {**ANTHROPIC_USAGE, "output_tokens": 1}
+    delta_usage = {k: v for k, v in ANTHROPIC_USAGE.items() if k != "cache_creation"}
+    events = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    **_anthropic_message(),
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": start_usage,
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Rayleigh."},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": delta_usage},
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {n}\ndata: {json.dumps(p)}\n\n" for n, p in events).encode()
+
+
+async def test_anthropic_one_hour_writes_streamed_and_not() -> None:
+    source = Source("anthropic", "claude-sonnet-4-0", api_key="sk-ant-test")
+    cache = PromptCache(ttl="1h")
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(ANTHROPIC_URL).mock(
+            side_effect=[
+                httpx.Response(200, json=_anthropic_message()),
+                sse_response(_anthropic_stream()),
+            ]
+        )
+        async with Client([source]) as client:
+            whole = await client.complete(QUESTION, prompt_cache=cache, cache=False)
+            streamed = None
+            async for event in client.stream(QUESTION, prompt_cache=cache, cache=False):
+                if event.type == "done":
+                    streamed = event.response
+    assert json.loads(route.calls[0].request.content)["cache_control"] == {
+        "type": "ephemeral",
+        "ttl": "1h",
+    }
+    assert streamed is not None
+    assert whole.usage == streamed.usage == Usage(4096, 503, None, 1800, 248, 100)
+    assert whole.cost == streamed.cost
+    assert whole.cost is not None
+    assert whole.cost.cache_write == pytest.approx(148 * 3.75e-6 + 100 * 6e-6, abs=1e-12)
+
+
+def test_a_cached_answer_keeps_the_one_hour_writes() -> None:
+    source = parse_anthropic_usage(ANTHROPIC_USAGE)
+    hit = as_hit(
+        Response(
+            text="x",
+            reasoning=None,
+            tool_calls=[],
+            finish_reason="stop",
+            usage=source,
+            model="m",
+            provider="anthropic",
+            source_index=0,
+            message=Message(role="assistant", content="x"),
+        )
+    )
+    assert hit.usage == Usage(4096, 503, None, 1800, 248, 100)

@@ -108,10 +108,12 @@ def _usage_out(usage: Usage | None) -> list[int | None] | None:
         usage.reasoning_tokens,
         usage.cache_read_tokens,
         usage.cache_write_tokens,
+        usage.cache_write_1h_tokens,
     ]
 
 
 def _usage_in(data: Any) -> Usage | None:
+    # Entries written before cache_write_1h_tokens existed hold five counts.
     return None if data is None else Usage(*data)
 
 

@@ -13,6 +13,9 @@ Facts used (``genai-prices`` 0.2.3, read from its code 2026-12-01):
   of the input count and priced on its own, an unpriced one stays in the input;
 - reasoning tokens are part of the output; a model with ``output_reasoning_mtok`` prices them
   apart from the rest of the output, every other model at the output price;
+- the 1-hour cache writes (``Usage.cache_write_1h_tokens``, a part of the cache writes) are
+  priced at ``cache_write_1h_mtok`` (2x input on Anthropic, against 1.25x for the 5-minute
+  ``cache_write_mtok``);
 - ``requests_kcount`` is a fee per thousand requests (one per call).
 
 The model -> price lookup walks the table (tens of microseconds to milliseconds); it is done
@@ -77,6 +80,7 @@ _PRICED_HERE = frozenset(
         "input_mtok",
         "cache_read_mtok",
         "cache_write_mtok",
+        "cache_write_1h_mtok",
         "output_mtok",
         "output_reasoning_mtok",
         "requests_kcount",
@@ -89,19 +93,28 @@ _UNREPORTED_PREFIXES = (
     "code_executions",
     "rerank_searches",
 )
-_UNREPORTED_WORDS = ("audio", "image", "video", "document", "mchars", "gpixels", "1h")
+_UNREPORTED_WORDS = ("audio", "image", "video", "document", "mchars", "gpixels")
 _LOOKUP_LIMIT = 4096
 
 
 class _Rates:
     """The prices of one ``ModelPrice`` that polythink's counts can use (``None``: unpriced)."""
 
-    __slots__ = ("cache_read", "cache_write", "fee", "input", "output", "reasoning")
+    __slots__ = (
+        "cache_read",
+        "cache_write",
+        "cache_write_1h",
+        "fee",
+        "input",
+        "output",
+        "reasoning",
+    )
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self.input = values.get("input_mtok")
         self.cache_read = values.get("cache_read_mtok")
         self.cache_write = values.get("cache_write_mtok")
+        self.cache_write_1h = values.get("cache_write_1h_mtok")
         self.output = values.get("output_mtok")
         self.reasoning = values.get("output_reasoning_mtok")
         self.fee = values.get("requests_kcount")
@@ -286,7 +299,10 @@ def _parts(rates: _Rates, usage: Usage) -> _Parts | None:
     output_tokens = usage.output_tokens or 0
     cache_read = usage.cache_read_tokens or 0
     cache_write = usage.cache_write_tokens or 0
+    hour = usage.cache_write_1h_tokens or 0
     reasoning = usage.reasoning_tokens or 0
+    if hour and rates.cache_write is not None and rates.cache_write_1h is None:
+        return None  # 1-hour writes the table does not price: their cost is not known
     # A cache count the table prices on its own comes out of the input count; one it does
     # not price stays in the input, at the input price.
     uncached = input_tokens
@@ -294,11 +310,13 @@ def _parts(rates: _Rates, usage: Usage) -> _Parts | None:
         uncached -= cache_read
     if rates.cache_write is not None:
         uncached -= cache_write
-    if uncached < 0 or reasoning > output_tokens:
+    if uncached < 0 or reasoning > output_tokens or hour > cache_write:
         return None
     part_input = _part(rates.input, uncached, input_tokens)
     part_read = _part(rates.cache_read, cache_read, input_tokens)
-    part_write = _part(rates.cache_write, cache_write, input_tokens)
+    part_write = _part(rates.cache_write, cache_write - hour, input_tokens) + _part(
+        rates.cache_write_1h, hour, input_tokens
+    )
     if rates.reasoning is not None:
         part_reasoning = _part(rates.reasoning, reasoning, input_tokens)
         part_output = _part(rates.output, output_tokens - reasoning, input_tokens)
@@ -335,8 +353,8 @@ def _cost(rates: _Rates, usage: Usage, parts: _Parts) -> Cost:
 
 def _unreported_unit(key: str) -> bool:
     # Searches, tool runs, modality and duration units (audio, image, video, documents,
-    # characters) and the 1-hour cache write count usage polythink never reports, so they
-    # price nothing here (and take nothing out of the token counts).
+    # characters) count usage polythink never reports, so they price nothing here (and take
+    # nothing out of the token counts).
     return key.startswith(_UNREPORTED_PREFIXES) or any(word in key for word in _UNREPORTED_WORDS)
 
 

@@ -1041,6 +1041,9 @@ class Usage:
     - ``output_tokens``: every generated token, reasoning included.
     - ``reasoning_tokens``: the reasoning part of ``output_tokens``.
     - ``cache_read_tokens`` / ``cache_write_tokens``: the cached parts of ``input_tokens``.
+    - ``cache_write_1h_tokens``: the part of ``cache_write_tokens`` written to a 1-hour cache
+      (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``), priced above the 5-minute
+      writes (2x the input price, against 1.25x).
     """
 
     input_tokens: int | None = None
@@ -1048,6 +1051,7 @@ class Usage:
     reasoning_tokens: int | None = None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int | None:

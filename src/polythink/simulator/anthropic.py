@@ -554,6 +554,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         "input_tokens": answer.prompt_tokens,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
         "output_tokens": output,
         "output_tokens_details": {"thinking_tokens": thinking_tokens},
     }
@@ -630,6 +631,8 @@ async def _stream(
                 {"type": "content_block_delta", "index": index, "delta": delta},
             )
         await event("content_block_stop", {"type": "content_block_stop", "index": index})
+    # The delta's usage is cumulative and has no cache_creation split (MessageDeltaUsage).
+    delta_usage = {k: v for k, v in usage.items() if k != "cache_creation"}
     await event(
         "message_delta",
         {
@@ -639,7 +642,7 @@ async def _stream(
                 "stop_sequence": None,
                 **({"stop_details": message["stop_details"]} if "stop_details" in message else {}),
             },
-            "usage": usage,
+            "usage": delta_usage,
         },
     )
     await event("message_stop", {"type": "message_stop"})

@@ -493,8 +493,13 @@ def parse_usage(usage: Any) -> Usage | None:
     cache_creation_input_tokens`` (ANT-DOC-caching); the two cache counts are exposed as
     ``cache_read_tokens`` and ``cache_write_tokens``. ``output_tokens`` already includes
     thinking; ``reasoning_tokens`` comes from ``output_tokens_details.thinking_tokens``
-    (ANT-SDK 2b826760, 2026-05-28) and is ``None`` when the API did not send it. A field the
-    API did not send stays ``None``.
+    (ANT-SDK 2b826760, 2026-05-28) and is ``None`` when the API did not send it.
+    ``cache_write_1h_tokens`` is ``cache_creation.ephemeral_1h_input_tokens``, the writes to a
+    1-hour cache (``cache_control.ttl: "1h"``), which cost 2x the input price where 5-minute
+    writes cost 1.25x (ANT-DOC-caching; WIRE.md §3.5; the split is in the SDK's ``Usage``
+    and in a recorded answer, WIRE.md §3: ``ephemeral_5m_input_tokens`` 148 +
+    ``ephemeral_1h_input_tokens`` 100 = ``cache_creation_input_tokens`` 248). A field the API
+    did not send stays ``None``.
     """
     if not isinstance(usage, Mapping):
         return None
@@ -505,6 +510,12 @@ def parse_usage(usage: Any) -> Usage | None:
     reasoning = (
         token_count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
     )
+    creation = usage.get("cache_creation")
+    hour = (
+        token_count(creation.get("ephemeral_1h_input_tokens"))
+        if isinstance(creation, Mapping)
+        else None
+    )
     total_input = None
     if uncached is not None:
         total_input = uncached + (cache_read or 0) + (cache_write or 0)
@@ -514,6 +525,7 @@ def parse_usage(usage: Any) -> Usage | None:
         reasoning_tokens=reasoning,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
+        cache_write_1h_tokens=hour,
     )
 
 
