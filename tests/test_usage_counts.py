@@ -367,3 +367,18 @@ def test_a_cached_answer_keeps_the_one_hour_writes() -> None:
         )
     )
     assert hit.usage == Usage(4096, 503, None, 1800, 248, 100)
+
+
+def test_one_hour_writes_a_table_does_not_price_give_no_cost() -> None:
+    from decimal import Decimal
+
+    from polythink import pricing
+
+    assert pricing.price_table_version() is not None  # the table is loaded
+    rates = pricing._Rates(
+        {"input_mtok": Decimal(3), "cache_write_mtok": Decimal("3.75"), "output_mtok": Decimal(15)}
+    )
+    assert pricing._cost(rates, Usage(4096, 503, None, 1800, 248, 100)) is None
+    priced = pricing._cost(rates, Usage(4096, 503, None, 1800, 248, 0))
+    assert priced is not None
+    assert priced.cache_write == pytest.approx(248 * 3.75e-6, abs=1e-12)
