@@ -36,6 +36,9 @@ against (WIRE.md §3):
   default and ``display: summarized`` was not asked), or as a ``redacted_thinking`` block when
   the prompt carries Anthropic's documented trigger string; usage reports
   ``output_tokens_details.thinking_tokens``;
+- a text block that is empty or whitespace only is a 400, as on the API; a thinking answer to
+  a prompt starting with :data:`BLANK_TEXT_TRIGGER` carries such blocks, as adaptive thinking
+  can;
 - thinking blocks sent back must carry the signature the simulator made for their text, and
   with manual thinking on, the assistant turn before the final ``tool_result`` turn must start
   with its thinking block (the API's rule for tool use with thinking, ANT-DOC-ext);
@@ -68,11 +71,17 @@ from polythink.simulator import behaviour
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
-__all__ = ["REDACTED_TRIGGER", "handle", "matches", "signature_for"]
+__all__ = ["BLANK_TEXT_TRIGGER", "REDACTED_TRIGGER", "handle", "matches", "signature_for"]
 
 REDACTED_TRIGGER = "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_"
 """Prompt prefix that makes the model answer with redacted thinking (Anthropic's test string,
 recorded: pai_anthropic_redacted_thinking_nonstream)."""
+
+BLANK_TEXT_TRIGGER = "SIM_BLANK_TEXT_"
+"""Prompt prefix (the simulator's own) that makes a thinking answer carry whitespace-only
+text blocks, one before the thinking block and one after it, as Claude adaptive thinking can
+(the blank blocks stored in conversations and refused when sent back:
+NousResearch/hermes-agent#69517, 2026-07-22; home-assistant/core#175637, 2026-07-04)."""
 
 _SECRET = b"polythink-simulator"
 _SIGNATURE_PREFIX = "sim1."
@@ -189,6 +198,12 @@ def _check_history(messages: list[Any], manual_thinking: bool) -> None:
         _check_blocks(i, message, messages[i - 1] if i else None)
         for j, block in enumerate(_blocks(message)):
             kind = block.get("type")
+            if kind == "text" and not str(block.get("text") or "").strip():
+                raise _Rejected(
+                    "messages: text content blocks must be non-empty"
+                    if not block.get("text")
+                    else "messages: text content blocks must contain non-whitespace text"
+                )
             if kind == "thinking":
                 thinking = block.get("thinking")
                 signature = block.get("signature")
@@ -538,6 +553,9 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     content: list[dict[str, Any]] = []
     if thinking_tokens:
         full = answer.reasoning
+        blank = prompt.startswith(BLANK_TEXT_TRIGGER)
+        if blank:
+            content.append({"type": "text", "text": "\n\n"})
         if prompt.startswith(REDACTED_TRIGGER):
             content.append({"type": "redacted_thinking", "data": _redacted_data(full)})
         else:
@@ -545,6 +563,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             content.append(
                 {"type": "thinking", "thinking": shown, "signature": signature_for(full)}
             )
+        if blank:
+            content.append({"type": "text", "text": " "})
     if answer_words:
         content.append({"type": "text", "text": "".join(answer_words)})
     if call is not None:

@@ -119,12 +119,27 @@ def _image_block(part: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "url", "url": url}}
 
 
+def _blank(block: Mapping[str, Any]) -> bool:
+    """Whether ``block`` is a text block the API refuses: empty or whitespace only ("messages:
+    text content blocks must contain non-whitespace text", home-assistant/core#175637,
+    2026-07-04; "text content blocks must be non-empty", anthropics/claude-code#59812,
+    2026-05-16)."""
+    if block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return not (isinstance(text, str) and text.strip())
+
+
 def _blocks(content: str | list[Any] | None, *, keep_empty: bool) -> list[dict[str, Any]]:
-    """Content as Anthropic blocks: text parts, images from ``image_url``, others as given."""
+    """Content as Anthropic blocks: text parts, images from ``image_url``, others as given.
+
+    Without ``keep_empty``, text that is empty or whitespace only is left out (the API refuses
+    such blocks; see :func:`_blank`).
+    """
     if content is None:
         return []
     if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content or keep_empty else []
+        return [{"type": "text", "text": content}] if keep_empty or content.strip() else []
     blocks: list[dict[str, Any]] = []
     for part in content:
         if isinstance(part, str):
@@ -134,7 +149,7 @@ def _blocks(content: str | list[Any] | None, *, keep_empty: bool) -> list[dict[s
         kind = part.get("type")
         if kind == "image_url":
             blocks.append(_image_block(part))
-        elif kind == "text" and not part.get("text") and not keep_empty:
+        elif not keep_empty and _blank(part):
             continue
         else:
             blocks.append(dict(part))
@@ -155,8 +170,12 @@ def _tool_input(call: ToolCall) -> Any:
 
 
 def _assistant_content(message: Message) -> list[dict[str, Any]]:
+    """The blocks of an assistant turn: its own blocks verbatim when it came from this wire
+    (thinking and redacted_thinking blocks with their signatures, in order), else text and
+    ``tool_use`` blocks. Text blocks the API refuses (empty or whitespace only, which adaptive
+    thinking can produce, even before its thinking block) are left out either way."""
     if message.reasoning_format == "anthropic" and message.reasoning_items:
-        return [dict(item) for item in message.reasoning_items]
+        return [dict(item) for item in message.reasoning_items if not _blank(item)]
     blocks = _blocks(message.content, keep_empty=False)
     for call in message.tool_calls:
         blocks.append(
@@ -235,7 +254,12 @@ def _messages(
             turns.append({"role": "user", "content": _blocks(message.content, keep_empty=True)})
             merging_results = False
         else:
-            turns.append({"role": "assistant", "content": _assistant_content(message)})
+            content = _assistant_content(message)
+            # A turn left with no block says nothing; the API would refuse it as empty, and
+            # merges the user turns around it ("consecutive user or assistant turns ... will
+            # be combined into a single turn", MessageCreateParams.messages).
+            if content:
+                turns.append({"role": "assistant", "content": content})
             merging_results = False
     return (_system(system) if system else None), turns
 

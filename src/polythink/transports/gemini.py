@@ -280,13 +280,16 @@ def _model_parts(
     profile: ProviderProfile,
     source_index: int | None,
 ) -> list[Any]:
+    # Empty text parts are left out (see _keep): the API refuses them, and a model turn
+    # left without parts is not sent at all ("contents.parts must not be empty").
     if message.reasoning_items and message.reasoning_format == profile.reasoning_format:
-        parts = [p if isinstance(p, dict) else dict(p) for p in message.reasoning_items]
+        parts = [p if isinstance(p, dict) else dict(p) for p in message.reasoning_items if _keep(p)]
         declared = [p["functionCall"] for p in parts if isinstance(p.get("functionCall"), Mapping)]
         for call, function in zip(message.tool_calls, declared, strict=False):
             calls[call.id] = (str(function.get("name") or call.name), function.get("id"))
         return parts
-    parts = _parts(message.content) if message.content else []
+    content = _parts(message.content) if message.content else []
+    parts = [p for p in content if not isinstance(p, Mapping) or _keep(p)]
     for call in message.tool_calls:
         parts.append(
             {"functionCall": {"name": call.name, "args": _arguments(call, profile, source_index)}}
@@ -492,7 +495,10 @@ def _tool_call(part: Mapping[str, Any], response_id: str | None, index: int) -> 
 
 
 def _keep(part: Mapping[str, Any]) -> bool:
-    """Whether a part carries anything: an empty unsigned text part does not."""
+    """Whether a part carries anything: an empty unsigned text part does not, and the API
+    refuses one ("GenerateContentRequest.contents[1].parts[0].data: required oneof field
+    'data' must have one initialized field", router-for-me/CLIProxyAPI#1292, 2026-01-28: in
+    proto3 JSON an empty string is an unset field). Whitespace is text and is kept."""
     return not (part.get("text") == "" and set(part) <= _PLAIN_TEXT_KEYS)
 
 

@@ -1,0 +1,260 @@
+"""Blank text blocks an answer carried are left out when the turn goes back, where refused.
+
+- Anthropic refuses a text block that is empty or whitespace only, in any message: 400
+  "messages: text content blocks must contain non-whitespace text" (home-assistant/core#175637,
+  2026-07-04), "messages: text content blocks must be non-empty" (anthropics/claude-code#59812,
+  2026-05-16). Adaptive thinking can answer with such blocks, even before the thinking block,
+  and a conversation that sends them back cannot continue (NousResearch/hermes-agent#69517,
+  2026-07-22). The signed thinking blocks and the order of the rest are kept.
+- Gemini refuses a part whose text is empty ("required oneof field 'data' must have one
+  initialized field", router-for-me/CLIProxyAPI#1292, 2026-01-28) and a content without parts
+  ("contents.parts must not be empty"); whitespace is text there and is kept.
+- OpenAI Chat and Responses take empty content: nothing changes there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from polythink import Client, Message, Source, Tool, ToolCall
+from polythink.simulator import Simulator
+from polythink.simulator.anthropic import BLANK_TEXT_TRIGGER
+from tests.chatwire import sent_json, sse_response
+
+pytestmark = pytest.mark.anyio
+
+WEATHER = Tool(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
+THINKING = {"type": "thinking", "thinking": "Look it up.", "signature": "EqQBCkYIBxgC"}
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Lisbon"}}
+BLOCKS = [{"type": "text", "text": "\n\n"}, THINKING, {"type": "text", "text": " "}, TOOL_USE]
+HI = Message(role="user", content="What is the weather in Lisbon?")
+
+
+def _message(content: list[dict[str, Any]], stop: str = "tool_use") -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 20},
+    }
+
+
+def _stream(content: list[dict[str, Any]]) -> bytes:
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**_message([]), "stop_reason": None}}
+    ]
+    for index, block in enumerate(content):
+        kind = block["type"]
+        opening = (
+            {"type": "thinking", "thinking": "", "signature": ""}
+            if kind == "thinking"
+            else ({"type": "text", "text": ""} if kind == "text" else {**block, "input": {}})
+        )
+        events.append({"type": "content_block_start", "index": index, "content_block": opening})
+        if kind == "thinking":
+            deltas = [
+                {"type": "thinking_delta", "thinking": block["thinking"]},
+                {"type": "signature_delta", "signature": block["signature"]},
+            ]
+        elif kind == "text":
+            deltas = [{"type": "text_delta", "text": block["text"]}]
+        else:
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events += [
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 20},
+        },
+        {"type": "message_stop"},
+    ]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_anthropic_blank_blocks_are_left_out_of_the_next_turn(stream: bool) -> None:
+    first = sse_response(_stream(BLOCKS)) if stream else httpx.Response(200, json=_message(BLOCKS))
+    answer = _message([{"type": "text", "text": "Sunny."}], stop="end_turn")
+    source = Source(
+        "anthropic", "claude-sonnet-4-6", api_key="sk-ant-test", reasoning_effort="high"
+    )
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(ANTHROPIC_URL).mock(side_effect=[first, httpx.Response(200, json=answer)])
+        async with Client([source]) as client:
+            if stream:
+                response = None
+                async for event in client.stream([HI], tools=[WEATHER]):
+                    if event.type == "done":
+                        response = event.response
+            else:
+                response = await client.complete([HI], tools=[WEATHER])
+            assert response is not None
+            # The answer itself is kept as it came, blank blocks included.
+            assert [b["type"] for b in response.message.reasoning_items] == [
+                "text",
+                "thinking",
+                "text",
+                "tool_use",
+            ]
+            result = Message(role="tool", tool_call_id="toolu_1", content='{"sky": "clear"}')
+            await client.complete([HI, response.message, result], tools=[WEATHER])
+    sent = sent_json(route.calls[1])["messages"]
+    assert sent[1] == {"role": "assistant", "content": [THINKING, TOOL_USE]}
+
+
+async def test_anthropic_blank_text_of_a_foreign_turn_is_left_out() -> None:
+    call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "Lisbon"}')
+    history = [
+        HI,
+        Message(role="assistant", content="  \n", tool_calls=(call,)),
+        Message(role="tool", tool_call_id="call_1", content="sunny"),
+        Message(role="assistant", content=[{"type": "text", "text": " "}]),
+        Message(role="user", content="And tomorrow?"),
+    ]
+    answer = _message([{"type": "text", "text": "Rain."}], stop="end_turn")
+    source = Source("anthropic", "claude-sonnet-4-6", api_key="sk-ant-test")
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(ANTHROPIC_URL).respond(200, json=answer)
+        async with Client([source]) as client:
+            await client.complete(history, tools=[WEATHER])
+    assert sent_json(route.calls[0])["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "What is the weather in Lisbon?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "call_1",
+                    "name": "get_weather",
+                    "input": {"city": "Lisbon"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"}],
+        },
+        # The blank assistant turn is gone; the API joins the two user turns around it.
+        {"role": "user", "content": [{"type": "text", "text": "And tomorrow?"}]},
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_simulated_adaptive_tool_loop_with_blank_blocks_continues(stream: bool) -> None:
+    question = Message(role="user", content=f"{BLANK_TEXT_TRIGGER}What is the weather?")
+    with Simulator() as sim:
+        source = Source(
+            "anthropic",
+            "claude-sonnet-4-6",
+            base_url=sim.base_url("anthropic"),
+            api_key="sim",
+            reasoning_effort="high",
+        )
+
+        async def call(messages: list[Message]) -> Any:
+            if not stream:
+                return await client.complete(messages, tools=[WEATHER])
+            final = None
+            async for event in client.stream(messages, tools=[WEATHER]):
+                if event.type == "done":
+                    final = event.response
+            return final
+
+        async with Client([source]) as client:
+            first = await call([question])
+            blocks = first.message.reasoning_items
+            assert [b["type"] for b in blocks][:3] == ["text", "thinking", "text"]
+            assert (blocks[0]["text"], blocks[2]["text"], blocks[-1]["type"]) == (
+                "\n\n",
+                " ",
+                "tool_use",
+            )
+            result = Message(role="tool", tool_call_id=first.tool_calls[0].id, content="sunny")
+            second = await call([question, first.message, result])
+        # The simulator refuses blank blocks as the API does: sent as they came, the turn fails.
+        async with httpx.AsyncClient() as http:
+            raw = await http.post(
+                f"{sim.base_url('anthropic')}/messages",
+                headers={"anthropic-version": "2023-06-01"},
+                json={
+                    "model": "claude-sonnet-4-6",
+                    "max_tokens": 1000,
+                    "messages": [
+                        {"role": "user", "content": question.content},
+                        {"role": "assistant", "content": list(first.message.reasoning_items)},
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": first.tool_calls[0].id,
+                                    "content": "sunny",
+                                }
+                            ],
+                        },
+                    ],
+                },
+            )
+    assert second.finish_reason == "stop"
+    assert raw.status_code == 400
+    assert raw.json()["error"]["message"] == (
+        "messages: text content blocks must contain non-whitespace text"
+    )
+
+
+GEMINI_URL = (
+    "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+)
+GEMINI_ANSWER = {
+    "candidates": [
+        {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}
+    ],
+    "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1, "totalTokenCount": 4},
+}
+
+
+async def test_gemini_empty_text_parts_are_left_out_whitespace_kept() -> None:
+    signed = {"text": "", "thoughtSignature": "c2ln"}
+    call = {"functionCall": {"name": "get_weather", "args": {"city": "Lisbon"}}}
+    verbatim = Message(
+        role="assistant",
+        tool_calls=(ToolCall(id="c1", name="get_weather", arguments='{"city": "Lisbon"}'),),
+        reasoning_items=({"text": ""}, signed, call),
+        reasoning_format="gemini",
+    )
+    history = [
+        HI,
+        verbatim,
+        Message(role="tool", tool_call_id="c1", content="sunny"),
+        Message(
+            role="assistant", content=[{"type": "text", "text": ""}, {"type": "text", "text": " "}]
+        ),
+        Message(role="user", content="Thanks."),
+        Message(role="assistant", content=[{"type": "text", "text": ""}]),
+        Message(role="user", content="Bye."),
+    ]
+    source = Source("gemini", "gemini-2.5-flash", api_key="gm-key")
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(GEMINI_URL).respond(200, json=GEMINI_ANSWER)
+        async with Client([source]) as client:
+            await client.complete(history, tools=[WEATHER])
+    contents = sent_json(route.calls[0])["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user", "user"]
+    assert contents[1]["parts"] == [signed, call]
+    assert contents[3]["parts"] == [{"text": " "}]
