@@ -95,12 +95,9 @@ TEXT_TURN = {"role": "assistant", "content": "done"}
         ("openai", "gpt-5.5", {}, {}),
         ("xai", "grok-3-mini", {}, {}),
         ("deepseek", "deepseek-v4-pro", {"reasoning_content": "need a lookup"}, {}),
-        (
-            "qwen",
-            "qwen3.7-plus",
-            {"reasoning_content": "need a lookup"},
-            {"reasoning_content": "summarise"},
-        ),
+        # Qwen documents reasoning_content back with tool results only (docs.qwencloud.com
+        # "function calling with thinking mode", cited by vercel/ai#20871, 2026-09-16).
+        ("qwen", "qwen3.7-plus", {"reasoning_content": "need a lookup"}, {}),
         (
             "glm",
             "glm-4.6",
@@ -133,6 +130,33 @@ async def test_reasoning_sent_back_per_provider(
         {**TEXT_TURN, **text_turn_extra},
         {"role": "user", "content": "more"},
     ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["source", "call"])
+async def test_qwen_preserve_thinking_sends_reasoning_on_every_turn(where: str) -> None:
+    # "Preserve thinking in multi-turn": with preserve_thinking true, earlier turns' reasoning
+    # goes back as reasoning_content (docs.qwencloud.com, cited by vercel/ai#20871).
+    preserve = {"preserve_thinking": True}
+    source = Source(
+        "qwen",
+        "qwen3.7-plus",
+        api_key="sk-test",
+        extra_body=preserve if where == "source" else None,
+    )
+    body = await _sent(source, _history(), extra_body=preserve if where == "call" else None)
+    assert body["preserve_thinking"] is True
+    assert body["messages"][1] == {**TOOL_TURN, "reasoning_content": "need a lookup"}
+    assert body["messages"][3] == {**TEXT_TURN, "reasoning_content": "summarise"}
+
+
+@pytest.mark.anyio
+async def test_qwen_preserve_thinking_false_on_the_call_wins() -> None:
+    source = Source(
+        "qwen", "qwen3.7-plus", api_key="sk-test", extra_body={"preserve_thinking": True}
+    )
+    body = await _sent(source, _history(), extra_body={"preserve_thinking": False})
+    assert body["messages"][3] == TEXT_TURN
 
 
 @pytest.mark.anyio

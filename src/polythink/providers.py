@@ -60,7 +60,17 @@ class ProviderProfile:
             turns (``reasoning_content`` for DeepSeek/GLM/Kimi, ``reasoning`` for Ollama), or
             ``None`` when the provider takes none (OpenAI rejects unknown message fields).
         reasoning_back_tool_turns_only: send ``reasoning_back`` only on assistant turns with
-            tool calls (DeepSeek requires it there and ignores it elsewhere).
+            tool calls (DeepSeek requires it there and ignores it elsewhere; Qwen documents it
+            there only, see ``reasoning_back_everywhere_with``).
+        reasoning_back_everywhere_with: a request field that, set to ``true`` (through
+            ``extra_body``), makes the provider take ``reasoning_back`` on every assistant
+            turn, not only on tool-call turns: DashScope's ``preserve_thinking``. Qwen's docs
+            ask for the assistant's ``reasoning_content`` with the tool results ("function
+            calling with thinking mode") and take it on other turns only with
+            ``preserve_thinking: true`` ("preserve thinking in multi-turn";
+            docs.qwencloud.com/developer-guides/text-generation/thinking, as cited by
+            vercel/ai#20871, 2026-09-16; DashScope drops it otherwise, QwenLM/qwen-code#5637,
+            2026-06-22).
         reasoning_back_required: every assistant tool-call turn must carry ``reasoning_back``
             while thinking is on; a turn that has no reasoning (for example one another
             provider made, before a failover) sends an empty string. DeepSeek answers 400
@@ -126,6 +136,7 @@ class ProviderProfile:
     default_max_tokens: int | None = None
     reasoning_back: str | None = None
     reasoning_back_tool_turns_only: bool = False
+    reasoning_back_everywhere_with: str | None = None
     reasoning_back_required: bool = False
     reasoning_format: str | None = None
     inline_think_tags: bool = False
@@ -240,6 +251,8 @@ PROVIDERS: dict[str, ProviderProfile] = {
             ("DASHSCOPE_API_KEY", "QWEN_API_KEY"),
             reasoning_wire="qwen",
             reasoning_back="reasoning_content",
+            reasoning_back_tool_turns_only=True,
+            reasoning_back_everywhere_with="preserve_thinking",
         ),
         ProviderProfile(
             "glm",

@@ -387,7 +387,8 @@ class Message:
     Reasoning fields, set on assistant turns that polythink parsed:
 
     - ``reasoning``: the readable reasoning text. Wires that take it back (DeepSeek, GLM and
-      Kimi ``reasoning_content``; Ollama ``reasoning``) resend it on the next turn.
+      Kimi ``reasoning_content``; Qwen's on tool-call turns, or on every turn with
+      ``preserve_thinking``; Ollama ``reasoning``) resend it on the next turn.
     - ``reasoning_items``: the provider's opaque items, verbatim, in the provider's own shape
       (Anthropic content blocks with thinking signatures, OpenAI Responses output items with
       ``encrypted_content``, Gemini parts with ``thoughtSignature``, OpenRouter

@@ -22,6 +22,7 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -268,6 +269,11 @@ def build_body(
     then deep-merges the reasoning fragment of ``request.resolution``, the source's
     ``extra_body`` and the call's ``extra_body``, in that order (later wins).
 
+    Reasoning text goes back on the assistant turns the profile names
+    (:class:`~polythink.providers.ProviderProfile` ``reasoning_back*``); where the profile sends
+    it on tool-call turns only, a ``true`` ``reasoning_back_everywhere_with`` field in
+    ``extra_body`` (DashScope's ``preserve_thinking``) sends it on every assistant turn.
+
     ``request.system_suffix`` is appended (after a blank line) to the one system message,
     never sent as a second one: several system messages break some gateways, and a token
     prefix cache still matches the stable part before it. ``request.prompt_cache`` adds the
@@ -285,6 +291,13 @@ def build_body(
     """
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile)
+    flag = profile.reasoning_back_everywhere_with
+    if flag is not None and profile.reasoning_back_tool_turns_only:
+        asked = (extra_body or {}).get(flag)
+        if request.extra_body and flag in request.extra_body:
+            asked = request.extra_body[flag]
+        if asked is True:
+            profile = dataclasses.replace(profile, reasoning_back_tool_turns_only=False)
     messages = _chat_messages(request.messages, profile)
     if request.system_suffix:
         _append_system_suffix(messages, request.system_suffix)
