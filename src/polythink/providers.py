@@ -102,6 +102,17 @@ class ProviderProfile:
             Wei-Shaw/sub2api#5771, 2026-08-18); ``None``: not documented, decided per answer
             from ``total_tokens`` (:func:`polythink.transports.base.output_with_reasoning`).
             ``Usage.output_tokens`` includes reasoning whichever it is.
+        thinking_refuses_forced_tool_choice: while the model thinks, the provider refuses a
+            ``tool_choice`` that forces a call (``required`` or a named function): DeepSeek
+            V4, 400 "Thinking mode does not support this tool_choice", accepted once
+            ``thinking.type`` is ``disabled`` (deepseek-ai/DeepSeek-V3#1376, 2026-08-21;
+            api-docs.deepseek.com quick_start/agent_integrations, cited in
+            mozilla-ai/any-llm#1384, 2026-09-09); DashScope, 400 "The tool_choice parameter
+            does not support being set to required or object in thinking mode"
+            (cloudwego/eino#994, 2026-04-24, qwen3.5-plus; agentscope-ai/agentscope#1608,
+            2026-09-07, qwen3.8-max: the same call passes with thinking off). The Chat
+            transport refuses such a call before sending, or drops ``tool_choice`` (the
+            provider's default, ``auto``) with ``drop_params``.
         prompt_cache: how a :class:`~polythink.types.PromptCache` marker is spelt on this
             provider's OpenAI-shaped wire: ``key`` sends ``prompt_cache_key`` and
             ``prompt_cache_retention`` (OpenAI Chat and Responses,
@@ -150,6 +161,7 @@ class ProviderProfile:
     thinking_displays: tuple[str, ...] = ()
     reasoning_modes: bool = False
     completion_counts_reasoning: bool | None = None
+    thinking_refuses_forced_tool_choice: bool = False
 
     @property
     def serves(self) -> str:
@@ -243,6 +255,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
             reasoning_back_required=True,
+            thinking_refuses_forced_tool_choice=True,
         ),
         ProviderProfile(
             "qwen",
@@ -253,6 +266,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
             reasoning_back_everywhere_with="preserve_thinking",
+            thinking_refuses_forced_tool_choice=True,
         ),
         ProviderProfile(
             "glm",

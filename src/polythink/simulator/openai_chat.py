@@ -20,6 +20,7 @@
   that grow with the tier;
 - DeepSeek answers 400 when an earlier assistant tool-call turn lacks its
   ``reasoning_content`` while thinking is on (DS-DOC thinking_mode, 2026);
+- DeepSeek and Qwen answer 400 to a forced ``tool_choice`` while the model thinks;
 - usage counts reasoning inside ``completion_tokens``, except on xAI, which counts it beside
   them (total = prompt + completion + reasoning).
 
@@ -281,6 +282,24 @@ def _qwen_reject(body: Mapping[str, Any], model: str) -> Any:
     return None
 
 
+_FORCED_TOOL_WHILE_THINKING = {
+    "deepseek": ("Thinking mode does not support this tool_choice", "invalid_request_error"),
+    "qwen": (
+        "<400> InternalError.Algo.InvalidParameter: The tool_choice parameter does not support "
+        "being set to required or object in thinking mode",
+        "invalid_parameter_error",
+    ),
+}
+"""The 400 a thinking call with a forced tool_choice gets (DeepSeek V4: DeepSeek-V3#1376,
+2026-08-21; DashScope: cloudwego/eino#994, 2026-04-24)."""
+
+
+def _forces_a_tool(choice: Any) -> bool:
+    return choice == "required" or (
+        isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping)
+    )
+
+
 def _xai_error(message: str) -> dict[str, Any]:
     """xAI's error body: a bare string under ``error``, no ``param`` (BerriAI/litellm#16265,
     2025-11; chenyme/grok2api#814, 2026-07)."""
@@ -490,6 +509,10 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         await response.send_json(400, rejection)
         return
     depth = _effective(model, tier)
+    forced = _FORCED_TOOL_WHILE_THINKING.get(provider)
+    if forced is not None and depth is not Effort.NONE and _forces_a_tool(body.get("tool_choice")):
+        await response.send_json(400, _error(forced[0], param="tool_choice", code=forced[1]))
+        return
     if provider == "deepseek" and depth is not Effort.NONE:
         index = _missing_reasoning_content(messages)
         if index is not None:

@@ -78,6 +78,7 @@ __all__ = [
     "parse_completion",
     "parse_usage",
     "split_think",
+    "thinking_in_body",
 ]
 
 _THINK_OPEN = "<think>"
@@ -921,8 +922,47 @@ class ChatStreamAssembler:
         )
 
 
+def thinking_in_body(body: Mapping[str, Any], wire: str | None) -> bool | None:
+    """Whether ``body`` switches thinking on (``True``) or off (``False``) in the reasoning
+    dialect ``wire``; ``None`` when it says neither, and the model's default applies.
+
+    ``thinking_type``: ``thinking.type`` (``disabled`` is off); ``qwen``: ``enable_thinking``;
+    ``vllm``: ``chat_template_kwargs.enable_thinking``. Other dialects set a strength, not a
+    switch: ``None``.
+    """
+    if wire == "thinking_type":
+        thinking = body.get("thinking")
+        kind = thinking.get("type") if isinstance(thinking, Mapping) else None
+        return None if kind is None else kind != "disabled"
+    if wire == "vllm":
+        kwargs = body.get("chat_template_kwargs")
+        body = kwargs if isinstance(kwargs, Mapping) else {}
+    if wire in ("qwen", "vllm"):
+        switch = body.get("enable_thinking")
+        return switch if isinstance(switch, bool) else None
+    return None
+
+
+def _forces_a_tool(choice: Any) -> bool:
+    """``required``, or a named function (the client gives every forced form this shape)."""
+    return choice == "required" or (
+        isinstance(choice, Mapping) and choice.get("type") == "function"
+    )
+
+
 class OpenAIChatTransport(HTTPTransport):
-    """Chat Completions over HTTP for one source (``POST {base_url}/chat/completions``)."""
+    """Chat Completions over HTTP for one source (``POST {base_url}/chat/completions``).
+
+    Before any HTTP call, a body the provider would refuse raises
+    :class:`~polythink.errors.ThinkingUnsupportedError` (failover moves on), or, with
+    ``drop_params=True``, loses the parameter with a note in ``warnings``: sampling
+    parameters the model rejects (strict providers), and a ``tool_choice`` that forces a call
+    while the model thinks, where the provider refuses that
+    (``ProviderProfile.thinking_refuses_forced_tool_choice``: DeepSeek, Qwen). Thinking is on
+    when the body switches it on, or says nothing and the model thinks by default (the
+    registry's ``default_effort``, or a model that cannot switch it off). The error says how
+    to keep the forced call: ``reasoning_effort="none"`` on a model that can switch off.
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -1026,6 +1066,32 @@ class OpenAIChatTransport(HTTPTransport):
                 error_type="tools_need_responses",
             )
 
+    def _tool_choice_notes(self, body: dict[str, Any]) -> list[str]:
+        """Refuse or drop a forced ``tool_choice`` the provider refuses while the model
+        thinks (see the class docstring); the notes for the response.
+
+        Raises:
+            ThinkingUnsupportedError: while ``drop_params`` is off.
+        """
+        choice = body.get("tool_choice")
+        if not (self.profile.thinking_refuses_forced_tool_choice and _forces_a_tool(choice)):
+            return []
+        cap = self._capability
+        thinking = thinking_in_body(body, self.profile.reasoning_wire)
+        if thinking is None:
+            thinking = cap is not None and (cap.default_reasons or not cap.can_disable)
+        if not thinking:
+            return []
+        keep = (
+            "the model cannot switch thinking off"
+            if cap is not None and not cap.can_disable
+            else "reasoning_effort='none' switches thinking off and keeps it"
+        )
+        reason = f"tool_choice={choice!r} forces a tool call ({keep})"
+        return self.refuse_or_drop(
+            body, [("tool_choice", reason)], "while thinking is on", "thinking_parameter_conflict"
+        )
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 
@@ -1037,6 +1103,7 @@ class OpenAIChatTransport(HTTPTransport):
         body, notes = self._prepare(request)
         notes += self.sampling_notes(body, request)
         notes += self.prompt_cache_notes(body, request, "messages")
+        notes += self._tool_choice_notes(body)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
@@ -1068,6 +1135,7 @@ class OpenAIChatTransport(HTTPTransport):
             body, notes = self._prepare(request)
             notes += self.sampling_notes(body, request)
             notes += self.prompt_cache_notes(body, request, "messages")
+            notes += self._tool_choice_notes(body)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
                 async for event_type, chunk in self.json_events(response):
