@@ -110,7 +110,7 @@ WIRES: dict[str, tuple[str, int, str, Source, Usage]] = {
         0,
         "https://api.anthropic.com/v1/messages",
         Source("anthropic", "claude-sonnet-4-5", api_key="sk-ant-test-0123456789"),
-        Usage(43, 321, None, 0, 0),
+        Usage(43, 321, None, 0, 0, 0),
     ),
     "gemini": (
         "pai_gemini_thinking_nonstream.yaml",
