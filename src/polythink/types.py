@@ -1131,6 +1131,8 @@ class Resolution:
       (it may also carry the raised output ceiling of budget wires).
     - ``budget_tokens``: the reasoning budget in tokens for budget wires, else ``None``.
     - ``warnings``: human-readable notes (nearest-mapping, unregistered model).
+    - ``stream_only``: the provider answers this call only when it is streamed (reasoning on
+      a model the provider serves that way), so ``complete()`` streams under the hood.
     """
 
     requested_effort: Effort | None
@@ -1138,6 +1140,7 @@ class Resolution:
     payload: Mapping[str, Any]
     budget_tokens: int | None = None
     warnings: tuple[str, ...] = ()
+    stream_only: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

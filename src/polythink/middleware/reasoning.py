@@ -20,7 +20,10 @@ re-resolves the requested tier under the source's ``effort_fallback`` and sends 
 more with the new fragment (``nearest``/``drop``), or raises
 :class:`~polythink.errors.ThinkingUnsupportedError` naming the accepted tiers (``error``). A
 model that takes no reasoning parameter at all is sent none, with a warning saying so. The
-retry goes straight to the transport (the rate limiter outside counted one call). An
+retry goes straight to the transport (the rate limiter outside counted one call). A refusal
+of a non-streamed reasoning call (DashScope's "enable_thinking must be set to false for
+non-streaming calls") is learned the same way, as a model that reasons only when streamed, and
+the call is sent once more, streamed under ``complete()`` (``Resolution.stream_only``). An
 unrecognised 400 is raised unchanged, never retried.
 
 The first call of each requested tier is sent alone: calls for the same tier that arrive
@@ -52,7 +55,11 @@ from polythink.errors import PolythinkError, RequestRejectedError, ThinkingUnsup
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
-from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
+from polythink.reasoning.learn import (
+    ReasoningRejection,
+    learned_capability,
+    parse_reasoning_rejection,
+)
 from polythink.reasoning.lifecycle import lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
 from polythink.types import (
@@ -144,6 +151,8 @@ class ReasoningMiddleware:
                 policy=self.source.effort_fallback,
                 max_tokens=max_tokens,
             )
+            if self._stream_only(found):
+                found = dataclasses.replace(found, stream_only=True)
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[key] = found
@@ -163,6 +172,26 @@ class ReasoningMiddleware:
             ThinkingUnsupportedError: the tier cannot be satisfied here.
         """
         return self._resolve(effort, max_tokens)
+
+    def _stream_only(self, resolution: Resolution) -> bool:
+        """Whether the provider answers this resolution's call only when it is streamed.
+
+        The model's capability says so (``stream_only_reasoning``) and the call reasons: its
+        applied tier is not ``none``, or, unset, the model reasons by default or cannot
+        switch off. A shipped entry speaks for DashScope, where it is documented ("The
+        thinking mode only supports incremental output", Alibaba Cloud Model Studio,
+        2025-06-13; QwQ and QVQ streaming-only, QWEN-FAQ); an observed one for the provider
+        that refused a non-streamed call.
+        """
+        cap = self.capability
+        if cap is None or not cap.stream_only_reasoning:
+            return False
+        if self.origin != "observed" and self.profile.reasoning_wire != "qwen":
+            return False
+        applied = resolution.applied_effort
+        if applied is None:
+            return cap.default_reasons or not cap.can_disable
+        return applied is not Effort.NONE
 
     def prepare(self, request: Request) -> Request:
         """Return ``request`` with this source's resolution attached.
@@ -273,7 +302,7 @@ class ReasoningMiddleware:
                 that turned out unable to switch off); it names the accepted tiers.
         """
         resolution = prepared.resolution
-        if resolution is None or not resolution.payload or error.body is None:
+        if resolution is None or error.body is None:
             return None
         try:
             body: Any = json.loads(error.body)
@@ -281,6 +310,10 @@ class ReasoningMiddleware:
             body = error.body
         rejection = parse_reasoning_rejection(error.status_code, body)
         if rejection is None:
+            return None
+        if rejection.kind == "stream_only":
+            return self._learn_stream_only(rejection, prepared, resolution, error)
+        if not resolution.payload:
             return None
         today = self.store.today()
         sent = resolution.applied_effort
@@ -326,6 +359,47 @@ class ReasoningMiddleware:
         note = (
             f"{self.profile.id} rejected the reasoning fields for model {self.model!r} "
             f"({rejection.gist}); learned {what} and sent the call again"
+        )
+        _throttle.warn(note, model=self.model, tier="learned", kind="learn")
+        learned = dataclasses.replace(retried, warnings=(note, *retried.warnings))
+        return prepared.with_(resolution=learned)
+
+    def _learn_stream_only(
+        self,
+        rejection: ReasoningRejection,
+        prepared: Request,
+        resolution: Resolution,
+        error: PolythinkError,
+    ) -> Request | None:
+        """Record that the model reasons only in streamed calls; return the call to send
+        again, streamed under ``complete()`` (``Resolution.stream_only``)."""
+        if resolution.stream_only:
+            return None
+        evidence = (
+            f"observed {self.store.today()} on {self.profile.id}: HTTP {error.status_code} to a "
+            f"non-streamed call with {json.dumps(dict(resolution.payload), sort_keys=True)}: "
+            f"{rejection.gist}"
+        )
+        capability = learned_capability(
+            self.capability,
+            rejection,
+            model=self.model,
+            provider=self.profile.id,
+            wire=self.profile.reasoning_wire,
+            sent=resolution.applied_effort,
+            evidence=evidence,
+        )
+        if capability is None:
+            return None
+        self.store.observe(self.profile.id, self.model, capability, evidence)
+        self.capability, self.takes_parameter, self.origin = capability, True, "observed"
+        self._memo.clear()
+        retried = self._resolve(self._requested(prepared), prepared.max_tokens)
+        if not retried.stream_only:
+            return None
+        note = (
+            f"{self.profile.id} answers reasoning calls to {self.model!r} only when streamed "
+            f"({rejection.gist}); learned that and sent the call again as a stream"
         )
         _throttle.warn(note, model=self.model, tier="learned", kind="learn")
         learned = dataclasses.replace(retried, warnings=(note, *retried.warnings))

@@ -48,7 +48,9 @@ Recognised shapes (texts from the providers' docs and public bug reports, dates 
   (vellum-ai/vellum-assistant#32687, 2026-05) -> that level is refused; ``Thinking level is not
   supported for this model.`` -> budget style.
 - Qwen / DashScope: ``The value of the enable_thinking parameter is restricted to True``
-  (WIRE §6.2) -> cannot switch off.
+  (WIRE §6.2) -> cannot switch off; ``parameter.enable_thinking must be set to false for
+  non-streaming calls`` (WIRE §6.2, qwen3-32b, Feb 2026) -> the model reasons only in streamed
+  calls (``stream_only``).
 - Ollama's compatibility layer: ``invalid reasoning value: "x" (must be "minimal", "low", ...)``
   (WIRE §6.8).
 """
@@ -75,7 +77,9 @@ __all__ = [
     "reasoning_levels",
 ]
 
-RejectionKind = Literal["tier", "no_parameter", "no_strength", "cannot_disable", "style", "budget"]
+RejectionKind = Literal[
+    "tier", "no_parameter", "no_strength", "cannot_disable", "style", "budget", "stream_only"
+]
 
 GENERIC_LEVELS: tuple[Effort, ...] = (Effort.NONE, Effort.LOW, Effort.MEDIUM, Effort.HIGH)
 """What a selector offers for a model nothing is known about: the four tiers every reasoning
@@ -92,7 +96,8 @@ class ReasoningRejection:
             parameter at all), ``no_strength`` (it reasons but takes no strength tier),
             ``cannot_disable`` (reasoning cannot be switched off), ``style`` (another thinking
             style is required, see ``style``), ``budget`` (the budget range is
-            ``budget_min``-``budget_max`` tokens).
+            ``budget_min``-``budget_max`` tokens), ``stream_only`` (the provider answers a
+            reasoning call to this model only when it is streamed).
         accepted: the tiers the provider listed as accepted, cheapest first; ``None`` when the
             message lists none.
         rejected: the tier the provider named as refused; ``None`` = the one that was sent.
@@ -130,6 +135,7 @@ _PATTERNS: tuple[tuple[str, RejectionKind], ...] = (
     (r"budget 0 is invalid|only works in thinking mode", "cannot_disable"),
     (r"does not support setting thinking_budget to 0", "cannot_disable"),
     (r"enable_thinking parameter is restricted to true", "cannot_disable"),
+    (r"enable_thinking must be set to false for non-streaming calls", "stream_only"),
     (r"thinking.budget.*?(?:integers from|value between) (\d+) (?:to|and) (\d+)", "budget"),
     (r"the thinking budget \(?-?\d+\)? is invalid", "tier"),
     (r"thinking level (\w+) is not supported", "tier"),
@@ -332,11 +338,14 @@ def learned_capability(
     elif rejection.kind == "budget":
         fields["budget_min"] = rejection.budget_min
         fields["budget_max"] = rejection.budget_max
+    elif rejection.kind == "stream_only":
+        fields["stream_only_reasoning"] = True
+    tiers_changed = "supported_efforts" in fields
     efforts_after = fields.setdefault("supported_efforts", known)
     if not efforts_after:
         raise ValueError(f"a rejection of every tier of model {model!r}: {rejection.gist}")
     default = base.default_effort if base is not None else None
-    if default is not None and default not in efforts_after:
+    if tiers_changed and default is not None and default not in efforts_after:
         # A default the model evidently does not accept is no longer known.
         fields["default_effort"] = None
     if base is None:

@@ -20,7 +20,8 @@
   that grow with the tier;
 - DeepSeek answers 400 when an earlier assistant tool-call turn lacks its
   ``reasoning_content`` while thinking is on (DS-DOC thinking_mode, 2026);
-- DeepSeek and Qwen answer 400 to a forced ``tool_choice`` while the model thinks;
+- DeepSeek and Qwen answer 400 to a forced ``tool_choice`` while the model thinks, and Qwen
+  to a non-streamed reasoning call to a model it serves only streamed (WIRE §6.2);
 - usage counts reasoning inside ``completion_tokens``, except on xAI, which counts it beside
   them (total = prompt + completion + reasoning).
 
@@ -509,6 +510,24 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         await response.send_json(400, rejection)
         return
     depth = _effective(model, tier)
+    cap = behaviour.capability(model)
+    if (
+        provider == "qwen"
+        and depth is not Effort.NONE
+        and not body.get("stream")
+        and cap is not None
+        and cap.stream_only_reasoning
+    ):
+        await response.send_json(
+            400,
+            _error(
+                "<400> InternalError.Algo.InvalidParameter: parameter.enable_thinking must be "
+                "set to false for non-streaming calls",
+                param=None,
+                code="invalid_parameter_error",
+            ),
+        )
+        return
     forced = _FORCED_TOOL_WHILE_THINKING.get(provider)
     if forced is not None and depth is not Effort.NONE and _forces_a_tool(body.get("tool_choice")):
         await response.send_json(400, _error(forced[0], param="tool_choice", code=forced[1]))

@@ -37,7 +37,7 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import responses_route
 from polythink.transports.base import (
     DONE,
@@ -57,7 +57,6 @@ from polythink.transports.headers import parse_rate_limit
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
 from polythink.types import (
     Cost,
-    Effort,
     Message,
     RateLimit,
     Request,
@@ -968,33 +967,16 @@ class OpenAIChatTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
-        self._capability = capability
-        self._stream_only: Capability | None = (
-            capability
-            if capability is not None
-            and capability.stream_only_reasoning
-            and self.profile.reasoning_wire == "qwen"
-            else None
-        )
+        self._capability = get_capability(self.source.model)
 
-    def _streams_under_the_hood(self, request: Request) -> bool:
-        """Whether this call reasons on a model DashScope answers only when streamed.
-
-        "The thinking mode only supports incremental output" (Alibaba Cloud Model Studio,
-        deep-thinking page, 2025-06-13); QwQ and QVQ are streaming-only (QWEN-FAQ, 2026);
-        open-weight Qwen3 ids answer 400 "parameter.enable_thinking must be set to false for
-        non-streaming calls" (WIRE.md §6.2). Reasoning is on when the applied tier is not
-        ``none``, or, when unset, when the model reasons by default or cannot switch off.
-        """
-        capability = self._stream_only
-        if capability is None:
-            return False
+    @staticmethod
+    def _streams_under_the_hood(request: Request) -> bool:
+        """Whether the provider answers this call only when streamed, as the reasoning layer
+        resolved it (``Resolution.stream_only``: DashScope's thinking-only and open-weight
+        Qwen3 models, documented or learned from its 400 "parameter.enable_thinking must be
+        set to false for non-streaming calls", WIRE.md §6.2)."""
         resolution = request.resolution
-        applied = resolution.applied_effort if resolution is not None else None
-        if applied is None:
-            return capability.default_reasons or not capability.can_disable
-        return applied is not Effort.NONE
+        return resolution is not None and resolution.stream_only
 
     async def _complete_by_stream(self, request: Request) -> Response:
         final: Response | None = None
