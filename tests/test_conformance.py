@@ -3,9 +3,11 @@
 A matrix of calls runs through the whole client against the simulator, on every wire and every
 compatible provider: every tier (and unset), streamed and not, tools with each ``tool_choice``
 form, a tool loop that carries reasoning back, system messages with a ``system_suffix`` and a
-prompt-cache marker, images (in a user turn and in a tool result), and ``stop`` /
-``temperature`` / ``top_p`` / ``max_tokens``. An httpx transport under the client records each
-exchange as it went on the wire.
+prompt-cache marker, images (in a user turn and in a tool result), a history with another
+provider's turns, structured output (a pydantic model, a bare JSON Schema, JSON mode), and
+``stop`` / ``temperature`` / ``top_p`` / ``max_tokens``. An httpx transport under the client
+records each exchange as it went on the wire. Calls polythink refuses before sending (a
+parameter the model rejects) send nothing and are not checked; no call fails on the wire.
 
 - Request bodies are checked against the SDKs' request ``TypedDict`` s: Chat Completions
   (``openai`` ``CompletionCreateParams*``), Responses (``ResponseCreateParams*``), Messages
@@ -36,6 +38,7 @@ from typing import Any, Literal, Required
 
 import anyio
 import httpx
+import pydantic
 import pytest
 from typing_extensions import TypedDict
 
@@ -174,6 +177,23 @@ IMAGES = [
 ]
 
 
+class Invoice(pydantic.BaseModel):
+    """A structured answer with a nested list and an optional field."""
+
+    number: str
+    total: float
+    lines: list[str]
+    note: str | None = None
+
+
+INVOICE_SCHEMA = {
+    "type": "object",
+    "properties": {"number": {"type": "string"}, "total": {"type": "number"}},
+    "required": ["number", "total"],
+}
+JSON_ASK = [Message(role="user", content="Reply in JSON: the invoice for order 42.")]
+
+
 def _models() -> dict[str, list[str]]:
     """Per provider the registry's models that cover the most ground: the one with the most
     tiers for each thinking style (Anthropic manual and adaptive, Gemini budget and level).
@@ -236,6 +256,16 @@ def _calls(provider: str) -> Iterator[Call]:
     yield Call("system, auto cache", tuple(SYSTEM), {"prompt_cache": True}, streams=(False,))
     yield Call("images", tuple(IMAGES), {"reasoning_effort": "low"})
     yield Call("history", tuple(HISTORY), {"reasoning_effort": "low"}, streams=(False,))
+    yield Call("structured", tuple(JSON_ASK), {"response_format": Invoice})
+    yield Call(
+        "structured schema, reasoning",
+        tuple(JSON_ASK),
+        {"response_format": INVOICE_SCHEMA, "reasoning_effort": "low"},
+        streams=(False,),
+    )
+    yield Call(
+        "json mode", tuple(JSON_ASK), {"response_format": {"type": "json_object"}}, streams=(False,)
+    )
     sampling: dict[str, Any] = {"temperature": 0.5, "max_tokens": 300}
     if PROVIDERS[provider].wire != "openai_responses":
         sampling["stop"] = ["END"]
@@ -323,6 +353,10 @@ class _OpenRouterReasoning(TypedDict, total=False):
     exclude: bool
 
 
+class _OpenRouterProvider(TypedDict, total=False):
+    require_parameters: bool
+
+
 class _CacheControl(TypedDict, total=False):
     type: Required[Literal["ephemeral"]]
     ttl: Literal["5m", "1h"]
@@ -342,10 +376,16 @@ _THINKING_TYPE: Extensions = {
 CHAT_REQUEST_EXTENSIONS: dict[str, Extensions] = {
     "openai": {},
     # openrouter.ai/docs "Reasoning Tokens" (reasoning.effort / max_tokens / exclude / enabled;
-    # reasoning_details sent back unmodified) and "Prompt caching" (top-level cache_control
-    # for Anthropic models, AnthropicCacheControlDirective), read 2026-12-01; WIRE.md §5.
+    # reasoning_details sent back unmodified), "Prompt caching" (top-level cache_control for
+    # Anthropic models, AnthropicCacheControlDirective) and "Provider Routing"
+    # (provider.require_parameters, sent with response_format), read 2026-12-01; WIRE.md §5,
+    # STRUCTURED.md.
     "openrouter": {
-        _CHAT: {"reasoning": _OpenRouterReasoning, "cache_control": _CacheControl},
+        _CHAT: {
+            "reasoning": _OpenRouterReasoning,
+            "cache_control": _CacheControl,
+            "provider": _OpenRouterProvider,
+        },
         _ASSISTANT: {"reasoning_details": list[dict[str, Any]]},
     },
     # api-docs.deepseek.com/guides/thinking_mode (2026): thinking.type; reasoning_content of
@@ -639,6 +679,11 @@ def test_the_matrix_covers_every_provider_and_carries_reasoning_back(matrix: Mat
     assert sent_back(
         "openrouter", lambda b: any("reasoning_details" in m for m in turns(b, "messages"))
     )
+    # Structured output went out on every wire in its own field.
+    assert sent_back("openai", lambda b: b.get("response_format", {}).get("type") == "json_schema")
+    assert sent_back("openai-responses", lambda b: "format" in b.get("text", {}))
+    assert sent_back("anthropic", lambda b: "format" in b.get("output_config", {}))
+    assert sent_back("gemini", lambda b: "responseJsonSchema" in b.get("generationConfig", {}))
 
 
 SHAPES: list[tuple[str, bytes, Any]] = [
