@@ -55,11 +55,7 @@ from polythink.errors import PolythinkError, RequestRejectedError, ThinkingUnsup
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
-from polythink.reasoning.learn import (
-    ReasoningRejection,
-    learned_capability,
-    parse_reasoning_rejection,
-)
+from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
 from polythink.reasoning.lifecycle import lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
 from polythink.types import (
@@ -294,7 +290,8 @@ class ReasoningMiddleware:
 
         Returns ``None`` when ``error`` is not a recognised reasoning rejection of a request
         that carried reasoning fields (the caller re-raises it), or when re-resolving gives the
-        same fragment again.
+        same request again. A refusal of a non-streamed reasoning call (``stream_only``) needs
+        no reasoning field: the same call goes again, streamed under ``complete()``.
 
         Raises:
             ThinkingUnsupportedError: the requested tier cannot be satisfied under the
@@ -311,16 +308,14 @@ class ReasoningMiddleware:
         rejection = parse_reasoning_rejection(error.status_code, body)
         if rejection is None:
             return None
-        if rejection.kind == "stream_only":
-            return self._learn_stream_only(rejection, prepared, resolution, error)
-        if not resolution.payload:
+        stream_only = rejection.kind == "stream_only"
+        if resolution.stream_only if stream_only else not resolution.payload:
             return None
-        today = self.store.today()
-        sent = resolution.applied_effort
+        call = "a non-streamed call with " if stream_only else ""
         evidence = (
-            f"observed {today} on {self.profile.id} at {endpoint_scope(self.endpoint)}: "
-            f"HTTP {error.status_code} to "
-            f"{json.dumps(dict(resolution.payload), sort_keys=True)}: {rejection.gist}"
+            f"observed {self.store.today()} on {self.profile.id} at "
+            f"{endpoint_scope(self.endpoint)}: HTTP {error.status_code} to "
+            f"{call}{json.dumps(dict(resolution.payload), sort_keys=True)}: {rejection.gist}"
         )
         try:
             capability = learned_capability(
@@ -329,7 +324,7 @@ class ReasoningMiddleware:
                 model=self.model,
                 provider=self.profile.id,
                 wire=self.profile.reasoning_wire,
-                sent=sent,
+                sent=resolution.applied_effort,
                 evidence=evidence,
             )
         except ValueError:
@@ -341,66 +336,32 @@ class ReasoningMiddleware:
         self.takes_parameter = capability is not None
         self.origin = "observed"
         self._memo.clear()
-        requested = self._requested(prepared)
         try:
-            retried = self._resolve(requested, prepared.max_tokens)
+            retried = self._resolve(self._requested(prepared), prepared.max_tokens)
         except ThinkingUnsupportedError as exc:
             exc.message = f"{exc.message}; learned from {evidence}"
             exc.args = (exc.message,)
             exc.source_index = self.index
             raise exc from error
-        if dict(retried.payload) == dict(resolution.payload):
-            return None
-        what = (
-            "no reasoning parameter"
-            if capability is None
-            else f"accepted: {', '.join(e.value for e in capability.supported_efforts)}"
-        )
-        note = (
-            f"{self.profile.id} rejected the reasoning fields for model {self.model!r} "
-            f"({rejection.gist}); learned {what} and sent the call again"
-        )
-        _throttle.warn(note, model=self.model, tier="learned", kind="learn")
-        learned = dataclasses.replace(retried, warnings=(note, *retried.warnings))
-        return prepared.with_(resolution=learned)
-
-    def _learn_stream_only(
-        self,
-        rejection: ReasoningRejection,
-        prepared: Request,
-        resolution: Resolution,
-        error: PolythinkError,
-    ) -> Request | None:
-        """Record that the model reasons only in streamed calls; return the call to send
-        again, streamed under ``complete()`` (``Resolution.stream_only``)."""
-        if resolution.stream_only:
-            return None
-        evidence = (
-            f"observed {self.store.today()} on {self.profile.id}: HTTP {error.status_code} to a "
-            f"non-streamed call with {json.dumps(dict(resolution.payload), sort_keys=True)}: "
-            f"{rejection.gist}"
-        )
-        capability = learned_capability(
-            self.capability,
-            rejection,
-            model=self.model,
-            provider=self.profile.id,
-            wire=self.profile.reasoning_wire,
-            sent=resolution.applied_effort,
-            evidence=evidence,
-        )
-        if capability is None:
-            return None
-        self.store.observe(self.profile.id, self.model, capability, evidence)
-        self.capability, self.takes_parameter, self.origin = capability, True, "observed"
-        self._memo.clear()
-        retried = self._resolve(self._requested(prepared), prepared.max_tokens)
-        if not retried.stream_only:
-            return None
-        note = (
-            f"{self.profile.id} answers reasoning calls to {self.model!r} only when streamed "
-            f"({rejection.gist}); learned that and sent the call again as a stream"
-        )
+        if stream_only:
+            if not retried.stream_only:
+                return None
+            note = (
+                f"{self.profile.id} answers reasoning calls to {self.model!r} only when "
+                f"streamed ({rejection.gist}); learned that and sent the call again as a stream"
+            )
+        else:
+            if dict(retried.payload) == dict(resolution.payload):
+                return None
+            what = (
+                "no reasoning parameter"
+                if capability is None
+                else f"accepted: {', '.join(e.value for e in capability.supported_efforts)}"
+            )
+            note = (
+                f"{self.profile.id} rejected the reasoning fields for model {self.model!r} "
+                f"({rejection.gist}); learned {what} and sent the call again"
+            )
         _throttle.warn(note, model=self.model, tier="learned", kind="learn")
         learned = dataclasses.replace(retried, warnings=(note, *retried.warnings))
         return prepared.with_(resolution=learned)

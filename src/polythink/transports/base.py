@@ -78,6 +78,7 @@ __all__ = [
     "prompt_cache_fields",
     "sampling_conflicts",
     "token_count",
+    "usage_counts",
     "with_notes",
     "with_rate_limit",
 ]
@@ -785,6 +786,30 @@ def output_with_reasoning(
             outside = reasoning > completion
         counts_reasoning = not outside
     return completion if counts_reasoning else completion + reasoning
+
+
+def usage_counts(
+    usage: Mapping[str, Any],
+    details: Mapping[str, Any],
+    *,
+    prompt_key: str,
+    output_key: str,
+    counts_reasoning: bool | None,
+) -> tuple[int | None, int | None, int | None]:
+    """``(input, output, reasoning)`` tokens of an OpenAI-shaped ``usage`` whose prompt and
+    output counts are under ``prompt_key`` / ``output_key`` and whose reasoning count is
+    ``details["reasoning_tokens"]``; the output includes reasoning
+    (:func:`output_with_reasoning`)."""
+    prompt = token_count(usage.get(prompt_key))
+    reasoning = token_count(details.get("reasoning_tokens"))
+    output = output_with_reasoning(
+        token_count(usage.get(output_key)),
+        reasoning,
+        prompt=prompt,
+        total=token_count(usage.get("total_tokens")),
+        counts_reasoning=counts_reasoning,
+    )
+    return prompt, output, reasoning
 
 
 def prompt_cache_fields(cache: PromptCache | None, profile: ProviderProfile) -> dict[str, Any]:

@@ -46,10 +46,10 @@ from polythink.transports.base import (
     assistant_response,
     check_parts,
     joined_system,
-    output_with_reasoning,
     part_types,
     prompt_cache_fields,
     token_count,
+    usage_counts,
     with_notes,
 )
 from polythink.transports.finish import chat_table, map_finish
@@ -367,13 +367,11 @@ def parse_usage(usage: Any, *, counts_reasoning: bool | None = None) -> Usage | 
         cache_read = token_count(usage.get("prompt_cache_hit_tokens"))
     if cache_read is None:
         cache_read = token_count(usage.get("cached_tokens"))
-    prompt = token_count(usage.get("prompt_tokens"))
-    reasoning = token_count(cd.get("reasoning_tokens"))
-    output = output_with_reasoning(
-        token_count(usage.get("completion_tokens")),
-        reasoning,
-        prompt=prompt,
-        total=token_count(usage.get("total_tokens")),
+    prompt, output, reasoning = usage_counts(
+        usage,
+        cd,
+        prompt_key="prompt_tokens",
+        output_key="completion_tokens",
         counts_reasoning=counts_reasoning,
     )
     return Usage(

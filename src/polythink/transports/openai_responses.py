@@ -55,10 +55,10 @@ from polythink.transports.base import (
     assistant_response,
     check_parts,
     joined_system,
-    output_with_reasoning,
     part_types,
     prompt_cache_fields,
     token_count,
+    usage_counts,
     with_notes,
     with_rate_limit,
 )
@@ -352,13 +352,11 @@ def parse_usage(usage: Any, *, counts_reasoning: bool | None = None) -> Usage | 
     output_details = usage.get("output_tokens_details")
     ind = input_details if isinstance(input_details, Mapping) else {}
     outd = output_details if isinstance(output_details, Mapping) else {}
-    prompt = token_count(usage.get("input_tokens"))
-    reasoning = token_count(outd.get("reasoning_tokens"))
-    output = output_with_reasoning(
-        token_count(usage.get("output_tokens")),
-        reasoning,
-        prompt=prompt,
-        total=token_count(usage.get("total_tokens")),
+    prompt, output, reasoning = usage_counts(
+        usage,
+        outd,
+        prompt_key="input_tokens",
+        output_key="output_tokens",
         counts_reasoning=counts_reasoning,
     )
     return Usage(
