@@ -378,7 +378,18 @@ def test_one_hour_writes_a_table_does_not_price_give_no_cost() -> None:
     rates = pricing._Rates(
         {"input_mtok": Decimal(3), "cache_write_mtok": Decimal("3.75"), "output_mtok": Decimal(15)}
     )
-    assert pricing._cost(rates, Usage(4096, 503, None, 1800, 248, 100)) is None
-    priced = pricing._cost(rates, Usage(4096, 503, None, 1800, 248, 0))
-    assert priced is not None
-    assert priced.cache_write == pytest.approx(248 * 3.75e-6, abs=1e-12)
+    assert pricing._parts(rates, Usage(4096, 503, None, 1800, 248, 100)) is None
+    parts = pricing._parts(rates, Usage(4096, 503, None, 1800, 248, 0))
+    assert parts is not None
+    assert parts[2] == Decimal("3.75") * 248 / 1_000_000  # the cache-write part
+
+
+def test_a_budget_reserves_one_hour_writes_at_their_price() -> None:
+    from polythink.pricing import worst_case_nanos
+
+    # claude-sonnet-4-0: 1,000 prompt tokens written to the cache, 100 output tokens at $15.
+    five = worst_case_nanos("anthropic", "claude-sonnet-4-0", 1000, 100, cache_write=True)
+    hour = worst_case_nanos(
+        "anthropic", "claude-sonnet-4-0", 1000, 100, cache_write=True, cache_write_1h=True
+    )
+    assert (five, hour) == (1000 * 3750 + 100 * 15000, 1000 * 6000 + 100 * 15000)

@@ -243,6 +243,7 @@ def worst_case_nanos(
     output_tokens: int,
     *,
     cache_write: bool = False,
+    cache_write_1h: bool = False,
     at: datetime | None = None,
 ) -> int | None:
     """The most a call of ``input_tokens`` prompt tokens and ``output_tokens`` output tokens
@@ -250,7 +251,8 @@ def worst_case_nanos(
 
     The output is priced as output, reasoning included: at the reasoning price where the
     table has one above the output price. With ``cache_write`` (the call marks a prompt
-    cache prefix) the prompt is priced as cache writes where those cost more than input.
+    cache prefix) the prompt is priced as cache writes where those cost more than input;
+    with ``cache_write_1h`` too (a 1-hour marker), as 1-hour writes.
     """
     rates = _rates(provider, model, at)
     if rates is None:
@@ -263,6 +265,7 @@ def worst_case_nanos(
                 output_tokens=output_tokens,
                 reasoning_tokens=reasoning,
                 cache_write_tokens=written,
+                cache_write_1h_tokens=written if cache_write_1h else None,
             )
             parts = _parts(rates, usage)
             if parts is not None and (most is None or parts[-1] > most):

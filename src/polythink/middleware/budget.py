@@ -380,12 +380,14 @@ class BudgetMiddleware:
         ceiling, _ = self._ceiling(tier, request.max_tokens)
         if ceiling is None:
             return None
+        cache = request.prompt_cache
         return worst_case_nanos(
             self.profile.id,
             self.source.model,
             prompt,
             ceiling,
-            cache_write=request.prompt_cache is not None,
+            cache_write=cache is not None,
+            cache_write_1h=cache is not None and cache.ttl == "1h",
         )
 
     def _decide(
