@@ -394,7 +394,8 @@ class Message:
       ``encrypted_content``, Gemini parts with ``thoughtSignature``, OpenRouter
       ``reasoning_details``). They are sent back unchanged only to a wire of the same
       ``reasoning_format``; another wire ignores them, because signatures only verify where
-      they were made.
+      they were made. Only what that wire refuses is left out (Anthropic text blocks that
+      are empty or whitespace only, Gemini parts with empty text and no signature).
     - ``reasoning_format``: the wire that produced ``reasoning_items``
       (``anthropic``, ``openai-responses``, ``openrouter-responses``, ``gemini``,
       ``openrouter``).
