@@ -5,7 +5,9 @@ compatible provider: every tier (and unset), streamed and not, tools with each `
 form, a tool loop that carries reasoning back, system messages with a ``system_suffix`` and a
 prompt-cache marker, images (in a user turn and in a tool result), a history with another
 provider's turns, structured output (a pydantic model, a bare JSON Schema, JSON mode), and
-``stop`` / ``temperature`` / ``top_p`` / ``max_tokens``. An httpx transport under the client
+``stop`` / ``temperature`` / ``top_p`` / ``max_tokens``; also the sources whose options or
+model facts add fields (Anthropic on ``2023-06-01`` with ``thinking_display``, an ``openai``
+source routed to the Responses API, ``reasoning_mode``). An httpx transport under the client
 records each exchange as it went on the wire. Calls polythink refuses before sending (a
 parameter the model rejects) send nothing and are not checked; no call fails on the wire.
 
@@ -30,6 +32,7 @@ The three SDKs are in the ``dev`` extra; without them the module skips (fails in
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -46,6 +49,7 @@ from polythink import Client, Message, PromptCache, Source, Tool
 from polythink.errors import PolythinkError
 from polythink.providers import PROVIDERS
 from polythink.reasoning import all_capabilities
+from polythink.reasoning.lifecycle import status
 from polythink.simulator import Settings, Simulator, shapes
 from polythink.transports.sse import SSEDecoder
 from tests.conftest import SPECS, sdk_module, shared_file
@@ -78,7 +82,15 @@ class Exchange:
 
     @property
     def wire(self) -> str:
-        return PROVIDERS[self.provider].wire
+        """The wire the request went to, by its path (an ``openai`` source may send a call
+        to the Responses API)."""
+        if self.path.endswith("/responses"):
+            return "openai_responses"
+        if self.path.endswith("/messages"):
+            return "anthropic"
+        if "/models/" in self.path:
+            return "gemini"
+        return "openai_chat"
 
     @property
     def streamed(self) -> bool:
@@ -196,11 +208,13 @@ JSON_ASK = [Message(role="user", content="Reply in JSON: the invoice for order 4
 
 def _models() -> dict[str, list[str]]:
     """Per provider the registry's models that cover the most ground: the one with the most
-    tiers for each thinking style (Anthropic manual and adaptive, Gemini budget and level).
-    Providers with no entries of their own serve other providers' models."""
+    tiers for each thinking style (Anthropic manual and adaptive, Gemini budget and level),
+    among those still served today. Providers with no entries of their own serve other
+    providers' models."""
     best: dict[tuple[str, str | None], tuple[int, str]] = {}
+    today = datetime.date.today()
     for cap in all_capabilities():
-        if cap.provider is None or not cap.reasons:
+        if cap.provider is None or not cap.reasons or status(cap, today) == "retired":
             continue
         key = (cap.provider, cap.thinking)
         size = len(cap.supported_efforts)
@@ -311,25 +325,47 @@ class Matrix:
     failed: list[str]
 
 
+def _variants() -> list[tuple[str, str, dict[str, Any]]]:
+    """Sources that reach the fields a source option or a model fact adds, found by the
+    registry's facts (never by name): Anthropic on ``2023-06-01`` (which still takes sampling
+    parameters) with ``thinking_display``; an ``openai`` source whose model takes tools on the
+    Responses API only (routed there); a Responses model with ``reasoning.mode``."""
+    today = datetime.date.today()
+    current = [
+        c for c in all_capabilities() if c.provider is not None and status(c, today) != "retired"
+    ]
+    variants: list[tuple[str, str, dict[str, Any]]] = []
+    sampled = [c for c in current if c.provider == "anthropic" and c.sampling != "never"]
+    if sampled:
+        options = {"api_version": "2023-06-01", "thinking_display": "summarized"}
+        variants.append(("anthropic", sampled[0].model, options))
+    routed = [c for c in current if c.provider == "openai" and c.chat_tools == "never"]
+    if routed:
+        variants.append(("openai", routed[0].model, {}))
+    modes = [c for c in current if "pro" in c.reasoning_modes]
+    if modes:
+        variants.append(("openai-responses", modes[0].model, {"reasoning_mode": "pro"}))
+    return variants
+
+
 async def _run_matrix(sim: Simulator) -> Matrix:
     recorder = Recorder()
     refused: list[str] = []
     failed: list[str] = []
+    plain = [(p, m, {}) for p, models in _models().items() for m in models]
     async with httpx.AsyncClient(transport=recorder) as http:
-        for provider, models in _models().items():
-            for model in models:
-                source = Source(provider, model, base_url=sim.base_url(provider), api_key="sk-sim")
-                async with Client([source], http_client=http) as client:
-                    for call in _calls(provider):
-                        for stream in call.streams:
-                            sent = len(recorder.exchanges)
-                            try:
-                                await _run(client, call, stream)
-                            except PolythinkError as exc:
-                                where = f"{provider} {model} {call.what} stream={stream}: {exc}"
-                                (failed if len(recorder.exchanges) > sent else refused).append(
-                                    where
-                                )
+        for provider, model, options in [*plain, *_variants()]:
+            base_url = sim.base_url(provider)
+            source = Source(provider, model, base_url=base_url, api_key="sk-sim", **options)
+            async with Client([source], http_client=http) as client:
+                for call in _calls(provider):
+                    for stream in call.streams:
+                        sent = len(recorder.exchanges)
+                        try:
+                            await _run(client, call, stream)
+                        except PolythinkError as exc:
+                            where = f"{provider} {model} {options} {call.what} {stream=}: {exc}"
+                            (failed if len(recorder.exchanges) > sent else refused).append(where)
     return Matrix(recorder.exchanges, refused, failed)
 
 
@@ -530,6 +566,7 @@ def _gemini_request(exchange: Exchange) -> list[str]:
 
 def test_anthropic_request_bodies(matrix: Matrix) -> None:
     assert anthropic_constants.ANTHROPIC_API_VERSION == ANTHROPIC_SDK_VERSION
+    assert set(PROVIDERS["anthropic"].api_versions) == set(ANTHROPIC_VERSION_FIELDS)
     bodies = [e for e in matrix.exchanges if e.wire == "anthropic"]
     assert _problems_by(_anthropic_request, bodies) == []
 
@@ -679,6 +716,17 @@ def test_the_matrix_covers_every_provider_and_carries_reasoning_back(matrix: Mat
     assert sent_back(
         "openrouter", lambda b: any("reasoning_details" in m for m in turns(b, "messages"))
     )
+    # The Anthropic version choice: sampling only on 2023-06-01, the display on both.
+    versions = {
+        (e.headers["anthropic-version"], "temperature" in e.body)
+        for e in matrix.exchanges
+        if e.wire == "anthropic"
+    }
+    assert versions == {("2026-10-21", False), ("2023-06-01", False), ("2023-06-01", True)}
+    assert sent_back("anthropic", lambda b: b.get("thinking", {}).get("display") == "summarized")
+    # GPT-6 routing and reasoning.mode.
+    assert any(e.provider == "openai" and e.wire == "openai_responses" for e in matrix.exchanges)
+    assert sent_back("openai-responses", lambda b: b.get("reasoning", {}).get("mode") == "pro")
     # Structured output went out on every wire in its own field.
     assert sent_back("openai", lambda b: b.get("response_format", {}).get("type") == "json_schema")
     assert sent_back("openai-responses", lambda b: "format" in b.get("text", {}))
