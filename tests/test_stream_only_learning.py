@@ -4,7 +4,8 @@ DashScope answers a non-streamed thinking call to open-weight Qwen3 models with 
 "parameter.enable_thinking must be set to false for non-streaming calls" (WIRE.md §6.2, qwen3-32b,
 Feb 2026; "The thinking mode only supports incremental output", Alibaba Cloud, 2025-06-13), and
 the registry flags only some models. polythink recognises the refusal, records "stream-only" for
-that model as observed evidence in the capability store (like a learned tier), sends the call
+that model as observed evidence in the capability store (like a learned tier: for that provider
+and endpoint), sends the call
 once more as a stream under ``complete()``, and streams every later reasoning call to it from
 the start, in this process and the next.
 
@@ -130,7 +131,7 @@ async def test_learned_then_streamed_under_complete(
     assert first.text
     assert first.reasoning
     # Observed evidence, kept for the next process.
-    entry = CapabilityStore(store_path).lookup("qwen", model)
+    entry = CapabilityStore(store_path).lookup("qwen", model, source.endpoint)
     assert entry.origin == "observed"
     assert entry.capability is not None
     assert entry.capability.stream_only_reasoning
@@ -158,14 +159,19 @@ async def test_without_reasoning_the_call_stays_unstreamed(sim: Simulator, tmp_p
     assert not any("only when streamed" in w for w in off.warnings)
 
 
-async def test_learned_for_the_provider_that_refused(sim: Simulator, tmp_path: Path) -> None:
+async def test_learned_for_the_endpoint_that_refused(sim: Simulator, tmp_path: Path) -> None:
+    # Scoped like every observed entry: the provider and the endpoint that answered.
     store_path = tmp_path / "capabilities.json"
     source = Source("qwen", "qwen3.7-plus", base_url=sim.base_url("qwen"), api_key="sim")
     async with Client([source], capabilities_store=store_path) as client:
         await client.complete(USER, reasoning_effort="high", cache=False)
     store = CapabilityStore(store_path)
-    assert store.lookup("qwen", "qwen3.7-plus").origin == "observed"
-    other = store.lookup("openrouter", "qwen3.7-plus")
-    assert other.origin != "observed"
-    assert other.capability is not None
-    assert not other.capability.stream_only_reasoning
+    assert store.lookup("qwen", "qwen3.7-plus", source.endpoint).origin == "observed"
+    for provider, endpoint in (
+        ("qwen", "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"),
+        ("openrouter", source.endpoint),
+    ):
+        other = store.lookup(provider, "qwen3.7-plus", endpoint)
+        assert other.origin != "observed"
+        assert other.capability is not None
+        assert not other.capability.stream_only_reasoning
