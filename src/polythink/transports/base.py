@@ -17,7 +17,7 @@ import math
 import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
@@ -140,6 +140,16 @@ _DEADLINE = "polythink.deadline"
 the stream's deadline (``time.monotonic()`` seconds) for :meth:`HTTPTransport.sse_events`."""
 _BUDGET = "polythink.budget"
 """Key beside :data:`_DEADLINE`: the deadline's length in seconds, for the error message."""
+_CHUNKS = "polythink.chunks"
+"""Key beside :data:`_DEADLINE`: the body's one byte iterator (``aiter_bytes``), read by
+:meth:`HTTPTransport.sse_events`, finished and closed by :meth:`HTTPTransport.open_stream`."""
+
+DRAIN_BYTES = 64 * 1024
+"""Most bytes read after a stream's end marker to reach the end of its body (see
+:meth:`HTTPTransport.open_stream`). Providers end the body right after the marker: what is
+left is the chunked encoding's terminator, which carries no data."""
+DRAIN_SECONDS = 0.1
+"""Longest wait, in seconds, for the end of a body after its stream's end marker."""
 
 
 class HTTPTransport:
@@ -335,6 +345,14 @@ class HTTPTransport:
         read through :meth:`sse_events`. After the head, httpx's read timeout becomes the
         idle timeout. The connection is released when the block exits, however it exits.
 
+        A block that exits normally has read its stream to the end marker (``data: [DONE]``,
+        ``message_stop``, ``response.completed``) or to the end of the body: what is left of
+        the body is then read, at most :data:`DRAIN_BYTES` within :data:`DRAIN_SECONDS` (or
+        what is left of the deadline, when less), so the connection goes back to the pool
+        for the next call; a connection whose body has not ended by then is closed. A block
+        left by an exception (an error, a cancellation, a caller that stopped reading) closes
+        the connection without reading further.
+
         Raises:
             PolythinkError: the mapped error for a non-2xx answer, a transport failure or
                 timeout, or the deadline.
@@ -348,6 +366,7 @@ class HTTPTransport:
             timeout=self._stream_timeout,
         )
         response: httpx.Response | None = None
+        chunks: AsyncGenerator[bytes, None] | None = None
         failure: PolythinkError | None = None
         try:
             with anyio.move_on_after(budget):
@@ -373,12 +392,38 @@ class HTTPTransport:
             if budget is not None:
                 response.extensions[_DEADLINE] = time.monotonic() + budget
                 response.extensions[_BUDGET] = budget
+            chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+            response.extensions[_CHUNKS] = chunks
             yield response
+            await self._finish_body(response, chunks)
         finally:
             # A connection that fails to close is gone either way; what ended the block
             # (the answer, or its error) is what the caller needs.
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                if chunks is not None:
+                    # The iterator refers to the response: dropping it here leaves no cycle.
+                    del response.extensions[_CHUNKS]
+                    await chunks.aclose()
                 await response.aclose()
+
+    @staticmethod
+    async def _finish_body(response: httpx.Response, chunks: AsyncGenerator[bytes, None]) -> None:
+        """Read the rest of a body whose stream ended, within :data:`DRAIN_BYTES` and
+        :data:`DRAIN_SECONDS`; a body read to its end returns the connection to the pool
+        (httpx closes the response then). A read error is left to the close that follows:
+        the answer is complete."""
+        if response.is_closed:
+            return
+        seconds = DRAIN_SECONDS
+        deadline: float | None = response.extensions.get(_DEADLINE)
+        if deadline is not None:
+            seconds = min(seconds, deadline - time.monotonic())
+        left = DRAIN_BYTES
+        with anyio.move_on_after(seconds), contextlib.suppress(Exception):
+            async for chunk in chunks:
+                left -= len(chunk)
+                if left < 0:
+                    return
 
     async def sse_events(
         self, response: httpx.Response, decoder: SSEDecoder | None = None
@@ -403,34 +448,38 @@ class HTTPTransport:
         deadline: float | None = response.extensions.get(_DEADLINE)
         idle = math.inf if self._idle is None else self._idle
         monotonic = time.monotonic
-        async with aclosing(cast(AsyncGenerator[bytes, None], response.aiter_bytes())) as chunks:
-            while True:
-                failure: PolythinkError | None = None
-                try:
-                    if deadline is None:
+        # The iterator open_stream made (it finishes and closes it), or, for a response
+        # opened elsewhere, the body's own.
+        chunks: AsyncGenerator[bytes, None] = response.extensions.get(_CHUNKS) or cast(
+            AsyncGenerator[bytes, None], response.aiter_bytes()
+        )
+        while True:
+            failure: PolythinkError | None = None
+            try:
+                if deadline is None:
+                    chunk = await chunks.__anext__()
+                else:
+                    left = deadline - monotonic()
+                    if left > idle:
                         chunk = await chunks.__anext__()
                     else:
-                        left = deadline - monotonic()
-                        if left > idle:
+                        chunk = b""
+                        with anyio.move_on_after(left) as scope:
                             chunk = await chunks.__anext__()
-                        else:
-                            chunk = b""
-                            with anyio.move_on_after(left) as scope:
-                                chunk = await chunks.__anext__()
-                            if scope.cancelled_caught:
-                                raise self._deadline_error(response.extensions.get(_BUDGET))
-                except StopAsyncIteration:
-                    for event in decoder.close():
-                        yield event
-                    return
-                except PolythinkError:
-                    raise
-                except Exception as exc:
-                    failure = self._transport_error(exc, "body")
-                if failure is not None:
-                    raise failure
-                for event in decoder.feed(chunk):
+                        if scope.cancelled_caught:
+                            raise self._deadline_error(response.extensions.get(_BUDGET))
+            except StopAsyncIteration:
+                for event in decoder.close():
                     yield event
+                return
+            except PolythinkError:
+                raise
+            except Exception as exc:
+                failure = self._transport_error(exc, "body")
+            if failure is not None:
+                raise failure
+            for event in decoder.feed(chunk):
+                yield event
 
     def in_band_error(self, error: Any, response: httpx.Response | None = None) -> PolythinkError:
         """Map an error found inside a 2xx stream or body (with the answer's rate limits)."""
