@@ -194,7 +194,7 @@ WIRES = [
     ),
 ]
 CHAT = WIRES[0]
-MARKED = [WIRES[0], WIRES[2]]
+MARKED = WIRES[:3]
 """The wires whose streams end at an end marker."""
 
 

@@ -811,7 +811,9 @@ class OpenAIResponsesTransport(HTTPTransport):
         ``done`` with the assembled response.
 
         The event kind is read from each JSON event's ``type`` (OpenRouter sends no
-        ``event:`` lines); ``data: [DONE]`` (OpenRouter) ends the stream.
+        ``event:`` lines). ``response.completed`` or ``response.incomplete`` ends the
+        stream (the last event of openai_openapi.yaml's streamed example), as does
+        ``data: [DONE]`` (OpenRouter's, after ``response.completed``).
 
         Raises:
             PolythinkError: before the first content event, the mapped error (an ``error``
@@ -839,6 +841,8 @@ class OpenAIResponsesTransport(HTTPTransport):
                         raise self.in_band_error(error or event, response)
                     for out in assembler.feed(event):
                         yield out
+                    if assembler.finished:
+                        break
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
