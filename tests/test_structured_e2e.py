@@ -9,6 +9,7 @@ cut at the output limit (``Settings.structured_output``).
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import types
@@ -372,3 +373,38 @@ async def test_a_source_header_asks_the_simulator_for_a_mode(sim: Simulator) -> 
             await client.complete(USER, response_format=Invoice)
     assert caught.value.response is not None
     assert caught.value.response.native_finish_reason == "max_tokens"
+
+
+# A strict tool whose parameters use type lists, as OpenAI's strict mode asks optional
+# fields to be written (§1.2): every wire sends it, and the simulator reads it.
+FORECAST = Tool(
+    name="forecast",
+    description="Weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "city": {"type": ["string", "null"]},
+            "days": {"type": ["integer", "null"], "minimum": 1},
+            "units": {"type": ["string", "null"], "enum": ["c", "f", None]},
+        },
+        "required": ["city", "days", "units"],
+        "additionalProperties": False,
+    },
+    strict=True,
+)
+
+
+@pytest.mark.parametrize(("provider", "model"), WIRES + COMPATIBLE)
+async def test_a_tool_schema_with_type_lists_is_answered_on_every_wire(
+    sim: Simulator, provider: str, model: str
+) -> None:
+    async with Client([source(sim, provider, model)]) as client:
+        response = await client.complete(USER, tools=[FORECAST])
+        streamed = [e async for e in client.stream(USER, tools=[FORECAST])]
+    calls = [(call.name, json.loads(call.arguments)) for call in response.tool_calls]
+    assert calls == [("forecast", {"city": "sim", "days": 1, "units": "c"})]
+    assert streamed[-1].response is not None
+    streamed_calls = streamed[-1].response.tool_calls
+    assert [(call.name, call.arguments) for call in streamed_calls] == [
+        (call.name, call.arguments) for call in response.tool_calls
+    ]

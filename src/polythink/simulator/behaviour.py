@@ -196,13 +196,14 @@ def answer_for(
 
 
 def tool_arguments(schema: Mapping[str, Any] | None) -> str:
-    """Compact JSON arguments satisfying a tool's required properties."""
+    """Compact JSON arguments: the tool's required properties (its first property when none
+    is required), each an :func:`example_value` of its schema."""
     args: dict[str, Any] = {}
     if isinstance(schema, Mapping):
-        props = schema.get("properties") or {}
+        props = schema.get("properties")
+        props = props if isinstance(props, Mapping) else {}
         for name in schema.get("required") or list(props)[:1]:
-            kind = (props.get(name) or {}).get("type", "string")
-            args[name] = {"integer": 1, "number": 1, "boolean": True}.get(kind, "sim")
+            args[name] = example_value(props.get(name) or {}, schema)
     return json.dumps(args, separators=(",", ":"))
 
 
@@ -277,20 +278,35 @@ def structured_mode(headers: Mapping[str, str], default: str) -> str:
     return mode if mode in STRUCTURED_OUTPUTS else "valid"
 
 
-def example_value(schema: Any, root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
+_DEEPEST = 64
+"""Nesting at which :func:`example_value` gives up (``null``): only a schema that admits no
+finite value gets there."""
+
+
+def example_value(schema: Any, root: Mapping[str, Any] | None = None) -> Any:
     """A value that fits ``schema``: every property filled, arrays of ``minItems`` items
     (at least one), the first ``enum`` value or ``anyOf`` branch that is not null, the
-    lowest number its bounds allow, a string in its ``format``. Local ``$ref`` are followed
-    (a recursive one ends in ``null`` after a few levels)."""
-    root = schema if root is None else root
-    if not isinstance(schema, Mapping) or depth > 6:
+    lowest number its bounds allow, a string in its ``format``. Types are read in either
+    case (``responseSchema`` spells them ``OBJECT``, ``STRING``) and as a list
+    (``["string", "null"]``).
+
+    Local ``$ref`` (``#``, ``#/$defs/X``, ``#/definitions/X``) are followed. A recursive
+    schema is unrolled once: inside a definition already being filled, objects get only
+    their required properties, arrays only their ``minItems`` (none by default), and a
+    union its ``null`` branch when it has one, so the value ends (a tree of two levels)."""
+    return _example(schema, schema if root is None else root, (), 0)
+
+
+def _example(schema: Any, root: Mapping[str, Any], refs: tuple[str, ...], depth: int) -> Any:
+    if not isinstance(schema, Mapping) or depth > _DEEPEST:
         return None
+    deep = len(set(refs)) < len(refs)
     ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
+    if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
         target: Any = root
-        for part in ref[2:].split("/"):
+        for part in ref[2:].split("/") if ref != "#" else ():
             target = target.get(part) if isinstance(target, Mapping) else None
-        return example_value(target, root, depth + 1)
+        return _example(target, root, (*refs, ref), depth + 1)
     if "const" in schema:
         return schema["const"]
     if isinstance(schema.get("enum"), list) and schema["enum"]:
@@ -298,22 +314,22 @@ def example_value(schema: Any, root: Mapping[str, Any] | None = None, depth: int
     for key in ("anyOf", "oneOf", "allOf"):
         branches = schema.get(key)
         if isinstance(branches, list) and branches:
-            chosen = next(
-                (b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")),
-                branches[0],
-            )
-            return example_value(chosen, root, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if isinstance(kind, str):
-        kind = kind.lower()  # responseSchema spells types in capitals (OBJECT, STRING)
+            nulls = [b for b in branches if isinstance(b, Mapping) and _kind(b) == "null"]
+            others = [b for b in branches if not any(b is n for n in nulls)]
+            chosen = (nulls if deep and nulls else others or branches)[0]
+            return _example(chosen, root, refs, depth + 1)
+    kind = _kind(schema, prefer_null=deep)
     if kind == "object" or isinstance(schema.get("properties"), Mapping):
         properties = schema.get("properties") or {}
-        return {name: example_value(sub, root, depth + 1) for name, sub in properties.items()}
+        if deep:
+            required = schema.get("required")
+            required = required if isinstance(required, list) else ()
+            properties = {name: sub for name, sub in properties.items() if name in required}
+        return {name: _example(sub, root, refs, depth + 1) for name, sub in properties.items()}
     if kind == "array":
-        count = max(1, int(schema.get("minItems") or 0))
-        return [example_value(schema.get("items"), root, depth + 1) for _ in range(count)]
+        least = int(schema.get("minItems") or 0)
+        count = least if deep else max(1, least)
+        return [_example(schema.get("items"), root, refs, depth + 1) for _ in range(count)]
     if kind in ("integer", "number"):
         low = schema.get("minimum", schema.get("exclusiveMinimum"))
         value = low + 1 if "exclusiveMinimum" in schema and "minimum" not in schema else low
@@ -325,6 +341,18 @@ def example_value(schema: Any, root: Mapping[str, Any] | None = None, depth: int
     if kind == "null":
         return None
     return _FORMATS.get(str(schema.get("format")), "sim")
+
+
+def _kind(schema: Mapping[str, Any], *, prefer_null: bool = False) -> str | None:
+    """The schema's ``type`` in lower case; of a type list, the first that is not null
+    (``null`` itself with ``prefer_null``, when the list has it)."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        names = [str(k).lower() for k in kind]
+        if prefer_null and "null" in names:
+            return "null"
+        return next((k for k in names if k != "null"), "null")
+    return kind.lower() if isinstance(kind, str) else None
 
 
 def schema_in_prompt(texts: Sequence[str]) -> Mapping[str, Any] | None:
