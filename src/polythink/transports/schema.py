@@ -14,14 +14,15 @@ Per wire (facts: ``../shared/wire/STRUCTURED.md``, all sources read 2026-12-01):
   same fields, flat (§2). Strict mode takes a subset of JSON Schema (§1.2):
   :func:`openai_strict_schema`.
 - Anthropic: ``output_config.format`` ``{"type": "json_schema", "schema"}`` (GA, no beta
-  header, §3.1) with its own subset (§3.2): :func:`anthropic_schema`. Models without it
-  (``structured_output.toml``) answer through one forced tool (§3.5), which manual thinking
-  rejects. There is no schema-less JSON mode: ``json_object`` becomes an instruction.
+  header, §3.1) with its own subset (§3.2), without recursion: :func:`anthropic_schema`.
+  Models without it (``structured_output.toml``) answer through one forced tool (§3.5), which
+  manual thinking rejects. There is no schema-less JSON mode: ``json_object`` becomes an
+  instruction.
 - Gemini: ``generationConfig.responseMimeType`` ``application/json`` with
   ``responseJsonSchema`` (§4.1), which takes JSON Schema as is on every current model
   (``responseSchema``, the OpenAPI subset, is not needed): :func:`gemini_schema` keeps the
-  keywords it documents. Models before Gemini 3 refuse JSON output beside function tools
-  (§4.2).
+  keywords it documents; recursion only through properties that are not required. Models
+  before Gemini 3 refuse JSON output beside function tools (§4.2).
 - Compatible providers (§5): OpenRouter passes ``response_format`` on with
   ``provider.require_parameters`` so it is routed only where it is supported; DeepSeek, GLM
   and Kimi document ``json_object`` only, and Qwen ``json_schema`` on listed models only, so
@@ -176,11 +177,20 @@ def _refs(node: Any) -> set[str]:
     return out
 
 
+def _own(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The root schema without its definitions."""
+    return {k: v for k, v in schema.items() if k not in ("$defs", "definitions")}
+
+
 def _recursive(schema: Mapping[str, Any]) -> set[str]:
     """The refs that take part in a cycle (``"#"`` when the root refers to itself)."""
-    defs = _definitions(schema)
-    edges = {ref: _refs(body) for ref, body in defs.items()}
-    edges["#"] = _refs({k: v for k, v in schema.items() if k not in ("$defs", "definitions")})
+    edges = {ref: _refs(body) for ref, body in _definitions(schema).items()}
+    edges["#"] = _refs(_own(schema))
+    return _cyclic(edges)
+
+
+def _cyclic(edges: Mapping[str, set[str]]) -> set[str]:
+    """The nodes of ``edges`` (ref -> refs it reaches) that lie on a cycle."""
     cyclic: set[str] = set()
     for start in edges:
         stack, seen = list(edges.get(start, ())), set()
@@ -194,6 +204,28 @@ def _recursive(schema: Mapping[str, Any]) -> set[str]:
             seen.add(ref)
             stack.extend(edges.get(ref, ()))
     return cyclic
+
+
+def _root_resolved(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``schema`` with a root ``$ref`` to a local definition replaced by that definition.
+
+    pydantic gives a recursive model as ``{"$defs": {...}, "$ref": "#/$defs/Node"}``: an
+    object behind a ``$ref``. The definition's keywords come into the root, the root's own
+    (``$defs``, a ``description``) win, and ``$defs`` stays, so references inside it still
+    resolve: what openai-python's ``to_strict_json_schema`` does with a ``$ref`` that has
+    sibling keys (STRUCTURED.md §1.4 rule 5). A ``$ref`` to ``#`` or to nothing local is
+    left as it is.
+    """
+    defs = _definitions(schema)
+    seen: set[str] = set()
+    out = schema
+    while isinstance(ref := out.get("$ref"), str) and ref in defs and ref not in seen:
+        seen.add(ref)
+        target = defs[ref]
+        if not isinstance(target, Mapping):
+            break
+        out = {**target, **{k: v for k, v in out.items() if k != "$ref"}}
+    return out
 
 
 def _close(node: dict[str, Any], path: tuple[str, ...], wire: str, remedy: str) -> None:
@@ -268,7 +300,9 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     lacks (§1.4): every ``default`` is removed, since the API answers ``'default' is not
     permitted`` (openai-python drops only ``default: None``); and ``oneOf`` becomes
     ``anyOf`` with pydantic's ``discriminator`` dropped, since the API answers ``'oneOf' is
-    not permitted`` (livekit/agents#5302). A one-element ``allOf`` is inlined; a ``$ref``
+    not permitted`` (livekit/agents#5302). A root ``$ref`` (pydantic's recursive models)
+    is resolved into the root with ``$defs`` kept, so recursion through ``$defs`` stays
+    (strict mode supports it, §1.2). A one-element ``allOf`` is inlined; a ``$ref``
     with sibling keywords (which the API refuses) is inlined when its definition is not
     recursive, else loses the siblings; a ``format`` outside the supported list moves into
     the description.
@@ -281,6 +315,7 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             root that is not an object, or more than 10 levels, 5000 properties or 1000
             enum values.
     """
+    schema = _root_resolved(schema)
     defs = _definitions(schema)
     cyclic = _recursive(schema)
     counts = {"properties": 0, "enum": 0}
@@ -344,10 +379,15 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 
     root: dict[str, Any] = _walk(schema, (), visit)
     if root.get("type") != "object":
+        if "anyOf" in root:
+            got = "anyOf"
+        elif "$ref" in root:
+            got = f"$ref {root['$ref']!r}, which names no local definition"
+        else:
+            got = repr(root.get("type"))
         raise UnsupportedSchema(
-            "the root must be an object schema in OpenAI strict mode (got "
-            f"{'anyOf' if 'anyOf' in root else repr(root.get('type'))}): wrap it in an object "
-            "with one property"
+            f"the root must be an object schema in OpenAI strict mode (got {got}): wrap it in "
+            "an object with one property"
         )
     if counts["properties"] > _OPENAI_MAX_PROPERTIES:
         raise UnsupportedSchema(
@@ -388,6 +428,10 @@ _ANTHROPIC_KEEP = frozenset(
 _TYPED = ("type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const")
 _ANTHROPIC_MAX_OPTIONAL = 24
 _ANTHROPIC_MAX_UNIONS = 16
+_RECURSION_REMEDY = (
+    "bound its depth (children as a list of ids, or a fixed number of levels), or use a "
+    "source that takes recursive schemas (OpenAI, Gemini)"
+)
 
 
 def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -396,8 +440,9 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 
     Every object gets ``additionalProperties: false``; ``required`` stays as given (optional
     properties are allowed, unlike OpenAI); ``oneOf`` becomes ``anyOf``; a ``$ref`` keeps no
-    sibling keywords. Kept: ``type``, ``enum``, ``const``, ``description``, ``title``,
-    ``properties``, ``required``, ``items``, ``anyOf``, ``allOf``, ``$ref``, ``$defs``,
+    sibling keywords; a root ``$ref`` is resolved into the root. Kept: ``type``, ``enum``,
+    ``const``, ``description``, ``title``, ``properties``, ``required``, ``items``,
+    ``anyOf``, ``allOf``, ``$ref``, ``$defs``,
     ``additionalProperties``, ``format`` when supported, ``minItems`` of 0 or 1; every
     other keyword (``minimum``, ``maxLength``, ``pattern``, ``default`` …) moves into the
     description as words, as anthropic-sdk-python's ``transform_schema`` does (§3.6).
@@ -411,8 +456,9 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     if _recursive(schema):
         raise UnsupportedSchema(
             "the schema is recursive, which Anthropic structured outputs do not support: "
-            "bound its depth (children as a list of ids, a fixed number of levels)"
+            + _RECURSION_REMEDY
         )
+    schema = _root_resolved(schema)
     counts = {"optional": 0, "unions": 0}
 
     def visit(node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
@@ -507,10 +553,15 @@ def gemini_schema(schema: Mapping[str, Any], *, property_ordering: bool = False)
     so they are dropped rather than sent. ``oneOf`` becomes ``anyOf``, ``definitions``
     ``$defs``, a ``const`` a one-value ``enum``; a ``$ref`` keeps only its ``$`` keywords.
     With ``property_ordering`` (Gemini 2.0) each object lists its properties in
-    ``propertyOrdering``, in schema order.
+    ``propertyOrdering``, in schema order. A root ``$ref`` is resolved into the root.
+
+    Recursion is kept: "Cyclic references are unrolled to a limited degree and, as such,
+    may only be used within non-required properties. (Nullable properties are not
+    sufficient.)" (GEM-PROTO ``response_json_schema``).
 
     Raises:
-        UnsupportedSchema: a ``false`` schema (nothing may match it).
+        UnsupportedSchema: a ``false`` schema (nothing may match it); a cycle of
+            references that passes through required properties only.
     """
 
     def visit(node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
@@ -532,8 +583,40 @@ def gemini_schema(schema: Mapping[str, Any], *, property_ordering: bool = False)
             node.setdefault("propertyOrdering", list(properties))
         return node
 
-    text = json.dumps(schema).replace('"#/definitions/', '"#/$defs/')
-    out: dict[str, Any] = _walk(json.loads(text), (), visit)
+    text = json.dumps(_root_resolved(schema)).replace('"#/definitions/', '"#/$defs/')
+    renamed = json.loads(text)
+    edges = {ref: _required_refs(body) for ref, body in _definitions(renamed).items()}
+    edges["#"] = _required_refs(_own(renamed))
+    looping = sorted(_cyclic(edges))
+    if looping:
+        raise UnsupportedSchema(
+            f"{', '.join(looping)} refers back to itself through required properties only; "
+            "Gemini takes a cyclic $ref only inside a property that is not required (a "
+            "nullable one is not enough): give the recursive field a default (for example "
+            "children: list[Node] = []) so it is not required"
+        )
+    out: dict[str, Any] = _walk(renamed, (), visit)
+    return out
+
+
+def _required_refs(node: Any) -> set[str]:
+    """The ``$ref`` under ``node`` reached without passing a property that is not in its
+    object's ``required`` (through required properties, ``items`` and unions)."""
+    out: set[str] = set()
+    if not isinstance(node, Mapping):
+        return out
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        out.add(ref)
+    required = node.get("required")
+    properties = node.get("properties")
+    if isinstance(properties, Mapping) and isinstance(required, list):
+        for name in required:
+            out |= _required_refs(properties.get(name))
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for child in node.get(key) or ():
+            out |= _required_refs(child)
+    out |= _required_refs(node.get("items"))
     return out
 
 
@@ -544,10 +627,11 @@ _OBJECT_ONLY = "Answer with one JSON object and nothing else."
 
 def json_instruction(fmt: ResponseFormat[Any]) -> str:
     """The system-prompt text that asks for ``fmt`` where no body field can (it names JSON,
-    which JSON modes require of the messages: STRUCTURED.md §1.1, §5.1, §5.2)."""
+    which JSON modes require of the messages: STRUCTURED.md §1.1, §5.1, §5.2). The schema is
+    quoted with its root ``$ref`` resolved."""
     if fmt.schema is None:
         return _OBJECT_ONLY
-    schema = json.dumps(fmt.schema, separators=(",", ":"), ensure_ascii=False)
+    schema = json.dumps(_root_resolved(fmt.schema), separators=(",", ":"), ensure_ascii=False)
     return f"{_OBJECT_ONLY[:-1]}, valid against this JSON Schema:\n{schema}"
 
 
@@ -765,7 +849,7 @@ def chat_output(
             raise _refused(
                 provider,
                 model,
-                "xAI takes no recursive schema (non-circular $ref only)",
+                f"xAI takes no recursive schema (non-circular $ref only): {_RECURSION_REMEDY}",
                 source_index,
             )
         envelope: dict[str, Any] = {"name": fmt.name, "schema": schema, "strict": strict}
