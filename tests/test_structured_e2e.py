@@ -408,3 +408,11 @@ async def test_a_tool_schema_with_type_lists_is_answered_on_every_wire(
     assert [(call.name, call.arguments) for call in streamed_calls] == [
         (call.name, call.arguments) for call in response.tool_calls
     ]
+
+
+@pytest.mark.parametrize(("provider", "model"), [*WIRES, ("deepseek", "deepseek-v4-pro")])
+async def test_text_format_gives_a_plain_answer(sim: Simulator, provider: str, model: str) -> None:
+    async with Client([source(sim, provider, model)]) as client:
+        response = await client.complete(USER, response_format={"type": "text"})
+    assert response.parsed is None
+    assert response.text.startswith(f"Simulated {model} answer")

@@ -649,3 +649,105 @@ def test_anthropic_json_object_is_an_instruction() -> None:
     )
     assert body["system"] == "Answer with one JSON object and nothing else."
     assert "output_config" not in body
+
+
+# ---------------------------------------------------------------- name and description
+
+DESCRIBED = ResponseFormat(Invoice, name="m_out", description="Bill lines")
+
+
+def test_openai_sends_the_name_and_description_in_their_fields() -> None:
+    body = chat_body("openai", "gpt-5.5", request(DESCRIBED))
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "m_out",
+            "schema": OPENAI_INVOICE,
+            "strict": True,
+            "description": "Bill lines",
+        },
+    }
+
+
+def test_anthropic_and_gemini_carry_the_description_in_the_schema() -> None:
+    # Neither output_config.format (§3.1) nor generationConfig (§4.1) has a name or a
+    # description: the description opens the schema's own; the name has nowhere to go.
+    described = "Bill lines\n\nAn invoice."
+    body = anthropic.build_body(
+        request(DESCRIBED), model="claude-sonnet-4-5", profile=get_provider("anthropic")
+    )
+    assert body["output_config"] == {
+        "format": {
+            "type": "json_schema",
+            "schema": {**ANTHROPIC_INVOICE, "description": described},
+        }
+    }
+    config = gemini_body(request(DESCRIBED))["generationConfig"]
+    assert config == {
+        "responseMimeType": "application/json",
+        "responseJsonSchema": {**GEMINI_INVOICE, "description": described},
+    }
+    assert "m_out" not in json.dumps([body, config])
+    # A schema without a description of its own gets the format's alone.
+    bare = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    fmt = ResponseFormat(bare, description="One count")
+    assert gemini_body(request(fmt))["generationConfig"]["responseJsonSchema"] == {
+        **bare,
+        "description": "One count",
+    }
+    # The undescribed format still sends the schema as it was.
+    plain = anthropic.build_body(
+        request(Invoice), model="claude-sonnet-4-5", profile=get_provider("anthropic")
+    )
+    assert plain["output_config"]["format"]["schema"] == ANTHROPIC_INVOICE
+
+
+def test_anthropic_fallback_names_and_describes_its_output_tool() -> None:
+    body = anthropic.build_body(
+        request(DESCRIBED), model="claude-sonnet-4-20250514", profile=get_provider("anthropic")
+    )
+    assert body["tools"] == [
+        {"name": "m_out", "description": "Bill lines", "input_schema": ANTHROPIC_INVOICE}
+    ]
+    assert body["tool_choice"] == {"type": "tool", "name": "m_out"}
+
+
+def test_json_mode_quotes_the_schema_with_the_description() -> None:
+    body = chat_body("deepseek", "deepseek-v4-pro", request(DESCRIBED))
+    described = {**INVOICE_SCHEMA, "description": "Bill lines\n\nAn invoice."}
+    schema_text = json.dumps(described, separators=(",", ":"), ensure_ascii=False)
+    assert body["messages"][0] == {
+        "role": "system",
+        "content": "Answer with one JSON object and nothing else, valid against this JSON "
+        "Schema:\n" + schema_text,
+    }
+
+
+# ---------------------------------------------------------------- {"type": "text"}
+
+PLAIN_WIRES = [
+    ("openai", "gpt-5.5"),
+    ("openai-responses", "gpt-5.5"),
+    ("anthropic", "claude-sonnet-4-5"),
+    ("gemini", "gemini-3-flash"),
+    ("deepseek", "deepseek-v4-pro"),
+]
+
+
+@pytest.mark.parametrize(("provider", "model"), PLAIN_WIRES)
+def test_text_format_is_the_plain_default_and_sends_nothing(provider: str, model: str) -> None:
+    # {"type": "text"} is OpenAI's default format (§1.1): the body is the one without it.
+    def body(fmt: Any) -> dict[str, Any]:
+        profile = get_provider(provider)
+        req = request(fmt)
+        if profile.wire == "openai_responses":
+            return openai_responses.build_body(req, model=model, profile=profile)
+        if profile.wire == "anthropic":
+            return anthropic.build_body(req, model=model, profile=profile)
+        if profile.wire == "gemini":
+            return gemini.build_body(req, model=model, profile=profile)
+        return chat_body(provider, model, req)
+
+    assert request({"type": "text"}).response_format is None
+    assert body({"type": "text"}) == body(None)
+    assert not {"response_format", "text", "output_config", "generationConfig"} & set(body(None))

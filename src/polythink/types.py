@@ -1295,10 +1295,13 @@ class ResponseFormat(Generic[_OutputT]):
     Attributes:
         kind: ``json_schema`` or ``json_object``.
         schema: the JSON Schema as given (``None`` for ``json_object``); read-only.
-        name: the schema's name on wires that take one (OpenAI's ``json_schema.name``): the
-            one given, else the model class's name or the schema's ``title``, else
-            ``response``. 1 to 64 letters, digits, ``_`` or ``-``.
-        description: sent where a wire takes one (OpenAI), else ``None``.
+        name: the schema's name on wires that take one (OpenAI's ``json_schema.name``, the
+            output tool of Anthropic's fallback): the one given, else the model class's name
+            or the schema's ``title``, else ``response``. 1 to 64 letters, digits, ``_`` or
+            ``-``. Anthropic's ``output_config.format`` and Gemini have no field for it.
+        description: OpenAI's ``json_schema.description``; on Anthropic, Gemini and in the
+            schema quoted by JSON-mode prompts it opens the schema's root ``description``
+            (they have no field of their own); ``None`` when not given.
         strict: ``True`` asks for constrained decoding and refuses a source that cannot do
             it; ``False`` sends the schema as guidance where a wire lets the caller choose;
             ``None`` (the default) is strict wherever the source offers it.

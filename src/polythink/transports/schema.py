@@ -22,7 +22,9 @@ Per wire (facts: ``../shared/wire/STRUCTURED.md``, all sources read 2026-12-01):
   ``responseJsonSchema`` (§4.1), which takes JSON Schema as is on every current model
   (``responseSchema``, the OpenAPI subset, is not needed): :func:`gemini_schema` keeps the
   keywords it documents; recursion only through properties that are not required. Models
-  before Gemini 3 refuse JSON output beside function tools (§4.2).
+  before Gemini 3 refuse JSON output beside function tools (§4.2). Neither Anthropic nor
+  Gemini has a field for the format's name or description: the description goes into the
+  schema's root ``description``, the name is not sent.
 - Compatible providers (§5): OpenRouter passes ``response_format`` on with
   ``provider.require_parameters`` so it is routed only where it is supported; DeepSeek, GLM
   and Kimi document ``json_object`` only, and Qwen ``json_schema`` on listed models only, so
@@ -226,6 +228,18 @@ def _root_resolved(schema: Mapping[str, Any]) -> Mapping[str, Any]:
             break
         out = {**target, **{k: v for k, v in out.items() if k != "$ref"}}
     return out
+
+
+def _described(schema: Mapping[str, Any], description: str | None) -> Mapping[str, Any]:
+    """``schema`` (its root ``$ref`` resolved) with ``description`` as its root
+    ``description``, before any the schema has (a model's docstring), for the wires that
+    have no field of their own for it (Anthropic's ``output_config.format``, Gemini)."""
+    root = _root_resolved(schema)
+    if description is None:
+        return root
+    own = root.get("description")
+    text = f"{description}\n\n{own}" if isinstance(own, str) and own else description
+    return {**root, "description": text}
 
 
 def _close(node: dict[str, Any], path: tuple[str, ...], wire: str, remedy: str) -> None:
@@ -628,10 +642,12 @@ _OBJECT_ONLY = "Answer with one JSON object and nothing else."
 def json_instruction(fmt: ResponseFormat[Any]) -> str:
     """The system-prompt text that asks for ``fmt`` where no body field can (it names JSON,
     which JSON modes require of the messages: STRUCTURED.md §1.1, §5.1, §5.2). The schema is
-    quoted with its root ``$ref`` resolved."""
+    quoted with its root ``$ref`` resolved and the format's ``description`` as its own."""
     if fmt.schema is None:
         return _OBJECT_ONLY
-    schema = json.dumps(_root_resolved(fmt.schema), separators=(",", ":"), ensure_ascii=False)
+    schema = json.dumps(
+        _described(fmt.schema, fmt.description), separators=(",", ":"), ensure_ascii=False
+    )
     return f"{_OBJECT_ONLY[:-1]}, valid against this JSON Schema:\n{schema}"
 
 
@@ -720,8 +736,16 @@ def _transformed(
     provider: str,
     model: str,
     source_index: int | None,
+    *,
+    described: bool = False,
 ) -> dict[str, Any]:
+    """``build(schema)`` remembered per ``(kind, fmt)``; with ``described`` the format's
+    ``description`` goes into the schema's root first (:func:`_described`), for wires
+    without a field of their own for it."""
     schema = fmt.schema or {}
+    if described:
+        schema = _described(schema, fmt.description)
+        kind += ":described"
     try:
         found: dict[str, Any] = _remember(kind, fmt, lambda: build(schema))
     except UnsupportedSchema as exc:
@@ -911,8 +935,10 @@ def anthropic_output(
     """The plan for an Anthropic source.
 
     ``output_config.format`` ``{"type": "json_schema", "schema": anthropic_schema(...)}`` on
-    models that have it; on the others (``structured_output.toml``) one tool named after the
-    format, forced with ``tool_choice: {"type": "tool"}``, whose input is the answer
+    models that have it (no ``name`` or ``description`` field there, §3.1: the format's
+    ``description`` becomes the schema's root ``description``, its ``name`` is not sent); on
+    the others (``structured_output.toml``) one tool named and described after the format,
+    forced with ``tool_choice: {"type": "tool"}``, whose input is the answer
     (``tool``; the transport turns it back into text). ``json_object`` becomes an
     instruction: the API has no schema-less JSON mode (§3.1). Manual thinking rejects a
     forced tool; the transport checks that once the body holds the thinking fragment.
@@ -951,7 +977,15 @@ def anthropic_output(
                     "the system prompt; the answer is checked locally",
                 ),
             )
-        schema = _transformed("anthropic", fmt, anthropic_schema, provider, model, source_index)
+        schema = _transformed(
+            "anthropic",
+            fmt,
+            anthropic_schema,
+            provider,
+            model,
+            source_index,
+            described=not fallback,
+        )
         if not fallback:
             return OutputPlan(
                 fields={"output_config": {"format": {"type": "json_schema", "schema": schema}}}
@@ -991,6 +1025,8 @@ def gemini_output(
 ) -> OutputPlan:
     """The plan for a Gemini source: ``generationConfig.responseMimeType``
     ``application/json``, with ``responseJsonSchema`` (:func:`gemini_schema`) for a schema.
+    ``GenerationConfig`` has no name or description for it (GEM-PROTO): the format's
+    ``description`` becomes the schema's root ``description``; its ``name`` is not sent.
 
     Raises:
         OutputFormatUnsupportedError: function tools on a model before Gemini 3
@@ -1018,6 +1054,7 @@ def gemini_output(
                 provider,
                 model,
                 source_index,
+                described=True,
             )
         return OutputPlan(fields={"generationConfig": config})
 
