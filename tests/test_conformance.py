@@ -198,6 +198,24 @@ class Invoice(pydantic.BaseModel):
     note: str | None = None
 
 
+class Node(pydantic.BaseModel):
+    """A recursive structured answer: pydantic puts it behind a root ``$ref``."""
+
+    v: int
+    children: list[Node] = []
+
+
+STRICT_WEATHER = Tool(
+    name="get_forecast",
+    description="Forecast for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": ["integer", "null"]}},
+        "required": ["city", "days"],
+        "additionalProperties": False,
+    },
+    strict=True,
+)
 INVOICE_SCHEMA = {
     "type": "object",
     "properties": {"number": {"type": "string"}, "total": {"type": "number"}},
@@ -280,6 +298,8 @@ def _calls(provider: str) -> Iterator[Call]:
     yield Call(
         "json mode", tuple(JSON_ASK), {"response_format": {"type": "json_object"}}, streams=(False,)
     )
+    yield Call("recursive structured", tuple(JSON_ASK), {"response_format": Node}, streams=(False,))
+    yield Call("strict tool", tuple(HI), {"tools": [STRICT_WEATHER]}, streams=(False,))
     sampling: dict[str, Any] = {"temperature": 0.5, "max_tokens": 300}
     if PROVIDERS[provider].wire != "openai_responses":
         sampling["stop"] = ["END"]
@@ -732,6 +752,14 @@ def test_the_matrix_covers_every_provider_and_carries_reasoning_back(matrix: Mat
     assert sent_back("openai-responses", lambda b: "format" in b.get("text", {}))
     assert sent_back("anthropic", lambda b: "format" in b.get("output_config", {}))
     assert sent_back("gemini", lambda b: "responseJsonSchema" in b.get("generationConfig", {}))
+    # A strict tool keeps its strictness on every wire that has a way to say it.
+    assert sent_back("openai", lambda b: b.get("tools", [{}])[0].get("function", {}).get("strict"))
+    assert sent_back("openai-responses", lambda b: b.get("tools", [{}])[0].get("strict"))
+    assert sent_back("anthropic", lambda b: b.get("tools", [{}])[0].get("strict"))
+    assert sent_back(
+        "gemini",
+        lambda b: b.get("toolConfig", {}).get("functionCallingConfig") == {"mode": "VALIDATED"},
+    )
 
 
 SHAPES: list[tuple[str, bytes, Any]] = [

@@ -11,6 +11,7 @@ Gemini ``responseMimeType`` + ``responseJsonSchema`` (§4.1); the compatible pro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -751,3 +752,81 @@ def test_text_format_is_the_plain_default_and_sends_nothing(provider: str, model
     assert request({"type": "text"}).response_format is None
     assert body({"type": "text"}) == body(None)
     assert not {"response_format", "text", "output_config", "generationConfig"} & set(body(None))
+
+
+# ---------------------------------------------------------------- Tool(strict=...)
+
+STRICT_TOOL = Tool(
+    name="lookup",
+    description="Find a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": ["string", "null"]}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    strict=True,
+)
+
+
+def test_anthropic_tools_carry_strict_when_set() -> None:
+    # anthropic-sdk-python ToolParam.strict: "When true, guarantees schema validation on
+    # tool names and inputs"; tools with strict: true count toward the limits of §3.2.
+    loose = dataclasses.replace(STRICT_TOOL, name="note", strict=False)
+    unset = dataclasses.replace(STRICT_TOOL, name="plain", strict=None)
+    req = Request(messages=coerce_messages(USER), tools=(STRICT_TOOL, loose, unset))
+    body = anthropic.build_body(req, model="claude-sonnet-4-5", profile=get_provider("anthropic"))
+    schema = dict(STRICT_TOOL.parameters)
+    assert body["tools"] == [
+        {"name": "lookup", "description": "Find a city.", "input_schema": schema, "strict": True},
+        {"name": "note", "description": "Find a city.", "input_schema": schema, "strict": False},
+        {"name": "plain", "description": "Find a city.", "input_schema": schema},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("choice", "config"),
+    [
+        (None, {"functionCallingConfig": {"mode": "VALIDATED"}}),
+        ("auto", {"functionCallingConfig": {"mode": "VALIDATED"}}),
+        ("required", {"functionCallingConfig": {"mode": "ANY"}}),
+        (
+            {"type": "function", "function": {"name": "lookup"}},
+            {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}},
+        ),
+        ("none", {"functionCallingConfig": {"mode": "NONE"}}),
+    ],
+)
+def test_gemini_validates_the_calls_of_a_call_with_a_strict_tool(
+    choice: Any, config: dict[str, Any]
+) -> None:
+    # FunctionCallingConfig.Mode VALIDATED: "will validate function calls with constrained
+    # decoding" (google_generativelanguage_v1beta_content.proto); Gemini has no per-function
+    # strict. A forced call keeps ANY, and NONE calls nothing.
+    req = Request(messages=coerce_messages(USER), tools=(STRICT_TOOL,), tool_choice=choice)
+    body = gemini_body(req)
+    assert body["toolConfig"] == config
+    assert body["tools"] == [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "lookup",
+                    "description": "Find a city.",
+                    "parametersJsonSchema": STRICT_TOOL.parameters,
+                }
+            ]
+        }
+    ]
+    loose = Request(
+        messages=coerce_messages(USER),
+        tools=(dataclasses.replace(STRICT_TOOL, strict=False),),
+        tool_choice=choice,
+    )
+    assert gemini_body(loose).get("toolConfig") == (None if choice is None else _unstrict(config))
+
+
+def _unstrict(config: dict[str, Any]) -> dict[str, Any]:
+    calling = config["functionCallingConfig"]
+    if calling["mode"] == "VALIDATED":
+        return {"functionCallingConfig": {"mode": "AUTO"}}
+    return config

@@ -207,8 +207,12 @@ class Tool:
     """A function the model may call: name, description and a JSON Schema for its arguments.
 
     ``name`` is 1 to 64 letters, digits, ``_`` or ``-`` (what OpenAI, Anthropic and Gemini
-    all accept); ``parameters`` is a JSON Schema object (a dict with ``"type": "object"``).
-    ``strict`` is sent only when set (OpenAI structured outputs for tools).
+    all accept); ``parameters`` is a JSON Schema object (a dict with ``"type": "object"``),
+    sent as written. ``strict`` asks for arguments decoded against that schema: OpenAI Chat
+    (``function.strict``) and Anthropic (``strict``) get it when set, Responses always
+    (false unless set); Gemini, which has no per-function flag, gets
+    ``functionCallingConfig.mode`` ``VALIDATED`` for a call with a strict tool that does not
+    force one (see :mod:`polythink.transports.gemini`).
 
     Raises:
         ValueError: at construction, for a name or a schema the providers would refuse.

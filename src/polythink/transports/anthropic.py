@@ -379,7 +379,9 @@ def build_body(
     profile's default, 4096); ``system`` from system and developer turns (one string when
     they are strings, else text blocks); ``messages`` as content blocks; ``stream``;
     ``temperature``, ``top_p``, ``stop_sequences``, ``tools`` (``name``, ``description``,
-    ``input_schema``) and ``tool_choice`` (OpenAI's ``auto``/``required``/``none``/
+    ``input_schema``, and ``strict`` when the tool sets it: anthropic-sdk-python
+    ``ToolParam.strict``, "guarantees schema validation on tool names and inputs";
+    STRUCTURED.md §3.5) and ``tool_choice`` (OpenAI's ``auto``/``required``/``none``/
     ``{"type": "function", ...}`` mapped to ``auto``/``any``/``none``/``{"type": "tool"}``;
     Anthropic-shaped values pass through) when given. Then deep-merges the reasoning fragment
     of ``request.resolution`` (which may raise ``max_tokens``), the source's ``extra_body``
@@ -427,10 +429,17 @@ def build_body(
     if request.stop:
         body["stop_sequences"] = list(request.stop)
     if request.tools:
-        body["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-            for t in request.tools
-        ]
+        tools = []
+        for tool in request.tools:
+            entry: dict[str, Any] = {
+                "name": tool.name,
+                "description": tool.description,
+                "input_schema": dict(tool.parameters),
+            }
+            if tool.strict is not None:
+                entry["strict"] = tool.strict
+            tools.append(entry)
+        body["tools"] = tools
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
     if cache is not None and cache.breakpoints == "auto":

@@ -81,6 +81,7 @@ __all__ = [
 
 _CONTENT_FILTER = "content_filter"
 _TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "any": "ANY"}
+_AUTO = {"functionCallingConfig": {"mode": "AUTO"}}
 _PLAIN_TEXT_KEYS = frozenset({"text", "thought"})
 _MERGEABLE_KEYS = frozenset({"text", "thought", "thoughtSignature"})
 
@@ -318,6 +319,21 @@ def _tool_config(
     return dict(choice)
 
 
+def _validated(body: dict[str, Any]) -> None:
+    """Make a call with a ``strict`` tool validate its function calls.
+
+    Gemini has no per-function ``strict``; its ``FunctionCallingConfig.mode`` ``VALIDATED``
+    is the request-wide equivalent: the model "decides to predict either a function call or
+    a natural language response, but will validate function calls with constrained
+    decoding" (google_generativelanguage_v1beta_content.proto, copied 2026-11-28). So an
+    unforced call (no ``tool_choice``, or ``auto``) goes out with mode ``VALIDATED``, for
+    every declared function. A forced call keeps ``ANY`` (VALIDATED cannot force a call; ANY
+    is "constrained to always predicting a function call"), and ``NONE`` calls no function.
+    """
+    if body.get("toolConfig", _AUTO) == _AUTO:
+        body["toolConfig"] = {"functionCallingConfig": {"mode": "VALIDATED"}}
+
+
 def output_plan(
     request: Request, *, model: str, profile: ProviderProfile, source_index: int | None = None
 ) -> OutputPlan | None:
@@ -359,7 +375,8 @@ def build_body(
     Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it;
     ``request.system_suffix`` is its second part, after the stable one),
     ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``),
-    ``tools`` and ``toolConfig``; then deep-merges the reasoning fragment (its
+    ``tools`` and ``toolConfig`` (mode ``VALIDATED`` for an unforced call with a ``strict``
+    tool, see :func:`_validated`); then deep-merges the reasoning fragment (its
     ``generationConfig.thinkingConfig``, and the raised ``maxOutputTokens`` of budget models),
     the source's ``extra_body`` and the call's, in that order (later wins).
 
@@ -407,6 +424,8 @@ def build_body(
         ]
     if request.tool_choice is not None:
         body["toolConfig"] = _tool_config(request.tool_choice, profile, source_index)
+    if any(tool.strict for tool in request.tools):
+        _validated(body)
     if output is not None:
         merge_output(body, output.fields, (extra_body, request.extra_body))
     return apply_overrides(body, request, extra_body)
