@@ -129,3 +129,33 @@ class Cassette:
                 )
             )
         return cls(path=path, interactions=interactions)
+
+
+RECORDED_STREAMS: list[tuple[str, str, str, str]] = [
+    (
+        "pai_anthropic_thinking_stream.yaml",
+        "anthropic",
+        "claude-sonnet-4-0",
+        "https://api.anthropic.com/v1/messages",
+    ),
+    (
+        "pai_openrouter_chat_reasoning_details_stream.yaml",
+        "openrouter",
+        "anthropic/claude-sonnet-4.5",
+        "https://openrouter.ai/api/v1/chat/completions",
+    ),
+    (
+        "pai_openai_responses_reasoning_summary_stream.yaml",
+        "openai-responses",
+        "o3-mini",
+        "https://api.openai.com/v1/responses",
+    ),
+    (
+        "pai_gemini_thinking_stream_sse.yaml",
+        "gemini",
+        "gemini-2.5-pro",
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+    ),
+]
+"""One recorded stream per wire: the cassette, the provider and model of a source that replays
+it, and the URL that source posts to."""

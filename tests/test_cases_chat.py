@@ -243,6 +243,12 @@ C17_BODY = (
     b'data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\n'
     b"data: [DONE]\n\n"
 )
+# The same keep-alives after a gateway wrapped each comment in data: (C17's gateway fault).
+C17_GATEWAY_BODY = (
+    b"data: : OPENROUTER PROCESSING\n\ndata: : OPENROUTER PROCESSING\n\n"
+    b'data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\n'
+    b"data: [DONE]\n\n"
+)
 C19_ERROR = b'event: error\ndata: {"error":\ndata: {"message":"bad key"}}\n\n'
 C19_CONTENT = b'data: {"choices":[{"index":0,\ndata: "delta":{"content":"ok"}}]}\n\n'
 SOURCES = [
@@ -286,6 +292,21 @@ async def test_c17_keepalive_comments_are_ignored(
 ) -> None:
     events = await _stream(_source(provider, model), C17_BODY, sizes)
     assert [(e.type, e.text) for e in events] == [("text", "ok"), ("done", None)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("provider", "model"), SOURCES)
+@pytest.mark.parametrize("sizes", [None, (1,), ODD_SIZES])
+async def test_c17_keepalive_comments_wrapped_in_data_are_ignored(
+    provider: str, model: str, sizes: tuple[int, ...] | None
+) -> None:
+    source = _source(provider, model)
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(_url(source)).mock(return_value=sse_response(C17_GATEWAY_BODY, sizes))
+        async with Client([source]) as client:
+            events = await collect(client.stream(HI))
+    assert [(e.type, e.text) for e in events] == [("text", "ok"), ("done", None)]
+    assert route.call_count == 1  # not a malformed event, so nothing to retry
 
 
 @pytest.mark.anyio

@@ -21,6 +21,7 @@ from polythink.conversation import CONTINUE_PROMPT, resume_interrupted
 from polythink.errors import StreamInterruptedError
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import Fault, FaultPlan
+from tests.cassettes import RECORDED_STREAMS
 from tests.conftest import cassette
 
 pytestmark = pytest.mark.anyio
@@ -98,35 +99,12 @@ def _cut_in_half(raw: bytes) -> bytes:
     return raw[: middle + len(separator)]
 
 
-RECORDED = [
-    (
-        "pai_anthropic_thinking_stream.yaml",
-        Source("anthropic", "claude-sonnet-4-0", api_key="sk-ant-replay-0123"),
-        "https://api.anthropic.com/v1/messages",
-    ),
-    (
-        "pai_openrouter_chat_reasoning_details_stream.yaml",
-        Source("openrouter", "anthropic/claude-sonnet-4.5", api_key="sk-or-replay-0123"),
-        "https://openrouter.ai/api/v1/chat/completions",
-    ),
-    (
-        "pai_openai_responses_reasoning_summary_stream.yaml",
-        Source("openai-responses", "o3-mini", api_key="sk-replay-0123"),
-        "https://api.openai.com/v1/responses",
-    ),
-    (
-        "pai_gemini_thinking_stream_sse.yaml",
-        Source("gemini", "gemini-2.5-pro", api_key="gm-replay-0123"),
-        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
-    ),
-]
-
-
 @pytest.mark.fixture_replay
-@pytest.mark.parametrize(("name", "source", "url"), RECORDED)
+@pytest.mark.parametrize(("name", "provider", "model", "url"), RECORDED_STREAMS)
 async def test_recorded_stream_cut_in_half_is_interrupted(
-    name: str, source: Source, url: str
+    name: str, provider: str, model: str, url: str
 ) -> None:
+    source = Source(provider, model, api_key="replay-key-0123")
     interaction = cassette(name).interactions[0]
     cut = _cut_in_half(interaction.response_raw)
     seen: list[StreamEvent] = []

@@ -11,6 +11,7 @@ from ../shared/cases/CASES.md.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import respx
@@ -18,7 +19,9 @@ import respx
 from polythink import Client, Source
 from polythink.errors import StreamInterruptedError, TransientError
 from polythink.transports.sse import SSEDecoder
+from tests.cassettes import RECORDED_STREAMS
 from tests.chatwire import ODD_SIZES, collect, split, sse_response
+from tests.conftest import cassette
 
 URL = "https://api.openai.com/v1/chat/completions"
 
@@ -225,3 +228,54 @@ async def test_stream_cut_before_done_and_finish_is_transient_and_pending_data_i
                 await collect(client.stream([{"role": "user", "content": "hi"}]))
     assert info.value.error_type == "stream_incomplete"
     assert not isinstance(info.value, StreamInterruptedError)
+
+
+# ---------------------------------------------------------------- C17's gateway fault, every wire
+
+KEEPALIVE = b": OPENROUTER PROCESSING"
+RECORDED = [
+    *RECORDED_STREAMS,
+    # OpenRouter's Responses stream, recorded with its own keep-alive comments.
+    (
+        "pai_openrouter_responses_reasoning_text_stream.yaml",
+        "openrouter-responses",
+        "openai/gpt-oss-20b",
+        "https://openrouter.ai/api/v1/responses",
+    ),
+]
+
+
+def _gateway_mangled(raw: bytes) -> bytes:
+    """``raw`` as the gateway of case C17 forwards it, with a keep-alive before every event:
+    each comment wrapped in ``data:``."""
+    eol = b"\r\n" if b"\r\n\r\n" in raw else b"\n"
+    wrapped = b"data: " + KEEPALIVE + eol + eol
+    events = raw.replace(KEEPALIVE, b"data: " + KEEPALIVE).split(eol + eol)
+    return wrapped + (eol + eol + wrapped).join(events)
+
+
+async def _replay(source: Source, url: str, raw: bytes) -> tuple[list[tuple[str, Any]], Any]:
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(url).mock(return_value=sse_response(raw))
+        async with Client([source]) as client:
+            events = await collect(client.stream([{"role": "user", "content": "hi"}]))
+    assert route.call_count == 1
+    done = events[-1].response
+    assert done is not None
+    summary = (done.text, done.reasoning, done.usage, done.finish_reason, done.id)
+    return [(e.type, e.text) for e in events], summary
+
+
+@pytest.mark.anyio
+@pytest.mark.fixture_replay
+@pytest.mark.parametrize(("name", "provider", "model", "url"), RECORDED)
+async def test_c17_keepalive_wrapped_in_data_is_ignored_on_every_wire(
+    name: str, provider: str, model: str, url: str
+) -> None:
+    source = Source(provider, model, api_key="replay-key-0123")
+    raw = cassette(name).interactions[0].response_raw
+    mangled = _gateway_mangled(raw)
+    assert mangled.count(b"data: " + KEEPALIVE) >= 2
+    events, summary = await _replay(source, url, raw)
+    assert summary[0]  # the recording answers with text
+    assert await _replay(source, url, mangled) == (events, summary)

@@ -667,7 +667,9 @@ class HTTPTransport:
     async def json_events(self, response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
         """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.
 
-        Events with blank data are skipped, as are JSON values that are not objects; a
+        Events with blank data are skipped, as are JSON values that are not objects, and
+        leading data lines that are themselves SSE comments (``data: : OPENROUTER PROCESSING``: a
+        gateway wrapped the provider's keep-alive comment in ``data:``, case C17); a
         ``[DONE]`` event yields ``(event_type, DONE)`` and the caller stops there. The event
         left pending when the connection closed is yielded when its data parses, and dropped
         when it does not (it was cut), which leaves the caller's stream unfinished.
@@ -681,6 +683,8 @@ class HTTPTransport:
             if data == "[DONE]":
                 yield event_type, DONE
                 return
+            if data[:1] == ":":
+                data = _unwrapped_comments(data)
             if not data or data.isspace():
                 continue
             malformed: TransientError | None = None
@@ -978,6 +982,17 @@ def check_parts(
                 source_index=source_index,
                 error_type="unsupported_content",
             )
+
+
+def _unwrapped_comments(data: str) -> str:
+    """Event data without its leading lines that are SSE comments (they start with ``:``,
+    as no JSON text does): what is left when a gateway sent a keep-alive comment as
+    ``data:``, empty when that was all the event held."""
+    lines = data.split("\n")
+    first = 0
+    while first < len(lines) and lines[first][:1] == ":":
+        first += 1
+    return "\n".join(lines[first:])
 
 
 DONE: Any = object()
