@@ -184,3 +184,81 @@ async def test_stream_idle_timeout_applies_after_the_head(layer: str) -> None:
     assert caught.value.error_type == "idle_timeout"
     # The idle timeout (0.3 s) ended the wait, not the first-byte one (10 s) or the stall (3 s).
     assert waited < 2.5
+
+
+ANSWER = (
+    b'{"id":"c1","object":"chat.completion","created":1,"model":"gpt-5.5","choices":'
+    b'[{"index":0,"message":{"role":"assistant","content":"Blue."},"finish_reason":"stop"}]}'
+)
+
+
+def reply_with_head(size: int, *, pad: int = 1) -> bytes:
+    """A 200 answer whose head (status line to the empty line, CRLFs included) is exactly
+    ``size`` bytes on the wire, the excess carried by ``pad`` headers ``x-pad-N``."""
+    head = (
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n" % len(ANSWER)
+    )
+    left = size - len(head) - 2
+    lines = []
+    for n in range(pad):
+        name = b"x-pad-%d: " % n
+        value = (left // (pad - n)) - len(name) - 2
+        lines.append(name + b"a" * value + b"\r\n")
+        left -= len(lines[-1])
+    wire = head + b"".join(lines) + b"\r\n"
+    assert len(wire) == size
+    return wire + ANSWER
+
+
+def answer_with_head(size: int, *, pad: int = 1) -> Behaviour:
+    async def behaviour(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(reply_with_head(size, pad=pad))
+        await writer.drain()
+
+    return behaviour
+
+
+def test_the_head_limit_is_httpcores() -> None:
+    # h11 refuses an incomplete event over this many bytes; httpcore 1.0 sets 100 KiB
+    # (httpcore/_async/http11.py, MAX_INCOMPLETE_EVENT_SIZE = 100 * 1024).
+    import httpcore
+
+    assert polythink.http.HEAD_BYTES == httpcore.AsyncHTTP11Connection.MAX_INCOMPLETE_EVENT_SIZE
+    assert polythink.http.HEAD_BYTES == 102_400
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize(
+    ("size", "pad"),
+    [(9_000, 1), (20_000, 1), (70_000, 1), (102_400, 1), (102_400, 200)],
+    ids=["9000", "20000", "70000", "at-the-limit", "200-headers-at-the-limit"],
+)
+async def test_a_long_head_up_to_the_limit_is_read_by_both(layer: str, size: int, pad: int) -> None:
+    async with (
+        serve(answer_with_head(size, pad=pad)) as base_url,
+        Client([source(base_url)], http=layer) as client,
+    ):
+        response = await client.complete(PROMPT)
+    assert response.text == "Blue."
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize(
+    ("size", "pad"),
+    # One byte over; a head httpcore alone reads when it arrives whole in its second read;
+    # 30 headers of 5 KB (aiohttp alone has no limit on the whole head); far over.
+    [(102_401, 1), (110_000, 1), (150_000, 30), (200_000, 1)],
+    ids=["one-byte-over", "110000", "30-headers", "200000"],
+)
+async def test_a_head_over_the_limit_is_refused_by_both(layer: str, size: int, pad: int) -> None:
+    async with (
+        serve(answer_with_head(size, pad=pad)) as base_url,
+        Client([source(base_url)], http=layer) as client,
+    ):
+        with pytest.raises(TransientError) as caught:
+            await client.complete(PROMPT)
+    assert caught.value.error_type == "connection_error"
+    assert "RemoteProtocolError" in caught.value.message

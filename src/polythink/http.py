@@ -16,8 +16,13 @@ transport sees the same behaviour on both layers:
   ``httpx.ConnectError``, and one reset while the body is read ``httpx.ReadError``
   (httpx-aiohttp maps every aiohttp connection error to ``httpx.ConnectTimeout``, which
   would read as a timeout that never happened);
-- a reply aiohttp cannot parse (a bad status line, a header without a colon or over 8 KiB,
-  a bad chunk size) raises ``httpx.RemoteProtocolError``, as httpcore does: httpx-aiohttp
+- a response head is read up to :data:`HEAD_BYTES` (httpcore's limit, 100 KiB) on both:
+  aiohttp's own limits (8 KiB a line, 128 header lines) are raised to it, and a head over it
+  raises ``httpx.RemoteProtocolError`` on both, measured the same way (httpcore alone refuses
+  such a head only when it has not arrived whole in its last read);
+- a reply aiohttp cannot parse (a bad status line, a header without a colon or over
+  :data:`HEAD_BYTES`, a bad chunk size) raises ``httpx.RemoteProtocolError``, as httpcore
+  does: httpx-aiohttp
   lets aiohttp's ``ClientResponseError`` through, and that error holds the request's
   headers, API key included. Every other aiohttp error it lets through becomes an
   ``httpx.TransportError``; none of them is chained;
@@ -45,10 +50,12 @@ import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any, Literal, get_args
 
+import httpcore
 import httpx
 
 __all__ = [
     "CHUNK_BYTES",
+    "HEAD_BYTES",
     "LIMITS",
     "HTTPLayer",
     "build_http_client",
@@ -62,6 +69,12 @@ LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 CHUNK_BYTES = 256 * 1024
 """Bodies above this size (bytes) go to aiohttp as a stream of chunks of this size; aiohttp's
 own warning threshold for one raw write is 1 MiB (``aiohttp.payload.TOO_LARGE_BYTES_BODY``)."""
+
+HEAD_BYTES: int = getattr(httpcore.AsyncHTTP11Connection, "MAX_INCOMPLETE_EVENT_SIZE", 100 * 1024)
+"""The largest response head (status line and header lines, in bytes) either layer reads:
+httpcore's own limit (``AsyncHTTP11Connection.MAX_INCOMPLETE_EVENT_SIZE``, h11's
+``max_incomplete_event_size``: 102,400 in httpcore 1.0). aiohttp's defaults are far lower
+(8,190 bytes a line, 128 header lines) and would refuse replies httpcore reads."""
 
 HTTPLayer = Literal["auto", "httpx", "aiohttp"]
 """Which HTTP implementation carries httpx's requests (see :func:`build_http_client`)."""
@@ -149,14 +162,40 @@ def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:
     if http == "auto":
         http = "aiohttp" if _under_asyncio() and _aiohttp_available() else "httpx"
     context = default_ssl_context()
+    hooks = {"response": [_refuse_long_head]}
     if http == "aiohttp":
         return httpx.AsyncClient(
             transport=_aiohttp_transport(context),
             limits=LIMITS,
             follow_redirects=False,
             verify=context,
+            event_hooks=hooks,
         )
-    return httpx.AsyncClient(limits=LIMITS, follow_redirects=False, verify=context)
+    return httpx.AsyncClient(
+        limits=LIMITS, follow_redirects=False, verify=context, event_hooks=hooks
+    )
+
+
+async def _refuse_long_head(response: httpx.Response) -> None:
+    """Refuse a response head over :data:`HEAD_BYTES`, measured alike on both layers.
+
+    The size counts ``HTTP/1.1 <status> <reason>``, each header as ``name: value`` and
+    every line's CRLF. httpcore refuses a longer head only while it is still incomplete
+    after a read (of up to 64 KiB), so one that arrives whole up to 64 KiB past the limit
+    would pass there; aiohttp has no limit on the whole head at all.
+
+    Raises:
+        httpx.RemoteProtocolError: the head is over :data:`HEAD_BYTES`.
+    """
+    reason = response.extensions.get("reason_phrase", b"")
+    size = 17 + len(reason)  # "HTTP/1.1 200 " + reason + CRLF, and the empty line's CRLF
+    for name, value in response.headers.raw:
+        size += len(name) + len(value) + 4
+    if size > HEAD_BYTES:
+        raise httpx.RemoteProtocolError(
+            f"the response head is over {HEAD_BYTES} bytes ({size} bytes)",
+            request=response.request,
+        )
 
 
 def _aiohttp_transport(context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
@@ -179,7 +218,15 @@ def _aiohttp_transport(context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
             proxied = any(
                 scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()
             )
-            return aiohttp.ClientSession(connector=connector, trust_env=proxied)
+            # Heads as long as httpcore reads: aiohttp's per-line and header-count limits
+            # are raised to HEAD_BYTES, which _refuse_long_head holds for the whole head.
+            return aiohttp.ClientSession(
+                connector=connector,
+                trust_env=proxied,
+                max_line_size=HEAD_BYTES,
+                max_field_size=HEAD_BYTES,
+                max_headers=HEAD_BYTES // 4,
+            )
 
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             content = request.content
