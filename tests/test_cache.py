@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 import os
 import stat
 from collections.abc import Callable
@@ -516,7 +517,10 @@ async def test_a_request_that_cannot_be_keyed_is_sent_uncached_with_one_warning(
 
 
 def test_a_source_extra_body_that_cannot_be_keyed_fails_at_build_time() -> None:
-    source = Source("openai", "gpt-4o", api_key="sk-unused-0000000000", extra_body={"x": {1, 2}})
+    with pytest.raises(ValueError, match=r"Source.extra_body\['x'\] is of type set"):
+        Source("openai", "gpt-4o", api_key="sk-unused-0000000000", extra_body={"x": {1, 2}})
+    # NaN reaches the wire (as null) but not a key: the cache refuses it when built.
+    source = Source("openai", "gpt-4o", api_key="sk-unused-0000000000", extra_body={"x": math.nan})
     with pytest.raises(ValueError, match="extra_body"):
         CacheMiddleware(DictStore(), [source])
 

@@ -512,6 +512,11 @@ class Client:
         keys and ``[[budget]]`` tables give those options and ``budgets``
         (:func:`polythink.config.options_from_toml`); ``kwargs``
         go to the constructor and win over them.
+
+        Raises:
+            ValueError: ``path`` is a directory or not a TOML file (not UTF-8, a syntax
+                error), naming it; or a value the file holds is refused.
+            FileNotFoundError: no file at ``path``, naming it.
         """
         return cls(sources_from_toml(path), **{**options_from_toml(path), **kwargs})
 

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from polythink.providers import PROVIDERS, get_provider, suggest_provider
 from polythink.reasoning.capabilities import get_capability
-from polythink.types import Effort, check_extra_body
+from polythink.types import Effort, check_extra_body, fields_repr, redacted
 
 if TYPE_CHECKING:
     from polythink.middleware.base import Middleware
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Source",
     "Timeout",
+    "check_base_url",
+    "check_headers",
     "check_key",
     "options_from_env",
     "options_from_toml",
@@ -82,6 +85,108 @@ def check_key(key: str, where: str, *, words: bool = False) -> None:
         f"{where} {problem}; an API key is one printable ASCII token: remove the whitespace "
         "(for example a newline left by the file it was read from). The key is not shown"
     )
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP field name: a token (RFC 9110 §5.1, §5.6.2)."""
+_FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[ \t]*[\x21-\x7e])*)?")
+"""An HTTP field value polythink sends: visible ASCII, spaces and tabs only inside it (RFC 9110
+§5.5 without obs-text; h11, under httpx, refuses whitespace at either end too)."""
+
+
+def check_headers(headers: Mapping[str, str] | None, where: str) -> None:
+    """Refuse header names and values that are not valid HTTP, never echoing a value.
+
+    A name is a token (letters, digits and ``!#$%&'*+-.^_`|~``); a value is printable ASCII
+    with spaces and tabs only inside it. httpx refuses the others on every call, and its
+    DEBUG log quotes the value it refused; aiohttp sends some of them as they are (a name
+    with a space), and a CR or LF in a value would split it into a second header.
+
+    Raises:
+        ValueError: naming ``where``, the header (for a bad name, only its part before the
+            first illegal character) and the character at fault; never the value.
+    """
+    for name, value in (headers or {}).items():
+        if not _TOKEN.fullmatch(name):
+            bad = next((i for i, c in enumerate(name) if not _TOKEN.fullmatch(c)), 0)
+            shown = f"{name[:bad]!r} followed by {_character(name[bad])}" if name else "empty"
+            raise ValueError(
+                f"{where}: a header name is a token of letters, digits and "
+                f"!#$%&'*+-.^_`|~ (no spaces, colons or control characters); got a name "
+                f"{shown}"
+            )
+        if not _FIELD_VALUE.fullmatch(value):
+            wrong = next((c for c in value if not ("\x21" <= c <= "\x7e" or c in " \t")), None)
+            problem = (
+                f"holds {_character(wrong)}"
+                if wrong is not None
+                else "starts or ends with whitespace"
+            )
+            raise ValueError(
+                f"{where}[{name!r}] {problem}; a header value is printable ASCII, with spaces "
+                "and tabs only inside it. The value is not shown"
+            )
+
+
+def _character(c: str) -> str:
+    named = {"\r": "a carriage return", "\n": "a line feed", "\t": "a tab", " ": "a space"}
+    if c in named:
+        return named[c]
+    if c.isascii() and c.isprintable():
+        return repr(c)
+    kind = "a control character" if c.isascii() or not c.isprintable() else "a non-ASCII character"
+    return f"{kind} (U+{ord(c):04X})"
+
+
+def check_base_url(url: object, where: str) -> str:
+    """Return ``url`` without its trailing ``/`` once it is a usable endpoint root.
+
+    An ``http://`` or ``https://`` URL with a host, an optional port from 1 to 65535 and a
+    path; no user information (``user:key@``: httpx would send it and log the URL, key
+    included, at INFO), query (a key such as Google's ``?key=``) or fragment, whitespace or
+    control character. The message names what is wrong, never user information or a query.
+
+    Raises:
+        ValueError: naming ``where``, what is wrong and what is accepted.
+    """
+    example = "an http:// or https:// URL such as 'https://api.openai.com/v1'"
+    if not isinstance(url, str):
+        raise ValueError(f"{where} must be {example}; got a {type(url).__name__}")
+    scheme, _, rest = url.partition("://") if "://" in url else ("", "", url)
+    authority, *path = re.split(r"([/?#])", rest, maxsplit=1)
+    if "@" in authority:
+        raise ValueError(
+            f"{where} must not carry user information (user:password@): give a key as "
+            f"api_key= or headers=; got {scheme}://...@{authority.rpartition('@')[2]}"
+            f"{''.join(path).partition('?')[0]} (the user information is not shown)"
+        )
+    bad = next((c for c in url if c.isspace() or not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"{where} holds {_character(bad)}; expected {example}")
+    root, mark, _ = url.partition("?")
+    root, hash_mark, _ = root.partition("#")
+    if mark or hash_mark:
+        # Not echoed whole: a query often carries a key (Google's ?key=).
+        raise ValueError(
+            f"{where} must not carry a query (?...) or fragment (#...): polythink appends the "
+            f"API path to it; got {root!r} followed by {mark or hash_mark}... (give a key as "
+            "api_key= or headers=)"
+        )
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{where} must be {example}; got {url!r}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"{where} is not a valid URL ({exc}); got {url!r}") from None
+    if not parts.hostname:
+        raise ValueError(f"{where} has no host; expected {example}; got {url!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and parts.netloc.endswith(":")):
+        raise ValueError(f"{where} needs a port from 1 to 65535 after the host; got {url!r}")
+    return url.rstrip("/")
 
 
 def _integer(value: Any) -> bool:
@@ -168,7 +273,8 @@ class Source:
         drop_params: drop parameters the provider would reject here, with one warning,
             instead of raising :class:`~polythink.errors.RequestRejectedError`.
         extra_body: provider-specific body fields merged into every request (last, so they
-            win; part of the cache key).
+            win; part of the cache key). In ``repr``, credential fields (``api_key``,
+            ``access_token`` …) and values holding a key show as ``[REDACTED]``.
         api_version: the provider API version this source sends, where the provider has
             versions a client chooses (``ProviderProfile.api_versions``): Anthropic
             ``2026-10-21`` (the default: what the current official SDKs send; it refuses
@@ -268,6 +374,7 @@ class Source:
         for name, value in (self.headers or {}).items():
             if _SECRET_HEADER.search(name):
                 check_key(value, f"Source.headers[{name!r}]", words=True)
+        check_headers(self.headers, "Source.headers")
         check_extra_body(self.extra_body, "Source.extra_body")
         self._check_options()
         layers = self.middleware
@@ -280,23 +387,17 @@ class Source:
         object.__setattr__(self, "middleware", tuple(layers))
         object.__setattr__(self, "timeout", Timeout.coerce(self.timeout))
         if self.base_url is not None:
-            if not isinstance(self.base_url, str) or not self.base_url.startswith(
-                ("http://", "https://")
-            ):
-                raise ValueError(
-                    "Source.base_url must be an http:// or https:// URL such as "
-                    f"'https://api.openai.com/v1'; got {self.base_url!r}"
-                )
-            root, mark, _ = self.base_url.partition("?")
-            root, hash_mark, _ = root.partition("#")
-            if mark or hash_mark:
-                # Not echoed whole: a query often carries a key (Google's ?key=).
-                raise ValueError(
-                    "Source.base_url must not carry a query (?...) or fragment (#...): "
-                    f"polythink appends the API path to it; got {root!r} followed by "
-                    f"{mark or hash_mark}... (give a key as api_key= or headers=)"
-                )
-            object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+            object.__setattr__(self, "base_url", check_base_url(self.base_url, "Source.base_url"))
+
+    def __repr__(self) -> str:
+        """The fields as the dataclass shows them, without the key, headers and middleware;
+        in ``extra_body``, credential fields and values holding a key are ``[REDACTED]``
+        (:func:`~polythink.types.redacted`)."""
+        secrets = [
+            self.api_key,
+            *(v for n, v in (self.headers or {}).items() if _SECRET_HEADER.search(n)),
+        ]
+        return fields_repr(self, extra_body=redacted(self.extra_body, secrets))
 
     def _check_options(self) -> None:
         """``api_version``, ``thinking_display`` and ``reasoning_mode`` against what the
@@ -580,14 +681,28 @@ def _read_toml(path: str | Path) -> dict[str, Any]:
     """The parsed TOML file at ``path``.
 
     Raises:
-        ValueError: the file is not valid TOML; the message names it, the line and column.
-        OSError: the file cannot be read.
+        ValueError: ``path`` is a directory, or the file is not valid TOML (not UTF-8 text,
+            or a syntax error); the message names the file, and the line and column or the
+            offset of the first byte that is not UTF-8.
+        FileNotFoundError: no file at ``path`` (named in the message, as ``open`` does).
+        OSError: another reason the file cannot be read (no permission).
     """
-    with open(path, "rb") as handle:
-        try:
-            return tomllib.load(handle)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a directory, not a TOML file") from None
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not valid TOML: TOML is UTF-8 text, and byte {raw[exc.start]:#04x} at "
+            f"offset {exc.start} is not UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
 
 
 def sources_from_toml(path: str | Path) -> list[Source]:
@@ -605,8 +720,10 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         reasoning_effort = "high"
 
     Raises:
-        ValueError: for an unknown key or provider, a malformed value, no ``[[source]]``, or
-            a contradiction between ``enabled`` and ``effort``.
+        ValueError: for a path that is a directory, a file that is not UTF-8 or not valid
+            TOML (naming it), an unknown key or provider, a malformed value, no
+            ``[[source]]``, or a contradiction between ``enabled`` and ``effort``.
+        FileNotFoundError: no file at ``path`` (named in the message).
     """
     data = _read_toml(path)
     unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS})

@@ -32,10 +32,11 @@ not chained and their class and redacted words are in the message instead.
 
 from __future__ import annotations
 
-import re
 import types
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from polythink.types import KEY_SHAPES
 
 if TYPE_CHECKING:
     from polythink.types import RateLimit, Response
@@ -449,12 +450,6 @@ class MiddlewareError(PolythinkError, TypeError):
         self.layer = layer
 
 
-_SECRET_PATTERNS = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{8,}|sk_[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}"
-    r"|(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})"
-)
-
-
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """Return ``text`` with API keys replaced by ``[REDACTED]``.
 
@@ -469,7 +464,7 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         for form in (secret, repr(secret)[1:-1]):
             if form in text:
                 text = text.replace(form, "[REDACTED]")
-    return _SECRET_PATTERNS.sub("[REDACTED]", text)
+    return KEY_SHAPES.sub("[REDACTED]", text)
 
 
 _OPAQUE = (
@@ -503,7 +498,7 @@ def holds_secret(value: Any, secrets: Iterable[str | None] = ()) -> bool:
     wanted = [s for s in secrets if s and len(s) >= 4]
 
     def secret_in(text: str) -> bool:
-        return any(s in text for s in wanted) or _SECRET_PATTERNS.search(text) is not None
+        return any(s in text for s in wanted) or KEY_SHAPES.search(text) is not None
 
     seen: set[int] = set()
     stack: list[Any] = [value]

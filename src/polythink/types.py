@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeAlias, cast
 
+import orjson
 from typing_extensions import TypeVar
 
 __all__ = [
@@ -52,10 +53,13 @@ __all__ = [
     "UsageEvent",
     "check_content",
     "check_extra_body",
+    "check_json",
     "check_part",
     "check_text",
     "coerce_messages",
     "coerce_tools",
+    "credential_name",
+    "redacted",
 ]
 
 
@@ -215,7 +219,8 @@ class Tool:
     force one (see :mod:`polythink.transports.gemini`).
 
     Raises:
-        ValueError: at construction, for a name or a schema the providers would refuse.
+        ValueError: at construction, for a name or a schema the providers would refuse, or
+            a schema JSON cannot represent (a set, an object; see :func:`check_json`).
     """
 
     name: str
@@ -263,6 +268,7 @@ class Tool:
             )
         if self.strict is not None and not isinstance(self.strict, bool):
             raise ValueError(f"tool {self.name!r}: strict must be a bool or None")
+        check_json(params, f"tool {self.name!r}: parameters")
 
     @classmethod
     def coerce(cls, value: Tool | Mapping[str, Any]) -> Tool:
@@ -1014,10 +1020,12 @@ MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "conten
 
 
 def check_extra_body(extra_body: Any, where: str) -> None:
-    """Check an ``extra_body`` value: a dict that does not replace a managed field.
+    """Check an ``extra_body`` value: a dict JSON can represent that does not replace a
+    managed field.
 
     Raises:
-        ValueError: for a non-dict, or a key in :data:`MANAGED_BODY_FIELDS`.
+        ValueError: for a non-dict, a key in :data:`MANAGED_BODY_FIELDS`, or a value JSON
+            cannot represent (:func:`check_json`).
     """
     if extra_body is None:
         return
@@ -1030,6 +1038,115 @@ def check_extra_body(extra_body: Any, where: str) -> None:
             f"{', '.join(sorted(MANAGED_BODY_FIELDS))} itself (use the source's model, "
             "the messages argument, and complete() or stream())"
         )
+    check_json(extra_body, where)
+
+
+def check_json(value: Any, where: str) -> None:
+    """Refuse a value a request body cannot carry: one JSON cannot represent.
+
+    The test is the one the transports' body encoder applies (orjson, then ``json`` for what
+    orjson refuses), so a value that passes here is sent as it is.
+
+    Raises:
+        ValueError: naming ``where``, the path to the first value JSON cannot represent and
+            its type (never the value itself: it may be a credential).
+    """
+    try:
+        orjson.dumps(value)
+        return
+    except TypeError:
+        pass
+    try:
+        json.dumps(value)
+        return
+    except ValueError as exc:  # a circular reference
+        path, kind, reason = "", "", f"cannot be written as JSON ({exc})"
+    except TypeError:
+        path, kind = _unencodable(value)
+        reason = "cannot be written as JSON"
+    if kind:
+        hint = " (give a list)" if kind in ("set", "frozenset") else ""
+        reason = f"is of type {kind}, which JSON cannot represent{hint}"
+    raise ValueError(
+        f"{where}{path} {reason}; a request body holds dicts with string keys, lists, "
+        "strings, numbers, booleans and None"
+    )
+
+
+def _unencodable(value: Any, path: str = "") -> tuple[str, str]:
+    """The path (``['a'][0]``) and type name of the first value in ``value`` JSON cannot
+    represent."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                return f"{path} has a key that", type(key).__name__
+            found = _unencodable(item, f"{path}[{key!r}]")
+            if found[1]:
+                return found
+        return path, ""
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _unencodable(item, f"{path}[{i}]")
+            if found[1]:
+                return found
+        return path, ""
+    if value is None or isinstance(value, str | int | float | bool):
+        return path, ""
+    return path, type(value).__name__
+
+
+KEY_SHAPES = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{8,}|sk_[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}"
+    r"|(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})"
+)
+"""Text shaped like a provider key: ``sk-…``, ``sk_…``, ``AIza…``, ``Bearer …``, ``xai-…``,
+``gsk_…``."""
+
+_CREDENTIAL_WORD = re.compile(
+    r"(?:^|_)(?:api_?key|key|token|secret|password|passwd|credentials?|auth|authorization"
+    r"|cookie|bearer)(?:_|$)"
+)
+
+
+def credential_name(name: str) -> bool:
+    """Whether a field called ``name`` holds a credential: one of its words (split at
+    ``_``, ``-``, ``.``, spaces and camelCase) is key, apikey, token, secret, password,
+    credential(s), auth(orization), cookie or bearer. ``api_key``, ``x-api-key``,
+    ``accessToken`` do; ``max_tokens``, ``keywords`` do not."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    return _CREDENTIAL_WORD.search(re.sub(r"[^a-z0-9]+", "_", words)) is not None
+
+
+def redacted(value: Any, secrets: Sequence[str | None] = ()) -> Any:
+    """A copy of JSON-shaped ``value`` fit to show (``repr``): the value of every key
+    :func:`credential_name` names, and every string that holds one of ``secrets`` or is
+    shaped like a provider key (:data:`KEY_SHAPES`), become ``"[REDACTED]"``."""
+    if isinstance(value, Mapping):
+        return {
+            key: "[REDACTED]"
+            if isinstance(key, str) and credential_name(key)
+            else redacted(item, secrets)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redacted(item, secrets) for item in value]
+    if isinstance(value, str) and (
+        KEY_SHAPES.search(value) or any(s and len(s) >= 4 and s in value for s in secrets)
+    ):
+        return "[REDACTED]"
+    return value
+
+
+def fields_repr(obj: Any, **shown: Any) -> str:
+    """``ClassName(field=value, ...)`` over the dataclass fields of ``obj`` that are in its
+    ``repr``, as the dataclass writes it, with the values in ``shown`` in place of the
+    fields' own."""
+    parts = (
+        f"{f.name}={shown[f.name] if f.name in shown else getattr(obj, f.name)!r}"
+        for f in dataclasses.fields(obj)
+        if f.repr
+    )
+    return f"{type(obj).__qualname__}({', '.join(parts)})"
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
@@ -1522,6 +1639,10 @@ class Request:
     tag: str | None = None
     """The caller's label for this call (a tenant or customer id) that spend budgets scoped
     by tag count it under; never sent, never part of the cache key."""
+
+    def __repr__(self) -> str:
+        """The fields as the dataclass shows them, ``extra_body`` through :func:`redacted`."""
+        return fields_repr(self, extra_body=redacted(self.extra_body))
 
     def with_(self, **changes: Any) -> Request:
         """Return a copy with the fields named in ``changes`` replaced.

@@ -24,7 +24,7 @@ import anyio
 import httpx
 import orjson
 
-from polythink.config import Source
+from polythink.config import Source, check_headers
 from polythink.errors import (
     ContentUnsupportedError,
     ModelNotFoundError,
@@ -232,7 +232,8 @@ class HTTPTransport:
         """``headers`` with the call's ``extra_headers`` merged over them (they win).
 
         Raises:
-            ValueError: ``extra_headers`` is not a mapping of strings to strings.
+            ValueError: ``extra_headers`` is not a mapping of strings to strings, or holds
+                a name or value that is not valid HTTP (:func:`~polythink.config.check_headers`).
         """
         extra = request.extra_headers
         if not extra:
@@ -245,6 +246,7 @@ class HTTPTransport:
                 "Request.extra_headers must map header names to string values; got a "
                 f"{type(extra).__name__} holding something else"
             )
+        check_headers(extra, "Request.extra_headers")
         return {**headers, **{name.lower(): value for name, value in extra.items()}}
 
     def _budget(self, request: Request) -> float | None:
