@@ -38,7 +38,13 @@ from polythink.config import (
     sources_from_toml,
 )
 from polythink.errors import ClientClosedError, StreamInterruptedError
-from polythink.http import HTTPLayer, build_http_client, check_http_layer
+from polythink.http import (
+    HTTPLayer,
+    build_http_client,
+    check_http_layer,
+    redact_http_logs,
+    release_http_logs,
+)
 from polythink.middleware.base import Chain, Middleware, UserLayer, compose, user_layers
 from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
@@ -573,6 +579,7 @@ class Client:
         self._closed = False
         http = self._given_http or build_http_client(self.http)
         self._http = http
+        redact_http_logs(self, [*self._keys, *(s for src in self.sources for s in src.secrets())])
         stacks = []
         for i, source in enumerate(self.sources):
             transport = self._transport_classes[i](
@@ -628,6 +635,7 @@ class Client:
         :class:`~polythink.errors.ClientClosedError` until the client is started again.
         """
         http, self._http, self._chain = self._http, None, None
+        release_http_logs(self)
         if self._cache is not None:
             await self._cache.aclose()
         if http is not None:

@@ -38,29 +38,41 @@ transport sees the same behaviour on both layers:
 - a request body larger than :data:`CHUNK_BYTES` is sent in chunks of that size, each write
   waiting for the socket to drain: aiohttp warns (``ResourceWarning``, an error under
   ``-W error``) that one raw write of more than 1 MiB may block the event loop.
+
+httpcore's DEBUG log quotes what it reads (every response header, an exception's text), so
+a server that echoes the request's headers back puts the key there. While a
+:class:`~polythink.Client` is open, :func:`redact_http_logs` keeps its keys out of the
+records of httpcore's loggers (:data:`HTTP_LOGGERS`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import ssl
 import sys
 import threading
 import urllib.request
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Literal, get_args
 
 import httpcore
 import httpx
 
+from polythink.errors import redact
+
 __all__ = [
     "CHUNK_BYTES",
     "HEAD_BYTES",
+    "HTTP_LOGGERS",
     "LIMITS",
     "HTTPLayer",
     "build_http_client",
     "check_http_layer",
     "default_ssl_context",
+    "redact_http_logs",
+    "release_http_logs",
 ]
 
 LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
@@ -103,6 +115,92 @@ def default_ssl_context() -> ssl.SSLContext:
                 _ssl_context = httpx.create_ssl_context()
             context = _ssl_context
     return context
+
+
+HTTP_LOGGERS = (
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
+"""The loggers httpcore 1.0 writes its DEBUG trace to (one per module; a filter on a logger
+sees only the records made there, not those of its children). httpx's own INFO line
+(``HTTP Request: POST <url> ...``) is not among them: no key is in a URL polythink sends
+(``Source.base_url`` refuses user information and queries)."""
+
+
+class _KeyFilter(logging.Filter):
+    """Replaces the keys of the open clients in a record's message with ``[REDACTED]``.
+
+    Attached to :data:`HTTP_LOGGERS` while at least one client is registered, and run by
+    the logging module only for a record that passed its logger's level: while those
+    loggers are not at DEBUG, httpcore makes no record and this costs nothing. Clients are
+    held by weak reference; the keys only as long as their client is registered.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Re-entrant: a client collected while the lock is held (its weak reference's
+        # callback runs in that thread) discards itself.
+        self._lock = threading.RLock()
+        self._owners: dict[int, tuple[weakref.ref[object], tuple[str, ...]]] = {}
+        self._secrets: tuple[str, ...] = ()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = self._secrets
+        if secrets:
+            message = record.getMessage()
+            cleaned = redact(message, secrets)
+            if cleaned != message:
+                record.msg, record.args = cleaned, None
+        return True
+
+    def add(self, owner: object, secrets: tuple[str, ...]) -> None:
+        key = id(owner)
+        with self._lock:
+            ref = weakref.ref(owner, lambda _: self.discard(key))
+            self._owners[key] = (ref, secrets)
+            self._changed()
+
+    def discard(self, key: int) -> None:
+        with self._lock:
+            if self._owners.pop(key, None) is not None:
+                self._changed()
+
+    def _changed(self) -> None:
+        held = {s for _, secrets in list(self._owners.values()) for s in secrets}
+        self._secrets = tuple(sorted(held, key=len, reverse=True))
+        for name in HTTP_LOGGERS:
+            logger = logging.getLogger(name)
+            if self._owners:
+                if self not in logger.filters:
+                    logger.addFilter(self)
+            else:
+                logger.removeFilter(self)
+
+
+_key_filter = _KeyFilter()
+
+
+def redact_http_logs(owner: object, secrets: Iterable[str | None]) -> None:
+    """Keep ``secrets`` out of httpcore's log records while ``owner`` is registered.
+
+    Called by a :class:`~polythink.Client` when it starts, with its sources' keys and
+    credential header values; :func:`release_http_logs` (its ``aclose``) ends it, as does
+    ``owner`` being collected. A filter on each of :data:`HTTP_LOGGERS` replaces them in a
+    record's message with ``[REDACTED]`` (and anything shaped like a provider key:
+    :func:`~polythink.errors.redact`); it is attached only while some owner is registered.
+    """
+    held = tuple(s for s in secrets if s)
+    if held:
+        _key_filter.add(owner, held)
+
+
+def release_http_logs(owner: object) -> None:
+    """Forget ``owner``'s keys (:func:`redact_http_logs`); the filter leaves httpcore's
+    loggers with the last owner."""
+    _key_filter.discard(id(owner))
 
 
 def _aiohttp_available() -> bool:
