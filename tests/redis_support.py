@@ -15,13 +15,31 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 from benchmarks.redisproc import RedisProcess
+from polythink.middleware.base import CompleteNext, Passthrough, StreamNext
+from polythink.types import Request, Response, StreamEvent
 from tests.prerequisites import missing
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class SimLatency(Passthrough):
+    """Source middleware: the simulator waits ``seconds`` before answering this source's
+    calls (``x-sim-latency``, added per attempt, after the cache: one cache entry with the
+    other sources asking the same)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.headers = {"x-sim-latency": str(seconds)}
+
+    async def complete(self, request: Request, call_next: CompleteNext) -> Response:
+        return await call_next(request.with_(extra_headers=self.headers))
+
+    def stream(self, request: Request, call_next: StreamNext) -> AsyncGenerator[StreamEvent, None]:
+        return call_next(request.with_(extra_headers=self.headers))
 
 
 def redis_binary() -> str:

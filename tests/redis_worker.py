@@ -4,7 +4,8 @@
 ``retry_interval`` (seconds) and ``workers`` for them,
 ``cache`` (URL or null), ``cache_lease`` (seconds a cache fill lease lasts), ``source``
 (``base_url``, ``api_key``, ``rpm``, ``tpm``, ``max_concurrency``, ``headers``,
-``max_retries``), ``start_at`` (epoch seconds to begin),
+``max_retries``, ``latency``: seconds the simulator waits before answering this source,
+set after the cache), ``start_at`` (epoch seconds to begin),
 ``wait_go`` (print ``{"event": "ready"}``, then begin once a line arrives on stdin),
 ``until`` (epoch seconds to stop starting calls; each call's timeout ends there too),
 ``seconds`` (the same, counted from the start) or ``calls`` (calls per task), ``tasks``
@@ -31,6 +32,7 @@ import anyio
 from polythink import Client, Source
 from polythink.backends.redis import RedisCache, RedisLimitStore
 from polythink.errors import PolythinkError
+from tests.redis_support import SimLatency
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -52,6 +54,7 @@ async def run(plan: dict[str, Any]) -> None:
         max_concurrency=spec.get("max_concurrency"),
         headers=spec.get("headers"),
         max_retries=spec.get("max_retries"),
+        middleware=[SimLatency(spec["latency"])] if spec.get("latency") else [],
     )
     limits = None
     if plan.get("redis"):

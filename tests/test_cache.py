@@ -29,6 +29,7 @@ from polythink.middleware.cache import (
     canonical_scope,
     default_cache_dir,
 )
+from polythink.simulator import Simulator
 from polythink.types import (
     Effort,
     Message,
@@ -96,9 +97,12 @@ def test_the_canonical_form_and_the_key_are_exactly_as_documented() -> None:
         '"tool_call_id":null,"tool_calls":[]}],"reasoning_effort":null,"stop":null,'
         '"stream":false,"temperature":0.0,"tool_choice":null,"tools":[],"top_p":null}'
     )
+    # The credentials: the first 16 hex digits of the SHA-256 of the key.
+    credentials = hashlib.sha256(b"sk-unused-0000000000").hexdigest()[:16]
     expected_scope = (
-        '[{"base_url":"https://api.openai.com/v1","drop_params":false,"effort_fallback":'
-        '"nearest","extra_body":null,"model":"gpt-4o","provider":"openai"}]'
+        '[{"base_url":"https://api.openai.com/v1","credentials":"' + credentials + '",'
+        '"drop_params":false,"effort_fallback":"nearest","extra_body":null,"model":"gpt-4o",'
+        '"provider":"openai"}]'
     )
     assert canonical_request(request) == expected_request
     assert canonical_scope([SOURCE]) == expected_scope
@@ -248,8 +252,9 @@ def test_the_key_records_the_effective_tier_whatever_its_origin() -> None:
 
 
 NOT_IN_KEY: dict[str, Callable[[Source], Source]] = {
-    "api key": lambda s: dataclasses.replace(s, api_key="sk-other-1111111111111"),
-    "headers": lambda s: dataclasses.replace(s, headers={"x-trace": "1"}),
+    "tracing headers": lambda s: dataclasses.replace(
+        s, headers={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    ),
     "timeout": lambda s: dataclasses.replace(s, timeout=5.0),
     "limits": lambda s: dataclasses.replace(s, rpm=10, tpm=1000, max_concurrency=2),
     "retries": lambda s: dataclasses.replace(s, max_retries=0),
@@ -257,10 +262,51 @@ NOT_IN_KEY: dict[str, Callable[[Source], Source]] = {
 
 
 @pytest.mark.parametrize("change", NOT_IN_KEY.values(), ids=NOT_IN_KEY.keys())
-def test_secrets_headers_timeouts_and_limits_stay_out_of_the_key(
+def test_tracing_headers_timeouts_and_limits_stay_out_of_the_key(
     change: Callable[[Source], Source],
 ) -> None:
     assert cache_key(BASE, [change(BASE_SOURCE)]) == cache_key(BASE, [BASE_SOURCE])
+
+
+def test_a_header_a_source_sends_is_part_of_the_key_and_a_credential_only_as_a_fingerprint() -> (
+    None
+):
+    beta = dataclasses.replace(BASE_SOURCE, headers={"Anthropic-Beta": "context-1m-2025-08-07"})
+    assert cache_key(BASE, [beta]) != cache_key(BASE, [BASE_SOURCE])
+    assert '"headers":{"anthropic-beta":"context-1m-2025-08-07"}' in canonical_scope([beta])
+    # Names compare in any case, as on the wire.
+    lower = dataclasses.replace(BASE_SOURCE, headers={"anthropic-beta": "context-1m-2025-08-07"})
+    assert cache_key(BASE, [lower]) == cache_key(BASE, [beta])
+    # Another key, or another credential header value: another entry, the value never shown.
+    other_key = dataclasses.replace(BASE_SOURCE, api_key="sk-other-1111111111111")
+    assert cache_key(BASE, [other_key]) != cache_key(BASE, [BASE_SOURCE])
+    org = dataclasses.replace(BASE_SOURCE, headers={"X-Org-Token": "org-token-2222222222"})
+    assert cache_key(BASE, [org]) != cache_key(BASE, [BASE_SOURCE])
+    assert "org-token" not in canonical_scope([org])
+    assert "X-Org-Token" not in canonical_scope([org])
+    assert "sk-unused" not in canonical_scope([org])
+
+
+def test_a_calls_extra_headers_are_part_of_the_key_but_credentials_and_tracing() -> None:
+    key = cache_key(BASE, [BASE_SOURCE])
+    beta = BASE.with_(extra_headers={"OpenAI-Beta": "responses=v2"})
+    assert cache_key(beta, [BASE_SOURCE]) != key
+    canonical = canonical_request(beta, [BASE_SOURCE.effort])
+    assert (
+        '"reasoning_effort":["high"],"request_headers":{"openai-beta":"responses=v2"},'
+        '"stop":["END"]'
+    ) in canonical
+    # The piecewise digest is the hash of that canonical form.
+    scope = canonical_scope([BASE_SOURCE]).encode()
+    whole = b"polythink-cache-v3\n" + scope + b"\n" + canonical.encode()
+    assert cache_key(beta, [BASE_SOURCE]) == hashlib.sha256(whole).hexdigest()
+    unkeyed = {
+        "Authorization": "Bearer sk-call-3333333333",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "X-Request-Id": "req-1",
+    }
+    assert cache_key(BASE.with_(extra_headers=unkeyed), [BASE_SOURCE]) == key
+    assert canonical_request(BASE.with_(extra_headers=unkeyed)) == canonical_request(BASE)
 
 
 def test_request_timeout_and_cache_mode_stay_out_of_the_key() -> None:
@@ -720,3 +766,29 @@ async def test_no_api_key_reaches_any_cache_file(tmp_path: Path) -> None:
     assert b"streamed" in contents
     for secret in (API_KEY.encode(), API_KEY[-12:].encode(), b"Bearer", b"x-team"):
         assert secret not in contents
+
+
+async def test_headers_and_keys_decide_which_clients_share_a_cache_entry(tmp_path: Path) -> None:
+    """Clients sharing one cache directory: a beta header that changes the answer, or another
+    key on the same endpoint, is another entry; the same header and key is a hit."""
+    question = [{"role": "user", "content": "Summarise the contract."}]
+    beta = {"anthropic-beta": "context-1m-2025-08-07"}
+
+    async def asked(api_key: str, headers: dict[str, str] | None = None) -> bool:
+        source = Source(
+            "anthropic",
+            "claude-haiku-4-5",
+            api_key=api_key,
+            base_url=sim.base_url("anthropic"),
+            headers=headers,
+        )
+        async with Client([source], cache=tmp_path) as client:
+            return (await client.complete(question)).cache_hit
+
+    with Simulator() as sim:
+        assert await asked("sk-ant-tenant-a-000000") is False
+        assert await asked("sk-ant-tenant-a-000000") is True
+        assert await asked("sk-ant-tenant-a-000000", beta) is False
+        assert await asked("sk-ant-tenant-a-000000", beta) is True
+        assert await asked("sk-ant-tenant-b-000000") is False
+        assert sim.stats.requests == 3

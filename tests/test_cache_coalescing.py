@@ -30,7 +30,7 @@ from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import Fault, FaultPlan
 from polythink.types import Message, Request, Response, StreamEvent, Usage
 from tests.limits_cache_support import DictStore, FakeClock, FakeHandler, response
-from tests.redis_support import RedisServer, go, results, spawn
+from tests.redis_support import RedisServer, SimLatency, go, results, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -144,7 +144,7 @@ async def test_a_waiting_call_ends_its_wait_at_its_bound_or_its_timeout(
     redis_server: RedisServer,
 ) -> None:
     with Simulator() as sim:
-        slow = source(sim, headers={"x-sim-latency": "1.5"})
+        slow = source(sim, middleware=[SimLatency(1.5)])
         async with (
             Client([slow], cache=redis_server.url) as holder,
             Client([source(sim)], cache=RedisCache(redis_server.url, wait=0.2)) as brief,
@@ -245,7 +245,7 @@ async def test_two_processes_asking_the_same_calls_pay_once_and_a_killed_holder_
         }
         workers = [spawn(same) for _ in range(2)]
         # A holder in its own process, on a slow call, with a 0.6 s fill lease.
-        slow = {**spec, "headers": {"x-sim-latency": "30"}}
+        slow = {**spec, "latency": 30}
         victim = spawn(
             {"cache": redis_server.url, "cache_lease": 0.6, "source": slow, "calls": 1}
             | {"prompt": "killed holder", "wait_go": True}

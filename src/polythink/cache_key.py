@@ -12,10 +12,19 @@ depth, array order kept) of the request (:func:`canonical_request`):
   entry. The cache sits above the reasoning layer, so the tier a source would map it to is
   not known yet, and need not be;
 - the identity of every source of the client, in order: provider, model, base URL, its
-  fallback policy, ``drop_params`` and its own ``extra_body``.
+  fallback policy, ``drop_params``, its own ``extra_body``, the headers it sends that can
+  change an answer (``anthropic-beta``, ``OpenAI-Beta`` …: see :func:`keyed_headers`), and a
+  fingerprint of its credentials;
+- the headers a call's ``extra_headers`` adds that can change an answer (a middleware of the
+  client's own sets them before the cache).
 
-Never secrets, headers, timeouts, limits or other metadata. Because of the canonical form,
-two requests that differ only in the order of JSON object keys share an entry (case C06).
+Never a secret: a credential header (``authorization``, ``x-api-key`` …) is never in the
+key, and the credentials are there only as the first 16 hex digits of the SHA-256 of the
+source's key and credential header values, so two keys on one endpoint never share an
+entry (tenants sharing one Redis cache would otherwise be served each other's answers, and
+could tell from a hit what another asked). Never tracing headers, timeouts, limits or other
+metadata. Because of the canonical form, two requests that differ only in the order of JSON
+object keys share an entry (case C06).
 
 Pure functions of the request and the sources, no I/O. :func:`digest` assembles the same
 bytes piecewise (and resumes a conversation's unchanged prefix through :class:`Prefixes`),
@@ -32,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from polythink.budgets import fingerprint
+from polythink.config import credential_header
 from polythink.types import Effort, Message, Request
 
 if TYPE_CHECKING:
@@ -46,6 +57,7 @@ __all__ = [
     "canonical_scope",
     "digest",
     "effective_efforts",
+    "keyed_headers",
     "message_fields",
 ]
 
@@ -93,6 +105,27 @@ def message_fields(message: Message) -> dict[str, Any]:
     }
 
 
+_UNKEYED_HEADERS = frozenset(
+    {"traceparent", "tracestate", "baggage", "x-request-id", "x-correlation-id"}
+)
+"""Headers that name a request for tracing (W3C Trace Context and Baggage, request and
+correlation ids): new on every call, they never change an answer."""
+
+
+def keyed_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The headers of ``headers`` that are part of a cache key, names in lower case:
+    every one except credentials (:func:`~polythink.config.credential_header`) and the
+    tracing headers of :data:`_UNKEYED_HEADERS`; ``None`` when none is left."""
+    if not headers:
+        return None
+    kept = {
+        lowered: value
+        for name, value in headers.items()
+        if (lowered := name.lower()) not in _UNKEYED_HEADERS and not credential_header(name)
+    }
+    return kept or None
+
+
 def _number(value: float | None) -> float | None:
     # 0 and 0.0 put the same value on the wire for a provider; give them one key.
     return None if value is None else float(value)
@@ -113,12 +146,13 @@ def canonical_request(request: Request, defaults: Sequence[Effort | None] | None
     Object keys are sorted at every depth; array order (messages, tools, stop) is kept;
     ``temperature`` and ``top_p`` are compared as numbers (``0`` and ``0.0`` are equal).
     ``timeout``, ``cache``, message metadata (never sent) and the resolution (set later,
-    per source) are not included. ``system_suffix``, ``prompt_cache`` and
-    ``response_format`` are included only when set, so keys of calls without them are
-    unchanged; a ``response_format`` is its canonical JSON (kind, schema, name, description,
-    ``strict``: :attr:`ResponseFormat.key <polythink.types.ResponseFormat.key>`), so two
-    schemas never share an entry, while two model classes with the same schema and name do
-    (they send the same request). With ``defaults`` (the sources'
+    per source) are not included. ``system_suffix``, ``prompt_cache``, ``response_format``
+    and ``extra_headers`` (as ``request_headers``: those of :func:`keyed_headers`) are
+    included only when set, so keys of calls without them are unchanged; a
+    ``response_format`` is its canonical JSON (kind, schema, name, description, ``strict``:
+    :attr:`ResponseFormat.key <polythink.types.ResponseFormat.key>`), so two schemas never
+    share an entry, while two model classes with the same schema and name do (they send the
+    same request). With ``defaults`` (the sources'
     configured tiers) ``reasoning_effort`` is the list of :func:`effective_efforts`;
     without, the call's own tier.
 
@@ -150,6 +184,10 @@ def _fields_around_messages(
         fields["prompt_cache"] = [cache.key, cache.retention, cache.ttl, cache.breakpoints]
     if request.response_format is not None:
         fields["response_format"] = request.response_format.key
+    if request.extra_headers:
+        headers = keyed_headers(request.extra_headers)
+        if headers is not None:
+            fields["request_headers"] = headers
     effort: list[str | None] | str | None
     if defaults is not None:
         effort = effective_efforts(request, defaults)
@@ -178,35 +216,42 @@ def _fields_around_messages(
 
 
 def canonical_scope(sources: Sequence[Source]) -> str:
-    """Return the canonical JSON of the sources' identities (never keys or headers).
+    """Return the canonical JSON of the sources' identities (never a key).
 
     Per source, in order: provider, model, base URL in use, fallback policy,
-    ``drop_params`` and ``extra_body``, and ``thinking_display`` and ``reasoning_mode`` when
-    set (they change what is sent and what comes back). The configured effort is not here: it
-    is part of the effective tiers in :func:`canonical_request`. The API version is not either:
-    a call either goes out the same on both or is refused before sending.
+    ``drop_params`` and ``extra_body``; and when set, ``thinking_display`` and
+    ``reasoning_mode`` (they change what is sent and what comes back), ``headers`` (those of
+    :func:`keyed_headers`) and ``credentials`` (the fingerprint of the source's key and
+    credential header values, :meth:`~polythink.config.Source.secrets`). The configured
+    effort is not here: it is part of the effective tiers in :func:`canonical_request`. The
+    API version is not either: a call either goes out the same on both or is refused before
+    sending.
 
     Raises:
         TypeError: an ``extra_body`` holds a value JSON cannot represent.
     """
-    return canonical_json(
-        [
-            {
-                "provider": s.provider,
-                "model": s.model,
-                "base_url": s.endpoint,
-                "effort_fallback": s.effort_fallback,
-                "drop_params": s.drop_params,
-                "extra_body": s.extra_body,
-                **{
-                    name: value
-                    for name in ("thinking_display", "reasoning_mode")
-                    if (value := getattr(s, name)) is not None
-                },
-            }
-            for s in sources
-        ]
-    )
+    return canonical_json([_identity(s) for s in sources])
+
+
+def _identity(source: Source) -> dict[str, Any]:
+    identity: dict[str, Any] = {
+        "provider": source.provider,
+        "model": source.model,
+        "base_url": source.endpoint,
+        "effort_fallback": source.effort_fallback,
+        "drop_params": source.drop_params,
+        "extra_body": source.extra_body,
+    }
+    for name in ("thinking_display", "reasoning_mode"):
+        if (value := getattr(source, name)) is not None:
+            identity[name] = value
+    headers = keyed_headers(source.headers)
+    if headers is not None:
+        identity["headers"] = headers
+    secrets = source.secrets()
+    if secrets:
+        identity["credentials"] = fingerprint("\n".join(secrets))
+    return identity
 
 
 def digest(
@@ -304,7 +349,8 @@ def _around_messages(
     """The canonical request's bytes before its first message and after its last.
 
     Keys sort as ``extra_body``, ``max_tokens``, ``messages``, then the rest (the optional
-    ``prompt_cache``, ``response_format`` and ``system_suffix`` among them), so the head is
+    ``prompt_cache``, ``request_headers``, ``response_format`` and ``system_suffix`` among
+    them), so the head is
     the first two fields and ``"messages":[``, the tail ``]`` and the rest, as
     :func:`canonical_request` has them.
     """

@@ -37,6 +37,7 @@ __all__ = [
     "check_base_url",
     "check_headers",
     "check_key",
+    "credential_header",
     "options_from_env",
     "options_from_toml",
     "sources_from_env",
@@ -56,6 +57,13 @@ _MIDDLEWARE_IN_CODE = (
 
 _POLICIES = ("nearest", "error", "drop")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
+
+
+def credential_header(name: str) -> bool:
+    """Whether a header named ``name`` carries a credential: its name holds auth, key,
+    token, secret, password or cookie (``Authorization``, ``x-api-key``, ``api-key`` …).
+    Such values are redacted like keys and never part of a cache key."""
+    return _SECRET_HEADER.search(name) is not None
 
 
 def check_key(key: str, where: str, *, words: bool = False) -> None:
@@ -372,7 +380,7 @@ class Source:
         ):
             raise ValueError("Source.headers must be a dict of header names to string values")
         for name, value in (self.headers or {}).items():
-            if _SECRET_HEADER.search(name):
+            if credential_header(name):
                 check_key(value, f"Source.headers[{name!r}]", words=True)
         check_headers(self.headers, "Source.headers")
         check_extra_body(self.extra_body, "Source.extra_body")
@@ -395,7 +403,7 @@ class Source:
         (:func:`~polythink.types.redacted`)."""
         secrets = [
             self.api_key,
-            *(v for n, v in (self.headers or {}).items() if _SECRET_HEADER.search(n)),
+            *(v for n, v in (self.headers or {}).items() if credential_header(n)),
         ]
         return fields_repr(self, extra_body=redacted(self.extra_body, secrets))
 
@@ -465,7 +473,7 @@ class Source:
         password). Redacted from every error body and telemetry record."""
         found = [key] if (key := self.resolve_api_key()) else []
         for name, value in (self.headers or {}).items():
-            if _SECRET_HEADER.search(name) and value:
+            if credential_header(name) and value:
                 found.append(value)
         return tuple(found)
 

@@ -1615,8 +1615,9 @@ class Request:
 
     ``extra_headers`` are HTTP headers for this call, merged over the source's own (names
     compared case-insensitively; a value here wins, ``authorization`` included). Middleware
-    sets them; like every header they are never part of a cache key, and they are left out of
-    ``repr`` (they may carry credentials).
+    sets them; those a client's own middleware sets are part of the cache key, but for
+    credential and tracing headers (:func:`polythink.cache_key.keyed_headers`), and they are
+    left out of ``repr`` (they may carry credentials).
     """
 
     messages: tuple[Message, ...]

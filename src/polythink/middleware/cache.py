@@ -2,7 +2,8 @@
 
 Per call, above failover (DESIGN §2, §5). Which calls are the same call is the key's
 business (:mod:`polythink.cache_key`: the SHA-256 of the canonical JSON of every field that
-reaches a provider, the requested tiers and the sources' identities; never secrets, headers,
+reaches a provider, the headers that can change an answer, the requested tiers and the
+sources' identities with a fingerprint of their credentials; never secrets, tracing headers,
 timeouts or metadata), how an answer is written down the codec's
 (:mod:`polythink.cache_codec`), and where entries live a backend's
 (:mod:`polythink.backends.stores`). This layer decides when to look, what to keep and who
