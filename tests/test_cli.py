@@ -398,6 +398,7 @@ def test_models_provider_without_entries(capsys: pytest.CaptureFixture[str]) -> 
 
 # --------------------------------------------------------------------------- bad arguments
 
+RESOLVE_LOW = ["resolve", "--provider", "openai", "--model", "m", "--effort", "low"]
 ACCEPTED_EFFORTS = (
     "none, minimal, low, medium, high, xhigh, max, auto (aliases: off, on, true, false)"
 )
@@ -515,6 +516,47 @@ ACCEPTED_EFFORTS = (
             ["bench", "--frob"],
             "polythink bench: error: unrecognized arguments: --frob",
         ),
+        (
+            ["models", "--older-than", "30"],
+            "polythink models: error: --older-than DAYS goes with --stale: polythink models "
+            "--stale --older-than DAYS",
+        ),
+        (
+            [
+                "resolve",
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "--effort",
+                "low",
+                *["--budget", "-5/day"],
+            ],
+            "polythink resolve: error: argument --budget: expected a positive amount of US "
+            "dollars per window such as 10/day (windows: minute, hour, day, month, UTC), got "
+            "'-5/day'",
+        ),
+        (
+            [
+                "resolve",
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "--effort",
+                "low",
+                *["--budget=-5/day"],
+            ],
+            "polythink resolve: error: argument --budget: expected a positive amount of US "
+            "dollars per window such as 10/day (windows: minute, hour, day, month, UTC), got "
+            "'-5/day'",
+        ),
+        (
+            ["simulate", "--host", "999.1.1.1", "--port", "0"],
+            "polythink simulate: error: argument --host: cannot resolve '999.1.1.1' to an "
+            "address (Name or service not known); give an IP address such as 127.0.0.1 or a "
+            "host name",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
@@ -529,6 +571,9 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, err) == (0, "")
     assert out.startswith("usage: polythink resolve")
     assert "--max-tokens N" in out
+    # The effort aliases are the ones an unknown effort's error lists.
+    assert "auto (aliases: off, on, true, false)" in " ".join(out.split())
+    assert ACCEPTED_EFFORTS.endswith("(aliases: off, on, true, false)")
 
 
 # --------------------------------------------------------------------------- simulate
@@ -709,7 +754,7 @@ def test_resolve_under_a_budget_in_json_per_tag(capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--budget", "10/week"], "expected US dollars per window such as 10/day"),
+        (["--budget", "10/week"], "expected a positive amount of US dollars per window"),
         (["--budget", "10/day", "--step-down-at", "80"], "a fraction from 0 to below 1"),
         (["--spent", "3"], "give it with --budget USD/WINDOW"),
         (["--budget", "1/day", "--spent", "1", "--limits", "redis://x"], "not allowed with"),

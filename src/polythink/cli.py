@@ -43,11 +43,13 @@ import contextlib
 import dataclasses
 import datetime
 import io
+import itertools
 import json
 import logging
 import math
 import os
 import signal
+import socket
 import sys
 import time
 from collections import Counter
@@ -201,16 +203,19 @@ def _played(value: str) -> tuple[str, Capability | None]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+_BUDGET_SPEC = (
+    "a positive amount of US dollars per window such as 10/day (windows: minute, hour, day, "
+    "month, UTC)"
+)
+
+
 def _budget_spec(value: str) -> tuple[float, str]:
     usd, _, per = value.partition("/")
     try:
         amount = float(usd)
         Budget(amount, per)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected US dollars per window such as 10/day (windows: minute, hour, day, "
-            f"month, UTC), got {value!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected {_BUDGET_SPEC}, got {value!r}") from None
     return amount, per
 
 
@@ -349,7 +354,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         required=True,
         type=_effort,
         metavar="E",
-        help="none, minimal, low, medium, high, xhigh, max or auto (aliases: off, on)",
+        help="none, minimal, low, medium, high, xhigh, max or auto (aliases: off, on, true, false)",
     )
     res.add_argument(
         "--max-tokens",
@@ -466,7 +471,6 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     models.add_argument(
         "--older-than",
         type=_positive_days,
-        default=_STALE_DAYS,
         metavar="DAYS",
         help=f"with --stale: evidence checked longer ago than DAYS (default {_STALE_DAYS})",
     )
@@ -593,9 +597,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_bench(arguments[1:])
     parser, commands = _parser()
     try:
+        for flag, value in itertools.pairwise(arguments):
+            if flag == "--budget" and value[:1] == "-" and value[1:2] in "0123456789.":
+                # argparse takes "-5/day" for an option and says "expected one argument".
+                commands["resolve"].error(
+                    f"argument --budget: expected {_BUDGET_SPEC}, got {value!r}"
+                )
         args, extra = parser.parse_known_args(arguments)
         if args.command is None:
             parser.error(f"a command is required; accepted: {', '.join(commands)}")
+        if args.command == "models" and args.older_than is not None and not args.stale:
+            commands["models"].error(
+                "--older-than DAYS goes with --stale: polythink models --stale --older-than DAYS"
+            )
         if extra:
             command = commands[args.command]
             options = [
@@ -1058,7 +1072,8 @@ def _stale_rows(
 
 def _cmd_stale(args: argparse.Namespace, store: CapabilityStore) -> int:
     provider = get_provider(args.provider).serves if args.provider else None
-    rows = _stale_rows(store, provider, args.older_than)
+    days = _STALE_DAYS if args.older_than is None else args.older_than
+    rows = _stale_rows(store, provider, days)
     return _print_rows(args, rows, f"nothing to review as of {store.today()}")
 
 
@@ -1272,6 +1287,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         asyncio.run(serve())
     except KeyboardInterrupt:
         return EXIT_OK
+    except socket.gaierror as exc:
+        # getaddrinfo's own errors (EAI_*): their numbers are not errno values.
+        print(
+            f"polythink simulate: error: argument --host: cannot resolve {args.host!r} to an "
+            f"address ({exc.strerror}); give an IP address such as 127.0.0.1 or a host name",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         print(
