@@ -399,6 +399,10 @@ def test_models_provider_without_entries(capsys: pytest.CaptureFixture[str]) -> 
 # --------------------------------------------------------------------------- bad arguments
 
 RESOLVE_LOW = ["resolve", "--provider", "openai", "--model", "m", "--effort", "low"]
+NEGATIVE_BUDGET = (
+    "polythink resolve: error: argument --budget: expected a positive amount of US dollars per "
+    "window such as 10/day (windows: minute, hour, day, month, UTC), got '-5/day'"
+)
 ACCEPTED_EFFORTS = (
     "none, minimal, low, medium, high, xhigh, max, auto (aliases: off, on, true, false)"
 )
@@ -522,34 +526,12 @@ ACCEPTED_EFFORTS = (
             "--stale --older-than DAYS",
         ),
         (
-            [
-                "resolve",
-                "--provider",
-                "openai",
-                "--model",
-                "m",
-                "--effort",
-                "low",
-                *["--budget", "-5/day"],
-            ],
-            "polythink resolve: error: argument --budget: expected a positive amount of US "
-            "dollars per window such as 10/day (windows: minute, hour, day, month, UTC), got "
-            "'-5/day'",
+            [*RESOLVE_LOW, "--budget", "-5/day"],
+            NEGATIVE_BUDGET,
         ),
         (
-            [
-                "resolve",
-                "--provider",
-                "openai",
-                "--model",
-                "m",
-                "--effort",
-                "low",
-                *["--budget=-5/day"],
-            ],
-            "polythink resolve: error: argument --budget: expected a positive amount of US "
-            "dollars per window such as 10/day (windows: minute, hour, day, month, UTC), got "
-            "'-5/day'",
+            [*RESOLVE_LOW, "--budget=-5/day"],
+            NEGATIVE_BUDGET,
         ),
         (
             ["simulate", "--host", "999.1.1.1", "--port", "0"],
