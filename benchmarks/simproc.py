@@ -12,7 +12,8 @@ Run as ``python -m benchmarks.simproc [--port N]``: it serves
   injection answers 501;
 - ``POST /_bench/reset``: forget the statistics;
 - ``GET /_bench/stats``: requests, most requests in flight at once, arrival times (monotonic
-  seconds of this process) and faults injected, the control request itself left out.
+  seconds of this process) and faults injected, control requests left out of each (a
+  benchmark reading the statistics mid-run while 8 calls are in flight reads 8, not 9).
 
 :class:`SimProcess` starts and stops that process from the benchmark's orchestrator.
 """
@@ -57,12 +58,12 @@ class _Control:
         if action == "stats":
             plan = settings.faults
             injected = dict(getattr(plan, "injected", {}) or {})
-            arrivals = list(stats.arrivals)[:-1]
+            arrivals = list(stats.arrivals)
             await response.send_json(
                 200,
                 {
-                    "requests": stats.requests - 1,
-                    "max_in_flight": stats.max_in_flight,
+                    "requests": stats.requests,
+                    "max_in_flight": self.server.most_calls,
                     "connections": stats.connections,
                     "arrivals": arrivals,
                     "faults_injected": injected,
@@ -70,8 +71,7 @@ class _Control:
             )
         elif action == "reset":
             stats.reset()
-            # The reset request itself is in flight; nothing else is.
-            stats.max_in_flight = stats.in_flight - 1
+            self.server.most_calls = self.server.calls
             plan = settings.faults
             if plan is not None and hasattr(plan, "injected"):
                 plan.injected.clear()
@@ -112,17 +112,32 @@ async def _serve(port: int) -> None:
     from polythink.simulator.server import SimulatorServer
 
     class Server(SimulatorServer):
-        """The simulator, with ``/_bench/*`` answered before latency and faults apply."""
+        """The simulator, with ``/_bench/*`` answered before latency and faults apply.
+
+        The server counts every request it reads; a control request is taken out of the
+        count and the arrivals again here, and ``calls`` and ``most_calls`` count the
+        provider calls in flight now and at most since the last reset.
+        """
 
         def __init__(self) -> None:
             super().__init__()
             self.control = _Control(self)
+            self.calls = 0
+            self.most_calls = 0
 
         async def _dispatch(self, request: Any, response: Any) -> None:
             if self.control.matches(request.path):
+                # Counted as it was read, just before this: it is the last arrival.
+                self.stats.requests -= 1
+                self.stats.arrivals.pop()
                 await self.control.handle(request, response)
-            else:
+                return
+            self.calls += 1
+            self.most_calls = max(self.most_calls, self.calls)
+            try:
                 await super()._dispatch(request, response)
+            finally:
+                self.calls -= 1
 
     server = Server()
     stop = asyncio.Event()
