@@ -32,6 +32,21 @@ def table_price(model: str, provider: str, **usage: int | None) -> Decimal:
     return total
 
 
+def charge(record: dict[str, Any]) -> int:
+    """What an answered gpt-5.5 call cost in nano-dollars, from the genai-prices table:
+    ``record`` holds its ``model`` and its ``input_tokens``, ``output_tokens`` and
+    ``cache_read_tokens`` as the response reported them."""
+    return nano(
+        table_price(
+            record["model"],
+            "openai",
+            input_tokens=record["input_tokens"],
+            output_tokens=record["output_tokens"],
+            cache_read_tokens=record["cache_read_tokens"],
+        )
+    )
+
+
 class Clock:
     """A wall clock the test moves by hand (Unix seconds)."""
 

@@ -4,10 +4,12 @@
 them), ``base_url`` (the simulator's OpenAI route), ``usd`` and ``name`` (one daily budget),
 ``tasks`` (concurrent tasks), ``calls`` (the most each task makes), ``max_tokens``,
 ``effort``, ``wait_go`` (print ``{"event": "ready"}``, then begin once a line arrives on
-stdin) and ``log`` (polythink's INFO log lines on stderr).
+stdin), ``log`` (polythink's INFO log lines on stderr) and ``seconds``.
 
-Each task calls until the budget refuses it. The worker prints one JSON line per call: ``ok``,
-the response's usage and model, or the error class, and the refusal's fields.
+Each task calls until the budget refuses it; with ``seconds``, it goes on until that many
+seconds after it began, a refused call waiting 0.05 s before the next. The worker prints one
+JSON line per call: ``ok``, when it ended (``at``, Unix seconds), the response's usage and
+model, or the error class, and the refusal's fields.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -43,6 +46,8 @@ async def run(plan: dict[str, Any]) -> None:
             emit({"event": "ready"})
             await anyio.to_thread.run_sync(sys.stdin.readline)
 
+        until = time.time() + plan.get("seconds", 0.0)
+
         async def task(number: int) -> None:
             for _ in range(plan["calls"]):
                 try:
@@ -56,19 +61,25 @@ async def run(plan: dict[str, Any]) -> None:
                         {
                             "event": "call",
                             "ok": False,
+                            "at": time.time(),
                             "error": type(exc).__name__,
+                            "error_type": exc.error_type,
                             "spent": exc.spent,
                             "needed": exc.needed,
                             "message": exc.message,
                         }
                     )
-                    return
+                    if time.time() >= until:
+                        return
+                    await anyio.sleep(0.05)
+                    continue
                 usage = response.usage
                 assert usage is not None
                 emit(
                     {
                         "event": "call",
                         "ok": True,
+                        "at": time.time(),
                         "model": response.model,
                         "input_tokens": usage.input_tokens,
                         "output_tokens": usage.output_tokens,

@@ -19,6 +19,9 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import redis
+
 from benchmarks.redisproc import RedisProcess
 from polythink.middleware.base import CompleteNext, Passthrough, StreamNext
 from polythink.types import Request, Response, StreamEvent
@@ -66,6 +69,12 @@ class RedisServer(RedisProcess):
         super().start()
         return self
 
+    def budget_spent(self, key: str) -> int:
+        """Return the nano-dollars a budget line (``name:scope``) holds in its window."""
+        with redis.Redis(port=self.port) as client:
+            value = client.hget(f"polythink:{{polythink-budget}}:{key}", "s")
+        return int(value or 0)
+
     def command(self, *words: str) -> str | None:
         """Send one inline command and return the first line of the reply (``None``: down)."""
         try:
@@ -93,6 +102,17 @@ def go(process: subprocess.Popen[str]) -> None:
     assert process.stdin is not None
     process.stdin.write("go\n")
     process.stdin.flush()
+
+
+async def go_together(workers: list[subprocess.Popen[str]]) -> None:
+    """Wait until every worker started with ``wait_go`` says it is ready (imports take a
+    while, longer on a loaded machine), then let them all begin at once."""
+    for worker in workers:
+        assert worker.stdout is not None
+        line = await anyio.to_thread.run_sync(worker.stdout.readline)
+        assert '"ready"' in line, line
+    for worker in workers:
+        go(worker)
 
 
 def results(process: subprocess.Popen[str], timeout: float = 60) -> list[dict[str, Any]]:

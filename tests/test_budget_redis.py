@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -21,8 +20,8 @@ from polythink.backends.redis import _BUDGET_PRELUDE, RedisLimitStore
 from polythink.budgets import Line, account_id, fingerprint, window_bounds
 from polythink.cli import main
 from polythink.simulator import Settings, Simulator
-from tests.budget_support import nano, table_price
-from tests.redis_support import RedisServer, go, results, spawn
+from tests.budget_support import charge, nano, table_price
+from tests.redis_support import RedisServer, go_together, results, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -34,23 +33,6 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
-
-
-def _charge(record: dict[str, Any]) -> int:
-    return nano(
-        table_price(
-            record["model"],
-            "openai",
-            input_tokens=record["input_tokens"],
-            output_tokens=record["output_tokens"],
-            cache_read_tokens=record["cache_read_tokens"],
-        )
-    )
-
-
-def _spent(server: RedisServer, key: str) -> int:
-    value = redis.Redis(port=server.port).hget(f"polythink:{{polythink-budget}}:{key}", "s")
-    return int(value or 0)
 
 
 async def test_the_scripts_windows_are_pythons_utc_calendar(redis_server: RedisServer) -> None:
@@ -90,7 +72,7 @@ async def test_redis_budgets_reserve_all_or_nothing_and_expire(redis_server: Red
         assert [t.spent for t in await store.peek([day, hour])] == [250, 250]
         assert await store.settle([day, hour], first, 80 - 250) == [80, 80]
         assert (await store.reserve([day, hour], 300)).taken
-        assert [_spent(redis_server, day.key), _spent(redis_server, hour.key)] == [380, 380]
+        assert [redis_server.budget_spent(line.key) for line in (day, hour)] == [380, 380]
     finally:
         await store.link.aclose()
     server = redis.Redis(port=redis_server.port)
@@ -127,20 +109,16 @@ async def test_four_processes_on_one_daily_budget_never_exceed_it(
             "wait_go": True,
         }
         workers = [spawn(plan, "tests.budget_worker") for _ in range(4)]
-        for worker in workers:
-            assert worker.stdout is not None
-            assert worker.stdout.readline().strip() == '{"event": "ready"}'
-        for worker in workers:
-            go(worker)
+        await go_together(workers)
         records = [r for w in workers for r in results(w)]
     answered = [r for r in records if r["ok"]]
     refused = [r for r in records if not r["ok"]]
     assert len(refused) == 8  # every task ended refused
     assert {r["error"] for r in refused} == {"BudgetExceededError"}
-    spent = sum(_charge(r) for r in answered)
+    spent = sum(charge(r) for r in answered)
     cap = round(usd * 1e9)
     assert spent <= cap + worst
-    assert _spent(redis_server, "fleet:all") == spent
+    assert redis_server.budget_spent("fleet:all") == spent
     # The budget was used: when the last call was refused, what was left could not take one
     # worst case, and at most the 8 calls in flight then gave part of theirs back.
     assert spent > cap - 9 * worst
@@ -234,8 +212,8 @@ async def test_a_process_alone_keeps_to_its_share_of_each_budget_and_steps_down_
                 await anyio.sleep(0.1)
                 assert (await budgets.reserve([exact, line], 0)).taken
                 assert not budgets.alone
-                assert _spent(server, "exact:all") == 400 + 150 - 50 + 50
-                assert _spent(server, "share:all") == 40 * w + 5 * w + sum(costs)
+                assert server.budget_spent("exact:all") == 400 + 150 - 50 + 50
+                assert server.budget_spent("share:all") == 40 * w + 5 * w + sum(costs)
     finally:
         await limits.aclose()
         server.stop()
@@ -275,14 +253,9 @@ async def test_redis_killed_mid_run_leaves_four_processes_their_shares_of_what_r
                 "log": True,
             }
             workers = [spawn(plan, "tests.budget_worker") for _ in range(4)]
-            for worker in workers:
-                assert worker.stdout is not None
-                line = await anyio.to_thread.run_sync(worker.stdout.readline)
-                assert line.strip() == '{"event": "ready"}'
-            for worker in workers:
-                go(worker)
+            await go_together(workers)
             deadline = time.monotonic() + 20
-            while (at_kill := _spent(server, "outage-fleet:all")) < 0.4 * cap:
+            while (at_kill := server.budget_spent("outage-fleet:all")) < 0.4 * cap:
                 assert time.monotonic() < deadline, at_kill
                 await anyio.sleep(0.005)
             assert server.process is not None
@@ -297,7 +270,7 @@ async def test_redis_killed_mid_run_leaves_four_processes_their_shares_of_what_r
         assert worker.returncode == 0, outputs
         records += [json.loads(line) for line in out.splitlines() if '"call"' in line]
     answered = [r for r in records if r["ok"]]
-    spent = sum(_charge(r) for r in answered)
+    spent = sum(charge(r) for r in answered)
     assert cap * 0.4 <= at_kill < cap
     assert spent <= cap + 8 * worst, (spent, cap, at_kill)
     # The shares were used: each process stopped with less than a call's worst case (and
@@ -342,7 +315,7 @@ async def test_redis_killed_mid_run_counts_in_process_then_carries_it_back(
 
                 for _ in range(3):
                     await call()
-                assert _spent(server, "outage:all") == 3 * c
+                assert server.budget_spent("outage:all") == 3 * c
                 assert server.process is not None
                 server.process.kill()  # SIGKILL: no goodbye
                 server.process.wait(10)
@@ -364,7 +337,7 @@ async def test_redis_killed_mid_run_counts_in_process_then_carries_it_back(
                 with pytest.raises(BudgetExceededError) as after:
                     await call()
                 assert after.value.spent * 1e9 == pytest.approx(4 * c)
-                assert _spent(server, "outage:all") == 4 * c
+                assert server.budget_spent("outage:all") == 4 * c
     finally:
         await limits.aclose()
         server.stop()
@@ -383,10 +356,10 @@ async def test_resolve_reads_what_a_budget_spent_on_redis(
         source = Source("openai", "gpt-5.5", api_key="sim", base_url=sim.base_url("openai"))
         async with Client([source], limits=limits, budgets=[budget]) as client:
             answer = await client.complete(PROMPT, reasoning_effort="high", max_tokens=300)
-    spent = _spent(redis_server, "cli-live:all")
+    spent = redis_server.budget_spent("cli-live:all")
     usage = answer.usage
     assert usage is not None
-    assert spent == _charge(
+    assert spent == charge(
         {
             "model": answer.model,
             "input_tokens": usage.input_tokens,

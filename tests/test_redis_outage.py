@@ -22,17 +22,24 @@ from polythink.backends.redis import RedisLimitStore
 from polythink.backends.share import Share
 from polythink.simulator import Settings, Simulator
 from tests.limits_cache_support import FakeClock
-from tests.redis_support import RedisServer, go, spawn
+from tests.redis_support import RedisServer, go_together, spawn
 
 pytestmark = pytest.mark.anyio
 
 
 def test_a_share_splits_slots_by_rank_and_starts_its_buckets_at_its_part_of_what_remained() -> None:
     share = Share()
-    # Never saw the server: alone, the whole budget, full buckets.
+    # Never saw the server, and not told how many share it: the whole limit and slots, but
+    # a bucket that starts empty (the others may have used the shared one up): only the
+    # refill, 2 a second, is taken.
     assert share.workers == 1
     assert share.units(4) == 4
-    assert share.bucket("rpm", 120, 50.0).level(50.0) == 120.0
+    alone = share.bucket("rpm", 120, 50.0)
+    assert (alone.capacity, alone.level(50.0), alone.level(51.5)) == (120.0, 0.0, 3.0)
+    assert not share.reached
+    # Told there are 4: a quarter of a full bucket.
+    told = Share(4).bucket("rpm", 120, 50.0)
+    assert (told.capacity, told.level(50.0)) == (30.0, 30.0)
     # Three live workers, this one ranked 1; the rpm bucket held 60, the pause 2 s more.
     share.seen(workers=3, rank=1, levels={"rpm": 60.0, "tpm": -300.0}, pause=2.0, now=100.0)
     assert share.fraction == pytest.approx(1 / 3)
@@ -70,7 +77,7 @@ def test_a_share_splits_slots_by_rank_and_starts_its_buckets_at_its_part_of_what
     # Overspent (1200 of 1000): it is left -67, below nothing.
     assert share.allowance(1000, 1200) == (333, 400)
     assert configured.allowance(1000, 400) == (125, 50)
-    share.counted(0)
+    share.counted(0, 0.0)
     assert share.workers == 1
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         Share(0)
@@ -175,11 +182,7 @@ async def test_a_redis_killed_and_restarted_mid_run_keeps_four_processes_within_
                 "vary": True,
             }
             workers = [spawn(plan) for _ in range(4)]
-            for worker in workers:
-                assert worker.stdout is not None
-                assert '"ready"' in await anyio.to_thread.run_sync(worker.stdout.readline)
-            for worker in workers:
-                go(worker)
+            await go_together(workers)
             started = time.monotonic()
 
             def phase(name: str) -> None:

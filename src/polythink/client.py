@@ -304,8 +304,10 @@ class Client:
             :class:`~polythink.backends.redis.RedisLimitStore`) shared by every process
             naming that server; a budget belongs to an account (provider, base URL and a
             SHA-256 fingerprint of the API key). A server that does not answer never
-            fails a call: the limits fall back to this process's (one warning). Spend
-            ``budgets`` live there too.
+            fails a call: each process keeps its share of the limits (one warning), and
+            ``?workers=N`` in the URL sets that share for a server it never reached. Spend
+            ``budgets`` live there too (without ``workers``, calls under a budget whose
+            spend was never read are refused while the server does not answer).
         budgets: spend caps in US dollars per UTC calendar window (see
             :class:`~polythink.Budget`): each call reserves its worst-case cost in every
             budget that applies before it is sent and is corrected to what it cost; a call

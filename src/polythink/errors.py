@@ -374,8 +374,12 @@ class BudgetExceededError(PolythinkError):
     prompt as estimated for tokens per minute, plus its output ceiling priced as output)
     does not fit what is left of a :class:`~polythink.Budget` in its current window, or when
     a budget that refuses unpriced models cannot price the source's model (``error_type``
-    ``"unpriced"``). Failover then tries the next source; when no source fits, the caller
-    gets the last one's error. ``retry_after`` is the seconds until the window resets.
+    ``"unpriced"``), or when a budget shared on Redis cannot be read and this process never
+    read what it spent (``error_type`` ``"spend_unknown"``: Redis has not answered it in the
+    budget's window, and no ``workers=`` gives it a share; see
+    :class:`~polythink.backends.redis.RedisLimitStore`). Failover then tries the next
+    source; when no source fits, the caller gets the last one's error. ``retry_after`` is
+    the seconds until the window resets (``None`` for ``"spend_unknown"``).
 
     Attributes:
         budget: the name of the budget that refused (the tightest, when several would).
@@ -383,7 +387,8 @@ class BudgetExceededError(PolythinkError):
             tier or a tag).
         window: ``"minute"``, ``"hour"``, ``"day"`` or ``"month"`` (UTC calendar windows).
         limit: the budget in US dollars per window (while the shared budget store does not
-            answer: this process's share of it, see :class:`~polythink.backends.base.Tally`).
+            answer: this process's share of it, see :class:`~polythink.backends.base.Tally`;
+            0 when its spend is unknown).
         spent: US dollars counted in this window so far, calls in flight included (while
             the store does not answer: counted against that share).
         remaining: ``limit - spent`` (never below 0).

@@ -129,13 +129,17 @@ class Tally(NamedTuple):
     (:mod:`polythink.backends.share`): ``share`` is then its share of the line's limit
     (1/``workers`` of it, nano-dollars), and ``spent`` its part of what the line had spent
     when it last read it plus what it spent since, so that ``spent / share`` is the fraction
-    of the budget the fleet has spent if every process spent as this one did."""
+    of the budget the fleet has spent if every process spent as this one did. ``known`` is
+    ``False`` when the process never read what the line spent in this window and cannot take
+    it as nothing (the server never answered it, or answered since the window began, and no
+    ``workers`` is configured): it then has no share (``share`` 0) and reserves nothing."""
 
     spent: int
     start: int
     end: int
     share: int | None = None
     workers: int = 1
+    known: bool = True
 
 
 class Reservation(NamedTuple):

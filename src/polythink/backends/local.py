@@ -276,22 +276,30 @@ class LocalBudgets:
     As the fallback of a shared backend, :meth:`reserve` and :meth:`peek` take that
     backend's :class:`~polythink.backends.share.Share`: each line then counts against this
     process's share of what was left of it when the shared count was last taken
-    (:meth:`seed`), in the share's terms (see :class:`~polythink.backends.base.Tally`).
+    (:meth:`seed`), in the share's terms (see :class:`~polythink.backends.base.Tally`). A
+    line whose shared count was never taken in its window is unknown (``known=False``: no
+    share, nothing reserved) unless the share says it may be taken as unspent
+    (:meth:`~polythink.backends.share.Share.unread_is_unspent`).
     """
 
     def __init__(self, clock: Callable[[], float] = time.time, *, journal: bool = False) -> None:
         self.clock = clock
         self._counts: dict[str, list[int]] = {}
-        """Line key -> [window start, window end, spent, the shared count seeded in it]."""
+        """Line key -> [window start, window end, spent, the shared count seeded in it
+        (-1: none was)]."""
         self._journal: dict[str, list[int]] | None = {} if journal else None
         self._lock = threading.Lock()
 
     def _tally(self, line: Line, now: float, share: Share | None = None) -> Tally:
         start, end = window_bounds(line.per, now)
         count = self._counts.get(line.key)
-        spent, seen = (count[2], count[3]) if count is not None and count[0] == start else (0, 0)
+        spent, seen = (count[2], count[3]) if count is not None and count[0] == start else (0, -1)
         if share is None:
             return Tally(spent, start, end)
+        if seen < 0:
+            if not share.unread_is_unspent(start):
+                return Tally(spent, start, end, 0, share.workers, known=False)
+            seen = 0
         limit, used = share.allowance(line.limit, seen)
         return Tally(used + spent - seen, start, end, limit, share.workers)
 
@@ -300,7 +308,7 @@ class LocalBudgets:
         if count is None or count[0] != tally.start:
             if len(self._counts) >= _PRUNE_AT:
                 self._prune()
-            count = self._counts[key] = [tally.start, tally.end, 0, 0]
+            count = self._counts[key] = [tally.start, tally.end, 0, -1]
         count[2] = max(0, count[2] + amount)
         journal = self._journal
         if journal is not None:
@@ -319,12 +327,13 @@ class LocalBudgets:
         self, lines: Sequence[Line], cost: int, *, share: Share | None = None
     ) -> Reservation:
         """Add ``cost`` to every line if each has it left, else to none (see the protocol);
-        with a ``share``, if each has it left of this process's share."""
+        with a ``share``, if each has it left of this process's share (an unknown line has
+        nothing left)."""
         now = self.clock()
         with self._lock:
             tallies = [self._tally(line, now, share) for line in lines]
             taken = all(
-                t.spent + cost <= (line.limit if t.share is None else t.share)
+                t.known and t.spent + cost <= (line.limit if t.share is None else t.share)
                 for t, line in zip(tallies, lines, strict=True)
             )
             if taken:

@@ -64,6 +64,15 @@ what was left, plus what each process's last reading missed (calls the others re
 after it). What each spent alone is added to the shared count with its next reservation or
 correction once the server answers. A server without persistence forgets budget spend when
 it restarts (run it with ``appendonly yes`` to keep it).
+
+A process that has **never** reached the server has nothing to take a share of. With the
+store's ``workers`` (or ``?workers=N`` in the URL) it takes ``1 / workers`` of full limits
+and budgets. Without, it cannot know its share: it refuses calls under a spend budget whose
+spend it never read (``BudgetExceededError``, ``error_type="spend_unknown"``), and starts
+each rate bucket empty, refilling at the whole limit, with all the slots (so N such
+processes may send up to N times the limits; the providers answer the excess with 429s,
+which pause the source). Its warning says so. Once the server answers it joins as after an
+outage.
 """
 
 from __future__ import annotations
@@ -96,7 +105,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 
 from polythink.backends.base import DEFAULT_SIZE_LIMIT, Lease, Reservation, Tally, server_pause
 from polythink.backends.local import LocalBudgets, LocalLimits
-from polythink.backends.share import Share
+from polythink.backends.share import Share, split_workers
 from polythink.budgets import Line, fingerprint
 from polythink.types import RateLimit
 
@@ -526,6 +535,7 @@ class _Link:
         retry_interval: float,
         socket_timeout: float,
         scripts: dict[str, str],
+        unreached: str | None = None,
     ) -> None:
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(
@@ -536,6 +546,7 @@ class _Link:
         self.url = url
         self.what = what
         self.fallback = fallback
+        self.unreached = unreached
         self.retry_interval = retry_interval
         self.socket_timeout = socket_timeout
         self._sources = scripts
@@ -544,6 +555,7 @@ class _Link:
         self.scripts: dict[str, Any] = {}
         self._retry_at = 0.0
         self.down = False
+        self.answered = False
         self.outages = 0
 
     def client(self) -> aioredis.Redis:
@@ -590,6 +602,7 @@ class _Link:
             with contextlib.suppress(RedisError, OSError):
                 await client.connection_pool.disconnect()
             raise Unavailable from exc
+        self.answered = True
         if self.down:
             self.down = False
             self._retry_at = 0.0
@@ -603,14 +616,16 @@ class _Link:
             return
         self.down = True
         self.outages += 1
+        never = not self.answered and self.unreached is not None
         logger.warning(
-            "%s: Redis at %s does not answer (%s: %s); %s until it does (trying again every "
+            "%s: Redis at %s does not answer (%s: %s)%s; %s until it does (trying again every "
             "%g s); further failures of this outage are logged at DEBUG level",
             self.what,
             _redacted(self.url),
             type(exc).__name__,
             exc,
-            self.fallback,
+            " and never has since this process started" if never else "",
+            self.unreached if never else self.fallback,
             self.retry_interval,
         )
 
@@ -709,12 +724,20 @@ class RedisLimitStore:
             process can keep one.
         retry_interval: seconds to leave the server alone after a failure.
         socket_timeout: seconds to connect and to wait for each answer.
-        workers: how many processes share the limits, for while the server does not
-            answer (each then keeps ``1 / workers`` of them); ``None``: as many as this
-            process last saw using them (1 before it ever reached the server).
+        workers: how many processes share the limits and spend budgets, for while the
+            server does not answer (each then keeps ``1 / workers`` of them, and of a
+            budget whose spend it never read); ``None``: as many as this process last saw
+            using them. The URL may give it instead, as ``?workers=N`` (so a ``limits=``
+            string, a TOML ``limits`` key or a ``{SCOPE}__LIMITS`` variable can).
+
+    Without ``workers``, a process that never reached the server refuses budgeted calls
+    (:class:`~polythink.errors.BudgetExceededError`, ``error_type="spend_unknown"``) and
+    starts each bucket empty at the whole limit until it answers (see
+    :mod:`polythink.backends.share`).
 
     Raises:
-        ValueError: for a URL of another scheme, a non-positive duration or ``workers``.
+        ValueError: for a URL of another scheme, a non-positive duration or ``workers``,
+            or a ``workers`` in the URL that differs from the argument.
     """
 
     def __init__(
@@ -729,15 +752,32 @@ class RedisLimitStore:
         if not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds; got {lease!r}")
         Share(workers)  # validates it
+        url, given = split_workers(url)
+        if given is not None and workers is not None and given != workers:
+            raise ValueError(
+                f"workers={workers} and ?workers={given} in the URL differ; give one of them"
+            )
         self.lease = lease
-        self.workers = workers
+        self.workers = workers if workers is not None else given
         self.link = _Link(
             url,
             "shared rate limits",
-            "each process keeps its share of the limits and budgets",
+            (
+                "each process keeps its share of the limits and budgets"
+                if self.workers is None
+                else f"each process keeps 1/{self.workers} of the limits and budgets"
+            ),
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
             scripts={**_SCRIPTS, "renew": _RENEW, **_BUDGET_SCRIPTS},
+            unreached=(
+                None
+                if self.workers is not None
+                else "this process knows neither how many processes share the limits nor what "
+                "they used (workers=N, or ?workers=N in the URL, would give each 1/N): it "
+                "refuses calls under a spend budget and starts each rate bucket empty at the "
+                "whole limit (N processes may send up to N times it)"
+            ),
         )
         self._budgets: RedisBudgets | None = None
 
@@ -783,7 +823,10 @@ class RedisBudgets:
     what the budget had left in its window when it last read it (``workers`` as configured
     on the store, else the processes the budget scripts last counted), its tallies then in
     the share's terms (:class:`~polythink.backends.base.Tally`); what it spends alone is
-    added to the shared count once the server answers.
+    added to the shared count once the server answers. A budget it never read in its window
+    is unknown (no share, refused) unless ``workers`` is configured (then 1/workers of the
+    whole) or the server last answered before the window began. Every answer of the server
+    is taken as this process's reading (reservations, corrections and reads alike).
 
     Args:
         store: the server (its connection, outage handling and ``workers`` are the limits').
@@ -821,16 +864,26 @@ class RedisBudgets:
         except Unavailable:
             if not self.alone:
                 self.alone = True
-                logger.info(
-                    "spend budgets: alone with 1/%d of what each had left when last read",
-                    self.share.workers,
-                )
+                self._went_alone()
             raise
-        self.share.counted(int(reply[-1]))
+        self.share.counted(int(reply[-1]), self.fallback.clock())
         if self.alone:
             self.alone = False
             logger.info("spend budgets: back on the server")
         return reply[:-1]
+
+    def _went_alone(self) -> None:
+        share = self.share
+        if share.reached or share.configured is not None:
+            logger.info(
+                "spend budgets: alone with 1/%d of what each had left when last read",
+                share.workers,
+            )
+            return
+        logger.info(
+            "spend budgets: alone, never having read what they spent: calls under a budget "
+            "are refused until Redis answers (workers=N lets each process spend 1/N)"
+        )
 
     def _carries(self, lines: Sequence[Line]) -> list[tuple[int, int]]:
         return [self.fallback.unsynced(line.key) for line in lines]
@@ -898,10 +951,13 @@ class RedisBudgets:
             reply = await self._script("budget_peek", lines, [line.per for line in lines])
         except Unavailable:
             return await self.fallback.peek(lines, share=self.share)
-        return [
+        tallies = [
             Tally(int(reply[i]), int(reply[i + 1]), int(reply[i + 2]))
             for i in range(0, 3 * len(lines), 3)
         ]
+        for line, tally in zip(lines, tallies, strict=True):
+            self.fallback.seed(line.key, tally)
+        return tallies
 
 
 _holders = count()
@@ -1045,6 +1101,14 @@ class RedisLimits:
         fallback.tokens = share.bucket("tpm", self.tpm, now) if self.tpm else None
         fallback.paused_until = max(fallback.paused_until, share.paused_until)
         self._slots = share.units(self.max_concurrency) if self.max_concurrency else 0
+        if not share.reached and share.configured is None:
+            logger.info(
+                "shared rate limits %s: alone, never having seen the others: buckets start "
+                "empty at the whole limit, %s slots (workers=N gives each process 1/N)",
+                self.tag,
+                self.max_concurrency,
+            )
+            return
         logger.info(
             "shared rate limits %s: alone with 1/%d of them (%s of %s slots, %d running)",
             self.tag,

@@ -14,10 +14,17 @@ kept this way:
    at its share of the rate since it saw them — not full. A budget that does not refill (a
    spend budget's calendar window) leaves it its share of what was left in the window when
    it last saw it; a window begun since is whole again, and so is its share of it.
-3. **Running calls keep counting.** What it holds when the server goes away (its running
+3. **What it never saw.** A process that never reached the server cannot know how many
+   share the budget, nor what they used. With ``workers`` configured it takes ``1 /
+   workers`` of a full budget (the operator said how many share it). Without, its buckets
+   start empty (the others may have used them) and refill at the whole rate, so only the
+   refill is ever taken, N processes taking up to N times it (the providers' own limits
+   answer with 429s); a spend budget whose spend in its window it never read is unknown
+   and allows nothing (:meth:`Share.unread_is_unspent`): money is not spent on a guess.
+4. **Running calls keep counting.** What it holds when the server goes away (its running
    calls' slots) counts against its share; a process above its share starts nothing until
    it is below.
-4. **Back together.** When the server answers again, the process charges the shared buckets
+5. **Back together.** When the server answers again, the process charges the shared buckets
    (and budgets) with what it spent alone and leases its running calls there again. A server
    that lost a bucket (it restarted empty) first gets the level last seen, refilled since,
    from the first process back, instead of a full bucket; once all are back it holds what
@@ -33,10 +40,35 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from polythink.backends.local import TokenBucket
 
-__all__ = ["Share"]
+__all__ = ["Share", "split_workers"]
+
+
+def split_workers(url: str) -> tuple[str, int | None]:
+    """Return ``url`` without its ``workers`` query option, and that option (``None``
+    when absent): ``redis://redis:6379/0?workers=4`` -> ``("redis://redis:6379/0", 4)``.
+    The other query options stay (redis-py reads them).
+
+    Raises:
+        ValueError: for a ``workers`` that is not a whole number from 1 up (the message
+            quotes the option alone, never the URL and its password).
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    found = [value for name, value in query if name == "workers"]
+    if not found:
+        return url, None
+    value = found[-1]
+    if not (value.isdigit() and int(value) >= 1):
+        raise ValueError(
+            f"workers={value!r} in the URL is not a whole number from 1 up: it is how many "
+            "processes share the limits and budgets (?workers=4)"
+        )
+    kept = urlencode([(name, v) for name, v in query if name != "workers"])
+    return urlunsplit(parts._replace(query=kept)), int(value)
 
 
 class Share:
@@ -68,6 +100,9 @@ class Share:
         self.spent: dict[str, float] = {}
         """Bucket name -> what this process took alone since :meth:`begin` (refunds
         subtracted; may be negative when calls admitted before give tokens back)."""
+        self.counted_at: float | None = None
+        """When the server last counted the workers (:meth:`counted`), on the caller's
+        clock; ``None``: never."""
         self._default_rank = zlib.crc32(identity.encode())
 
     def seen(
@@ -82,15 +117,31 @@ class Share:
         """Record an answer of the server: ``workers`` live processes, this one ranked
         ``rank`` among them, the bucket ``levels``, ``pause`` seconds of pause left, at
         ``now``."""
-        self.counted(workers)
+        self.counted(workers, now)
         self.rank = rank
         self.levels = dict(levels)
         self.seen_at = now
         self.paused_until = now + pause if pause > 0 else -math.inf
 
-    def counted(self, workers: int) -> None:
-        """Record the number of live processes the server counted sharing the budget."""
+    def counted(self, workers: int, now: float) -> None:
+        """Record the number of live processes the server counted sharing the budget, at
+        ``now``."""
         self.seen_workers = max(1, workers)
+        self.counted_at = now
+
+    @property
+    def reached(self) -> bool:
+        """Whether the server ever answered this process (it counted the workers)."""
+        return self.seen_workers is not None
+
+    def unread_is_unspent(self, start: float) -> bool:
+        """Whether a budget that does not refill, whose use in the window beginning at
+        ``start`` this process never read, may be taken as unused in it: ``workers`` is
+        configured (each process then has its share of the whole), or the server last
+        answered before the window began (nothing could be counted in it then). Otherwise
+        its use is unknown and the process has no share of it."""
+        at = self.counted_at
+        return self.configured is not None or (at is not None and at < start)
 
     @property
     def workers(self) -> int:
@@ -130,12 +181,13 @@ class Share:
 
     def bucket(self, name: str, per_minute: float, now: float) -> TokenBucket:
         """Return a bucket for this process alone: its share of ``per_minute`` as capacity
-        and rate, holding its share of the level last seen, refilled since (full when
-        none was seen)."""
+        and rate, holding its share of the level last seen, refilled since. When none was
+        seen: full with ``workers`` configured, else empty (the whole capacity and rate,
+        from nothing: the others may have used the shared bucket up)."""
         share = per_minute * self.fraction
         seen = self.levels.get(name)
         if seen is None or self.seen_at is None:
-            return TokenBucket(share, now)
+            return TokenBucket(share, now, level=None if self.configured else 0.0)
         return TokenBucket(share, min(self.seen_at, now), level=seen * self.fraction)
 
     def fleet_level(self, name: str, per_minute: float, now: float) -> float | None:

@@ -17,6 +17,7 @@ import diskcache  # type: ignore[import-untyped]
 from polythink.backends.base import CacheBackend, CacheStore
 from polythink.backends.disk import DiskCache, DiskStore
 from polythink.backends.local import StoreCache
+from polythink.backends.share import split_workers
 
 __all__ = ["cache_backend", "cache_store", "check_redis_url"]
 
@@ -30,8 +31,10 @@ def check_redis_url(url: str, option: str) -> None:
     """Refuse a Redis URL that redis-py would fail on later, or read otherwise than meant.
 
     Checks the port (a number from 1 to 65535), the database (the path of a ``redis://`` URL,
-    or ``?db=`` of a ``unix://`` one: a whole number) and that a ``unix://`` URL names a
-    socket path, when the client is built rather than at its first call.
+    or ``?db=`` of a ``unix://`` one: a whole number), that a ``unix://`` URL names a
+    socket path, and the ``?workers=`` option (a whole number from 1 up; ``limits`` only:
+    see :func:`~polythink.backends.share.split_workers`), when the client is built rather
+    than at its first call.
 
     Raises:
         ValueError: naming ``option`` (``limits`` or ``cache``), the URL with any password
@@ -56,6 +59,17 @@ def check_redis_url(url: str, option: str) -> None:
         db = parts.path.strip("/")
         if db and not db.isdigit():
             problem = f"its database {db!r} (the path) is not a whole number"
+    if problem is None:
+        try:
+            _, workers = split_workers(url)
+        except ValueError as exc:
+            problem = str(exc)
+        else:
+            if workers is not None and option != "limits":
+                problem = (
+                    "workers= is an option of limits= (each process's share of the limits and "
+                    f"budgets while Redis does not answer), not of {option}="
+                )
     if problem is None:
         return
     shown = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)

@@ -84,6 +84,13 @@ _OTHER = "_other"
 _CHARS_PER_TOKEN = 4
 _RULES_KEPT = 4096
 """Scope values whose budget lines a layer keeps built (tags, tiers) before starting over."""
+_UNKNOWN = (
+    "Redis does not answer, and this process never read what the budget spent in this "
+    "window, so what the fleet spent is unknown and no share of it can be counted on "
+    "(workers=N: RedisLimitStore(url, workers=N), or ?workers=N in the limits URL, lets "
+    "each process spend 1/N of the budget while Redis does not answer)"
+)
+"""Why a process refuses a call whose budget's shared spend it cannot know."""
 _NOT_SENT = frozenset(
     {"connect_timeout", "pool_timeout", "unsupported_protocol", "local_protocol_error"}
     | {"too_many_redirects"}
@@ -461,22 +468,27 @@ class BudgetMiddleware:
         self, ticket: _Ticket, reservation: Reservation, cost: int, step: StepDown | None
     ) -> BudgetExceededError:
         """The error for the tightest budget that cannot take ``cost``."""
-        refusing = [
-            (rule, tally)
-            for rule, tally in zip(ticket.rules, reservation.tallies, strict=True)
-            if tally.spent + cost > _limit(rule.line, tally)
+        pairs = list(zip(ticket.rules, reservation.tallies, strict=True))
+        refusing = [(rule, tally) for rule, tally in pairs if not tally.known] or [
+            (rule, tally) for rule, tally in pairs if tally.spent + cost > _limit(rule.line, tally)
         ]
         rule, tally = min(refusing, key=lambda pair: _limit(pair[0].line, pair[1]) - pair[1].spent)
         budget, source = rule.budget, self.source
         limit, spent = _limit(rule.line, tally) / NANO, tally.spent / NANO
         left = max(0.0, limit - spent)
-        reset = datetime.fromtimestamp(tally.end, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        wait = max(0.0, tally.end - datetime.now(tz=UTC).timestamp())
+        end = datetime.fromtimestamp(tally.end, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        reset = f"; it resets at {end}"
+        wait: float | None = max(0.0, tally.end - datetime.now(tz=UTC).timestamp())
         tier = ticket.requested.value if ticket.requested is not None else "unset"
         if step is not None:
             tier = f"{tier} stepped down to {step.applied.value}"
         where = f"budget {budget.label!r} (${budget.usd:g} a {budget.per}, UTC)"
-        if tally.share is None:
+        kind = "budget_exceeded"
+        if not tally.known:
+            # Not the window's end: the call may go as soon as Redis answers.
+            kind, wait, reset = "spend_unknown", None, ""
+            stands = f"{where}: {_UNKNOWN}"
+        elif tally.share is None:
             stands = f"{where} has ${left:.6f} left (${spent:.6f} spent)"
         else:
             part = f"1/{tally.workers}"
@@ -489,8 +501,7 @@ class BudgetMiddleware:
         return BudgetExceededError(
             f"{self.profile.id} source {self.index} ({source.model}): {stands}; this call may "
             f"cost up to ${cost / NANO:.6f} (about {ticket.prompt} prompt tokens and its "
-            f"output ceiling, reasoning_effort={tier}); it resets at {reset}; the call was "
-            "not sent",
+            f"output ceiling, reasoning_effort={tier}){reset}; the call was not sent",
             budget=budget.label,
             scope=rule.scope,
             window=budget.per,
@@ -500,7 +511,7 @@ class BudgetMiddleware:
             resets_at=float(tally.end),
             provider=self.profile.id,
             source_index=self.index,
-            error_type="budget_exceeded",
+            error_type=kind,
             retry_after=wait,
         )
 
@@ -615,6 +626,12 @@ class BudgetMiddleware:
         fits = True
         for rule, tally in zip(rules, tallies, strict=True):
             limit = _limit(rule.line, tally)
+            if not tally.known:
+                fits = False
+                reasons.append(
+                    f"budget {rule.budget.label!r}: {_UNKNOWN}: it would raise BudgetExceededError"
+                )
+                continue
             if tally.share is not None:
                 reasons.append(
                     f"budget {rule.budget.label!r}: Redis does not answer, so this process "
