@@ -29,6 +29,17 @@ flight at once; over the run, the calls received against what the limit allows (
 bucket's minute at the first call plus its refill until the last). ``--label`` names the
 build measured (run it with another build's ``src`` first on ``PYTHONPATH`` for a
 before/after); results go to ``benchmarks/results/shared-limits-outage-<label>.json``.
+
+``--unreached`` runs a fourth alone. **Redis never there**: the ``--workers`` processes (8
+tasks each) share one source limited to ``--rpm`` (default 60) and ``--concurrency`` for
+``--seconds`` (default 5), calling as in the outage scenario, three times: with Redis up,
+with nothing listening at its address, and the same with ``?workers=N`` in the URL (N the
+number of processes). Measured at the simulator: the calls received against what the limit
+allows (the bucket's minute plus its refill over the run) and the most in flight. Then the
+same three with one daily spend budget and no rate limit instead (``_BUDGET``: 4 tasks per
+process calling for 8 s against a simulator answering in 0.05 s, a refused call trying again
+0.1 s later): what each process spent.
+Results go to ``benchmarks/results/shared-limits-unreached.json``.
 """
 
 from __future__ import annotations
@@ -77,7 +88,7 @@ def _worker(job: dict[str, Any], module: str = "benchmarks.shared_limits") -> di
 async def _load(job: dict[str, Any]) -> dict[str, Any]:
     import anyio
 
-    from polythink import Client, Source
+    from polythink import Budget, BudgetExceededError, Client, Source
     from polythink.errors import PolythinkError, RateLimitedError
 
     source = Source(
@@ -95,18 +106,32 @@ async def _load(job: dict[str, Any]) -> dict[str, Any]:
         # A loaded machine may starve a worker past the default 0.5 s socket timeout, which
         # would look like an outage to that worker alone; this scenario times a real one.
         limits = RedisLimitStore(limits, retry_interval=0.5, socket_timeout=2.0)
+    budgets = [Budget(job["budget"], "day", name="bench")] if job.get("budget") else []
     sent = refused = timed_out = 0
-    async with Client([source], limits=limits) as client:
+    spent = 0.0
+    unaffordable: dict[str, int] = {}
+    async with Client([source], limits=limits, budgets=budgets) as client:
         await anyio.sleep(max(0.0, job["start_at"] - time.time()))
 
         async def task(i: int) -> None:
-            nonlocal sent, refused, timed_out
+            nonlocal sent, refused, timed_out, spent
             n = 0
             while (left := job["until"] - time.time()) > 0:
                 n += 1
                 prompt = [{"role": "user", "content": f"call {os.getpid()}-{i}-{n}"}]
                 try:
-                    await client.complete(prompt, timeout=left)
+                    answer = await client.complete(
+                        prompt,
+                        timeout=left,
+                        reasoning_effort=job.get("effort"),
+                        max_tokens=job.get("max_tokens"),
+                    )
+                except BudgetExceededError as exc:
+                    # Refused unsent; a budget shared on Redis may allow it again later.
+                    kind = exc.error_type or ""
+                    unaffordable[kind] = unaffordable.get(kind, 0) + 1
+                    await anyio.sleep(min(0.1, left))
+                    continue
                 except RateLimitedError as exc:
                     refused += 1
                     if not job.get("outage"):
@@ -119,11 +144,18 @@ async def _load(job: dict[str, Any]) -> dict[str, Any]:
                     timed_out += 1
                     return
                 sent += 1
+                spent += answer.cost.total if answer.cost is not None else 0.0
 
         async with anyio.create_task_group() as tg:
-            for i in range(_TASKS):
+            for i in range(job.get("tasks", _TASKS)):
                 tg.start_soon(task, i)
-    return {"sent": sent, "refused": refused, "timed_out": timed_out}
+    return {
+        "sent": sent,
+        "refused": refused,
+        "timed_out": timed_out,
+        "spent_usd": spent,
+        "budget_refusals": unaffordable,
+    }
 
 
 async def _cost(job: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +360,94 @@ def _outage(sim: SimProcess, server: RedisProcess, args: argparse.Namespace) -> 
     }
 
 
+_BUDGET = {"budget": 0.60, "effort": "low", "max_tokens": 400, "tasks": 4}
+"""The budget runs of ``--unreached``: $0.60 a day, gpt-5.5 at ``low`` with ``max_tokens``
+400 (a worst case of $0.012), 4 tasks per process, no rate limit or concurrency cap, against
+a simulator answering in 0.05 s."""
+_BUDGET_SECONDS = 8.0
+_BUDGET_LATENCY = 0.05
+
+
+def _unreached(sim: SimProcess, args: argparse.Namespace) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {"limits": [], "budget": []}
+    with RedisProcess() as up:
+        absent = RedisProcess()  # a free port of its own, where nothing is started
+        urls = (
+            ("Redis up", up.url),
+            ("Redis never there", absent.url),
+            (f"Redis never there, ?workers={args.workers}", f"{absent.url}?workers={args.workers}"),
+        )
+        for kind in ("limits", "budget"):
+            limits = kind == "limits"
+            seconds = args.seconds if limits else _BUDGET_SECONDS
+            for name, url in urls:
+                control, start_at = _ready(sim, _OUTAGE_LATENCY if limits else _BUDGET_LATENCY)
+                job: dict[str, Any] = {
+                    "redis": url,
+                    "outage": True,
+                    "base_url": f"{sim.root}/openai/v1",
+                    "rpm": args.rpm if limits else None,
+                    "concurrency": args.concurrency if limits else None,
+                    "start_at": start_at,
+                    "until": start_at + seconds,
+                }
+                if kind == "budget":
+                    job.update(_BUDGET)
+                workers = _loads([_spawn_load(job) for _ in range(args.workers)])
+                stats = control.get("/_bench/stats").json()
+                run = {
+                    "run": name,
+                    "seconds": seconds,
+                    "received": stats["requests"],
+                    "max_in_flight": stats["max_in_flight"],
+                }
+                if limits:
+                    run["allowed"] = args.rpm + args.rpm / 60 * seconds
+                else:
+                    run["spent_usd"] = [w["spent_usd"] for w in workers]
+                    run["budget_refusals"] = [w["budget_refusals"] for w in workers]
+                runs[kind].append(run)
+    return {
+        "workers": args.workers,
+        "tasks_per_worker": _TASKS,
+        "latency_s": _OUTAGE_LATENCY,
+        "rpm": args.rpm,
+        "max_concurrency": args.concurrency,
+        "budget": _BUDGET,
+        **runs,
+    }
+
+
+def _unreached_main(args: argparse.Namespace) -> int:
+    with SimProcess() as sim:
+        before = os.getloadavg()
+        result = _unreached(sim, args)
+        result["load_average"] = [before, os.getloadavg()]
+    result["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    path = RESULTS.parent / "shared-limits-unreached.json"
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"Redis never there: {args.workers} workers x {_TASKS} tasks, {args.rpm:g} rpm, "
+        f"{args.concurrency} in flight, {args.seconds:g} s"
+    )
+    for run in result["limits"]:
+        print(
+            f"  {run['run']:34} received {run['received']:4} of {run['allowed']:g} allowed, "
+            f"most in flight {run['max_in_flight']}"
+        )
+    budget = result["budget"]
+    print(
+        f"budget ${_BUDGET['budget']:g} a day, {args.workers} workers x {_BUDGET['tasks']} tasks, "
+        f"gpt-5.5 at {_BUDGET['effort']}, max_tokens {_BUDGET['max_tokens']}, "
+        f"{_BUDGET_SECONDS:g} s"
+    )
+    for run in budget:
+        each = ", ".join(f"{usd:.3f}" for usd in run["spent_usd"])
+        print(f"  {run['run']:34} spent ${sum(run['spent_usd']):.3f} (${each})")
+    print(f"results: {path}")
+    return 0
+
+
 def _outage_main(args: argparse.Namespace) -> int:
     with RedisProcess() as server, SimProcess() as sim:
         before = os.getloadavg()
@@ -381,8 +501,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.shared_limits")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--rpm", type=float, default=None, help="600 (--outage: 300)")
+    parser.add_argument("--seconds", type=float, default=None, help="20 (--unreached: 5)")
+    parser.add_argument(
+        "--rpm", type=float, default=None, help="600 (--outage: 300, --unreached: 60)"
+    )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
@@ -391,14 +513,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the outage scenario only",
     )
+    parser.add_argument(
+        "--unreached",
+        action="store_true",
+        help="run the scenario of a Redis never there only",
+    )
     parser.add_argument("--kill-at", type=float, default=6.0)
     parser.add_argument("--restart-at", type=float, default=12.0)
     parser.add_argument("--label", default="this-build")
     args = parser.parse_args(argv)
     if args.rpm is None:
-        args.rpm = 300.0 if args.outage else 600.0
+        args.rpm = 300.0 if args.outage else 60.0 if args.unreached else 600.0
+    if args.seconds is None:
+        args.seconds = 5.0 if args.unreached else 20.0
     if args.outage:
         return _outage_main(args)
+    if args.unreached:
+        return _unreached_main(args)
     with RedisProcess() as server, SimProcess() as sim:
         url = server.url
         result = {
