@@ -72,7 +72,9 @@ async def test_a_budget_never_read_is_unknown_unless_workers_is_configured() -> 
     assert (tally.known, tally.share, tally.spent) == (True, 200, 100)
 
 
-def test_workers_come_from_the_url_of_the_limits_and_nowhere_else() -> None:
+def test_workers_come_from_the_url_of_the_limits_and_nowhere_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert split_workers("redis://r:6379/0?workers=4") == ("redis://r:6379/0", 4)
     assert split_workers("redis://:pw@r:6379/0?socket_timeout=2&workers=3") == (
         "redis://:pw@r:6379/0?socket_timeout=2",
@@ -93,6 +95,21 @@ def test_workers_come_from_the_url_of_the_limits_and_nowhere_else() -> None:
     client = Client([Source("openai", "gpt-5.5", api_key="sk-x")], limits="redis://r:1/0?workers=6")
     assert client._shared is not None
     assert client._shared.workers == 6
+    # The same string from a TOML file's limits key, or from {SCOPE}__LIMITS.
+    toml = tmp_path / "chat.toml"
+    toml.write_text(
+        'limits = "redis://r:1/0?workers=3"\n\n'
+        '[[source]]\nprovider = "openai"\nmodel = "gpt-5.5"\napi_key = "sk-x"\n'
+    )
+    from_toml = Client.from_toml(toml)
+    assert from_toml._shared is not None
+    assert from_toml._shared.workers == 3
+    monkeypatch.setenv("CHAT__OPENAI__0__MODEL", "gpt-5.5")
+    monkeypatch.setenv("CHAT__OPENAI__0__API_KEY", "sk-x")
+    monkeypatch.setenv("CHAT__LIMITS", "redis://r:1/0?workers=5")
+    from_env = Client.from_env("CHAT")
+    assert from_env._shared is not None
+    assert from_env._shared.workers == 5
 
 
 async def test_limits_never_reached_start_empty_then_join_the_server_when_it_answers(
