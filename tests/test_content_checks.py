@@ -132,7 +132,7 @@ def test_an_assistant_message_needs_content_or_some_output() -> None:
         Message(role="assistant")
     assert str(caught.value) == (
         "assistant message has no content: it needs 'content' (a string or a list of content "
-        "parts), or tool_calls, reasoning or reasoning_items"
+        "parts), or tool_calls, reasoning, reasoning_items, refusal, audio_id or function_call"
     )
     call = ToolCall(id="c1", name="f", arguments="{}")
     assert Message(role="assistant", tool_calls=(call,)).content is None

@@ -437,8 +437,6 @@ _CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": 
         {"role": "assistant", "content": None, "tool_calls": (_CALL,)},
         {"role": "assistant", "content": None, "tool_calls": [ToolCall(id="c", name="g")]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"ok":true}'},
-        {"role": "user", "content": "x", "tool_call_id": "stray"},
-        {"role": "user", "content": "x", "name": 7},
         {"role": "user", "content": [{"type": "text", "text": "parts"}]},
         {"role": "assistant", "content": "x", "reasoning_content": "why"},
     ],
@@ -487,6 +485,8 @@ def test_dicts_coerce_to_what_the_constructor_builds(value: dict[str, Any]) -> N
             {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {}}]},
             "a tool call needs a function name",
         ),
+        ({"role": "user", "content": "x", "name": 7}, "user message name must be a string"),
+        ({"role": "user", "content": "x", "tool_call_id": "c1"}, "user message has tool_call_id"),
     ],
 )
 def test_dicts_the_fast_path_refuses_fail_as_before(value: dict[str, Any], error: str) -> None:

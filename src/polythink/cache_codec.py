@@ -123,6 +123,8 @@ def _call_in(data: Any) -> ToolCall:
 
 
 def _message_in(data: Mapping[str, Any]) -> Message:
+    # refusal, audio_id and function_call are written only when set (message_fields).
+    function_call = data.get("function_call")
     return Message(
         role=data["role"],
         content=data["content"],
@@ -132,6 +134,9 @@ def _message_in(data: Mapping[str, Any]) -> Message:
         reasoning=data["reasoning"],
         reasoning_items=tuple(data["reasoning_items"]),
         reasoning_format=data["reasoning_format"],
+        refusal=data.get("refusal"),
+        audio_id=data.get("audio_id"),
+        function_call=_call_in(["", *function_call]) if function_call else None,
     )
 
 

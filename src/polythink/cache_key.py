@@ -92,8 +92,10 @@ def canonical_json(value: Any) -> str:
 
 def message_fields(message: Message) -> dict[str, Any]:
     """Return the fields of ``message`` a provider sees (metadata is never sent), as the
-    key's canonical JSON and a cache entry both write them."""
-    return {
+    key's canonical JSON and a cache entry both write them. Chat's assistant ``refusal``,
+    ``audio_id`` and ``function_call`` are written only when set, so the key of every
+    other message is what it was before they existed."""
+    fields = {
         "role": message.role,
         "content": message.content,
         "tool_calls": [[c.id, c.name, c.arguments] for c in message.tool_calls],
@@ -103,6 +105,13 @@ def message_fields(message: Message) -> dict[str, Any]:
         "reasoning_items": list(message.reasoning_items),
         "reasoning_format": message.reasoning_format,
     }
+    if message.refusal is not None:
+        fields["refusal"] = message.refusal
+    if message.audio_id is not None:
+        fields["audio_id"] = message.audio_id
+    if message.function_call is not None:
+        fields["function_call"] = [message.function_call.name, message.function_call.arguments]
+    return fields
 
 
 _UNKEYED_HEADERS = frozenset(
@@ -298,6 +307,9 @@ def _plain_message(message: Message) -> dict[str, Any] | None:
     if (
         content.__class__ in _TEXT
         and not message.reasoning_items
+        and message.refusal is None
+        and message.audio_id is None
+        and message.function_call is None
         and reasoning.__class__ in _TEXT
         and call_id.__class__ in _TEXT
         and name.__class__ in _TEXT

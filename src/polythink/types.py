@@ -410,10 +410,25 @@ class Message:
       (``anthropic``, ``openai-responses``, ``openrouter-responses``, ``gemini``,
       ``openrouter``).
 
+    ``name`` tells participants of one role apart (OpenAI Chat's ``name``); on a tool message
+    it is the function's name (Gemini's ``functionResponse.name``, Responses'
+    ``function_call_output.name``). The Chat fields of an assistant turn have their own:
+
+    - ``refusal``: the model's refusal message (Chat's ``refusal``); a wire without one gets
+      it as the turn's text.
+    - ``audio_id``: the id of a previous audio answer (Chat's ``audio: {"id": ...}``); only
+      OpenAI Chat carries it.
+    - ``function_call``: the legacy call of Chat's ``function_call`` (``name`` and
+      ``arguments``; its ``id`` is empty, the legacy shape has none). Only Chat carries it:
+      the other wires pair a call with its result by id, so there it is refused; send
+      ``tool_calls`` instead.
+
     Raises:
         ValueError: an unknown role, missing content, a malformed content part (naming its
             index, what was wrong and what is accepted), text with a lone surrogate (naming
-            the field), a tool message without ``tool_call_id``.
+            the field), a tool message without ``tool_call_id``, a ``name`` or ``refusal``
+            that is not a string, ``refusal``, ``audio_id`` or ``function_call`` on a turn
+            that is not the assistant's.
 
     ``metadata`` (:class:`MessageMetadata`) is what polythink recorded about an assistant
     turn it returned: provider, model as served, source index, start and duration, and
@@ -433,6 +448,9 @@ class Message:
     reasoning: str | None = None
     reasoning_items: tuple[Mapping[str, Any], ...] = ()
     reasoning_format: str | None = None
+    refusal: str | None = None
+    audio_id: str | None = None
+    function_call: ToolCall | None = None
     metadata: MessageMetadata | None = field(default=None, compare=False)
 
     _memo: tuple[str, Any] | dict[str, Any] | None = field(
@@ -462,6 +480,8 @@ class Message:
         for call in calls:
             if call.__class__ is not ToolCall and not isinstance(call, ToolCall):
                 raise ValueError("Message.tool_calls must hold ToolCall values")
+        if self.function_call is not None and not isinstance(self.function_call, ToolCall):
+            raise ValueError("Message.function_call must be a ToolCall or None")
         if self.reasoning_items.__class__ is not tuple:
             object.__setattr__(self, "reasoning_items", tuple(self.reasoning_items))
         if self.metadata is not None and not isinstance(self.metadata, MessageMetadata):
@@ -507,16 +527,18 @@ class Message:
 
         The dict may carry ``reasoning_content`` or ``reasoning`` (string) for the reasoning
         text, and ``reasoning_details`` (OpenRouter) for opaque items. Every key of the
-        OpenAI chat request messages is accepted (``refusal``, ``audio`` and
-        ``function_call`` are not sent on), and every field of ``Message``; any other key is
+        OpenAI chat request messages is accepted (an assistant's ``refusal``, ``audio``
+        (``{"id": ...}``, kept as ``audio_id``) and legacy ``function_call``
+        (``{"name", "arguments"}``) too), and every field of ``Message``; any other key is
         refused, as is a system, developer, user or tool message without ``content``, or an
         assistant message with neither content nor any output.
 
         Raises:
             ValueError: when the value is not a message or dict, or is malformed (unknown
                 role or key, missing content, a tool message without ``tool_call_id``, a
-                tool call without a name); the message names the key and lists the
-                accepted ones.
+                tool call without a name, a ``name`` that is not a string, an ``audio`` or
+                ``function_call`` of another shape); the message names the key and lists
+                the accepted ones.
         """
         if value.__class__ is Message or isinstance(value, Message):
             return value
@@ -536,24 +558,38 @@ class Message:
                 if plain and raw_calls and raw_calls.__class__ is not list:
                     plain = False
                 tool_call_id = fetch("tool_call_id")
+                name = fetch("name")
+                if (name is not None and name.__class__ is not str) or (
+                    tool_call_id is not None and role != "tool"
+                ):
+                    plain = False
                 if plain and (role != "tool" or (tool_call_id.__class__ is str and tool_call_id)):
                     fill: Any = _new(_MessageSlots)
                     fill.role = role
                     fill.content = content
                     fill.tool_calls = tuple([_tool_call(c) for c in raw_calls]) if raw_calls else ()
                     fill.tool_call_id = tool_call_id
-                    fill.name = fetch("name")
+                    fill.name = name
                     fill.reasoning = None
                     fill.reasoning_items = ()
                     fill.reasoning_format = None
+                    fill.refusal = None
+                    fill.audio_id = None
+                    fill.function_call = None
                     fill.metadata = None
                     fill._memo = None
                     for later, make in _LATER_DEFAULTS:
                         setattr(fill, later, make())
                     fill.__class__ = cast(Any, Message)
                     fast: Message = fill
-                    if raw_calls or not (
-                        content is None or content.isascii() or _SURROGATE.search(content) is None
+                    if (
+                        raw_calls
+                        or name is not None
+                        or not (
+                            content is None
+                            or content.isascii()
+                            or _SURROGATE.search(content) is None
+                        )
                     ):
                         _check_fields(fast)
                     return fast
@@ -603,6 +639,11 @@ class Message:
         content = get("content")
         tool_call_id = get("tool_call_id")
         metadata = get("metadata")
+        audio = get("audio")
+        audio_id = _audio_id(audio) if audio is not None else get("audio_id")
+        function_call = get("function_call")
+        if function_call is not None:
+            function_call = _legacy_call(function_call)
         if (
             cls is not Message
             or metadata is not None
@@ -620,6 +661,9 @@ class Message:
                 reasoning=reasoning,
                 reasoning_items=items,
                 reasoning_format=fmt,
+                refusal=get("refusal"),
+                audio_id=audio_id,
+                function_call=function_call,
                 metadata=metadata,
             )
         # What __post_init__ checks holds here, so the value is built through its slots,
@@ -633,6 +677,9 @@ class Message:
         _set_reasoning(message, reasoning)
         _set_reasoning_items(message, items)
         _set_reasoning_format(message, fmt)
+        _set_refusal(message, get("refusal"))
+        _set_audio_id(message, audio_id)
+        _set_function_call(message, function_call)
         for set_default, default in _OTHER_DEFAULTS:
             set_default(message, default())
         _check_fields(message)
@@ -644,9 +691,10 @@ class Message:
         The shape is OpenAI chat's (``role``, ``content``, ``tool_calls`` as
         ``{id, type, function: {name, arguments}}``, ``tool_call_id``, ``name``) plus
         ``reasoning`` (text), ``reasoning_items`` (the provider's opaque items, verbatim),
-        ``reasoning_format`` and ``metadata``; fields that are unset are left out, except
-        ``content``. Content parts and reasoning items are copied, not re-encoded, so a
-        signature or encrypted blob comes back byte for byte.
+        ``reasoning_format``, Chat's ``refusal``, ``audio`` (``{"id": audio_id}``) and
+        ``function_call`` (``{"name", "arguments"}``), and ``metadata``; fields that are
+        unset are left out, except ``content``. Content parts and reasoning items are
+        copied, not re-encoded, so a signature or encrypted blob comes back byte for byte.
         """
         out: dict[str, Any] = {"role": self.role, "content": _copied(self.content)}
         if self.tool_calls:
@@ -661,6 +709,12 @@ class Message:
             out["reasoning_items"] = [_copied(item) for item in self.reasoning_items]
         if self.reasoning_format is not None:
             out["reasoning_format"] = self.reasoning_format
+        if self.refusal is not None:
+            out["refusal"] = self.refusal
+        if self.audio_id is not None:
+            out["audio"] = {"id": self.audio_id}
+        if self.function_call is not None:
+            out["function_call"] = self.function_call.to_openai()["function"]
         if self.metadata is not None:
             out["metadata"] = self.metadata.to_dict()
         return out
@@ -689,6 +743,7 @@ class Message:
         raw_calls = data.get("tool_calls") or ()
         if not isinstance(raw_calls, list | tuple):
             raise ValueError("a saved message's tool_calls must be a list of tool calls")
+        audio, function_call = data.get("audio"), data.get("function_call")
         return cls(
             role=str(data.get("role")),
             content=data.get("content"),
@@ -698,6 +753,9 @@ class Message:
             reasoning=data.get("reasoning"),
             reasoning_items=tuple(items),
             reasoning_format=data.get("reasoning_format"),
+            refusal=data.get("refusal"),
+            audio_id=_audio_id(audio) if audio is not None else None,
+            function_call=_legacy_call(function_call) if function_call is not None else None,
             metadata=data.get("metadata"),
         )
 
@@ -767,6 +825,9 @@ _set_name = _slot("name")
 _set_reasoning = _slot("reasoning")
 _set_reasoning_items = _slot("reasoning_items")
 _set_reasoning_format = _slot("reasoning_format")
+_set_refusal = _slot("refusal")
+_set_audio_id = _slot("audio_id")
+_set_function_call = _slot("function_call")
 _DICT_KEYS = frozenset(
     {
         "role",
@@ -777,9 +838,37 @@ _DICT_KEYS = frozenset(
         "reasoning",
         "reasoning_items",
         "reasoning_format",
+        "refusal",
+        "audio",
+        "function_call",
         "metadata",
     }
 )
+
+
+def _audio_id(value: Any) -> str:
+    """The id of Chat's assistant ``audio`` object (``{"id": "audio_..."}``)."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("id"), str) or not value["id"]:
+        raise ValueError(
+            "an assistant message's audio must be {'id': '<id of a previous audio answer>'} "
+            f"(OpenAI Chat's assistant audio); got {value!r}"
+        )
+    return str(value["id"])
+
+
+def _legacy_call(value: Any) -> ToolCall:
+    """Chat's legacy assistant ``function_call`` (``{"name", "arguments"}``, both strings,
+    both required) as a :class:`ToolCall` with an empty id."""
+    if isinstance(value, ToolCall):
+        return value
+    name = value.get("name") if isinstance(value, Mapping) else None
+    arguments = value.get("arguments") if isinstance(value, Mapping) else None
+    if not (isinstance(name, str) and name and isinstance(arguments, str)):
+        raise ValueError(
+            "an assistant message's function_call must be {'name': '...', 'arguments': "
+            f"'<JSON text>'}} (OpenAI Chat's legacy function call); got {value!r}"
+        )
+    return ToolCall(id="", name=name, arguments=arguments)
 
 
 def _copied(value: Any) -> Any:
@@ -832,6 +921,9 @@ _COERCED = frozenset(
         "reasoning",
         "reasoning_items",
         "reasoning_format",
+        "refusal",
+        "audio_id",
+        "function_call",
     }
 )
 _OTHER_DEFAULTS: tuple[tuple[Callable[[Message, Any], None], Callable[[], Any]], ...] = tuple(
@@ -992,9 +1084,20 @@ def _check_message(message: Message) -> None:
     role = message.role
     if message.content is None and (
         role in _NEEDS_CONTENT
-        or not (message.tool_calls or message.reasoning or message.reasoning_items)
+        or not (
+            message.tool_calls
+            or message.reasoning
+            or message.reasoning_items
+            or message.refusal
+            or message.audio_id
+            or message.function_call
+        )
     ):
-        needs = "" if role in _NEEDS_CONTENT else ", or tool_calls, reasoning or reasoning_items"
+        needs = (
+            ""
+            if role in _NEEDS_CONTENT
+            else ", or tool_calls, reasoning, reasoning_items, refusal, audio_id or function_call"
+        )
         raise ValueError(
             f"{role} message has no content: it needs 'content' (a string or a list of "
             f"content parts){needs}"
@@ -1003,9 +1106,9 @@ def _check_message(message: Message) -> None:
 
 
 def _check_fields(message: Message) -> None:
-    """The checks :meth:`Message.coerce` adds to its own (which also accept an assistant
-    dict whose only output is a ``refusal`` or ``audio`` key): the content's parts, and
-    valid Unicode in every text a provider receives."""
+    """The checks :meth:`Message.coerce` adds to its own: the content's parts, a string
+    ``name``, Chat's ``refusal``, ``audio`` and ``function_call`` on assistant turns only,
+    and valid Unicode in every text a provider receives."""
     role = message.role
     if message.content is not None:
         check_content(role, message.content)
@@ -1013,6 +1116,36 @@ def _check_fields(message: Message) -> None:
         check_text(call.arguments, f"{role} message tool call {call.id!r} arguments")
     if message.reasoning is not None:
         check_text(message.reasoning, f"{role} message reasoning")
+    if message.tool_call_id is not None and role != "tool":
+        raise ValueError(
+            f"{role} message has tool_call_id {message.tool_call_id!r}: only a tool message "
+            "answers a call"
+        )
+    name = message.name
+    if name is not None:
+        if name.__class__ is not str and not isinstance(name, str):
+            raise ValueError(
+                f"{role} message name must be a string (it tells participants apart); got "
+                f"{type(name).__name__} {name!r}"
+            )
+        check_text(name, f"{role} message name")
+    if message.refusal is None and message.audio_id is None and message.function_call is None:
+        return
+    if role != "assistant":
+        raise ValueError(
+            f"{role} message has refusal, audio or function_call: they belong to assistant "
+            "messages (OpenAI Chat's ChatCompletionRequestAssistantMessage)"
+        )
+    if message.refusal is not None:
+        if not isinstance(message.refusal, str):
+            raise ValueError(f"assistant message refusal must be a string; got {message.refusal!r}")
+        check_text(message.refusal, "assistant message refusal")
+    if message.audio_id is not None and not (
+        isinstance(message.audio_id, str) and message.audio_id
+    ):
+        raise ValueError(f"assistant message audio_id must be a string; got {message.audio_id!r}")
+    if message.function_call is not None:
+        check_text(message.function_call.arguments, "assistant message function_call arguments")
 
 
 MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "contents"})
@@ -1316,8 +1449,14 @@ class PromptCache:
       at most 64 characters: calls that share it are routed to the same cache) and
       ``prompt_cache_retention`` (``retention``: ``in_memory`` or ``24h``); both from
       ``../shared/wire/specs/openai_openapi.yaml`` (2026-08-21). OpenAI caches prefixes
-      on its own, so without them nothing is sent.
+      on its own, so without them nothing is sent. ``breakpoints="explicit"`` on gpt-5.6
+      and later sends ``prompt_cache_options`` and ``prompt_cache_breakpoint`` on the
+      stable system prompt's last part and the last message's.
     - Gemini caches implicitly and has no per-request marker: nothing is sent.
+
+    ``ttl="1h"`` is sent only where a ``cache_control`` carries it (Anthropic, OpenRouter);
+    elsewhere the call goes out without it and the response's warnings say so (OpenAI keeps
+    a prefix at least 30 minutes, its only ``prompt_cache_options.ttl``).
 
     A stable system prompt with a per-call ``system_suffix`` keeps the cached prefix
     identical from call to call.
