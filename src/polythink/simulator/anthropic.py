@@ -38,7 +38,10 @@ against (WIRE.md §3):
   ``output_tokens_details.thinking_tokens``;
 - a text block that is empty or whitespace only is a 400, as on the API; a thinking answer to
   a prompt starting with :data:`BLANK_TEXT_TRIGGER` carries such blocks, as adaptive thinking
-  can;
+  can; so is a message with empty content (``[]`` or ``""``) other than a final assistant
+  turn ("all messages must have non-empty content except for the optional final assistant
+  message"), and a text block with a field ``RequestTextBlock`` does not have (OpenAI's
+  ``prompt_cache_breakpoint``: "Extra inputs are not permitted");
 - thinking blocks sent back must carry the signature the simulator made for their text, and
   with manual thinking on, the assistant turn before the final ``tool_result`` turn must start
   with its thinking block (the API's rule for tool use with thinking, ANT-DOC-ext);
@@ -191,13 +194,29 @@ def _check_blocks(i: int, message: Mapping[str, Any], previous: Any) -> None:
             )
 
 
+_TEXT_BLOCK_FIELDS = frozenset({"type", "text", "cache_control", "citations"})
+"""The fields of ``RequestTextBlock`` (Anthropic Messages OpenAPI docs copy)."""
+
+
 def _check_history(messages: list[Any], manual_thinking: bool) -> None:
+    last = len(messages) - 1
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
             raise _Rejected(f"messages.{i}.role: Input should be 'user' or 'assistant'")
         _check_blocks(i, message, messages[i - 1] if i else None)
+        content = message.get("content")
+        if content in ("", []) and not (i == last and message.get("role") == "assistant"):
+            raise _Rejected(
+                f"messages.{i}: all messages must have non-empty content except for the "
+                "optional final assistant message"
+            )
         for j, block in enumerate(_blocks(message)):
             kind = block.get("type")
+            extra = sorted(set(block) - _TEXT_BLOCK_FIELDS) if kind == "text" else []
+            if extra:
+                raise _Rejected(
+                    f"messages.{i}.content.{j}.text.{extra[0]}: Extra inputs are not permitted"
+                )
             if kind == "text" and not str(block.get("text") or "").strip():
                 raise _Rejected(
                     "messages: text content blocks must be non-empty"
