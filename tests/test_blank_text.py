@@ -253,8 +253,15 @@ async def test_gemini_empty_text_parts_are_left_out_whitespace_kept() -> None:
     with respx.mock(assert_all_called=True) as mock:
         route = mock.post(GEMINI_URL).respond(200, json=GEMINI_ANSWER)
         async with Client([source]) as client:
-            await client.complete(history, tools=[WEATHER])
+            response = await client.complete(history, tools=[WEATHER])
     contents = sent_json(route.calls[0])["contents"]
-    assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user", "user"]
+    # The model turn left without parts is not sent; the user turns around it become one.
+    assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user"]
     assert contents[1]["parts"] == [signed, call]
     assert contents[3]["parts"] == [{"text": " "}]
+    assert contents[4]["parts"] == [{"text": "Thanks."}, {"text": "Bye."}]
+    assert [w for w in response.warnings if "assistant turn" in w] == [
+        "not sent to gemini: the empty assistant turn of message 5 (it has no text, tool call "
+        "or refusal, and Anthropic and Gemini refuse an empty turn: no wire gets one, and the "
+        "turns around it meet)"
+    ]

@@ -202,7 +202,7 @@ async def test_a_part_no_wire_carries_is_refused_before_sending(provider: str) -
         "gemini": "image_url, text",
     }[provider]
     assert error.message == (
-        f"{provider} cannot carry content part 1 of a user message (type 'video'); accepted in "
+        f"{provider} cannot carry content part 1 of message 0 (user) (type 'video'); accepted in "
         f"user messages on this wire: {accepted}"
     )
 

@@ -32,7 +32,7 @@ from polythink.errors import PolythinkError
 from polythink.middleware.cache import CacheMiddleware, canonical_request
 from polythink.providers import get_provider
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses, transport_class
-from polythink.transports.base import dumps
+from polythink.transports.base import append_system_suffix, dumps
 from polythink.types import (
     Message,
     PromptCache,
@@ -230,7 +230,7 @@ def _reference_body(transport: Any, request: Request) -> dict[str, Any]:
         # conversations have no tool results with images, the one case that adds a turn).
         messages = [openai_chat._message_body(m, transport.profile) for m in request.messages]
         if request.system_suffix:
-            openai_chat._append_system_suffix(messages, request.system_suffix)
+            append_system_suffix(messages, request.system_suffix, "text")
         body["messages"] = messages
     return body
 

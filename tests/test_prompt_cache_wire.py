@@ -467,9 +467,12 @@ async def test_chat_image_only_tool_result_points_to_the_next_message() -> None:
 
 async def test_responses_function_output_is_a_content_array_with_the_image() -> None:
     body = await sent("openai-responses", [*LOOP[:2], SHOT_RESULT], tools=[SHELL])
+    # The tool message's name is the output's name (FunctionCallOutputItemParam.name,
+    # openai_openapi.yaml 2026-08-21).
     assert body["input"][2] == {
         "type": "function_call_output",
         "call_id": "call_1",
+        "name": "shell",
         "output": [
             {"type": "input_text", "text": "Screenshot of the page:"},
             {

@@ -46,6 +46,16 @@ from polythink.transports.base import (
     part_types,
     token_count,
 )
+from polythink.transports.carry import (
+    EMPTY_TURN,
+    EMPTY_WHY,
+    LeftOut,
+    empty_turn,
+    extra_keys,
+    name_note,
+    refusal_text,
+    refuse_chat_only,
+)
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
@@ -102,21 +112,61 @@ def _rejected(message: str) -> RequestRejectedError:
     return RequestRejectedError(message, provider="anthropic", error_type="invalid_request")
 
 
-def _image_block(part: Mapping[str, Any]) -> dict[str, Any]:
+_WIRE = "Anthropic's Messages API"
+_TEXT_KEYS = frozenset({"type", "text", "cache_control", "citations"})
+"""The fields of a ``text`` block (``RequestTextBlock``, Anthropic Messages OpenAPI)."""
+_IMAGE_URL_KEYS = frozenset({"type", "image_url", "cache_control"})
+"""What of a Chat ``image_url`` part an ``image`` block carries: the URL, and a
+``cache_control`` put on the part (``RequestImageBlock``)."""
+
+
+def _image_block(part: Mapping[str, Any], index: int, left_out: LeftOut) -> dict[str, Any]:
+    """An ``image`` block for a Chat ``image_url`` part. ``image_url.detail`` has no field
+    on Anthropic (the API sizes the image itself) and is noted, as is any part key but
+    ``cache_control``, which the block keeps."""
     image = part.get("image_url")
     url = image.get("url") if isinstance(image, Mapping) else image
     if not isinstance(url, str) or not url:
         raise _rejected(f"an image_url content part needs a url; got {dict(part)!r}")
+    unsent = extra_keys(part, _IMAGE_URL_KEYS)
+    if isinstance(image, Mapping) and image.get("detail") is not None:
+        unsent.insert(0, "image_url.detail")
+    if unsent:
+        left_out.add_part_keys(unsent, index, f"{_WIRE} has no such field on an image block")
+    block: dict[str, Any]
     if url.startswith("data:"):
         header, _, data = url[5:].partition(",")
         media_type, _, encoding = header.partition(";")
         if encoding != "base64" or not data:
             raise _rejected("an image data URL must be base64: data:<media type>;base64,<data>")
-        return {
+        block = {
             "type": "image",
             "source": {"type": "base64", "media_type": media_type, "data": data},
         }
-    return {"type": "image", "source": {"type": "url", "url": url}}
+    else:
+        block = {"type": "image", "source": {"type": "url", "url": url}}
+    if "cache_control" in part:
+        block["cache_control"] = part["cache_control"]
+    return block
+
+
+def _text_block(part: Mapping[str, Any], index: int, left_out: LeftOut) -> dict[str, Any]:
+    """A ``text`` part as a text block: what a text block has a field for (``cache_control``
+    too), without the rest (OpenAI's ``prompt_cache_breakpoint``), which is noted."""
+    unsent = extra_keys(part, _TEXT_KEYS)
+    if not unsent:
+        return dict(part)
+    left_out.add_part_keys(
+        unsent,
+        index,
+        f"{_WIRE} has no such field on a text block"
+        + (
+            "; PromptCache(breakpoints='explicit') puts cache_control breakpoints"
+            if "prompt_cache_breakpoint" in unsent
+            else ""
+        ),
+    )
+    return {key: value for key, value in part.items() if key in _TEXT_KEYS}
 
 
 def _blank(block: Mapping[str, Any]) -> bool:
@@ -130,8 +180,12 @@ def _blank(block: Mapping[str, Any]) -> bool:
     return not (isinstance(text, str) and text.strip())
 
 
-def _blocks(content: str | list[Any] | None, *, keep_empty: bool) -> list[dict[str, Any]]:
-    """Content as Anthropic blocks: text parts, images from ``image_url``, others as given.
+def _blocks(
+    content: str | list[Any] | None, left_out: LeftOut, *, keep_empty: bool
+) -> list[dict[str, Any]]:
+    """Content as Anthropic blocks: text parts (:func:`_text_block`), images from
+    ``image_url`` (:func:`_image_block`), a Chat ``refusal`` as text (an assistant's words),
+    others as given.
 
     Without ``keep_empty``, text that is empty or whitespace only is left out (the API refuses
     such blocks; see :func:`_blank`).
@@ -141,18 +195,21 @@ def _blocks(content: str | list[Any] | None, *, keep_empty: bool) -> list[dict[s
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if keep_empty or content.strip() else []
     blocks: list[dict[str, Any]] = []
-    for part in content:
+    for index, part in enumerate(content):
         if isinstance(part, str):
             part = {"type": "text", "text": part}
         if not isinstance(part, Mapping):
             raise _rejected(f"a content part must be an object or a string; got {part!r}")
         kind = part.get("type")
         if kind == "image_url":
-            blocks.append(_image_block(part))
-        elif not keep_empty and _blank(part):
+            blocks.append(_image_block(part, index, left_out))
             continue
-        else:
-            blocks.append(dict(part))
+        part = refusal_text(part) if kind == "refusal" else part
+        if not keep_empty and _blank(part):
+            continue
+        blocks.append(
+            _text_block(part, index, left_out) if part.get("type") == "text" else dict(part)
+        )
     return blocks
 
 
@@ -169,14 +226,17 @@ def _tool_input(call: ToolCall) -> Any:
     return value
 
 
-def _assistant_content(message: Message) -> list[dict[str, Any]]:
+def _assistant_content(message: Message, left_out: LeftOut) -> list[dict[str, Any]]:
     """The blocks of an assistant turn: its own blocks verbatim when it came from this wire
-    (thinking and redacted_thinking blocks with their signatures, in order), else text and
-    ``tool_use`` blocks. Text blocks the API refuses (empty or whitespace only, which adaptive
-    thinking can produce, even before its thinking block) are left out either way."""
+    (thinking and redacted_thinking blocks with their signatures, in order), else text (a
+    ``refusal`` after the content: it is what the model said) and ``tool_use`` blocks. Text
+    blocks the API refuses (empty or whitespace only, which adaptive thinking can produce,
+    even before its thinking block) are left out either way."""
     if message.reasoning_format == "anthropic" and message.reasoning_items:
         return [dict(item) for item in message.reasoning_items if not _blank(item)]
-    blocks = _blocks(message.content, keep_empty=False)
+    blocks = _blocks(message.content, left_out, keep_empty=False)
+    if message.refusal and message.refusal.strip():
+        blocks.append({"type": "text", "text": message.refusal})
     for call in message.tool_calls:
         blocks.append(
             {"type": "tool_use", "id": call.id, "name": call.name, "input": _tool_input(call)}
@@ -184,21 +244,29 @@ def _assistant_content(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _tool_result(message: Message) -> dict[str, Any]:
+def _tool_result(message: Message, left_out: LeftOut) -> dict[str, Any]:
     content = message.content
     return {
         "type": "tool_result",
         "tool_use_id": message.tool_call_id,
-        "content": content if isinstance(content, str) else _blocks(content, keep_empty=False),
+        "content": content
+        if isinstance(content, str)
+        else _blocks(content, left_out, keep_empty=False),
     }
 
 
-def _system(parts: list[str | list[Any] | None]) -> str | list[dict[str, Any]]:
-    if all(isinstance(p, str) or p is None for p in parts):
-        return "\n\n".join(p for p in parts if isinstance(p, str) and p)
+def _system(
+    parts: list[tuple[str | list[Any] | None, int]], left_out: LeftOut
+) -> str | list[dict[str, Any]]:
+    """The ``system`` field from ``(content, message index)`` pairs: one string of the system
+    messages joined by a blank line when they are strings, else their text blocks in order
+    (each part its own block)."""
+    if all(isinstance(p, str) or p is None for p, _ in parts):
+        return "\n\n".join(p for p, _ in parts if isinstance(p, str) and p)
     blocks: list[dict[str, Any]] = []
-    for part in parts:
-        blocks.extend(_blocks(part, keep_empty=False))
+    for part, position in parts:
+        left_out.position = position
+        blocks.extend(_blocks(part, left_out, keep_empty=False))
     return blocks
 
 
@@ -221,47 +289,66 @@ _NATIVE_BLOCKS = (
 ANTHROPIC_PARTS = part_types(
     system=("text",),
     user=(*_NATIVE_BLOCKS, "image_url"),
-    assistant=(*_NATIVE_BLOCKS, "image_url"),
+    assistant=(*_NATIVE_BLOCKS, "image_url", "refusal"),
     tool=("text", "image", "search_result", "image_url"),
 )
 """Content part types of the Messages wire, by role: the ``InputMessage.content`` blocks, the
 ``tool_result`` content blocks and the text-only ``system`` (Anthropic Messages OpenAPI,
 ``../shared/wire/specs/anthropic_messages_openapi_docs_copy.md``), plus ``image_url``,
-which becomes an ``image`` block."""
+which becomes an ``image`` block, and an assistant's ``refusal``, which becomes text."""
 
 
 def _messages(
-    messages: Sequence[Message], profile: ProviderProfile
+    messages: Sequence[Message], profile: ProviderProfile, left_out: LeftOut
 ) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
-    system: list[str | list[Any] | None] = []
+    """``(system, turns)``; what the wire has no field for (a message's ``name``, part keys)
+    and assistant turns left empty are noted in ``left_out``.
+
+    Raises:
+        ContentUnsupportedError: a content part, an assistant's ``audio`` or legacy
+            ``function_call`` this wire cannot carry, naming the message.
+    """
+    system: list[tuple[str | list[Any] | None, int]] = []
     turns: list[dict[str, Any]] = []
     merging_results = False
-    for message in messages:
+    for position, message in enumerate(messages):
         role = message.role
+        left_out.position = position
         if message.content.__class__ is list:
-            check_parts(message, ANTHROPIC_PARTS, profile, None)
+            check_parts(message, ANTHROPIC_PARTS, profile, None, position)
+        if message.name is not None and role != "tool":
+            name_note(left_out, _WIRE)
         if role in ("system", "developer"):
-            system.append(message.content)
+            system.append((message.content, position))
             merging_results = False
         elif role == "tool":
-            block = _tool_result(message)
+            block = _tool_result(message, left_out)
             if merging_results:
                 turns[-1]["content"].append(block)
             else:
                 turns.append({"role": "user", "content": [block]})
                 merging_results = True
         elif role == "user":
-            turns.append({"role": "user", "content": _blocks(message.content, keep_empty=True)})
+            turns.append(
+                {"role": "user", "content": _blocks(message.content, left_out, keep_empty=True)}
+            )
             merging_results = False
         else:
-            content = _assistant_content(message)
-            # A turn left with no block says nothing; the API would refuse it as empty, and
+            if message.audio_id is not None or message.function_call is not None:
+                refuse_chat_only(message, position, profile, None)
+            content = _assistant_content(message, left_out)
+            # A turn left with no block says nothing; the API refuses it ("all messages must
+            # have non-empty content except for the optional final assistant message"), and
             # merges the user turns around it ("consecutive user or assistant turns ... will
             # be combined into a single turn", MessageCreateParams.messages).
             if content:
                 turns.append({"role": "assistant", "content": content})
+            elif empty_turn(message):
+                left_out.add(EMPTY_TURN, EMPTY_WHY)
+            else:
+                left_out.add(EMPTY_TURN, f"{_WIRE} refuses its blank text blocks")
             merging_results = False
-    return (_system(system) if system else None), turns
+    return (_system(system, left_out) if system else None), turns
 
 
 def _system_blocks(system: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -372,6 +459,7 @@ def build_body(
     profile: ProviderProfile,
     extra_body: Mapping[str, Any] | None = None,
     output: OutputPlan | None = None,
+    left_out: LeftOut | None = None,
 ) -> dict[str, Any]:
     """Build the Messages API request body for ``request``.
 
@@ -398,15 +486,24 @@ def build_body(
     (:func:`output_plan`; ``output`` when the caller computed it); an instruction, where the
     format needs one, ends the system prompt.
 
+    An assistant's ``refusal`` is a text block (what the model said); its ``audio`` and
+    legacy ``function_call`` are refused. What the wire has no field for (a message's
+    ``name``, ``image_url.detail``, a part's ``prompt_cache_breakpoint``) and assistant turns
+    left with no block are noted in ``left_out``.
+
     Raises:
         RequestRejectedError: for a message or ``tool_choice`` Anthropic cannot take (an
             unknown role, a tool message without ``tool_call_id``, tool-call arguments that
-            are not a JSON object, an unknown ``tool_choice``).
+            are not a JSON object, an unknown ``tool_choice``); a
+            ``ContentUnsupportedError`` for a content part, ``audio`` or ``function_call``
+            this wire cannot carry.
         OutputFormatUnsupportedError: see :func:`output_plan`.
     """
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile)
-    system, turns = _messages(request.messages, profile)
+    system, turns = _messages(
+        request.messages, profile, left_out if left_out is not None else LeftOut(profile.id)
+    )
     cache = request.prompt_cache
     if request.system_suffix or cache is not None:
         system = _cached_system(system, request.system_suffix, cache)
@@ -1012,17 +1109,20 @@ class AnthropicTransport(HTTPTransport):
             output = output_plan(
                 request, model=self.source.model, profile=self.profile, source_index=self.index
             )
+            left_out = LeftOut(self.profile.id)
             body = build_body(
                 request,
                 model=self.source.model,
                 profile=self.profile,
                 extra_body=self._extra_body,
                 output=output,
+                left_out=left_out,
             )
         except RequestRejectedError as exc:
             exc.source_index = self.index
             raise
         notes: list[str] = list(output.notes) if output is not None else []
+        notes += left_out.notes()
         switched_off = _continues_unsigned_tool_turn(body)
         if switched_off:
             # The API answers 400 "a final assistant message must start with a thinking

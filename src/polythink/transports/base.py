@@ -39,6 +39,7 @@ from polythink.errors import (
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.transports.carry import ttl_notes
 from polythink.transports.error_map import (
     error_from_body,
     error_from_status,
@@ -67,12 +68,15 @@ __all__ = [
     "DONE",
     "HTTPTransport",
     "PartTypes",
+    "append_system_suffix",
     "apply_overrides",
     "assistant_response",
     "check_parts",
     "deep_merge",
     "dumps",
     "joined_system",
+    "mark_last_entry",
+    "marked_content",
     "output_with_reasoning",
     "part_types",
     "prompt_cache_fields",
@@ -588,30 +592,45 @@ class HTTPTransport:
             context = "(only the defaults are accepted)"
         return self.refuse_or_drop(body, sampling_conflicts(body), context)
 
-    def prompt_cache_notes(self, body: dict[str, Any], request: Request, items: str) -> list[str]:
-        """Apply the model's prompt-cache rules on OpenAI's wires; return notes for drops.
+    def explicit_breakpoints(self, request: Request) -> bool:
+        """Whether this call's body carries OpenAI's explicit prompt-cache breakpoints: a
+        :class:`~polythink.types.PromptCache` with ``breakpoints="explicit"``, to a model
+        that takes ``prompt_cache_options`` (gpt-5.6 and later). The body builders then mark
+        the stable system prompt and the last message (:func:`mark_last_entry`)."""
+        cache = request.prompt_cache
+        capability = self._capability_for_cache
+        return (
+            cache is not None
+            and cache.breakpoints == "explicit"
+            and capability is not None
+            and capability.prompt_cache_options
+        )
 
+    def prompt_cache_notes(self, body: dict[str, Any], request: Request) -> list[str]:
+        """Apply the model's prompt-cache rules on OpenAI-shaped wires; return notes for drops.
+
+        - ``ttl="1h"`` is honoured only where a ``cache_control`` field carries it
+          (:func:`ttl_notes`); elsewhere the response says so.
         - ``prompt_cache_retention`` takes only the values the model accepts
           (``Capability.prompt_cache_retention``: ``24h`` from gpt-5.5 on; openai_openapi.yaml
           2026-08-21): another value is refused before sending, or dropped under
           ``drop_params``.
-        - On models that take ``prompt_cache_options`` (gpt-5.6 and later), a
-          :class:`~polythink.types.PromptCache` with ``breakpoints="explicit"`` sends
+        - With explicit breakpoints (:meth:`explicit_breakpoints`) the body gets
           ``prompt_cache_options: {"mode": "explicit", "ttl": "30m"}`` (``30m`` is the only
-          TTL; with explicit mode and no breakpoint nothing is cached) and marks the last
-          content part of the last system message and of the last message of ``body[items]``
-          with ``prompt_cache_breakpoint: {"mode": "explicit"}`` (at most four breakpoints
-          are written per request). ``breakpoints="auto"`` leaves the implicit breakpoint
-          OpenAI places itself.
+          TTL; with explicit mode and no breakpoint nothing is cached; at most four
+          breakpoints are written per request). ``breakpoints="auto"`` leaves the implicit
+          breakpoint OpenAI places itself.
 
         Raises:
             ThinkingUnsupportedError: a retention the model refuses while ``drop_params`` is off.
         """
         cache = request.prompt_cache
-        capability = self._capability_for_cache
-        if cache is None or capability is None:
+        if cache is None:
             return []
-        notes: list[str] = []
+        notes = ttl_notes(cache, self.profile)
+        capability = self._capability_for_cache
+        if capability is None:
+            return notes
         retention = body.get("prompt_cache_retention")
         accepted = capability.prompt_cache_retention
         if retention is not None and accepted and retention not in accepted:
@@ -625,11 +644,8 @@ class HTTPTransport:
                 ],
                 "for this model",
             )
-        if capability.prompt_cache_options and cache.breakpoints == "explicit":
+        if self.explicit_breakpoints(request):
             body.setdefault("prompt_cache_options", {"mode": "explicit", "ttl": "30m"})
-            entries = body.get(items)
-            if isinstance(entries, list):
-                _mark_breakpoints(entries)
         return notes
 
     def _one_of(self, body: dict[str, Any]) -> list[str]:
@@ -750,45 +766,51 @@ class HTTPTransport:
 
 
 _BREAKPOINT = {"mode": "explicit"}
-_TEXT_PARTS = {"assistant": "output_text"}
 
 
-def _with_breakpoint(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a message (or Responses input item) whose last content part carries the
-    breakpoint; a string content becomes one text part (``output_text`` for an assistant
-    Responses item, ``input_text`` for the others, ``text`` on Chat)."""
-    content = entry.get("content")
-    responses = "type" in entry or any(
-        isinstance(p, Mapping) and str(p.get("type", "")).endswith("_text")
-        for p in (content if isinstance(content, list) else ())
-    )
+def marked_content(content: Any, text_type: str) -> list[Any] | None:
+    """``content`` whose last part carries OpenAI's ``prompt_cache_breakpoint: {"mode":
+    "explicit"}`` (a copy); a string becomes one part of ``text_type`` (``text`` on Chat,
+    ``input_text`` on Responses). ``None`` when there is no part to carry it.
+
+    Chat's text, image, audio and file parts and Responses' ``input_text``, ``input_image``
+    and ``input_file`` declare the field (``PromptCacheBreakpointParam``, openai_openapi.yaml
+    2026-08-21); a Responses ``output_text`` does not.
+    """
     if isinstance(content, str):
-        kind = _TEXT_PARTS.get(str(entry.get("role")), "input_text") if responses else "text"
-        parts: list[Any] = [{"type": kind, "text": content}]
-    elif isinstance(content, list) and content and isinstance(content[-1], Mapping):
-        parts = list(content)
-    else:
-        return dict(entry)
-    parts[-1] = {**parts[-1], "prompt_cache_breakpoint": dict(_BREAKPOINT)}
-    return {**entry, "content": parts}
+        return [{"type": text_type, "text": content, "prompt_cache_breakpoint": dict(_BREAKPOINT)}]
+    if isinstance(content, list) and content and isinstance(content[-1], Mapping):
+        return [*content[:-1], {**content[-1], "prompt_cache_breakpoint": dict(_BREAKPOINT)}]
+    return None
 
 
-def _mark_breakpoints(entries: list[Any]) -> None:
-    """Put a breakpoint on the last system message and on the last message, in place (the
-    entries themselves are replaced by copies: message bodies are memoised and shared)."""
-    systems = [
-        i
-        for i, e in enumerate(entries)
-        if isinstance(e, Mapping) and e.get("role") in ("system", "developer")
-    ]
-    marked = {systems[-1]} if systems else set()
-    for i in range(len(entries) - 1, -1, -1):
-        entry = entries[i]
-        if isinstance(entry, Mapping) and "content" in entry:
-            marked.add(i)
-            break
-    for i in marked:
-        entries[i] = _with_breakpoint(entries[i])
+def mark_last_entry(
+    entries: list[Any], *, text_type: str, roles: Iterable[str] | None = None
+) -> None:
+    """Put a breakpoint on the last entry of ``entries`` that can carry one (of a role in
+    ``roles`` when given), in place: the entry is replaced by a marked copy (message bodies
+    are memoised and shared). A Responses ``function_call_output`` is a ``tool`` entry and
+    carries it on its ``output``; an entry with no content part (an assistant turn of tool
+    calls only, a reasoning item) is passed over for the one before it."""
+    wanted = frozenset(roles) if roles is not None else None
+    for position in range(len(entries) - 1, -1, -1):
+        entry = entries[position]
+        if not isinstance(entry, Mapping):
+            continue
+        kind = entry.get("type", "message")
+        role: Any
+        if kind == "function_call_output":
+            role, key = "tool", "output"
+        elif kind == "message":
+            role, key = entry.get("role"), "content"
+        else:
+            continue
+        if wanted is not None and role not in wanted:
+            continue
+        marked = marked_content(entry.get(key), text_type)
+        if marked is not None:
+            entries[position] = {**entry, key: marked}
+            return
 
 
 def sampling_conflicts(body: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -901,6 +923,28 @@ def joined_system(stable: str | None, suffix: str | None) -> str | None:
     return stable + SYSTEM_SUFFIX_SEPARATOR + suffix
 
 
+def append_system_suffix(entries: list[Any], suffix: str, text_type: str) -> None:
+    """Append ``suffix`` to the last leading system (or developer) message of ``entries``
+    (Chat messages or Responses input items), else open them with a system message holding
+    it. A string content gets it after a blank line, a list of parts as one more part of
+    ``text_type`` (after a breakpoint the stable parts may carry)."""
+    position = None
+    for index, entry in enumerate(entries):
+        if entry.get("role") not in ("system", "developer"):
+            break
+        position = index
+    if position is None:
+        entries.insert(0, {"role": "system", "content": suffix})
+        return
+    # A copy: the message's own body is memoised on it and shared with later calls.
+    target = entries[position] = dict(entries[position])
+    content = target["content"]
+    if isinstance(content, list):
+        target["content"] = [*content, {"type": text_type, "text": suffix}]
+    else:
+        target["content"] = joined_system(content if isinstance(content, str) else None, suffix)
+
+
 def apply_overrides(
     body: dict[str, Any], request: Request, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -957,27 +1001,33 @@ def part_types(
 
 
 def check_parts(
-    message: Message, accepted: PartTypes, profile: ProviderProfile, source_index: int | None
+    message: Message,
+    accepted: PartTypes,
+    profile: ProviderProfile,
+    source_index: int | None,
+    position: int | None = None,
 ) -> None:
     """Refuse a content part of ``message`` that this wire cannot carry, before sending.
 
-    ``accepted`` is the wire's table; a message whose content is not a list passes at the
-    cost of one class check. The parts' own keys were checked when the message was built
+    ``accepted`` is the wire's table; ``position`` the message's index in the call's
+    messages. A message whose content is not a list passes at the cost of one class check.
+    The parts' own keys were checked when the message was built
     (:func:`polythink.types.check_part`).
 
     Raises:
-        ContentUnsupportedError: naming the part's index and type, the message's role and
-            the types this wire takes in such a message.
+        ContentUnsupportedError: naming the message's index and role, the part's index and
+            type, and the types this wire takes in such a message.
     """
     content = message.content
     if content.__class__ is not list:
         return
     allowed = accepted[message.role]
+    which = f"message {position} ({message.role})" if position is not None else "a message"
     for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, Mapping) else None
         if kind not in allowed:
             raise ContentUnsupportedError(
-                f"{profile.id} cannot carry content part {index} of a {message.role} message "
+                f"{profile.id} cannot carry content part {index} of {which} "
                 f"(type {kind!r}); accepted in {message.role} messages on this wire: "
                 f"{', '.join(sorted(allowed))}",
                 provider=profile.id,

@@ -53,7 +53,17 @@ from polythink.transports.base import (
     check_parts,
     part_types,
     token_count,
+    with_notes,
     with_rate_limit,
+)
+from polythink.transports.carry import (
+    EMPTY_TURN,
+    EMPTY_WHY,
+    LeftOut,
+    extra_keys,
+    name_note,
+    refuse_chat_only,
+    ttl_notes,
 )
 from polythink.transports.finish import GEMINI, Finish, map_finish
 from polythink.transports.headers import parse_rate_limit
@@ -95,15 +105,25 @@ def _rejected(message: str, profile: ProviderProfile, source_index: int | None) 
     )
 
 
-def _parts(content: Any) -> list[Any]:
-    """Gemini parts for a message's content: a string, or OpenAI-style content parts."""
+_WIRE = "Gemini"
+_PLAIN_PART_KEYS = frozenset({"type", "text", "refusal", "image_url"})
+"""What of a Chat part a Gemini ``Part`` carries: its text, or its image's URL
+(google_generativelanguage_v1beta_content.proto: ``text``, ``inline_data``,
+``file_data``, and nothing for a cache marker or an image's detail)."""
+
+
+def _parts(content: Any, left_out: LeftOut) -> list[Any]:
+    """Gemini parts for a message's content: a string, or OpenAI-style content parts (a
+    ``refusal`` is an assistant's text). A part's keys Gemini has no field for (Anthropic's
+    ``cache_control``, OpenAI's ``prompt_cache_breakpoint``, ``image_url.detail``) are
+    noted: Gemini caches prefixes implicitly and sizes images itself."""
     if not isinstance(content, list):
         return [{"text": content if isinstance(content, str) else ""}]
     parts: list[Any] = []
-    for part in content:
+    for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind == "text":
-            parts.append({"text": part.get("text", "")})
+        if kind in ("text", "refusal"):
+            parts.append({"text": part.get(kind, "")})
         elif kind == "image_url":
             image = part.get("image_url")
             url = str(image.get("url") if isinstance(image, Mapping) else image)
@@ -112,8 +132,20 @@ def _parts(content: Any) -> list[Any]:
                 parts.append({"inlineData": {"mimeType": mime, "data": data}})
             else:
                 parts.append({"fileData": {"fileUri": url}})
+            if isinstance(image, Mapping) and image.get("detail") is not None:
+                left_out.add_part_keys(
+                    ["image_url.detail"], index, f"{_WIRE} has no such field on a part"
+                )
         else:
             parts.append(part)
+            continue
+        unsent = extra_keys(part, _PLAIN_PART_KEYS)
+        if unsent:
+            left_out.add_part_keys(
+                unsent,
+                index,
+                f"{_WIRE} has no such field on a part; it caches prefixes implicitly",
+            )
     return parts
 
 
@@ -183,33 +215,49 @@ def _function_response(message: Message) -> dict[str, Any]:
 GEMINI_PARTS = part_types(
     system=("text",),
     user=("text", "image_url"),
-    assistant=("text", "image_url"),
+    assistant=("text", "image_url", "refusal"),
     tool=("text", "image_url"),
 )
-"""Content part types this transport turns into Gemini parts, by role: ``text`` into
-``{"text"}``, ``image_url`` into ``inlineData`` / ``fileData``; ``systemInstruction`` takes
-text only (google_generativelanguage_v1beta_content.proto, ``../shared/wire/specs``)."""
+"""Content part types this transport turns into Gemini parts, by role: ``text`` (and an
+assistant's ``refusal``) into ``{"text"}``, ``image_url`` into ``inlineData`` /
+``fileData``; ``systemInstruction`` takes text only
+(google_generativelanguage_v1beta_content.proto, ``../shared/wire/specs``)."""
 
 
 def _contents(
-    messages: Sequence[Message], profile: ProviderProfile, source_index: int | None
-) -> tuple[str | None, list[dict[str, Any]]]:
-    """Return ``(system instruction text, contents)``.
+    messages: Sequence[Message],
+    profile: ProviderProfile,
+    source_index: int | None,
+    left_out: LeftOut,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return ``(system instruction parts, contents)``.
 
     System and developer messages, wherever they are, go to ``systemInstruction`` (Gemini
-    contents have no system role). Consecutive tool results form one ``user`` turn, so the
-    responses to parallel calls answer them together.
+    contents have no system role), each message and each of its text parts a part of its
+    own. Consecutive tool results form one ``user`` turn, so the responses to parallel calls
+    answer them together. A message's ``name`` has no field in a ``Content`` and is noted in
+    ``left_out`` (a tool message's is ``functionResponse.name``). A model turn with nothing
+    to send is left out and noted, and the user turns around it become one, so the roles
+    still alternate.
+
+    Raises:
+        ContentUnsupportedError: a content part, an assistant's ``audio`` or legacy
+            ``function_call`` this wire cannot carry, naming the message.
     """
-    system: list[str] = []
+    system: list[dict[str, Any]] = []
     contents: list[dict[str, Any]] = []
     calls: dict[str, tuple[str, str | None]] = {}
     tool_turn: list[Any] | None = None
-    for message in messages:
+    joined = False
+    for position, message in enumerate(messages):
         role = message.role
+        left_out.position = position
         if message.content.__class__ is list:
-            check_parts(message, GEMINI_PARTS, profile, source_index)
+            check_parts(message, GEMINI_PARTS, profile, source_index, position)
+        if message.name is not None and role != "tool":
+            name_note(left_out, _WIRE)
         if role in ("system", "developer"):
-            system.append(message.text())
+            system.extend(p for p in _parts(message.content, left_out) if p.get("text"))
             continue
         if role == "tool":
             call_id = message.tool_call_id or ""
@@ -231,15 +279,26 @@ def _contents(
                 tool_turn = []
                 contents.append({"role": "user", "parts": tool_turn})
             tool_turn.append({"functionResponse": answer})
+            joined = False
             continue
         tool_turn = None
         if role == "assistant":
-            parts = _model_parts(message, calls, profile, source_index)
+            if message.audio_id is not None or message.function_call is not None:
+                refuse_chat_only(message, position, profile, source_index)
+            parts = _model_parts(message, calls, profile, source_index, left_out)
             if parts:
                 contents.append({"role": "model", "parts": parts})
+            else:
+                left_out.add(EMPTY_TURN, EMPTY_WHY)
+                joined = bool(contents) and contents[-1]["role"] == "user"
+            continue
+        parts = _parts(message.content, left_out)
+        if joined:
+            contents[-1]["parts"].extend(parts)
+            joined = False
         else:
-            contents.append({"role": "user", "parts": _parts(message.content)})
-    return ("\n\n".join(system) if system else None), contents
+            contents.append({"role": "user", "parts": parts})
+    return system, contents
 
 
 SKIP_SIGNATURE_VALIDATION = "skip_thought_signature_validator"
@@ -280,6 +339,7 @@ def _model_parts(
     calls: dict[str, tuple[str, str | None]],
     profile: ProviderProfile,
     source_index: int | None,
+    left_out: LeftOut,
 ) -> list[Any]:
     # Empty text parts are left out (see _keep): the API refuses them, and a model turn
     # left without parts is not sent at all ("contents.parts must not be empty").
@@ -289,8 +349,10 @@ def _model_parts(
         for call, function in zip(message.tool_calls, declared, strict=False):
             calls[call.id] = (str(function.get("name") or call.name), function.get("id"))
         return parts
-    content = _parts(message.content) if message.content else []
+    content = _parts(message.content, left_out) if message.content else []
     parts = [p for p in content if not isinstance(p, Mapping) or _keep(p)]
+    if message.refusal:
+        parts.append({"text": message.refusal})
     for call in message.tool_calls:
         parts.append(
             {"functionCall": {"name": call.name, "args": _arguments(call, profile, source_index)}}
@@ -365,6 +427,7 @@ def build_body(
     sign_function_calls: bool = False,
     output: OutputPlan | None = None,
     model: str = "",
+    left_out: LeftOut | None = None,
 ) -> dict[str, Any]:
     """Build the ``GenerateContentRequest`` body for ``request`` (the model is in the URL).
 
@@ -373,7 +436,8 @@ def build_body(
     first call (:data:`SKIP_SIGNATURE_VALIDATION`).
 
     Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it;
-    ``request.system_suffix`` is its second part, after the stable one),
+    one part per system message and per text part of one, then ``request.system_suffix``
+    as the last part),
     ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``),
     ``tools`` and ``toolConfig`` (mode ``VALIDATED`` for an unforced call with a ``strict``
     tool, see :func:`_validated`); then deep-merges the reasoning fragment (its
@@ -384,18 +448,32 @@ def build_body(
     ``responseJsonSchema``, before those merges (:func:`output_plan` for ``model``;
     ``output`` when the caller computed it).
 
+    An assistant's ``refusal`` is a text part (what the model said); its ``audio`` and
+    legacy ``function_call`` are refused. What Gemini has no field for (a message's
+    ``name``, a part's cache marker, ``image_url.detail``) and model turns left empty are
+    noted in ``left_out``.
+
     Raises:
         RequestRejectedError: a tool result that answers no known call and has no name; a
             tool call whose arguments are not a JSON object; a ``tool_choice`` with no Gemini
             equivalent.
+        ContentUnsupportedError: a content part, ``audio`` or ``function_call`` Gemini
+            cannot carry.
     """
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile, source_index=source_index)
-    system, contents = _contents(request.messages, profile, source_index)
+    system, contents = _contents(
+        request.messages,
+        profile,
+        source_index,
+        left_out if left_out is not None else LeftOut(profile.id),
+    )
     if sign_function_calls:
         _sign_foreign_calls(contents)
     body: dict[str, Any] = {"contents": contents}
-    instruction = [{"text": text} for text in (system, request.system_suffix) if text]
+    instruction = system
+    if request.system_suffix:
+        instruction = [*system, {"text": request.system_suffix}]
     if instruction:
         body["systemInstruction"] = {"role": "user", "parts": instruction}
     generation: dict[str, Any] = {}
@@ -759,16 +837,27 @@ class GeminiTransport(HTTPTransport):
             RequestRejectedError: see :func:`build_body`.
             OutputFormatUnsupportedError: see :func:`output_plan`.
         """
-        return build_body(
+        return self._prepare(request)[0]
+
+    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        """The body, and the notes for the response's warnings: the ``response_format``'s,
+        a ``ttl`` Gemini cannot set, and what the body left out of the messages."""
+        left_out = LeftOut(self.profile.id)
+        output = output_plan(
+            request, model=self.source.model, profile=self.profile, source_index=self.index
+        )
+        body = build_body(
             request,
             profile=self.profile,
             extra_body=self._extra_body,
             source_index=self.index,
             sign_function_calls=self._sign_calls,
-            output=output_plan(
-                request, model=self.source.model, profile=self.profile, source_index=self.index
-            ),
+            output=output,
+            left_out=left_out,
         )
+        notes = list(output.notes) if output is not None else []
+        notes += ttl_notes(request.prompt_cache, self.profile)
+        return body, notes + left_out.notes()
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
@@ -776,9 +865,8 @@ class GeminiTransport(HTTPTransport):
         Raises:
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
-        data, rate_limit = await self.post_json_with_rate_limit(
-            self.url, self.body(request), request
-        )
+        body, notes = self._prepare(request)
+        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and data.get("error"):
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
@@ -786,7 +874,7 @@ class GeminiTransport(HTTPTransport):
         response = parse_response(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
-        return with_rate_limit(response, rate_limit)
+        return with_notes(with_rate_limit(response, rate_limit), notes)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -805,8 +893,9 @@ class GeminiTransport(HTTPTransport):
                 underlying error as ``__cause__``.
         """
         assembler = GeminiStreamAssembler(self.profile, self.index, self.source.model)
+        body, notes = self._prepare(request)
         try:
-            async with self.open_stream(self.stream_url, self.body(request), request) as response:
+            async with self.open_stream(self.stream_url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
                 async for _, chunk in self.json_events(response):
                     if chunk is DONE:
@@ -826,4 +915,5 @@ class GeminiTransport(HTTPTransport):
             raise
         for event in assembler.flush():
             yield event
-        yield StreamEvent("done", response=with_rate_limit(assembler.response(), rate_limit))
+        done = with_rate_limit(assembler.response(), rate_limit)
+        yield StreamEvent("done", response=with_notes(done, notes))

@@ -42,16 +42,18 @@ from polythink.reasoning.resolve import responses_route
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
+    append_system_suffix,
     apply_overrides,
     assistant_response,
     check_parts,
-    joined_system,
+    mark_last_entry,
     part_types,
     prompt_cache_fields,
     token_count,
     usage_counts,
     with_notes,
 )
+from polythink.transports.carry import EMPTY_TURN, EMPTY_WHY, LeftOut, empty_turn
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
@@ -116,6 +118,13 @@ def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
         body["name"] = message.name
     if role != "assistant":
         return body
+    # ChatCompletionRequestAssistantMessage's own fields (openai_openapi.yaml 2026-08-21).
+    if message.refusal is not None:
+        body["refusal"] = message.refusal
+    if message.audio_id is not None:
+        body["audio"] = {"id": message.audio_id}
+    if message.function_call is not None:
+        body["function_call"] = message.function_call.to_openai()["function"]
     if profile.reasoning_back:
         if message.reasoning and (message.tool_calls or not profile.reasoning_back_tool_turns_only):
             body[profile.reasoning_back] = message.reasoning
@@ -165,8 +174,15 @@ document, 2026-11-28, ``../shared/wire/specs``); a tool message's images move to
 (:func:`_chat_messages`). A compatible provider may accept fewer (it answers 400 then)."""
 
 
-def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> list[dict[str, Any]]:
-    """The ``messages`` array: one entry per message, except tool results with images.
+_NOTHING_SENT = frozenset({"role", "content", "name", "refusal"})
+"""The keys of an assistant body that say nothing when its content and refusal are empty."""
+
+
+def _chat_messages(
+    messages: Sequence[Message], profile: ProviderProfile, left_out: LeftOut | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` array: one entry per message, except tool results with images and
+    empty assistant turns.
 
     A Chat tool message takes text only, so the images of a run of consecutive tool results
     move into one user turn right after the run (after the last result, since every call
@@ -174,7 +190,9 @@ def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> lis
     id of the call that returned it; the tool message keeps its text. The tool message's
     content parts are text only (``ChatCompletionRequestToolMessageContentPart`` in
     ``../shared/wire/specs/openai_openapi.yaml``, 2026-08-21), while a user turn takes
-    ``image_url`` parts.
+    ``image_url`` parts. An assistant turn with nothing to send (:func:`~polythink.
+    transports.carry.empty_turn`, and no reasoning this wire sends back) is left out, as on
+    every wire, and noted in ``left_out``.
     """
     out: list[dict[str, Any]] = []
     moved: list[Any] = []
@@ -185,14 +203,17 @@ def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> lis
         f"{profile.reasoning_back_required}:{profile.reasoning_format}"
     )
 
-    def convert(message: Message) -> dict[str, Any]:
+    def convert(message: Message) -> dict[str, Any] | None:
         # A closure: a third cheaper per message than a partial with a keyword.
-        return _message_body(message, profile)
+        body = _message_body(message, profile)
+        if message.role == "assistant" and body.keys() <= _NOTHING_SENT and empty_turn(message):
+            return None
+        return body
 
     append = out.append
-    for message in messages:
+    for position, message in enumerate(messages):
         if message.content.__class__ is list:
-            check_parts(message, CHAT_PARTS, profile, None)
+            check_parts(message, CHAT_PARTS, profile, None, position)
         if message.role == "tool":
             images = _tool_images(message)
             if images:
@@ -205,30 +226,16 @@ def _chat_messages(messages: Sequence[Message], profile: ProviderProfile) -> lis
         elif moved:
             append({"role": "user", "content": moved})
             moved = []
-        append(message.memo(memo, convert))
+        entry = message.memo(memo, convert)
+        if entry is None:
+            if left_out is not None:
+                left_out.position = position
+                left_out.add(EMPTY_TURN, EMPTY_WHY)
+            continue
+        append(entry)
     if moved:
         out.append({"role": "user", "content": moved})
     return out
-
-
-def _append_system_suffix(messages: list[dict[str, Any]], suffix: str) -> None:
-    """Append ``suffix`` to the last leading system (or developer) message, else open the
-    conversation with a system message holding it."""
-    position = None
-    for index, message in enumerate(messages):
-        if message["role"] not in ("system", "developer"):
-            break
-        position = index
-    if position is None:
-        messages.insert(0, {"role": "system", "content": suffix})
-        return
-    # A copy: the message's own body is memoised on it and shared with later calls.
-    target = messages[position] = dict(messages[position])
-    content = target["content"]
-    if isinstance(content, list):
-        target["content"] = [*content, {"type": "text", "text": suffix}]
-    else:
-        target["content"] = joined_system(content if isinstance(content, str) else None, suffix)
 
 
 def output_plan(
@@ -260,6 +267,8 @@ def build_body(
     profile: ProviderProfile,
     extra_body: Mapping[str, Any] | None = None,
     output: OutputPlan | None = None,
+    breakpoints: bool = False,
+    left_out: LeftOut | None = None,
 ) -> dict[str, Any]:
     """Build the Chat Completions request body for ``request``.
 
@@ -286,8 +295,17 @@ def build_body(
     instruction is appended to the system message after the suffix. ``output`` is that
     plan when the caller computed it already.
 
+    With ``breakpoints`` (OpenAI's explicit prompt-cache breakpoints, decided by the
+    transport: :meth:`~polythink.transports.base.HTTPTransport.explicit_breakpoints`) the
+    last content part of the last system message, before the suffix, and of the last
+    message that has content carry ``prompt_cache_breakpoint: {"mode": "explicit"}``; a
+    string content becomes one ``text`` part. An assistant's ``refusal``, ``audio``
+    (``{"id"}``) and legacy ``function_call`` go out as the Chat fields they are. What is
+    left out (an empty assistant turn) is noted in ``left_out``.
+
     Raises:
         OutputFormatUnsupportedError: see :func:`output_plan`.
+        ContentUnsupportedError: a content part this wire does not carry.
     """
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile)
@@ -298,11 +316,15 @@ def build_body(
             asked = request.extra_body[flag]
         if asked is True:
             profile = dataclasses.replace(profile, reasoning_back_tool_turns_only=False)
-    messages = _chat_messages(request.messages, profile)
+    messages = _chat_messages(request.messages, profile, left_out)
+    if breakpoints:
+        mark_last_entry(messages, text_type="text", roles=("system", "developer"))
     if request.system_suffix:
-        _append_system_suffix(messages, request.system_suffix)
+        append_system_suffix(messages, request.system_suffix, "text")
     if output is not None and output.instruction:
-        _append_system_suffix(messages, output.instruction)
+        append_system_suffix(messages, output.instruction, "text")
+    if breakpoints:
+        mark_last_entry(messages, text_type="text")
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -1015,19 +1037,24 @@ class OpenAIChatTransport(HTTPTransport):
         return self._prepare(request)[0]
 
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
-        """The body, and the notes its ``response_format`` gives the response's warnings."""
+        """The body, and the notes its ``response_format`` and what it left out of the
+        messages give the response's warnings."""
         self._check_route(request)
         output = output_plan(
             request, model=self.source.model, profile=self.profile, source_index=self.index
         )
+        left_out = LeftOut(self.profile.id)
         body = build_body(
             request,
             model=self.source.model,
             profile=self.profile,
             extra_body=self._extra_body,
             output=output,
+            breakpoints=self.explicit_breakpoints(request),
+            left_out=left_out,
         )
-        return body, list(output.notes) if output is not None else []
+        notes = list(output.notes) if output is not None else []
+        return body, notes + left_out.notes()
 
     def _check_route(self, request: Request) -> None:
         if self._capability is None or not self.profile.strict_sampling:
@@ -1082,7 +1109,7 @@ class OpenAIChatTransport(HTTPTransport):
             return await self._complete_by_stream(request)
         body, notes = self._prepare(request)
         notes += self.sampling_notes(body, request)
-        notes += self.prompt_cache_notes(body, request, "messages")
+        notes += self.prompt_cache_notes(body, request)
         notes += self._tool_choice_notes(body)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
@@ -1114,7 +1141,7 @@ class OpenAIChatTransport(HTTPTransport):
         try:
             body, notes = self._prepare(request)
             notes += self.sampling_notes(body, request)
-            notes += self.prompt_cache_notes(body, request, "messages")
+            notes += self.prompt_cache_notes(body, request)
             notes += self._tool_choice_notes(body)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)

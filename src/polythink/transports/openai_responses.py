@@ -51,16 +51,26 @@ from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
+    append_system_suffix,
     apply_overrides,
     assistant_response,
     check_parts,
     joined_system,
+    mark_last_entry,
     part_types,
     prompt_cache_fields,
     token_count,
     usage_counts,
     with_notes,
     with_rate_limit,
+)
+from polythink.transports.carry import (
+    EMPTY_TURN,
+    EMPTY_WHY,
+    LeftOut,
+    extra_keys,
+    name_note,
+    refuse_chat_only,
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
@@ -104,40 +114,115 @@ _DELTAS = frozenset(
 )
 
 
-def _content(content: Any, role: str) -> Any:
-    """Return Responses content for a message: strings as is, chat-style parts converted.
+_SYSTEM_KEYS = frozenset({"type", "text"})
+_TEXT_KEYS = frozenset({"type", "text", "prompt_cache_breakpoint"})
+_IMAGE_KEYS = frozenset({"type", "image_url", "prompt_cache_breakpoint"})
+_FILE_KEYS = frozenset({"type", "file", "prompt_cache_breakpoint"})
+_ASSISTANT_TEXT_KEYS = frozenset({"type", "text", "refusal"})
+_WIRE = "the Responses API"
 
-    An assistant's text parts become one string. An ``image_url`` part becomes
-    ``input_image`` with its ``detail`` (the chat part's
+
+def _keys_note(
+    part: Mapping[str, Any], carried: frozenset[str], index: int, left_out: LeftOut
+) -> None:
+    """Note the keys of content part ``index`` this wire has no field for."""
+    extra = extra_keys(part, carried)
+    if extra:
+        left_out.add_part_keys(
+            extra, index, f"{_WIRE} has no such field on a {part.get('type')} part"
+        )
+
+
+def _input_part(part: Any, index: int, left_out: LeftOut) -> Any:
+    """A Chat content part as a Responses input part; a Responses part as it is.
+
+    ``image_url`` becomes ``input_image`` with its ``detail`` (the chat part's
     ``image_url.detail``, else ``auto``, the API's default): ``InputImageContent`` requires
     both ``type`` and ``detail`` (``../shared/wire/specs/openai_openapi.yaml``, 2026-08-21;
-    ``ResponseInputImageParam`` in the openai SDK 3.57).
+    ``ResponseInputImageParam`` in the openai SDK 3.57). ``file`` becomes ``input_file``
+    with the same ``file_data`` / ``file_id`` / ``filename``. A ``prompt_cache_breakpoint``
+    goes with the part (``InputTextContentParam``, ``InputImageContentParamAutoParam`` and
+    ``InputFileContentParam`` declare it); another key (Anthropic's ``cache_control``) has
+    no field here and is noted.
+    """
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if kind == "text":
+        converted: dict[str, Any] = {"type": "input_text", "text": part.get("text", "")}
+        carried = _TEXT_KEYS
+    elif kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else image
+        detail = image.get("detail") if isinstance(image, Mapping) else None
+        converted = {"type": "input_image", "image_url": url, "detail": detail or "auto"}
+        carried = _IMAGE_KEYS
+    elif kind == "file":
+        converted = {"type": "input_file", **part["file"]}
+        carried = _FILE_KEYS
+    else:
+        return part
+    if len(part) > 2:
+        if "prompt_cache_breakpoint" in part:
+            converted["prompt_cache_breakpoint"] = part["prompt_cache_breakpoint"]
+        _keys_note(part, carried, index, left_out)
+    return converted
+
+
+def _content(content: Any, role: str, left_out: LeftOut) -> Any:
+    """Return Responses content for a message: strings as is, chat-style parts converted
+    (:func:`_input_part`); ``left_out`` notes what is left out.
+
+    An assistant's text and refusal parts become one string: an input message's content
+    list declares input parts only (``EasyInputMessage``, ``InputMessageContentList``), while
+    the API takes an assistant's text as ``output_text``, and a string is what both accept.
+    A refusal is what the model said, so it is text here (the refusal part exists only in
+    an ``OutputMessage``, which needs the item's id and status).
     """
     if not isinstance(content, list):
         return content if content is not None else ""
-    text_type = "output_text" if role == "assistant" else "input_text"
-    if role == "assistant" and all(
-        isinstance(part, Mapping) and part.get("type") == "text" for part in content
-    ):
-        # An input message's content list declares input parts only (EasyInputMessage,
-        # InputMessageContentList), while the API takes an assistant's text as output_text:
-        # a string is what both accept.
-        return "".join(str(part.get("text", "")) for part in content)
+    if role != "assistant":
+        return [_input_part(part, index, left_out) for index, part in enumerate(content)]
+    texts: list[str] = []
     parts: list[Any] = []
-    for part in content:
+    for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind == "text":
-            parts.append({"type": text_type, "text": part.get("text", "")})
-        elif kind == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, Mapping) else image
-            detail = image.get("detail") if isinstance(image, Mapping) else None
-            parts.append({"type": "input_image", "image_url": url, "detail": detail or "auto"})
-        elif kind == "file":
-            parts.append({"type": "input_file", **part["file"]})
+        if kind in ("text", "refusal"):
+            _keys_note(part, _ASSISTANT_TEXT_KEYS, index, left_out)
+            texts.append(str(part.get(kind, "")))
+            parts.append({"type": "output_text", "text": texts[-1]})
         else:
             parts.append(part)
-    return parts
+    return "".join(texts) if len(texts) == len(parts) else parts
+
+
+def _assistant_content(message: Message, left_out: LeftOut) -> Any:
+    """An assistant turn's content with its ``refusal`` after the text (a blank line
+    between); empty when it has neither."""
+    content = _content(message.content, "assistant", left_out) if message.content else ""
+    refusal = message.refusal
+    if not refusal:
+        return content
+    if isinstance(content, list):
+        return [*content, {"type": "output_text", "text": refusal}]
+    return content + _PART_SEPARATOR + refusal if content else refusal
+
+
+def _instructions_text(message: Message, left_out: LeftOut) -> str:
+    """A leading system message as ``instructions`` text: its text parts joined by a blank
+    line, as separate system messages are; ``instructions`` is one string, so a part's other
+    keys (a cache marker) are noted."""
+    content = message.content
+    if not isinstance(content, list):
+        return content or ""
+    for index, part in enumerate(content):
+        extra = extra_keys(part, _SYSTEM_KEYS)
+        if extra:
+            left_out.add_part_keys(
+                extra,
+                index,
+                "instructions is one string; PromptCache(breakpoints='explicit') sends "
+                "the system prompt as an input message with a breakpoint",
+            )
+    return _PART_SEPARATOR.join(str(part.get("text", "")) for part in content)
 
 
 _INPUT = ("text", "image_url", "file", "input_text", "input_image", "input_file")
@@ -165,26 +250,45 @@ def _rejected(message: str, profile: ProviderProfile, source_index: int | None) 
 
 
 def _input(
-    messages: Sequence[Message], profile: ProviderProfile, source_index: int | None
+    messages: Sequence[Message],
+    profile: ProviderProfile,
+    source_index: int | None,
+    left_out: LeftOut,
+    *,
+    system_items: bool = False,
 ) -> tuple[str | None, list[Any]]:
     """Return ``(instructions, input items)`` for the conversation.
 
     System and developer messages before the first other message become ``instructions``
     (joined by a blank line, as pai_openai_responses_reasoning_summary_auto sends its system
-    prompt); later ones stay in ``input`` with their role.
+    prompt; so are the text parts of one message); later ones stay in ``input`` with their
+    role, and so do the leading ones with ``system_items`` (a breakpoint needs a content
+    part to sit on, and ``instructions`` is a string).
+
+    A message's ``name`` has no field in an input message and is noted in ``left_out``; a
+    tool message's ``name`` is ``function_call_output.name``. An assistant's ``refusal`` is
+    its text; ``audio`` and a legacy ``function_call`` are refused. An assistant turn with
+    nothing to send is left out and noted.
+
+    Raises:
+        ContentUnsupportedError: a content part, ``audio`` or ``function_call`` this wire
+            cannot carry, naming the message.
     """
     instructions: list[str] = []
     items: list[Any] = []
-    leading = True
-    for message in messages:
+    leading = not system_items
+    for position, message in enumerate(messages):
         role = message.role
+        left_out.position = position
         if message.content.__class__ is list:
-            check_parts(message, RESPONSES_PARTS, profile, source_index)
+            check_parts(message, RESPONSES_PARTS, profile, source_index, position)
+        if message.name is not None and role != "tool":
+            name_note(left_out, _WIRE)
         if role in ("system", "developer"):
             if leading:
-                instructions.append(message.text())
+                instructions.append(_instructions_text(message, left_out))
             else:
-                items.append({"role": role, "content": _content(message.content, role)})
+                items.append({"role": role, "content": _content(message.content, role, left_out)})
             continue
         leading = False
         if role == "tool":
@@ -192,23 +296,33 @@ def _input(
             # API takes as a function call's output (FunctionCallOutputItemParam.output,
             # openai_openapi.yaml 2026-08-21); plain text stays a string.
             output = (
-                _content(message.content, "user")
+                _content(message.content, "user", left_out)
                 if isinstance(message.content, list)
                 else message.text()
             )
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message.tool_call_id,
-                    "output": output,
-                }
-            )
+            result: dict[str, Any] = {
+                "type": "function_call_output",
+                "call_id": message.tool_call_id,
+                "output": output,
+            }
+            if message.name:
+                result["name"] = message.name
+            items.append(result)
         elif role == "assistant":
+            if message.audio_id is not None or message.function_call is not None:
+                refuse_chat_only(message, position, profile, source_index)
             if message.reasoning_items and message.reasoning_format == profile.reasoning_format:
                 items.extend(i if isinstance(i, dict) else dict(i) for i in message.reasoning_items)
                 continue
-            if message.content:
-                items.append({"role": "assistant", "content": _content(message.content, role)})
+            content = (
+                message.content
+                if message.content.__class__ is str and message.refusal is None
+                else _assistant_content(message, left_out)
+            )
+            if content:
+                items.append({"role": "assistant", "content": content})
+            elif not message.tool_calls:
+                left_out.add(EMPTY_TURN, EMPTY_WHY)
             for call in message.tool_calls:
                 items.append(
                     {
@@ -219,8 +333,8 @@ def _input(
                     }
                 )
         else:
-            items.append({"role": role, "content": _content(message.content, role)})
-    return ("\n\n".join(instructions) if instructions else None), items
+            items.append({"role": role, "content": _content(message.content, role, left_out)})
+    return (_PART_SEPARATOR.join(instructions) if instructions else None), items
 
 
 def _tool_choice(choice: str | Mapping[str, Any]) -> Any:
@@ -239,6 +353,8 @@ def build_body(
     drop_params: bool = False,
     source_index: int | None = None,
     output: OutputPlan | None = None,
+    breakpoints: bool = False,
+    left_out: LeftOut | None = None,
 ) -> dict[str, Any]:
     """Build the Responses request body for ``request``.
 
@@ -258,10 +374,21 @@ def build_body(
     needed, opens ``input`` as a developer message: OpenAI looks for "json" in the input
     messages, not in ``instructions``.
 
+    With ``breakpoints`` (OpenAI's explicit prompt-cache breakpoints, decided by the
+    transport: :meth:`~polythink.transports.base.HTTPTransport.explicit_breakpoints`) the
+    system prompt stays in ``input`` as system (or developer) messages, since
+    ``instructions`` is a string and a breakpoint sits on a content part: the last
+    ``input_text`` of the last of them carries ``prompt_cache_breakpoint: {"mode":
+    "explicit"}`` and the suffix follows as one more part; so does the last input message
+    or function call output. What the wire has no field for (a message's ``name``, a
+    part's ``cache_control``, an empty assistant turn) is noted in ``left_out``.
+
     Raises:
         RequestRejectedError: ``stop`` was given (the Responses API has no stop sequences)
             and ``drop_params`` is false.
         OutputFormatUnsupportedError: see :func:`output_plan`.
+        ContentUnsupportedError: a content part, an assistant's ``audio`` or legacy
+            ``function_call`` this wire cannot carry.
     """
     if request.stop and not drop_params:
         raise _rejected(
@@ -272,10 +399,25 @@ def build_body(
         )
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile, source_index=source_index)
-    instructions, items = _input(request.messages, profile, source_index)
-    instructions = joined_system(instructions, request.system_suffix)
+    instructions, items = _input(
+        request.messages,
+        profile,
+        source_index,
+        left_out if left_out is not None else LeftOut(profile.id),
+        system_items=breakpoints,
+    )
+    if breakpoints:
+        mark_last_entry(items, text_type="input_text", roles=("system", "developer"))
+        if request.system_suffix:
+            append_system_suffix(items, request.system_suffix, "input_text")
+    else:
+        instructions = joined_system(instructions, request.system_suffix)
     if output is not None and output.instruction:
         items = [{"role": "developer", "content": output.instruction}, *items]
+    if breakpoints:
+        mark_last_entry(
+            items, text_type="input_text", roles=("user", "system", "developer", "tool")
+        )
     body: dict[str, Any] = {"model": model, "input": items}
     if instructions is not None:
         body["instructions"] = instructions
@@ -736,6 +878,9 @@ class OpenAIResponsesTransport(HTTPTransport):
         Raises:
             RequestRejectedError: see :func:`build_body`.
         """
+        return self._build(request, LeftOut(self.profile.id))
+
+    def _build(self, request: Request, left_out: LeftOut) -> dict[str, Any]:
         drop = self.source.drop_params
         if request.stop and drop and not self._dropped_stop:
             self._dropped_stop = True
@@ -755,7 +900,16 @@ class OpenAIResponsesTransport(HTTPTransport):
             drop_params=drop,
             source_index=self.index,
             output=self._output(request),
+            breakpoints=self.explicit_breakpoints(request),
+            left_out=left_out,
         )
+
+    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        """The body and the notes for the response's warnings (:meth:`_notes`, then what
+        the body left out of the messages)."""
+        left_out = LeftOut(self.profile.id)
+        body = self._build(request, left_out)
+        return body, self._notes(body, request) + left_out.notes()
 
     def _output(self, request: Request) -> OutputPlan | None:
         return output_plan(
@@ -768,7 +922,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         output = self._output(request)
         notes = list(output.notes) if output is not None else []
         notes += self.sampling_notes(body, request)
-        notes += self.prompt_cache_notes(body, request, "input")
+        notes += self.prompt_cache_notes(body, request)
         mode = self.source.reasoning_mode
         if mode is None:
             return notes
@@ -792,8 +946,7 @@ class OpenAIResponsesTransport(HTTPTransport):
             PolythinkError: the mapped HTTP, transport or in-band error (a ``failed``
                 response is mapped by its ``error.code``).
         """
-        body = self.body(request)
-        notes = self._notes(body, request)
+        body, notes = self._prepare(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and (
             data.get("status") == "failed" or (data.get("error") and not data.get("output"))
@@ -825,8 +978,7 @@ class OpenAIResponsesTransport(HTTPTransport):
             request = request.with_(stream=True)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
-            body = self.body(request)
-            notes = self._notes(body, request)
+            body, notes = self._prepare(request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
                 async for name, event in self.json_events(response):
