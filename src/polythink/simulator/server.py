@@ -168,8 +168,15 @@ class ConnectionReset(Exception):
 class SimResponse:
     """The answer channel of one request: a whole body, or a chunked stream."""
 
-    def __init__(self, writer: asyncio.StreamWriter, request: SimRequest, settings: Settings):
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        request: SimRequest,
+        settings: Settings,
+        by_status: Counter[int] | None = None,
+    ):
         self._writer = writer
+        self._by_status = by_status
         self.request = request
         self.settings = settings
         self.status: int | None = None
@@ -192,6 +199,9 @@ class SimResponse:
     ) -> None:
         """Send a complete answer with a ``Content-Length`` body."""
         self.status = status
+        if self._by_status is not None:
+            # Counted as the head goes out: a client that has read it finds it counted.
+            self._by_status[status] += 1
         all_headers = {"content-type": content_type, "content-length": str(len(body))}
         if headers:
             all_headers.update(headers)
@@ -215,6 +225,9 @@ class SimResponse:
     ) -> None:
         """Send the status line and headers of a chunked answer."""
         self.status = status
+        if self._by_status is not None:
+            # Counted as the head goes out: a client that has read it finds it counted.
+            self._by_status[status] += 1
         self.streaming = True
         all_headers = {"content-type": content_type, "transfer-encoding": "chunked"}
         if headers:
@@ -354,8 +367,8 @@ class SimulatorServer:
                 request = await self._read_request(reader)
                 if request is None:
                     break
-                response = SimResponse(writer, request, self.settings)
                 stats = self.stats
+                response = SimResponse(writer, request, self.settings, stats.by_status)
                 stats.requests += 1
                 stats.by_path[request.path] += 1
                 stats.by_provider[request.provider] += 1
@@ -366,8 +379,6 @@ class SimulatorServer:
                     await self._dispatch(request, response)
                 finally:
                     stats.in_flight -= 1
-                    if response.status is not None:
-                        stats.by_status[response.status] += 1
                 if request.headers.get("connection", "").lower() == "close":
                     break
         except (ConnectionReset, ConnectionError, asyncio.IncompleteReadError):
