@@ -21,7 +21,7 @@ import httpx
 import pytest
 import respx
 
-from polythink import Client, Message, Source, Tool, ToolCall
+from polythink import Client, ContentUnsupportedError, Message, Source, Tool, ToolCall
 from polythink.simulator import Simulator
 from polythink.simulator.anthropic import BLANK_TEXT_TRIGGER
 from tests.chatwire import sent_json, sse_response
@@ -264,4 +264,97 @@ async def test_gemini_empty_text_parts_are_left_out_whitespace_kept() -> None:
         "not sent to gemini: the empty assistant turn of message 5 (it has no text, tool call "
         "or refusal, and Anthropic and Gemini refuse an empty turn: no wire gets one, and the "
         "turns around it meet)"
+    ]
+
+
+OPENAI_URL = "https://api.openai.com/v1/chat/completions"
+CHAT_ANSWER = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1764547200,
+    "model": "gpt-5.5",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Yes?"},
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+}
+ANTHROPIC_BLANK = (
+    "anthropic cannot carry the content of message {n} (user): Anthropic refuses a text block "
+    "that is empty or whitespace only (messages: text content blocks must contain non-whitespace"
+    " text); send text with something in it, or leave the message out"
+)
+
+
+@pytest.mark.parametrize("content", ["", "  \n", [{"type": "text", "text": " "}]])
+async def test_a_blank_user_turn_is_refused_before_anthropic_and_failover_moves_on(
+    content: Any,
+) -> None:
+    # Left out, the assistant would speak last (a prefill); sent, it is Anthropic's 400.
+    turns = [HI, Message(role="assistant", content="Sunny."), Message(role="user", content=content)]
+    claude = Source("anthropic", "claude-sonnet-4-6", api_key="sk-ant-test")
+    gpt = Source("openai", "gpt-5.5", api_key="sk-test")
+    with respx.mock(assert_all_called=False) as mock:
+        anthropic_route = mock.post(ANTHROPIC_URL).respond(200, json=_message([]))
+        openai_route = mock.post(OPENAI_URL).respond(200, json=CHAT_ANSWER)
+        async with Client([claude]) as client:
+            with pytest.raises(ContentUnsupportedError) as caught:
+                await client.complete(turns)
+        async with Client([claude, gpt]) as client:
+            response = await client.complete(turns)
+    assert str(caught.value).startswith(ANTHROPIC_BLANK.format(n=2))
+    assert caught.value.error_type == "unsupported_content"
+    assert anthropic_route.call_count == 0
+    assert response.text == "Yes?"
+    assert sent_json(openai_route.calls[0])["messages"][2] == {"role": "user", "content": content}
+
+
+async def test_blank_text_parts_beside_others_are_left_out_with_a_warning() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    turn = Message(role="user", content=[{"type": "text", "text": ""}, image])
+    words = Message(
+        role="user", content=[{"type": "text", "text": " "}, {"type": "text", "text": "Hm"}]
+    )
+    answer = _message([{"type": "text", "text": "A dot."}], stop="end_turn")
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(ANTHROPIC_URL).respond(200, json=answer)
+        async with Client([Source("anthropic", "claude-sonnet-4-6", api_key="k")]) as client:
+            response = await client.complete([turn, Message(role="assistant", content="?"), words])
+    sent = sent_json(route.calls[0])["messages"]
+    assert sent[0]["content"] == [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        }
+    ]
+    assert sent[2]["content"] == [{"type": "text", "text": "Hm"}]
+    assert [w for w in response.warnings if "blank" in w] == [
+        "not sent to anthropic: the blank text parts of messages 0, 2 (Anthropic refuses a text "
+        "block that is empty or whitespace only (messages: text content blocks must contain "
+        "non-whitespace text))"
+    ]
+
+
+async def test_gemini_refuses_an_empty_user_turn_and_leaves_out_an_empty_part() -> None:
+    source = Source("gemini", "gemini-2.5-flash", api_key="gm-key")
+    with respx.mock(assert_all_called=False) as mock:
+        route = mock.post(GEMINI_URL).respond(200, json=GEMINI_ANSWER)
+        async with Client([source]) as client:
+            with pytest.raises(ContentUnsupportedError) as caught:
+                await client.complete([Message(role="user", content="")])
+            assert route.call_count == 0
+            parts = [{"type": "text", "text": "Hi"}, {"type": "text", "text": ""}]
+            response = await client.complete([Message(role="user", content=parts)])
+    assert str(caught.value).startswith(
+        "gemini cannot carry the content of message 0 (user): Gemini refuses a text part whose "
+        "text is empty (required oneof field 'data' must have one initialized field); send text "
+        "with something in it, or leave the message out"
+    )
+    assert sent_json(route.calls[0])["contents"] == [{"role": "user", "parts": [{"text": "Hi"}]}]
+    assert [w for w in response.warnings if "blank" in w] == [
+        "not sent to gemini: the blank text parts of message 0 (Gemini refuses a text part whose "
+        "text is empty (required oneof field 'data' must have one initialized field))"
     ]

@@ -47,6 +47,7 @@ from polythink.transports.base import (
     token_count,
 )
 from polythink.transports.carry import (
+    BLANK_PARTS,
     EMPTY_TURN,
     EMPTY_WHY,
     LeftOut,
@@ -54,6 +55,7 @@ from polythink.transports.carry import (
     extra_keys,
     name_note,
     refusal_text,
+    refuse_blank_turn,
     refuse_chat_only,
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
@@ -329,9 +331,13 @@ def _messages(
                 turns.append({"role": "user", "content": [block]})
                 merging_results = True
         elif role == "user":
-            turns.append(
-                {"role": "user", "content": _blocks(message.content, left_out, keep_empty=True)}
-            )
+            content = message.content
+            blocks = _blocks(content, left_out, keep_empty=False)
+            if not blocks:
+                raise refuse_blank_turn(message, position, profile, None, _BLANK_WHY)
+            if content.__class__ is list and len(blocks) < len(content):
+                left_out.add(BLANK_PARTS, _BLANK_WHY)
+            turns.append({"role": "user", "content": blocks})
             merging_results = False
         else:
             if message.audio_id is not None or message.function_call is not None:
@@ -349,6 +355,12 @@ def _messages(
                 left_out.add(EMPTY_TURN, f"{_WIRE} refuses its blank text blocks")
             merging_results = False
     return (_system(system, left_out) if system else None), turns
+
+
+_BLANK_WHY = (
+    "Anthropic refuses a text block that is empty or whitespace only (messages: text content "
+    "blocks must contain non-whitespace text)"
+)
 
 
 def _system_blocks(system: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from polythink.providers import ProviderProfile
 from polythink.types import Message, PromptCache
 
 __all__ = [
+    "BLANK_PARTS",
     "EMPTY_TURN",
     "EMPTY_WHY",
     "LeftOut",
@@ -27,6 +28,7 @@ __all__ = [
     "extra_keys",
     "name_note",
     "refusal_text",
+    "refuse_blank_turn",
     "refuse_chat_only",
     "refused",
     "ttl_notes",
@@ -129,6 +131,27 @@ def refuse_chat_only(
             "requires; send it as tool_calls=[{'id', 'type': 'function', 'function': "
             "{'name', 'arguments'}}] with its result as a tool message",
         )
+
+
+BLANK_PARTS = "the blank text parts"
+"""The note for text parts of a user turn a wire refuses as blank, sent without them."""
+
+
+def refuse_blank_turn(
+    message: Message, position: int, profile: ProviderProfile, source_index: int | None, why: str
+) -> ContentUnsupportedError:
+    """The error for a user turn that has no text ``profile``'s wire accepts and nothing else
+    (``why`` says what the wire refuses). Leaving it out would change who speaks last, and
+    sending it is the provider's 400: it is refused before sending, and failover moves on to
+    a wire that takes empty content (OpenAI Chat and Responses do)."""
+    return refused(
+        profile,
+        source_index,
+        position,
+        message,
+        "content",
+        f"{why}; send text with something in it, or leave the message out",
+    )
 
 
 def extra_keys(part: Mapping[str, Any], carried: frozenset[str]) -> list[str]:

@@ -57,11 +57,13 @@ from polythink.transports.base import (
     with_rate_limit,
 )
 from polythink.transports.carry import (
+    BLANK_PARTS,
     EMPTY_TURN,
     EMPTY_WHY,
     LeftOut,
     extra_keys,
     name_note,
+    refuse_blank_turn,
     refuse_chat_only,
     ttl_notes,
 )
@@ -293,6 +295,12 @@ def _contents(
                 joined = bool(contents) and contents[-1]["role"] == "user"
             continue
         parts = _parts(message.content, left_out)
+        kept = [part for part in parts if _keep(part)]
+        if len(kept) < len(parts):
+            if not kept and not joined:
+                raise refuse_blank_turn(message, position, profile, source_index, _BLANK_WHY)
+            left_out.add(BLANK_PARTS, _BLANK_WHY)
+            parts = kept
         if joined:
             contents[-1]["parts"].extend(parts)
             joined = False
@@ -300,6 +308,11 @@ def _contents(
             contents.append({"role": "user", "parts": parts})
     return system, contents
 
+
+_BLANK_WHY = (
+    "Gemini refuses a text part whose text is empty (required oneof field 'data' must have "
+    "one initialized field)"
+)
 
 SKIP_SIGNATURE_VALIDATION = "skip_thought_signature_validator"
 """Placeholder ``thoughtSignature`` for a function call Gemini did not make.
