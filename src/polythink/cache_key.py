@@ -416,15 +416,17 @@ def _canonical_bytes(value: Any) -> bytes:
 
 
 class Prefixes:
-    """The hash state after the last messages of recent conversations, to resume from.
+    """The hash state after the messages of recent conversations, to resume from.
 
-    An agent loop sends its conversation again with two more messages each turn; the hash
-    of what it sent before is kept (with the head it started from and the messages, held
-    by identity) and resumed, so a turn hashes only its new messages. Only conversations
-    seen before (their first message, by identity, began an earlier request) are kept, up
-    to ``size``, the least recently used dropped first; the newest other one waits in a
-    single trial slot, so conversations rebuilt from dicts on every call hold at most one
-    conversation here.
+    An agent loop sends its conversation again with two more messages each turn, and a
+    caller that asks again with another last prompt sends it again with its last message
+    replaced; the hash of what was sent before is kept (with the head it started from and
+    the messages, held by identity) after the last message and after the one before it,
+    and resumed, so a call hashes only its new messages. Only conversations seen before
+    (their first message, by identity, began an earlier request) are kept, up to ``size``
+    states, the least recently used dropped first; the newest other one waits in a trial
+    slot, so conversations rebuilt from dicts on every call hold at most one conversation
+    here.
     """
 
     __slots__ = ("_entries", "_roots", "_size", "_trial")
@@ -432,23 +434,22 @@ class Prefixes:
     _LOOKBACK = 8
     """How many of the newest messages may be new since a kept prefix."""
 
-    def __init__(self, size: int = 16) -> None:
+    def __init__(self, size: int = 32) -> None:
         self._entries: dict[int, tuple[bytes, tuple[Message, ...], Any]] = {}
         self._roots: dict[int, Message] = {}
         self._size = size
-        self._trial: tuple[int, tuple[bytes, tuple[Message, ...], Any]] | None = None
+        self._trial: dict[int, tuple[bytes, tuple[Message, ...], Any]] = {}
 
     def resume(self, start: bytes, messages: tuple[Message, ...]) -> Any:
         """The hash of ``start`` and the messages' canonical bytes joined by commas."""
         entries = self._entries
+        trial = self._trial
         digest = None
         done = 0
-        trial = self._trial
-        for end in range(len(messages), max(0, len(messages) - self._LOOKBACK), -1):
+        count = len(messages)
+        for end in range(count, max(0, count - self._LOOKBACK), -1):
             last = id(messages[end - 1])
-            found = entries.get(last)
-            if found is None and trial is not None and trial[0] == last:
-                found = trial[1]
+            found = entries.get(last) or trial.get(last)
             if found is None:
                 continue
             head, kept, state = found
@@ -457,19 +458,29 @@ class Prefixes:
                 break
         if digest is None:
             digest = hashlib.sha256(start)
-        if done < len(messages):
-            fresh = _messages_bytes(messages[done:])
+        if not messages:
+            return digest
+        before_last = None
+        if done < count - 1:
+            fresh = _messages_bytes(messages[done : count - 1])
             digest.update(b"," + fresh if done else fresh)
-        if messages:
-            key = id(messages[-1])
-            entry = (start, messages, digest.copy())
-            if self._seen(messages[0]):
+            done = count - 1
+        if done == count - 1:
+            if done:
+                before_last = digest.copy()
+            last_bytes = _messages_bytes(messages[done:])
+            digest.update(b"," + last_bytes if done else last_bytes)
+        kept_states = [(id(messages[-1]), (start, messages, digest.copy()))]
+        if before_last is not None:
+            kept_states.append((id(messages[-2]), (start, messages[:-1], before_last)))
+        if self._seen(messages[0]):
+            for key, entry in kept_states:
                 entries.pop(key, None)
                 entries[key] = entry
-                if len(entries) > self._size:
-                    del entries[next(iter(entries))]
-            else:
-                self._trial = (key, entry)
+            while len(entries) > self._size:
+                del entries[next(iter(entries))]
+        else:
+            self._trial = dict(kept_states)
         return digest
 
     def _seen(self, root: Message) -> bool:
