@@ -9,7 +9,9 @@ dataclass constructor (the coercion as it was before its fast path), each messag
 converted afresh, the body encoded by ``json.dumps``, the key hashed over the whole
 :func:`canonical_request`. Each comparison is made three times: on messages coerced from
 dicts (first conversion), on the same Message values again (the memoised shapes and bytes),
-and on the conversation grown by two messages (an agent loop's next turn: resumed hashing).
+on the same dicts passed again (their remembered conversions), on the dicts with the last one
+replaced (a prompt asked again differently: hashing resumed before it), and on the
+conversation grown by two messages (an agent loop's next turn: resumed hashing).
 """
 
 from __future__ import annotations
@@ -273,6 +275,12 @@ def test_bodies_and_keys_match_the_plain_code_on_every_recording(provider: str) 
         reference = tuple(_reference_message(t) for t in turns)
         fast = coerce_messages(turns)
         assert fast == reference, name
+        # The same dicts again: the remembered conversions (all but the last message).
+        remembered = coerce_messages(turns)
+        assert remembered == reference, name
+        replaced_turns = [*turns[:-1], {"role": "user", "content": "Another — last."}]
+        replaced = coerce_messages(replaced_turns)
+        reference_replaced = (*reference[:-1], _reference_message(replaced_turns[-1]))
         grown = (
             *fast,
             Message(role="assistant", content="Done."),
@@ -282,6 +290,8 @@ def test_bodies_and_keys_match_the_plain_code_on_every_recording(provider: str) 
         for messages, expected_messages in (
             (fast, reference),
             (fast, reference),
+            (remembered, reference),
+            (replaced, reference_replaced),
             (grown, reference_grown),
         ):
             # The grown turn also sets the optional fields that sort after the messages.

@@ -43,7 +43,7 @@ import orjson
 
 from polythink.budgets import fingerprint
 from polythink.config import credential_header
-from polythink.types import Effort, Message, Request
+from polythink.types import Effort, Message, Request, Tool, tools_memo
 
 if TYPE_CHECKING:
     from polythink.config import Source
@@ -180,11 +180,11 @@ def canonical_request(request: Request, defaults: Sequence[Effort | None] | None
 
 
 def _fields_around_messages(
-    request: Request, defaults: Sequence[Effort | None] | None
+    request: Request, defaults: Sequence[Effort | None] | None, *, tools: bool = True
 ) -> dict[str, Any]:
     """The key's fields other than ``messages``, ``max_tokens`` and ``extra_body``: one list
     for :func:`canonical_request` and its fast path :func:`_around_messages`, which must
-    agree byte for byte."""
+    agree byte for byte (without ``tools``, the fast path writes them itself)."""
     fields: dict[str, Any] = {}
     if request.system_suffix is not None:
         fields["system_suffix"] = request.system_suffix
@@ -208,20 +208,29 @@ def _fields_around_messages(
             "temperature": _number(request.temperature),
             "top_p": _number(request.top_p),
             "stop": list(request.stop) if request.stop is not None else None,
-            "tools": [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                    "strict": t.strict,
-                }
-                for t in request.tools
-            ],
             "tool_choice": request.tool_choice,
             "stream": request.stream,
         }
     )
+    if tools:
+        fields["tools"] = _tool_fields(request.tools)
     return fields
+
+
+def _tool_fields(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.parameters,
+            "strict": t.strict,
+        }
+        for t in tools
+    ]
+
+
+def _tools_bytes(tools: tuple[Tool, ...]) -> bytes:
+    return _canonical_bytes(_tool_fields(tools))
 
 
 def canonical_scope(sources: Sequence[Source]) -> str:
@@ -367,8 +376,13 @@ def _around_messages(
     :func:`canonical_request` has them.
     """
     head = _canonical_bytes({"extra_body": request.extra_body, "max_tokens": request.max_tokens})
-    tail = _canonical_bytes(_fields_around_messages(request, defaults))
-    return head[:-1] + b',"messages":[', b"]," + tail[1:]
+    fields = _fields_around_messages(request, defaults, tools=False)
+    top_p = fields.pop("top_p")
+    # ``tools`` and ``top_p`` sort last; the tools' bytes are kept with the tools tuple.
+    rest = _canonical_bytes(fields)
+    tools = tools_memo(request.tools, "cache-key", _tools_bytes)
+    tail = rest[1:-1] + b',"tools":' + tools + b',"top_p":' + _canonical_bytes(top_p) + b"}"
+    return head[:-1] + b',"messages":[', b"]," + tail
 
 
 def _orjson_exact(value: Any) -> bool:

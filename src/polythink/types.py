@@ -60,6 +60,7 @@ __all__ = [
     "coerce_tools",
     "credential_name",
     "redacted",
+    "tools_memo",
 ]
 
 
@@ -2016,6 +2017,21 @@ view of its ``type`` (narrow with ``event.type == "done"`` and the like);
 def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Message, ...]:
     """Convert a sequence of ``Message`` objects or OpenAI-style dicts to a tuple of messages.
 
+    A ``Message`` is taken as it is (it was checked when it was built). A dict is converted
+    and checked (:meth:`Message.coerce`) the first time it is seen; the conversion is kept,
+    with a copy of what was checked, under the dict's identity, so a conversation passed as
+    the same dicts call after call converts only its new messages. On each call a dict is
+    compared with that copy (``==``, in C), and the conversion is reused only when they are
+    equal: a dict changed in place since, or a new dict at the same address, is converted
+    and checked again, so what is sent is always what the dict holds now. The ``Message``
+    is built from the copy, never sharing the caller's lists or dicts. Only dicts of the
+    JSON shape of messages (dicts, lists, strings, ``None``) are kept: a number or any other
+    value could compare equal to a different one (``1 == 1.0 == True``), so such a dict is
+    converted on every call. The last message of a call is kept only once it is sent again
+    (a one-message call, or a prompt replaced on every call, keeps nothing). At most 32,768
+    dicts are kept, or 16 Mi characters of their text, the least recently sent forgotten
+    first.
+
     Raises:
         ValueError: when a message is malformed (the message says which: ``messages[3]: user
             message content part 1 ...``), or ``messages`` is empty or not a sequence.
@@ -2025,18 +2041,135 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
             "messages must be a list of Message objects or OpenAI-style dicts; got "
             f"{type(messages).__name__}"
         )
-    coerce = Message.coerce
-    # A Message value is taken as it is (checked when it was built); only dicts are converted.
+    items: Sequence[Any] = (
+        messages if messages.__class__ is list or messages.__class__ is tuple else list(messages)
+    )
+    seen = _remembered
+    young = seen.young
+    result: list[Message] = []
+    append = result.append
+    last = len(items) - 1
     try:
-        result = tuple([m if m.__class__ is Message else coerce(m) for m in messages])
+        for index, m in enumerate(items):
+            cls = m.__class__
+            if cls is Message:
+                append(m)
+            elif cls is dict:
+                kept = young.get(id(m))
+                if kept is not None and kept[0] == m:
+                    append(kept[1])
+                else:
+                    append(seen.convert(m, keep=index != last))
+            else:
+                append(Message.coerce(m))
+    except Exception:
+        # The memo never decides an error: the plain conversion raises what it raises.
+        result = _coerced(items)
+    if not result:
+        raise ValueError("messages must not be empty")
+    return tuple(result)
+
+
+def _coerced(messages: Sequence[Any]) -> list[Message]:
+    """Every message converted afresh, a refused one reported with its index."""
+    coerce = Message.coerce
+    try:
+        return [m if m.__class__ is Message else coerce(m) for m in messages]
     except ValueError as exc:
         index = _failing_index(messages)
         if index is None:
             raise
         raise ValueError(f"messages[{index}]: {exc}") from None
-    if not result:
-        raise ValueError("messages must not be empty")
-    return result
+
+
+_NOT_KEPT: Any = object()
+"""What :func:`_json_copy` returns for a value it does not copy."""
+
+
+def _json_copy(value: Any) -> tuple[Any, int]:
+    """A copy of ``value`` if it is made of dicts with string keys, lists, strings and
+    ``None`` only, and the characters of its strings; ``(_NOT_KEPT, 0)`` otherwise."""
+    cls = value.__class__
+    if cls is str:
+        return value, len(value)
+    if value is None:
+        return None, 0
+    chars = 0
+    if cls is dict:
+        copy: dict[str, Any] = {}
+        for key, item in value.items():
+            if key.__class__ is not str:
+                return _NOT_KEPT, 0
+            kept, count = _json_copy(item)
+            if kept is _NOT_KEPT:
+                return _NOT_KEPT, 0
+            copy[key] = kept
+            chars += count
+        return copy, chars
+    if cls is list:
+        items: list[Any] = []
+        for item in value:
+            kept, count = _json_copy(item)
+            if kept is _NOT_KEPT:
+                return _NOT_KEPT, 0
+            items.append(kept)
+            chars += count
+        return items, chars
+    return _NOT_KEPT, 0
+
+
+class _Remembered:
+    """Message dicts converted before: id -> (copy of the dict, its ``Message``).
+
+    Two generations: a dict is looked up in the young one, then in the old one (and moved
+    back to the young one when found there). When the young one holds
+    :attr:`ENTRIES` dicts or :attr:`CHARS` characters of text, it becomes the old one and
+    the previous old one is dropped, so at most twice that is kept, and a dict not sent
+    again within that much newer traffic is forgotten. Safe under threads without a lock:
+    an entry is used only when its copy equals the dict, so a lost or stale entry costs a
+    conversion, never a wrong message.
+    """
+
+    __slots__ = ("chars", "old", "young")
+
+    ENTRIES = 16_384
+    CHARS = 8 << 20
+
+    def __init__(self) -> None:
+        self.young: dict[int, tuple[dict[str, Any], Message]] = {}
+        self.old: dict[int, tuple[dict[str, Any], Message]] = {}
+        self.chars = 0
+
+    def convert(self, value: dict[str, Any], *, keep: bool = True) -> Message:
+        """The ``Message`` of ``value``: remembered from the old generation, else converted
+        (from a copy, kept when ``keep``) and checked.
+
+        Raises:
+            ValueError: as :meth:`Message.coerce`.
+        """
+        key = id(value)
+        kept = self.old.get(key)
+        if kept is not None and kept[0] == value:
+            self.young[key] = kept
+            return kept[1]
+        if not keep:
+            return Message.coerce(value)
+        copy, chars = _json_copy(value)
+        if copy is _NOT_KEPT:
+            return Message.coerce(value)
+        message = Message.coerce(copy)
+        if len(self.young) >= self.ENTRIES or self.chars + chars > self.CHARS:
+            self.old, self.young, self.chars = self.young, {}, 0
+        self.young[key] = (copy, message)
+        self.chars += chars
+        return message
+
+    def clear(self) -> None:
+        """Forget every remembered dict."""
+        self.young, self.old, self.chars = {}, {}, 0
+
+
+_remembered = _Remembered()
 
 
 def _failing_index(messages: Iterable[Message | Mapping[str, Any]]) -> int | None:
@@ -2055,6 +2188,13 @@ def _failing_index(messages: Iterable[Message | Mapping[str, Any]]) -> int | Non
 def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool, ...]:
     """Convert tool specs (``Tool`` or dicts) to a tuple of ``Tool``; ``None`` gives ``()``.
 
+    A list of tools passed again unchanged (its JSON bytes, and its values compared with a
+    copy of what was checked) gives back the tuple of the first conversion, so tools
+    declared on every call of a loop are checked once, and what is derived from them for a
+    wire or a cache key (:func:`tools_memo`) is derived once. The ``Tool`` values are built
+    from that copy, never sharing the caller's dicts; a list that changed in any way, in
+    place or not, is converted and checked again. At most 64 lists are remembered.
+
     Raises:
         ValueError: when ``tools`` is not a list of tools, or a tool is malformed.
     """
@@ -2066,6 +2206,93 @@ def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool
         )
     if not tools:
         return ()
-    if any(not isinstance(t, Tool | Mapping) for t in tools):
+    listed = list(tools)
+    key = _tools_key(listed)
+    if key is not None:
+        kept = _tool_lists.get(key, listed)
+        if kept is not None:
+            return kept
+    if any(not isinstance(t, Tool | Mapping) for t in listed):
         raise ValueError("each tool must be a Tool or a dict with a function 'name'")
-    return tuple(Tool.coerce(t) for t in tools)
+    if key is None:
+        return tuple(Tool.coerce(t) for t in listed)
+    given = [_copied_tool(t) for t in listed]
+    converted = tuple(Tool.coerce(t) for t in given)
+    _tool_lists.put(key, given, converted)
+    return converted
+
+
+def tools_memo(tools: tuple[Tool, ...], name: str, derive: Callable[[tuple[Tool, ...]], _T]) -> _T:
+    """Return ``derive(tools)``, computed once per ``name`` for a tuple :func:`coerce_tools`
+    gave back (and afresh for any other tuple).
+
+    As with :meth:`Message.memo`, ``name`` must say everything the derived value depends on
+    besides the tools, and the value is shared: treat it as read-only.
+    """
+    entry = _tool_lists.by_id.get(id(tools))
+    if entry is None or entry[1] is not tools:
+        return derive(tools)
+    derived = entry[2]
+    if name in derived:
+        return cast(_T, derived[name])
+    value = derived[name] = derive(tools)
+    return value
+
+
+def _tools_key(tools: list[Any]) -> bytes | None:
+    """The JSON bytes of a list of tools (``Tool`` values as their fields), or ``None`` when
+    orjson cannot write it (a key that is not a string, a lone surrogate, a mapping that is
+    not a dict)."""
+    try:
+        return orjson.dumps(tools)
+    except TypeError:
+        return None
+
+
+def _copied_tool(tool: Any) -> Any:
+    """A tool dict copied at every depth (values shared), a ``Tool`` as it is."""
+    return _copied_json(tool) if tool.__class__ is dict else tool
+
+
+def _copied_json(value: Any) -> Any:
+    cls = value.__class__
+    if cls is dict:
+        return {key: _copied_json(item) for key, item in value.items()}
+    if cls is list:
+        return [_copied_json(item) for item in value]
+    return value
+
+
+class _ToolLists:
+    """Lists of tools converted before: JSON bytes -> (copy of the list, its tools, what
+    was derived from them), and the same entries by the identity of the tools tuple."""
+
+    __slots__ = ("by_id", "by_key")
+
+    SIZE = 64
+
+    def __init__(self) -> None:
+        self.by_key: dict[bytes, tuple[list[Any], tuple[Tool, ...], dict[str, Any]]] = {}
+        self.by_id: dict[int, tuple[list[Any], tuple[Tool, ...], dict[str, Any]]] = {}
+
+    def get(self, key: bytes, given: list[Any]) -> tuple[Tool, ...] | None:
+        """The tools of the list with these bytes, when its copy equals ``given``."""
+        entry = self.by_key.get(key)
+        if entry is None or entry[0] != given:
+            return None
+        return entry[1]
+
+    def put(self, key: bytes, given: list[Any], tools: tuple[Tool, ...]) -> None:
+        """Remember ``tools``, converted from ``given`` (a copy of the caller's list)."""
+        entry: tuple[list[Any], tuple[Tool, ...], dict[str, Any]] = (given, tools, {})
+        by_key, by_id = self.by_key, self.by_id
+        replaced = by_key.pop(key, None)
+        if replaced is not None:
+            by_id.pop(id(replaced[1]), None)
+        elif len(by_key) >= self.SIZE:
+            by_id.pop(id(by_key.pop(next(iter(by_key)))[1]), None)
+        by_key[key] = entry
+        by_id[id(tools)] = entry
+
+
+_tool_lists = _ToolLists()

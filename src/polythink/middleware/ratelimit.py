@@ -63,7 +63,7 @@ from polythink.errors import (
 from polythink.middleware._recheck import Hit, look_again
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
-from polythink.types import RateLimit, Request, Response, StreamEvent, Usage
+from polythink.types import RateLimit, Request, Response, StreamEvent, Tool, Usage, tools_memo
 
 __all__ = [
     "Clock",
@@ -85,6 +85,10 @@ def _schema_chars(parameters: Any) -> int:
         return len(orjson.dumps(parameters))
     except TypeError:
         return len(str(parameters))
+
+
+def _tool_chars(tools: tuple[Tool, ...]) -> int:
+    return sum(len(t.name) + len(t.description) + _schema_chars(t.parameters) for t in tools)
 
 
 def estimate_tokens(request: Request, default_max_tokens: int | None = None) -> int:
@@ -114,8 +118,8 @@ def estimate_prompt_tokens(request: Request) -> int:
             chars += len(message.reasoning)
         for call in message.tool_calls:
             chars += len(call.name) + len(call.arguments)
-    for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + _schema_chars(tool.parameters)
+    if request.tools:
+        chars += tools_memo(request.tools, "chars", _tool_chars)
     return -(-chars // _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE * len(request.messages)
 
 

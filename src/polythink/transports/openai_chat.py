@@ -64,9 +64,11 @@ from polythink.types import (
     Request,
     Response,
     StreamEvent,
+    Tool,
     ToolCall,
     ToolCallDelta,
     Usage,
+    tools_memo,
 )
 
 __all__ = [
@@ -341,17 +343,7 @@ def build_body(
     if request.stop:
         body["stop"] = list(request.stop)
     if request.tools:
-        tools = []
-        for tool in request.tools:
-            function: dict[str, Any] = {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-            }
-            if tool.strict is not None:
-                function["strict"] = tool.strict
-            tools.append({"type": "function", "function": function})
-        body["tools"] = tools
+        body["tools"] = tools_memo(request.tools, "openai_chat", _chat_tools)
     if request.tool_choice is not None:
         body["tool_choice"] = request.tool_choice
     if request.prompt_cache is not None:
@@ -359,6 +351,22 @@ def build_body(
     if output is not None:
         merge_output(body, output.fields, (extra_body, request.extra_body))
     return apply_overrides(body, request, extra_body)
+
+
+def _chat_tools(tools: tuple[Tool, ...]) -> list[dict[str, Any]]:
+    """The ``tools`` array (shared between calls declaring the same tools: never changed in
+    place; :func:`~polythink.transports.base.apply_overrides` replaces what it overrides)."""
+    out = []
+    for tool in tools:
+        function: dict[str, Any] = {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        }
+        if tool.strict is not None:
+            function["strict"] = tool.strict
+        out.append({"type": "function", "function": function})
+    return out
 
 
 def parse_usage(usage: Any, *, counts_reasoning: bool | None = None) -> Usage | None:
