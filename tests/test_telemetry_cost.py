@@ -171,3 +171,26 @@ def test_names_are_the_conventions_names() -> None:
     names = [getattr(semconv, n) for n in semconv.__all__ if isinstance(getattr(semconv, n), str)]
     assert "gen_ai.system" not in names
     assert len(set(semconv.__all__)) == len(semconv.__all__)
+
+
+@pytest.mark.anyio
+async def test_clients_on_one_meter_count_into_the_same_points(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The counters are observed from sums kept per meter: a second client on the same meter
+    # provider adds to them (as the same synchronous counter would) and takes no instrument
+    # name twice (the SDK would warn and drop its callbacks).
+    otel = Otel()
+    clock = Clock()
+    answer = response(usage=Usage(input_tokens=10, output_tokens=5), cost=COST)
+    for _ in range(2):
+        layer = otel.layer([ANTHROPIC], clock=clock)
+        await compose([layer], Stub(clock, answer=answer)).complete(request())
+    (calls,) = _points(otel, POLYTHINK_CLIENT_CALLS)
+    (spent,) = _points(otel, POLYTHINK_CLIENT_COST)
+    assert (calls.value, spent.value) == (2, 0.025)
+    assert not [r for r in caplog.records if "has been created already" in r.getMessage()]
+    # Cumulative: a later collection still holds every call.
+    await compose([layer], Stub(clock, answer=answer)).complete(request())
+    (calls,) = _points(otel, POLYTHINK_CLIENT_CALLS)
+    assert calls.value == 3

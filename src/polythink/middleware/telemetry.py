@@ -35,7 +35,11 @@ Metrics: ``gen_ai.client.operation.duration`` (s), ``gen_ai.client.token.usage``
 ``polythink.budget.step_downs`` (``{call}``, by requested and applied tier and budget name,
 once per call a budget stepped down; the budget layer records spend and remaining).
 Every point of one instrument carries the same attribute keys; ``error.type`` is added to
-the duration points of failed calls only, as the conventions require.
+the duration points of failed calls only, as the conventions require. The call, cost and
+step-down counters (``polythink.client.calls``, ``polythink.client.cost``,
+``polythink.client.cost.saved``, ``polythink.budget.step_downs``) are observable counters:
+summed in the process per meter and reported when the meter collects, so a call updates a
+sum instead of making an SDK measurement per counter; they carry no exemplars.
 
 Rules kept here:
 
@@ -63,8 +67,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 import traceback
+import weakref
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -217,7 +223,18 @@ def record_attempt() -> None:
 class _SourceInfo:
     """What telemetry says about one source, computed once at client start."""
 
-    __slots__ = ("address", "base", "index", "input", "model", "output", "port", "provider")
+    __slots__ = (
+        "address",
+        "base",
+        "index",
+        "input",
+        "key",
+        "model",
+        "output",
+        "port",
+        "provider",
+        "tiers",
+    )
 
     def __init__(self, source: Source, index: int, first: _SourceInfo | None) -> None:
         self.index = index
@@ -239,6 +256,9 @@ class _SourceInfo:
             self.base[SERVER_PORT] = self.port or head.port
         self.input = {**self.base, GEN_AI_TOKEN_TYPE: "input"}
         self.output = {**self.base, GEN_AI_TOKEN_TYPE: "output"}
+        self.key = tuple(self.base.items())
+        self.tiers: dict[str, dict[str, Any]] = {}
+        """The reasoning histogram's attributes, by applied tier."""
 
 
 def _server(endpoint: str) -> tuple[str | None, int | None]:
@@ -363,26 +383,7 @@ class TelemetryMiddleware:
             "Reasoning tokens per call, by applied reasoning tier.",
             _TOKEN_BUCKETS,
         )
-        self._calls = meter.create_counter(
-            POLYTHINK_CLIENT_CALLS,
-            unit=UNIT_CALL,
-            description="Calls, by requested and applied reasoning tier, source and outcome.",
-        )
-        self._cost = meter.create_counter(
-            POLYTHINK_CLIENT_COST,
-            unit=UNIT_USD,
-            description="US dollars spent: the cost of every call a provider answered.",
-        )
-        self._saved = meter.create_counter(
-            POLYTHINK_CLIENT_COST_SAVED,
-            unit=UNIT_USD,
-            description="US dollars saved: the original cost of every answer from the cache.",
-        )
-        self._step_downs = meter.create_counter(
-            POLYTHINK_BUDGET_STEP_DOWNS,
-            unit=UNIT_CALL,
-            description="Calls a spend budget stepped down, by requested and applied tier.",
-        )
+        self._totals = _totals_of(meter)
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Run the call inside its span; record the outcome, then return or re-raise."""
@@ -496,6 +497,8 @@ class TelemetryMiddleware:
         if call.ended:
             return
         call.ended = True
+        # The context holds the call and the call its context: freed now, not by the collector.
+        call.context = None
         try:
             elapsed = self._clock() - call.start
             if response is not None:
@@ -627,7 +630,10 @@ class TelemetryMiddleware:
         if usage.reasoning_tokens is not None:
             applied = response.applied_effort if response is not None else None
             tier = applied.value if applied is not None else _UNSET_TIER
-            self._reasoning.record(usage.reasoning_tokens, {**base, POLYTHINK_APPLIED_EFFORT: tier})
+            attributes = source.tiers.get(tier)
+            if attributes is None:
+                attributes = source.tiers[tier] = {**base, POLYTHINK_APPLIED_EFFORT: tier}
+            self._reasoning.record(usage.reasoning_tokens, attributes)
 
     def _count(
         self, call: _Call, source: _SourceInfo, response: Response | None, kind: str | None
@@ -640,29 +646,156 @@ class TelemetryMiddleware:
             hit = response.cache_hit
         else:
             requested, applied, model, hit = call.requested, None, source.model, False
-        attributes = {
-            **source.base,
-            GEN_AI_RESPONSE_MODEL: model,
-            POLYTHINK_REQUESTED_EFFORT: requested.value if requested is not None else _UNSET_TIER,
-            POLYTHINK_APPLIED_EFFORT: applied.value if applied is not None else _UNSET_TIER,
-            POLYTHINK_SOURCE_INDEX: source.index,
-            POLYTHINK_CACHE_HIT: hit,
-            POLYTHINK_OUTCOME: OUTCOME_ERROR if kind is not None else OUTCOME_SUCCESS,
-        }
-        self._calls.add(1, attributes)
-        step = response.step_down if response is not None else None
-        if step is not None and not hit:
-            self._step_downs.add(
-                1,
+        asked = requested.value if requested is not None else _UNSET_TIER
+        tier = applied.value if applied is not None else _UNSET_TIER
+        key = (source.key, model, asked, tier, hit, kind is None)
+        totals = self._totals
+        point = totals.point(key)
+        if point is None:
+            point = totals.new_point(
+                key,
                 {
-                    POLYTHINK_REQUESTED_EFFORT: attributes[POLYTHINK_REQUESTED_EFFORT],
-                    POLYTHINK_APPLIED_EFFORT: attributes[POLYTHINK_APPLIED_EFFORT],
-                    POLYTHINK_BUDGET_NAME: step.budget,
+                    **source.base,
+                    GEN_AI_RESPONSE_MODEL: model,
+                    POLYTHINK_REQUESTED_EFFORT: asked,
+                    POLYTHINK_APPLIED_EFFORT: tier,
+                    POLYTHINK_SOURCE_INDEX: source.index,
+                    POLYTHINK_CACHE_HIT: hit,
+                    POLYTHINK_OUTCOME: OUTCOME_ERROR if kind is not None else OUTCOME_SUCCESS,
                 },
             )
         cost = response.cost if response is not None else None
-        if cost is not None:
-            (self._saved if hit else self._cost).add(cost.total, attributes)
+        totals.add(point, cost.total if cost is not None else None, hit)
+        step = response.step_down if response is not None else None
+        if step is not None and not hit:
+            totals.step_down(asked, tier, step.budget)
+
+
+class _Point:
+    """One attribute set of the call counters and its sums: calls, and the dollars spent and
+    saved by the cache (``None`` until a call of this set had a cost)."""
+
+    __slots__ = ("attributes", "calls", "saved", "spent")
+
+    def __init__(self, attributes: dict[str, Any]) -> None:
+        self.attributes = attributes
+        self.calls = 0
+        self.spent: float | None = None
+        self.saved: float | None = None
+
+
+class _Totals:
+    """The call and cost counters of every client on one meter, summed here and reported
+    when the meter collects.
+
+    Observable counters, read at collection: a call costs an update of its point rather
+    than an SDK measurement per counter (about 10 us each). They are cumulative sums, as
+    the synchronous counters were, with the same attributes; they carry no exemplars.
+    Updates and reads hold one lock (a client may run in another thread than the exporter
+    and than other clients).
+    """
+
+    def __init__(self, meter: metrics.Meter) -> None:
+        self._lock = threading.Lock()
+        self._points: dict[tuple[Any, ...], _Point] = {}
+        self._step_downs: dict[tuple[str, str, str], int] = {}
+        meter.create_observable_counter(
+            POLYTHINK_CLIENT_CALLS,
+            callbacks=[self._observe_calls],
+            unit=UNIT_CALL,
+            description="Calls, by requested and applied reasoning tier, source and outcome.",
+        )
+        meter.create_observable_counter(
+            POLYTHINK_CLIENT_COST,
+            callbacks=[self._observe_spent],
+            unit=UNIT_USD,
+            description="US dollars spent: the cost of every call a provider answered.",
+        )
+        meter.create_observable_counter(
+            POLYTHINK_CLIENT_COST_SAVED,
+            callbacks=[self._observe_saved],
+            unit=UNIT_USD,
+            description="US dollars saved: the original cost of every answer from the cache.",
+        )
+        meter.create_observable_counter(
+            POLYTHINK_BUDGET_STEP_DOWNS,
+            callbacks=[self._observe_step_downs],
+            unit=UNIT_CALL,
+            description="Calls a spend budget stepped down, by requested and applied tier.",
+        )
+
+    def point(self, key: tuple[Any, ...]) -> _Point | None:
+        """The point of ``key`` if it was counted before."""
+        return self._points.get(key)
+
+    def new_point(self, key: tuple[Any, ...], attributes: dict[str, Any]) -> _Point:
+        """The point of ``key``, with these attributes when it is new."""
+        with self._lock:
+            return self._points.setdefault(key, _Point(attributes))
+
+    def add(self, point: _Point, cost: float | None, hit: bool) -> None:
+        """Count one call of ``point``, and its cost: saved when it was a cache hit."""
+        with self._lock:
+            point.calls += 1
+            if cost is not None:
+                if hit:
+                    point.saved = (point.saved or 0.0) + cost
+                else:
+                    point.spent = (point.spent or 0.0) + cost
+
+    def step_down(self, requested: str, applied: str, budget: str) -> None:
+        """Count one call a budget stepped down."""
+        key = (requested, applied, budget)
+        with self._lock:
+            self._step_downs[key] = self._step_downs.get(key, 0) + 1
+
+    def _observe_calls(self, options: metrics.CallbackOptions) -> list[metrics.Observation]:
+        with self._lock:
+            return [metrics.Observation(p.calls, p.attributes) for p in self._points.values()]
+
+    def _observe_spent(self, options: metrics.CallbackOptions) -> list[metrics.Observation]:
+        with self._lock:
+            return [
+                metrics.Observation(p.spent, p.attributes)
+                for p in self._points.values()
+                if p.spent is not None
+            ]
+
+    def _observe_saved(self, options: metrics.CallbackOptions) -> list[metrics.Observation]:
+        with self._lock:
+            return [
+                metrics.Observation(p.saved, p.attributes)
+                for p in self._points.values()
+                if p.saved is not None
+            ]
+
+    def _observe_step_downs(self, options: metrics.CallbackOptions) -> list[metrics.Observation]:
+        with self._lock:
+            return [
+                metrics.Observation(
+                    count,
+                    {
+                        POLYTHINK_REQUESTED_EFFORT: requested,
+                        POLYTHINK_APPLIED_EFFORT: applied,
+                        POLYTHINK_BUDGET_NAME: budget,
+                    },
+                )
+                for (requested, applied, budget), count in self._step_downs.items()
+            ]
+
+
+_meters: weakref.WeakKeyDictionary[metrics.Meter, _Totals] = weakref.WeakKeyDictionary()
+_meters_lock = threading.Lock()
+
+
+def _totals_of(meter: metrics.Meter) -> _Totals:
+    """The one :class:`_Totals` of ``meter``: an observable instrument's name is taken once
+    per meter, so every client recording to it shares the sums."""
+    with _meters_lock:
+        totals = _meters.get(meter)
+        if totals is None:
+            totals = _meters[meter] = _Totals(meter)
+        return totals
 
 
 def _usage_attributes(usage: Usage, attributes: dict[str, Any]) -> None:
