@@ -73,6 +73,7 @@ _log = logging.getLogger("polythink.pricing")
 _MILLION = Decimal(1_000_000)
 _THOUSAND = Decimal(1000)
 _NANO = Decimal(1_000_000_000)
+_ZERO = Decimal(0)
 # Price keys whose usage count polythink never reports (searches, modalities, per-hour audio):
 # they price nothing here and take nothing out of the token counts that are reported.
 _PRICED_HERE = frozenset(
@@ -98,7 +99,9 @@ _LOOKUP_LIMIT = 4096
 
 
 class _Rates:
-    """The prices of one ``ModelPrice`` that polythink's counts can use (``None``: unpriced)."""
+    """The prices of one ``ModelPrice`` that polythink's counts can use (``None``: unpriced):
+    a plain price per million tokens is kept per token (divided once, exactly: a decimal
+    division by 10**6 moves the exponent), a tiered one as it is."""
 
     __slots__ = (
         "cache_read",
@@ -111,12 +114,12 @@ class _Rates:
     )
 
     def __init__(self, values: Mapping[str, Any]) -> None:
-        self.input = values.get("input_mtok")
-        self.cache_read = values.get("cache_read_mtok")
-        self.cache_write = values.get("cache_write_mtok")
-        self.cache_write_1h = values.get("cache_write_1h_mtok")
-        self.output = values.get("output_mtok")
-        self.reasoning = values.get("output_reasoning_mtok")
+        self.input = _per_token(values.get("input_mtok"))
+        self.cache_read = _per_token(values.get("cache_read_mtok"))
+        self.cache_write = _per_token(values.get("cache_write_mtok"))
+        self.cache_write_1h = _per_token(values.get("cache_write_1h_mtok"))
+        self.output = _per_token(values.get("output_mtok"))
+        self.reasoning = _per_token(values.get("output_reasoning_mtok"))
         self.fee = values.get("requests_kcount")
 
     @classmethod
@@ -361,17 +364,25 @@ def _unreported_unit(key: str) -> bool:
     return key.startswith(_UNREPORTED_PREFIXES) or any(word in key for word in _UNREPORTED_WORDS)
 
 
+def _per_token(price: Any) -> Any:
+    """A plain price per million tokens as a price per token; a tiered price or ``None`` as
+    it is."""
+    if price is None or isinstance(price, _table.tiered):
+        return price
+    return Decimal(price) / _MILLION
+
+
 def _part(price: Any, count: int, input_tokens: int) -> Decimal:
     if price is None or not count:
-        return Decimal(0)
-    if isinstance(price, _table.tiered):
-        rate: Decimal = price.base
-        for tier in reversed(price.tiers):
-            if input_tokens > tier.start:
-                rate = tier.price
-                break
-        return rate * Decimal(count) / _MILLION
-    return Decimal(price) * Decimal(count) / _MILLION
+        return _ZERO
+    if price.__class__ is Decimal:
+        return price * count
+    rate: Decimal = price.base
+    for tier in reversed(price.tiers):
+        if input_tokens > tier.start:
+            rate = tier.price
+            break
+    return rate * Decimal(count) / _MILLION
 
 
 def reported_cost(usage: Any) -> Cost | None:
