@@ -14,8 +14,7 @@ leaks to another call of the same task.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 
 from polythink.types import Response, StreamEvent
@@ -30,14 +29,23 @@ _LOOK: ContextVar[Callable[[], Awaitable[Hit | None]] | None] = ContextVar(
 )
 
 
-@contextmanager
-def looking_again(look: Callable[[], Awaitable[Hit | None]]) -> Iterator[None]:
-    """Register ``look`` as the current call's second look for the duration of the block."""
-    token = _LOOK.set(look)
-    try:
-        yield
-    finally:
-        _LOOK.reset(token)
+class looking_again:
+    """Register ``look`` as the current call's second look for the duration of the block.
+
+    A class rather than a generator-based context manager: it runs on every call that goes
+    through the cache, and costs a third as much.
+    """
+
+    __slots__ = ("_look", "_token")
+
+    def __init__(self, look: Callable[[], Awaitable[Hit | None]]) -> None:
+        self._look = look
+
+    def __enter__(self) -> None:
+        self._token = _LOOK.set(self._look)
+
+    def __exit__(self, *exc: object) -> None:
+        _LOOK.reset(self._token)
 
 
 async def look_again() -> Hit | None:

@@ -130,20 +130,32 @@ _T = TypeVar("_T")
 class _Flight:
     """One call on its way upstream that identical calls wait for (single flight).
 
-    ``ended`` is set when the first call is over; then ``response`` (a complete call, or
-    its hit), ``recording`` (a stream that reached its ``done`` event), ``events`` (a
+    :meth:`wait` returns when the first call is over; then ``response`` (a complete call,
+    or its hit), ``recording`` (a stream that reached its ``done`` event), ``events`` (a
     stream's hit) or ``error`` tells how. All ``None``: the first caller was cancelled or
-    stopped reading early.
+    stopped reading early. The event is made when a second caller first waits: most calls
+    have no one waiting for them.
     """
 
-    __slots__ = ("ended", "error", "events", "recording", "response")
+    __slots__ = ("_ended", "error", "events", "recording", "response")
 
     def __init__(self) -> None:
-        self.ended = anyio.Event()
+        self._ended: anyio.Event | None = None
         self.response: Response | None = None
         self.recording: Recording | None = None
         self.events: list[StreamEvent] | None = None
         self.error: Exception | None = None
+
+    async def wait(self) -> None:
+        """Return once :meth:`end` was called."""
+        if self._ended is None:
+            self._ended = anyio.Event()
+        await self._ended.wait()
+
+    def end(self) -> None:
+        """Wake the callers waiting (the flight is out of the table already)."""
+        if self._ended is not None:
+            self._ended.set()
 
 
 def _stored(response: Response) -> Response:
@@ -250,7 +262,7 @@ class CacheMiddleware:
         while (flight := self._flights.get(key)) is not None:
             if mode == "refresh":
                 return await call_next(request)
-            await flight.ended.wait()
+            await flight.wait()
             if flight.error is not None:
                 raise flight.error
             if flight.response is not None:
@@ -285,7 +297,7 @@ class CacheMiddleware:
             raise
         finally:
             del self._flights[key]
-            flight.ended.set()
+            flight.end()
             if fill is not None:
                 await fill.release()
 
@@ -305,7 +317,7 @@ class CacheMiddleware:
             if refresh:
                 key = None
                 break
-            await flight.ended.wait()
+            await flight.wait()
             if flight.error is not None:
                 raise flight.error
             if flight.events is not None or flight.recording is not None:
@@ -365,7 +377,7 @@ class CacheMiddleware:
             raise
         finally:
             del self._flights[key]
-            flight.ended.set()
+            flight.end()
             if fill is not None:
                 await fill.release()
 
