@@ -380,7 +380,7 @@ def _around_messages(
     top_p = fields.pop("top_p")
     # ``tools`` and ``top_p`` sort last; the tools' bytes are kept with the tools tuple.
     rest = _canonical_bytes(fields)
-    tools = tools_memo(request.tools, "cache-key", _tools_bytes)
+    tools = tools_memo(request.tools, "cache-key", _tools_bytes) if request.tools else b"[]"
     tail = rest[1:-1] + b',"tools":' + tools + b',"top_p":' + _canonical_bytes(top_p) + b"}"
     return head[:-1] + b',"messages":[', b"]," + tail
 
