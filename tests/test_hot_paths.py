@@ -39,6 +39,7 @@ from polythink.types import (
     Message,
     PromptCache,
     Request,
+    Response,
     Tool,
     ToolCall,
     coerce_messages,
@@ -502,3 +503,31 @@ def test_dicts_coerce_to_what_the_constructor_builds(value: dict[str, Any]) -> N
 def test_dicts_the_fast_path_refuses_fail_as_before(value: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError, match="^" + re.escape(error)):
         Message.coerce(value)
+
+
+def test_with_copies_as_dataclasses_replace_does() -> None:
+    response = Response(
+        text="x",
+        reasoning="r",
+        tool_calls=[ToolCall(id="c", name="f")],
+        finish_reason="stop",
+        usage=None,
+        model="m",
+        provider="openai",
+        source_index=1,
+        message=Message(role="assistant", content="x"),
+        warnings=["w"],
+    )
+    for changes in ({}, {"model": "n", "warnings": []}, {"cache_hit": True, "parsed": {"a": 1}}):
+        copied = response.with_(**changes)
+        assert type(copied) is Response
+        assert repr(copied) == repr(dataclasses.replace(response, **changes))
+        assert copied is not response
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        response.with_(model="n").model = "o"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+        response.with_(modle="n")
+    request = Request(messages=coerce_messages([{"role": "user", "content": "x"}]), timeout=2.0)
+    assert repr(request.with_(timeout=1.0)) == repr(dataclasses.replace(request, timeout=1.0))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'timout'"):
+        request.with_(timout=1.0)

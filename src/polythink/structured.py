@@ -15,7 +15,6 @@ the ``text`` deltas and ask for the partial value when redrawing.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from typing import Any
 
@@ -163,7 +162,7 @@ def parse_output(response: Response, fmt: ResponseFormat[Any]) -> Response:
                 error_type="validation_error",
                 **common,
             )
-    return dataclasses.replace(response, parsed=value)
+    return response.with_(parsed=value)
 
 
 def parsed_or_none(response: Response, fmt: ResponseFormat[Any]) -> Response | None:

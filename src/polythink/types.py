@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import functools
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1795,7 +1796,9 @@ class Request:
         Raises:
             TypeError: for a name that is not a field of :class:`Request`.
         """
-        return dataclasses.replace(self, **changes)
+        if not _REQUEST_FIELDS.issuperset(changes):
+            return dataclasses.replace(self, **changes)  # raises the TypeError
+        return cast(Request, _copied_request(self, changes))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1852,6 +1855,54 @@ class Response(Generic[_ParsedT]):
     step_down: StepDown | None = None
     """Set when a spend budget made the call reason at a cheaper tier than requested
     (``applied_effort`` is that tier; a warning says so too); ``None`` otherwise."""
+
+    def with_(self, **changes: Any) -> Response[_ParsedT]:
+        """Return a copy with the fields named in ``changes`` replaced (as
+        :func:`dataclasses.replace` does, several times faster: a response is copied three
+        or four times on its way through the layers).
+
+        Raises:
+            TypeError: for a name that is not a field of :class:`Response`.
+        """
+        if not _RESPONSE_FIELDS.issuperset(changes):
+            return dataclasses.replace(self, **changes)  # raises the TypeError
+        return cast(Response[_ParsedT], _copied_response(self, changes))
+
+
+def _copier(cls: type, twin: type) -> Callable[[Any, Mapping[str, Any]], Any]:
+    """Build ``copy(value, changes)`` for a frozen, slotted dataclass ``cls`` without
+    ``__post_init__``: the fields are read at once and stored into ``twin`` (the same slots,
+    without the frozen ``__setattr__``), which then becomes a ``cls``, as the fast path of
+    :meth:`Message.coerce` builds a message. No check runs, as none would in
+    :func:`dataclasses.replace` for such a class."""
+    names: tuple[str, ...] = cls.__dict__["__slots__"]
+    read = operator.attrgetter(*names)
+    new = object.__new__
+
+    def copy(value: Any, changes: Mapping[str, Any]) -> Any:
+        fill: Any = new(twin)
+        for name, item in zip(names, read(value), strict=True):
+            setattr(fill, name, item)
+        for name, item in changes.items():
+            setattr(fill, name, item)
+        fill.__class__ = cls
+        return fill
+
+    return copy
+
+
+class _RequestSlots:
+    __slots__ = Request.__slots__
+
+
+class _ResponseSlots(Generic[_ParsedT]):
+    __slots__ = Response.__slots__
+
+
+_REQUEST_FIELDS = frozenset(Request.__slots__)
+_RESPONSE_FIELDS = frozenset(Response.__slots__)
+_copied_request = _copier(Request, _RequestSlots)
+_copied_response = _copier(Response, _ResponseSlots)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -593,7 +593,7 @@ class BudgetMiddleware:
         if note is not None:
             warnings.append(note)
         if step is None:
-            return dataclasses.replace(response, warnings=warnings)
+            return response.with_(warnings=warnings)
         warnings.append(step_note(step))
         return dataclasses.replace(
             response, requested_effort=ticket.requested, step_down=step, warnings=warnings

@@ -164,7 +164,7 @@ def _stored(response: Response) -> Response:
     if not any(w.startswith(NOTE_PREFIX) for w in response.warnings):
         return response
     kept = [w for w in response.warnings if not w.startswith(NOTE_PREFIX)]
-    return dataclasses.replace(response, warnings=kept)
+    return response.with_(warnings=kept)
 
 
 def _stored_event(event: StreamEvent) -> StreamEvent:

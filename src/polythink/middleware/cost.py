@@ -15,7 +15,6 @@ price that cannot be computed is ``None``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
@@ -56,7 +55,7 @@ class CostMiddleware:
         except Exception:
             _log.warning("could not price a call; its cost is None", exc_info=True)
             return response
-        return response if cost is None else dataclasses.replace(response, cost=cost)
+        return response if cost is None else response.with_(cost=cost)
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Call on, price the response."""

@@ -36,7 +36,6 @@ it, and no further source is tried once it is spent. Without one, each source ha
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -351,7 +350,7 @@ class Failover:
     def _noted(response: Response, notes: list[str]) -> Response:
         if not notes:
             return response
-        return dataclasses.replace(response, warnings=[*response.warnings, *notes])
+        return response.with_(warnings=[*response.warnings, *notes])
 
     async def complete(self, request: Request) -> Response:
         """Return the first source's answer that succeeds.

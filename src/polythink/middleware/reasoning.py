@@ -252,8 +252,7 @@ class ReasoningMiddleware:
             warnings.append(note)
             tier = applied.value if applied else "unset"
             _throttle.warn(note, model=self.model, tier=tier, kind=observation.value)
-        return dataclasses.replace(
-            response,
+        return response.with_(
             requested_effort=resolution.requested_effort,
             applied_effort=applied,
             thinking=observation,
@@ -398,7 +397,7 @@ class ReasoningMiddleware:
         note = self._suspect(finished)
         if note is None:
             return finished
-        return dataclasses.replace(finished, warnings=[*finished.warnings, note])
+        return finished.with_(warnings=[*finished.warnings, note])
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Resolve, call the transport (once more after a recognised rejection), reconcile."""

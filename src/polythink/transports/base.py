@@ -963,14 +963,14 @@ def with_notes(response: Response, notes: list[str]) -> Response:
     """Return ``response`` with ``notes`` added to its warnings (the same object when none)."""
     if not notes:
         return response
-    return dataclasses.replace(response, warnings=[*response.warnings, *notes])
+    return response.with_(warnings=[*response.warnings, *notes])
 
 
 def with_rate_limit(response: Response, rate_limit: RateLimit | None) -> Response:
     """Return ``response`` carrying ``rate_limit`` (the same object when there is none)."""
     if rate_limit is None:
         return response
-    return dataclasses.replace(response, rate_limit=rate_limit)
+    return response.with_(rate_limit=rate_limit)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
