@@ -251,3 +251,41 @@ def test_a_tool_changed_into_a_bad_one_is_refused() -> None:
     tools[0]["function"]["parameters"]["type"] = "array"
     with pytest.raises(ValueError, match="parameters must be a JSON Schema object"):
         coerce_tools(tools)
+
+
+def test_the_token_estimate_resumes_a_conversation_and_counts_what_is_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from polythink.middleware import ratelimit
+
+    def plain(messages: tuple[Message, ...]) -> int:
+        chars = 0
+        for m in messages:
+            chars += len(m.content) if isinstance(m.content, str) else len(m.text())
+            chars += len(m.reasoning or "")
+            chars += sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
+        return -(-chars // 4) + 3 * len(messages)
+
+    counted: list[Message] = []
+    real = ratelimit._message_chars
+
+    def counting(message: Message) -> int:
+        counted.append(message)
+        return real(message)
+
+    monkeypatch.setattr(ratelimit, "_message_chars", counting)
+    turns = coerce_messages(_conversation())
+    grown = (*turns, Message(role="assistant", content="Sure.", reasoning="think"))
+    replaced = (*grown[:-1], Message(role="assistant", content="No."))
+    other = coerce_messages([{"role": "user", "content": "Unrelated."}])
+    for messages, new in (
+        (turns, 5),
+        (turns, 0),
+        (grown, 1),
+        (replaced, 1),
+        (other, 1),
+        (replaced, 0),
+    ):
+        counted.clear()
+        assert ratelimit.estimate_prompt_tokens(Request(messages=messages)) == plain(messages)
+        assert len(counted) == new
