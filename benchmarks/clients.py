@@ -18,8 +18,8 @@ Clients:
   (see :func:`full_options`); ``polythink-full-aiohttp`` the same over aiohttp.
 - ``polythink-default``: a :class:`polythink.Client` with one source and every option at its
   default (the quick start's client).
-- ``polythink-client`` and ``polythink-client+{telemetry,limits,cache}``: a client over
-  aiohttp with no option group on, then one group at a time (the layer breakdown);
+- ``polythink-client`` and ``polythink-client+{telemetry,limits,cache,budget}``: a client
+  over aiohttp with no option group on, then one group at a time (the layer breakdown);
   ``polythink-client+telemetry+cost`` adds pricing every call (``Response.cost``) to
   telemetry.
 - ``openai``, ``anthropic``: the official SDKs with their defaults, pointed at the simulator.
@@ -349,6 +349,7 @@ def _otel_providers() -> tuple[Any, Any]:
 
 
 _GROUP_OF = {
+    "budgets": "budget",
     "cache": "cache",
     "cost": "cost",
     "tracer_provider": "telemetry",
@@ -377,9 +378,17 @@ def full_options(
     Limits are set far above what the benchmark sends (so the layer runs but never waits):
     ``rpm`` 10 000 000, ``tpm`` 10 000 000 000, ``max_concurrency`` 1 000. The cache is on but
     empty (every call's prompt differs, so every lookup misses and every answer is stored).
-    Telemetry uses the OTel SDK with exporters that drop everything. ``capture_content``
-    stays off: recording prompts is a debugging switch, not a layer.
+    Telemetry uses the OTel SDK with exporters that drop everything. One spend budget of
+    $1,000,000 a day, counted in this process, reserves and corrects every call (``budget``
+    group) and never refuses one. ``capture_content`` stays off: recording prompts is a
+    debugging switch, not a layer. Not layers, so left alone: the learned-capability store
+    (read when a client starts, written only when a model refuses a tier), a shared budget
+    store or shared limits (Redis: ``benchmarks/budgets.py``, ``benchmarks/shared_limits.py``),
+    user middleware (the user-layers row), and the per-source wire options
+    (``api_version``, ``thinking_display``, ``reasoning_mode``). ``response_format`` is per
+    call: no scenario here asks for structured output.
     """
+    from polythink.budgets import Budget
     from polythink.client import Client
     from polythink.config import Source
 
@@ -392,13 +401,21 @@ def full_options(
         "capture_content": False,
         "http": http,
         "cost": True,
+        "budgets": [Budget(1_000_000.0, per="day", unpriced="allow", name="bench")],
     }
     # Options a Client turns on by default: passed as False when their group is off.
     on_by_default = {"cost"}
     # Shared limits need a Redis server; benchmarks/shared_limits.py measures them.
     # Layers of the caller's own are not an option to turn on: the user-layers row and
     # benchmarks/user_layers.py measure them.
-    left_alone_client = {"sources", "http_client", "limits", "middleware"}
+    left_alone_client = {
+        "sources",
+        "http_client",
+        "limits",
+        "middleware",
+        "capabilities_store",
+        "budget_store",
+    }
     client_kw: dict[str, Any] = {}
     for name in inspect.signature(Client.__init__).parameters:
         if name == "self" or name in left_alone_client:
@@ -429,6 +446,9 @@ def full_options(
         "drop_params",
         "extra_body",
         "middleware",
+        "api_version",
+        "thinking_display",
+        "reasoning_mode",
     }
     source_kw: dict[str, Any] = {}
     for spec in fields(Source):
@@ -563,6 +583,11 @@ class PolythinkClientLimits(PolythinkClient):
 class PolythinkClientCache(PolythinkClient):
     name = "polythink-client+cache"
     groups = frozenset({"cache"})
+
+
+class PolythinkClientBudget(PolythinkClient):
+    name = "polythink-client+budget"
+    groups = frozenset({"budget"})
 
 
 class PolythinkClientUserLayers(PolythinkClient):
@@ -720,6 +745,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         PolythinkClientTelemetryCost,
         PolythinkClientLimits,
         PolythinkClientCache,
+        PolythinkClientBudget,
         PolythinkClientUserLayers,
         OpenAISDK,
         AnthropicSDK,

@@ -106,6 +106,19 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{client} p99 ≤ 3× p50 at concurrency 64", _ratio(p99, p50), 3.0, missing=why_load
             )
         )
+    official = _ratio(_get(load, "openai", "64", "p99"), _get(load, "openai", "64", "p50"))
+    for client in ("polythink-full-httpx", "polythink-full-aiohttp"):
+        bound = "the openai SDK's" if official is None else f"the openai SDK's ({official:.2f})"
+        out.append(
+            _target(
+                f"{client} p99/p50 at concurrency 64 ≤ {bound} in the same run",
+                None
+                if official is None
+                else _ratio(_get(load, client, "64", "p99"), _get(load, client, "64", "p50")),
+                official or 0.0,
+                missing=why_load if "load" not in scenarios else "the openai SDK was not measured",
+            )
+        )
     layers = _get(scenarios, "layers", "clients") or {}
     out.append(
         _target(

@@ -73,6 +73,7 @@ LAYER_CLIENTS = (
     "polythink-client+telemetry+cost",
     "polythink-client+limits",
     "polythink-client+cache",
+    "polythink-client+budget",
     "polythink-client+user-layers",
     "polythink-full-aiohttp",
 )

@@ -34,6 +34,7 @@ process), KiB for RSS (``ru_maxrss``). Kinds:
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import json
 import os
@@ -84,6 +85,14 @@ class _Progress:
             _emit({"progress": self.done, "total": self.total})
 
 
+def _settled() -> None:
+    """Start a measured phase from a full collection, for every client alike: the garbage
+    of setting up and warming up (a conversation built, connections opened, first calls
+    converted) is not charged to the calls measured next; every collection those calls
+    cause is."""
+    gc.collect()
+
+
 async def _lanes(
     call: Callable[[int], Awaitable[Any]],
     start: int,
@@ -132,6 +141,7 @@ async def _load(adapter: Adapter, params: dict[str, Any]) -> dict[str, Any]:
         warmup = max(level, int(params.get("warmup", 0)))
         await _lanes(adapter.complete, offset, warmup, level, None)
         offset += warmup
+        _settled()
         latencies, errors, wall, cpu = await _lanes(adapter.complete, offset, n, level, progress)
         offset += n
         out[str(level)] = {
@@ -166,6 +176,7 @@ async def _stream(adapter: Adapter, params: dict[str, Any]) -> dict[str, Any]:
     await _lanes(one, 1, max(level, int(params.get("warmup", 0))), level, None)
     firsts.clear()
     deltas.clear()
+    _settled()
     latencies, errors, _wall, cpu = await _lanes(one, 10_000, n, level, progress)
     total = sum(deltas)
     return {
@@ -320,6 +331,8 @@ async def _conversation(adapter: Adapter, params: dict[str, Any]) -> dict[str, A
         for k in range(warmup + n):
             # Only the last prompt changes, so a response cache misses on every call.
             messages[-1] = {"role": "user", "content": prompt(offset + k)}
+            if k == warmup:
+                _settled()
             began_cpu = time.process_time()
             began = time.perf_counter()
             await adapter.converse(messages, spec)
@@ -336,6 +349,7 @@ async def _conversation(adapter: Adapter, params: dict[str, Any]) -> dict[str, A
             "peak_rss_kib": _max_rss_kib(),
         }
     kept = adapter.keep(conversation(int(params["agent_start"]), offset))
+    _settled()
     per_turn: list[float] = []
     for turn in range(turns):
         began_cpu = time.process_time()
