@@ -32,6 +32,7 @@ __all__ = [
     "FinishReason",
     "Message",
     "MessageMetadata",
+    "PrefixStates",
     "PromptCache",
     "RateLimit",
     "ReasoningEvent",
@@ -2234,6 +2235,63 @@ def _failing_index(messages: Iterable[Message | Mapping[str, Any]]) -> int | Non
         except ValueError:
             return index
     return None
+
+
+_S = TypeVar("_S")
+
+
+class PrefixStates(Generic[_S]):
+    """What was derived from the messages of recent conversations, to resume from.
+
+    A conversation is sent again with messages added (an agent loop) or with its last one
+    replaced (a prompt asked again); what a layer derives from it message by message (a
+    body, a count) is kept with the messages, held by identity, and looked up by the
+    identity of the last message of the prefix it covers: :meth:`find` gives the longest
+    kept prefix of a new call's messages (at most :attr:`LOOKBACK` messages short of all of
+    them), checked message by message by identity (in C), so the caller derives only what
+    comes after it. A state is kept for a call's whole messages and for all but the last;
+    the caller's state covers at least that many messages (a list to slice, a running sum)
+    and must not change once kept. Up to ``size`` states, the least recently used dropped
+    first. Safe under threads without a lock: a state is used only when its messages are
+    identical, so a lost entry costs a derivation, never a wrong state.
+    """
+
+    __slots__ = ("_entries", "_size")
+
+    LOOKBACK = 8
+
+    def __init__(self, size: int = 32) -> None:
+        self._entries: dict[int, tuple[tuple[Message, ...], _S]] = {}
+        self._size = size
+
+    def find(self, messages: tuple[Message, ...]) -> tuple[int, _S | None]:
+        """The length of the longest kept prefix of ``messages`` and its state (``0, None``
+        when none is kept)."""
+        entries = self._entries
+        count = len(messages)
+        for end in range(count, max(0, count - self.LOOKBACK), -1):
+            found = entries.get(id(messages[end - 1]))
+            if found is not None:
+                kept, state = found
+                if len(kept) == end and all(map(operator.is_, kept, messages)):
+                    return end, state
+        return 0, None
+
+    def keep(self, messages: tuple[Message, ...], state: _S) -> None:
+        """Keep ``state``, derived from all of ``messages``, for them and for all but the
+        last of them."""
+        if not messages:
+            return
+        entries = self._entries
+        last = id(messages[-1])
+        entries.pop(last, None)
+        entries[last] = (messages, state)
+        if len(messages) > 1:
+            before = id(messages[-2])
+            entries.pop(before, None)
+            entries[before] = (messages[:-1], state)
+        while len(entries) > self._size:
+            del entries[next(iter(entries))]
 
 
 def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool, ...]:

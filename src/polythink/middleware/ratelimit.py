@@ -44,7 +44,6 @@ long and what to give back; the backend only keeps the counts.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, cast
@@ -66,6 +65,7 @@ from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.types import (
     Message,
+    PrefixStates,
     RateLimit,
     Request,
     Response,
@@ -120,10 +120,11 @@ def estimate_prompt_tokens(request: Request) -> int:
     framing per message (the rules of thumb of OpenAI's "what are tokens" help article and
     its tiktoken cookbook, where each chat message costs 3 tokens of overhead). The
     characters of a conversation's unchanged messages are resumed from its last call
-    (:class:`_PromptChars`), so a call counts its new messages only.
+    (:class:`~polythink.types.PrefixStates`): the rate limiter and a budget count a call's new
+    messages only, and the second of them none.
     """
     messages = request.messages
-    chars = _prompt_chars.count(messages)
+    chars = _conversation_chars(messages)
     if request.tools:
         chars += tools_memo(request.tools, "chars", _tool_chars)
     return -(-chars // _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE * len(messages)
@@ -139,52 +140,25 @@ def _message_chars(message: Message) -> int:
     return chars
 
 
-class _PromptChars:
-    """The characters of recent conversations, message by message as running sums, to
-    resume from: a conversation sent again with messages added, or its last one replaced,
-    counts only what is new (the rate limiter and a budget count each call once more, the
-    second time from the first one's sums). Messages are held by identity, as the cache
-    key's :class:`~polythink.cache_key.Prefixes` holds them; up to ``SIZE`` states are
-    kept, the least recently used dropped first.
-    """
-
-    __slots__ = ("_entries",)
-
-    SIZE = 32
-    LOOKBACK = 8
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[tuple[Message, ...], list[int]]] = {}
-
-    def count(self, messages: tuple[Message, ...]) -> int:
-        """The characters of ``messages`` (as :func:`_message_chars` counts them)."""
-        count = len(messages)
-        if not count:
-            return 0
-        entries = self._entries
-        sums: list[int] = []
-        for end in range(count, max(0, count - self.LOOKBACK), -1):
-            found = entries.get(id(messages[end - 1]))
-            if found is not None:
-                kept, kept_sums = found
-                if len(kept) == end and all(map(operator.is_, kept, messages)):
-                    sums = kept_sums[:end]
-                    break
-        total = sums[-1] if sums else 0
-        for message in messages[len(sums) :]:
-            total += _message_chars(message)
-            sums.append(total)
-        entries.pop(id(messages[-1]), None)
-        entries[id(messages[-1])] = (messages, sums)
-        if count > 1:
-            entries.pop(id(messages[-2]), None)
-            entries[id(messages[-2])] = (messages[:-1], sums)
-        while len(entries) > self.SIZE:
-            del entries[next(iter(entries))]
-        return total
+_prompt_chars: PrefixStates[list[int]] = PrefixStates()
+"""Running sums of the characters of recent conversations, message by message."""
 
 
-_prompt_chars = _PromptChars()
+def _conversation_chars(messages: tuple[Message, ...]) -> int:
+    """The characters of ``messages``, the unchanged ones resumed from a kept running sum."""
+    if not messages:
+        return 0
+    start, kept = _prompt_chars.find(messages)
+    if kept is not None and start == len(messages):
+        _prompt_chars.keep(messages, kept)
+        return kept[start - 1]
+    sums = [] if kept is None else kept[:start]
+    total = sums[-1] if sums else 0
+    for message in messages[start:]:
+        total += _message_chars(message)
+        sums.append(total)
+    _prompt_chars.keep(messages, sums)
+    return total
 
 
 class _Answered(Exception):

@@ -60,6 +60,7 @@ from polythink.transports.schema import OutputPlan, chat_output, for_call, merge
 from polythink.types import (
     Cost,
     Message,
+    PrefixStates,
     RateLimit,
     Request,
     Response,
@@ -195,15 +196,22 @@ def _chat_messages(
     ``image_url`` parts. An assistant turn with nothing to send (:func:`~polythink.
     transports.carry.empty_turn`, and no reasoning this wire sends back) is left out, as on
     every wire, and noted in ``left_out``.
+
+    Each message's body depends on the message and the profile's reasoning fields only: it
+    is kept with the message (:meth:`Message.memo`), and the array of a conversation without
+    moved images or left-out turns with its messages (:class:`~polythink.types.PrefixStates`),
+    so a call sending a conversation again converts, and checks, only its new messages.
     """
-    out: list[dict[str, Any]] = []
-    moved: list[Any] = []
-    # Each message's body depends on the message and these profile fields only; an agent
-    # loop that keeps its Message values converts only the new ones.
     memo = (
         f"openai_chat:{profile.reasoning_back}:{profile.reasoning_back_tool_turns_only}:"
         f"{profile.reasoning_back_required}:{profile.reasoning_format}"
     )
+    conversation = tuple(messages)
+    kept_arrays = _arrays.setdefault(memo, PrefixStates())
+    start, kept = kept_arrays.find(conversation)
+    out: list[dict[str, Any]] = [] if kept is None else kept[:start]
+    moved: list[Any] = []
+    plain = True
 
     def convert(message: Message) -> dict[str, Any] | None:
         # A closure: a third cheaper per message than a partial with a keyword.
@@ -213,12 +221,13 @@ def _chat_messages(
         return body
 
     append = out.append
-    for position, message in enumerate(messages):
+    for position, message in enumerate(conversation[start:], start):
         if message.content.__class__ is list:
             check_parts(message, CHAT_PARTS, profile, None, position)
         if message.role == "tool":
             images = _tool_images(message)
             if images:
+                plain = False
                 append(_text_only_tool_body(message, profile))
                 moved.append(
                     {"type": "text", "text": f"Images from tool call {message.tool_call_id}:"}
@@ -230,6 +239,8 @@ def _chat_messages(
             moved = []
         entry = message.memo(memo, convert)
         if entry is None:
+            # Not kept: a call sending this conversation again notes it again.
+            plain = False
             if left_out is not None:
                 left_out.position = position
                 left_out.add(EMPTY_TURN, EMPTY_WHY)
@@ -237,7 +248,14 @@ def _chat_messages(
         append(entry)
     if moved:
         out.append({"role": "user", "content": moved})
+    if plain:
+        # The caller may change its list (a system suffix replaces an entry): keep a copy.
+        kept_arrays.keep(conversation, out.copy())
     return out
+
+
+_arrays: dict[str, PrefixStates[list[dict[str, Any]]]] = {}
+"""The message arrays of recent conversations, by the profile fields they depend on."""
 
 
 def output_plan(
