@@ -289,3 +289,36 @@ def test_the_token_estimate_resumes_a_conversation_and_counts_what_is_new(
         counted.clear()
         assert ratelimit.estimate_prompt_tokens(Request(messages=messages)) == plain(messages)
         assert len(counted) == new
+
+
+def test_a_conversation_sent_again_is_compared_whole_and_its_messages_given_back() -> None:
+    turns = [
+        {"role": "system", "content": "s"},
+        *({"role": "user", "content": f"q{i}"} for i in range(6)),
+    ]
+    first = coerce_messages(turns)
+    again = coerce_messages(turns)
+    assert all(a is b for a, b in zip(first[:-1], again[:-1], strict=True))
+    # Changed in the middle: converted again from there (and only that one differs).
+    turns[3]["content"] = "changed"
+    changed = coerce_messages(turns)
+    assert changed == _fresh(turns)
+    assert [a is b for a, b in zip(again, changed, strict=True)][:6] == [
+        True,
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
+
+
+def test_a_message_value_in_a_conversation_is_given_back_as_the_callers_own() -> None:
+    # Equal messages may differ in metadata (never compared): the caller's object is kept.
+    turns: list[Any] = [{"role": "user", "content": "q"}, Message(role="assistant", content="a")]
+    turns.append({"role": "user", "content": "next"})
+    coerce_messages(turns)
+    coerce_messages(turns)
+    other = Message(role="assistant", content="a", metadata={"model": "m2"})
+    turns[1] = other
+    assert coerce_messages(turns)[1] is other

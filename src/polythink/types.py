@@ -2082,7 +2082,8 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
     converted on every call. The last message of a call is kept only once it is sent again
     (a one-message call, or a prompt replaced on every call, keeps nothing). At most 32,768
     dicts are kept, or 16 Mi characters of their text, the least recently sent forgotten
-    first.
+    first. A conversation of such dicts is also kept whole (up to 32 of them), and a call
+    sending it again compares its first messages with their copies in one list comparison.
 
     Raises:
         ValueError: when a message is malformed (the message says which: ``messages[3]: user
@@ -2098,25 +2099,36 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
     )
     seen = _remembered
     young = seen.young
-    result: list[Message] = []
+    start, copies, result = seen.resume(items)
     append = result.append
+    keep_copy = copies.append
     last = len(items) - 1
     try:
-        for index, m in enumerate(items):
+        for index in range(start, len(items)):
+            m = items[index]
             cls = m.__class__
             if cls is Message:
                 append(m)
+                # Not a copy: an equal message (``==`` leaves metadata out) must not stand in
+                # for the caller's own, so a conversation holding one is not kept whole.
+                keep_copy(None)
             elif cls is dict:
                 kept = young.get(id(m))
                 if kept is not None and kept[0] == m:
                     append(kept[1])
+                    keep_copy(kept[0])
                 else:
-                    append(seen.convert(m, keep=index != last))
+                    message, copy = seen.convert(m, keep=index != last)
+                    append(message)
+                    keep_copy(copy)
             else:
                 append(Message.coerce(m))
+                keep_copy(None)
     except Exception:
         # The memo never decides an error: the plain conversion raises what it raises.
         result = _coerced(items)
+    else:
+        seen.keep(items, copies, result)
     if not result:
         raise ValueError("messages must not be empty")
     return tuple(result)
@@ -2171,30 +2183,69 @@ def _json_copy(value: Any) -> tuple[Any, int]:
 
 
 class _Remembered:
-    """Message dicts converted before: id -> (copy of the dict, its ``Message``).
+    """Message dicts converted before: id -> (copy of the dict, its ``Message``); and the
+    conversations they were sent in.
 
     Two generations: a dict is looked up in the young one, then in the old one (and moved
     back to the young one when found there). When the young one holds
     :attr:`ENTRIES` dicts or :attr:`CHARS` characters of text, it becomes the old one and
     the previous old one is dropped, so at most twice that is kept, and a dict not sent
-    again within that much newer traffic is forgotten. Safe under threads without a lock:
-    an entry is used only when its copy equals the dict, so a lost or stale entry costs a
-    conversion, never a wrong message.
+    again within that much newer traffic is forgotten.
+
+    A conversation's copies and messages (all but its last message, which is sent
+    replaced or followed by more) are kept under the identity of the last of them, up to
+    :attr:`CONVERSATIONS`: a call sending it again compares its first messages with those
+    copies in one list comparison (C) instead of one lookup a message (:meth:`resume`).
+
+    Safe under threads without a lock: an entry is used only when its copies equal the
+    caller's dicts, so a lost or stale entry costs a conversion, never a wrong message.
     """
 
-    __slots__ = ("chars", "old", "young")
+    __slots__ = ("chars", "conversations", "old", "young")
 
     ENTRIES = 16_384
     CHARS = 8 << 20
+    CONVERSATIONS = 32
+    LOOKBACK = 8
 
     def __init__(self) -> None:
         self.young: dict[int, tuple[dict[str, Any], Message]] = {}
         self.old: dict[int, tuple[dict[str, Any], Message]] = {}
         self.chars = 0
+        self.conversations: dict[int, tuple[list[Any], list[Message]]] = {}
 
-    def convert(self, value: dict[str, Any], *, keep: bool = True) -> Message:
-        """The ``Message`` of ``value``: remembered from the old generation, else converted
-        (from a copy, kept when ``keep``) and checked.
+    def resume(self, items: Sequence[Any]) -> tuple[int, list[Any], list[Message]]:
+        """How many of ``items`` a kept conversation covers, unchanged, and new lists of
+        their copies and messages (``0, [], []`` when none does)."""
+        conversations = self.conversations
+        count = len(items)
+        for end in range(count - 1, max(0, count - 1 - self.LOOKBACK), -1):
+            found = conversations.get(id(items[end - 1]))
+            if found is not None and len(found[0]) == end:
+                copies, messages = found
+                if copies == items[:end]:
+                    return end, copies.copy(), messages.copy()
+        return 0, [], []
+
+    def keep(self, items: Sequence[Any], copies: list[Any], messages: list[Message]) -> None:
+        """Keep the conversation ``items`` converted to ``messages`` (``copies``: what each
+        was checked as; ``None`` for one that could not be copied) but for its last message."""
+        end = len(items) - 1
+        if end < 1 or None in copies[:end]:
+            return
+        conversations = self.conversations
+        key = id(items[end - 1])
+        conversations.pop(key, None)
+        conversations[key] = (copies[:end], messages[:end])
+        if len(conversations) > self.CONVERSATIONS:
+            del conversations[next(iter(conversations))]
+
+    def convert(
+        self, value: dict[str, Any], *, keep: bool = True
+    ) -> tuple[Message, dict[str, Any] | None]:
+        """The ``Message`` of ``value`` and the copy it was checked as (``None`` when not
+        kept): remembered from the old generation, else converted (from a copy, kept when
+        ``keep``) and checked.
 
         Raises:
             ValueError: as :meth:`Message.coerce`.
@@ -2203,22 +2254,22 @@ class _Remembered:
         kept = self.old.get(key)
         if kept is not None and kept[0] == value:
             self.young[key] = kept
-            return kept[1]
+            return kept[1], kept[0]
         if not keep:
-            return Message.coerce(value)
+            return Message.coerce(value), None
         copy, chars = _json_copy(value)
         if copy is _NOT_KEPT:
-            return Message.coerce(value)
+            return Message.coerce(value), None
         message = Message.coerce(copy)
         if len(self.young) >= self.ENTRIES or self.chars + chars > self.CHARS:
             self.old, self.young, self.chars = self.young, {}, 0
         self.young[key] = (copy, message)
         self.chars += chars
-        return message
+        return message, copy
 
     def clear(self) -> None:
-        """Forget every remembered dict."""
-        self.young, self.old, self.chars = {}, {}, 0
+        """Forget every remembered dict and conversation."""
+        self.young, self.old, self.chars, self.conversations = {}, {}, 0, {}
 
 
 _remembered = _Remembered()
