@@ -508,6 +508,7 @@ def tables(results: dict[str, Any]) -> list[Table]:
         notes.append(
             "cumulative time of the module as python -X importtime reports it, fastest of "
             f"{imports.get('reps', 1)} fresh interpreters"
+            + (", every module loaded from bytecode" if imports.get("from_bytecode") else "")
         )
         out.append(("Import time (ms)", ["module", "import", "× httpx"], rows, notes))
     met = {True: "met", False: "missed", None: "not measured"}

@@ -12,10 +12,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import diskcache  # type: ignore[import-untyped]
-
 from polythink.backends.base import CacheBackend, CacheStore
-from polythink.backends.disk import DiskCache, DiskStore
 from polythink.backends.local import StoreCache
 from polythink.backends.share import split_workers
 
@@ -96,6 +93,10 @@ def cache_store(option: Any) -> CacheStore | CacheBackend | None:
     """
     if option is None or option is False:
         return None
+    # diskcache (and SQLite) load with the first client that caches on disk, not with
+    # ``import polythink``.
+    from polythink.backends.disk import DiskStore
+
     if option is True:
         return DiskStore()
     if isinstance(option, str) and option.startswith(_REDIS_SCHEMES):
@@ -142,6 +143,10 @@ def cache_backend(
     if all(callable(getattr(store, name, None)) for name in ("load", "save")):
         backend: CacheBackend = store  # type: ignore[assignment]
         return backend
+    import diskcache  # type: ignore[import-untyped]
+
+    from polythink.backends.disk import DiskCache, DiskStore
+
     if isinstance(store, DiskStore | diskcache.Cache):
         return DiskCache(store, ttl, on_error)
     return StoreCache(store)
