@@ -78,7 +78,7 @@ def test_a_message_keeps_nothing_of_the_callers_dicts() -> None:
         (1, lambda m: m["content"][0].update(text="Other text."), "Other text."),
         (1, lambda m: m["content"].append({"type": "text", "text": "More."}), "More."),
         (2, lambda m: m["tool_calls"][0]["function"].update(arguments="{}"), "{}"),
-        (3, lambda m: m.update(name="lookup"), "lookup"),
+        (3, lambda m: m.update(content='{"ok":false}'), '{"ok":false}'),
         (0, lambda m: m.pop("content") and m.update(content="Again."), "Again."),
     ],
 )
