@@ -496,8 +496,8 @@ ACCEPTED_EFFORTS = (
             ["bench", "--clients", "nonsense"],
             "polythink bench: error: unknown client 'nonsense'; accepted: anthropic, "
             "anthropic@anthropic, litellm, openai, polythink-bare-aiohttp, polythink-bare-httpx, "
-            "polythink-client, polythink-client+cache, polythink-client+limits, "
-            "polythink-client+telemetry, polythink-client+telemetry+cost, "
+            "polythink-client, polythink-client+budget, polythink-client+cache, "
+            "polythink-client+limits, polythink-client+telemetry, polythink-client+telemetry+cost, "
             "polythink-client+user-layers, polythink-default, polythink-full-aiohttp, "
             "polythink-full-aiohttp@anthropic, polythink-full-httpx, raw-aiohttp, raw-httpx, "
             "raw-httpx@anthropic",
