@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import ssl
 import struct
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -262,3 +264,31 @@ async def test_a_head_over_the_limit_is_refused_by_both(layer: str, size: int, p
             await client.complete(PROMPT)
     assert caught.value.error_type == "connection_error"
     assert "RemoteProtocolError" in caught.value.message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layer", LAYERS)
+async def test_a_response_is_freed_as_soon_as_the_call_is_done(layer: str) -> None:
+    # httpx leaves a cycle between a response and its stream; the transport breaks it, so
+    # reference counting frees the response (and its request, headers and the HTTP layer's
+    # objects) without waiting for the cyclic collector.
+    http = build_http_client(layer)  # type: ignore[arg-type]
+    seen: list[weakref.ref[httpx.Response]] = []
+
+    async def keep(response: httpx.Response) -> None:
+        seen.append(weakref.ref(response))
+
+    http.event_hooks["response"] = [keep]
+    with Simulator() as sim:
+        async with Client([source(sim.base_url("openai"))], http_client=http) as client:
+            await client.complete(PROMPT)
+            gc.disable()
+            try:
+                await client.complete(PROMPT, cache=False)
+                async for _ in client.stream(PROMPT):
+                    pass
+                assert len(seen) == 3
+                assert [ref() is None for ref in seen[1:]] == [True, True]
+            finally:
+                gc.enable()
+    await http.aclose()

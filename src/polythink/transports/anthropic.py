@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Literal
 
 from polythink.errors import (
@@ -1284,15 +1285,16 @@ class AnthropicTransport(HTTPTransport):
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async for _, event in self.json_events(response):
-                    if event is DONE:
-                        break
-                    if event.get("type") == "error":
-                        raise self.in_band_error(event, response)
-                    for item in assembler.feed(event):
-                        yield item
-                    if assembler.stopped:
-                        break
+                async with aclosing(self.json_events(response)) as events:
+                    async for _, event in events:
+                        if event is DONE:
+                            break
+                        if event.get("type") == "error":
+                            raise self.in_band_error(event, response)
+                        for item in assembler.feed(event):
+                            yield item
+                        if assembler.stopped:
+                            break
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:

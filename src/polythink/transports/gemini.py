@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from polythink.errors import (
@@ -910,16 +911,19 @@ class GeminiTransport(HTTPTransport):
         try:
             async with self.open_stream(self.stream_url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async for _, chunk in self.json_events(response):
-                    if chunk is DONE:
-                        break
-                    if chunk.get("error"):
-                        raise self.in_band_error(chunk, response)
-                    # A chunk may carry usage alone; one with nothing of an answer is junk.
-                    if not _answers(chunk) and not isinstance(chunk.get("usageMetadata"), Mapping):
-                        raise _no_answer(self.profile, self.index)
-                    for event in assembler.feed(chunk):
-                        yield event
+                async with aclosing(self.json_events(response)) as events:
+                    async for _, chunk in events:
+                        if chunk is DONE:
+                            break
+                        if chunk.get("error"):
+                            raise self.in_band_error(chunk, response)
+                        # A chunk may carry usage alone; one with nothing of an answer is junk.
+                        if not _answers(chunk) and not isinstance(
+                            chunk.get("usageMetadata"), Mapping
+                        ):
+                            raise _no_answer(self.profile, self.index)
+                        for event in assembler.feed(chunk):
+                            yield event
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:

@@ -1171,16 +1171,17 @@ class OpenAIChatTransport(HTTPTransport):
             notes += self._tool_choice_notes(body)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async for event_type, chunk in self.json_events(response):
-                    if chunk is DONE:
-                        done = True
-                        break
-                    # The event type names the whole event: an "error" event is an error
-                    # whatever its data looks like (CASES.md C19).
-                    if event_type == "error" or _carries_error(chunk):
-                        raise self.in_band_error(chunk, response)
-                    for event in assembler.feed(chunk):
-                        yield event
+                async with aclosing(self.json_events(response)) as events:
+                    async for event_type, chunk in events:
+                        if chunk is DONE:
+                            done = True
+                            break
+                        # The event type names the whole event: an "error" event is an error
+                        # whatever its data looks like (CASES.md C19).
+                        if event_type == "error" or _carries_error(chunk):
+                            raise self.in_band_error(chunk, response)
+                        for event in assembler.feed(chunk):
+                            yield event
                 # [DONE] without a finish reason is accepted only after output: some
                 # compatible servers omit finish_reason, but a stream with neither is not a
                 # successful empty answer.

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from polythink.errors import (
@@ -981,20 +982,21 @@ class OpenAIResponsesTransport(HTTPTransport):
             body, notes = self._prepare(request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async for name, event in self.json_events(response):
-                    if event is DONE:
-                        break
-                    kind = event.get("type") or name
-                    if kind == "error":
-                        raise self.in_band_error(event, response)
-                    if kind == "response.failed":
-                        failed = event.get("response")
-                        error = failed.get("error") if isinstance(failed, Mapping) else None
-                        raise self.in_band_error(error or event, response)
-                    for out in assembler.feed(event):
-                        yield out
-                    if assembler.finished:
-                        break
+                async with aclosing(self.json_events(response)) as events:
+                    async for name, event in events:
+                        if event is DONE:
+                            break
+                        kind = event.get("type") or name
+                        if kind == "error":
+                            raise self.in_band_error(event, response)
+                        if kind == "response.failed":
+                            failed = event.get("response")
+                            error = failed.get("error") if isinstance(failed, Mapping) else None
+                            raise self.in_band_error(error or event, response)
+                        for out in assembler.feed(event):
+                            yield out
+                        if assembler.finished:
+                            break
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
