@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import socket
 import ssl
@@ -26,6 +27,7 @@ from polythink import Client, Source, Timeout
 from polythink.errors import RequestTimeoutError, TransientError
 from polythink.http import build_http_client
 from polythink.simulator import Simulator
+from polythink.transports.base import deadline_scope
 
 LAYERS = ("httpx", "aiohttp")
 PROMPT = [{"role": "user", "content": "Why is the sky blue?"}]
@@ -292,3 +294,43 @@ async def test_a_response_is_freed_as_soon_as_the_call_is_done(layer: str) -> No
             finally:
                 gc.enable()
     await http.aclose()
+
+
+class _Marker:
+    pass
+
+
+_IN_CALL: contextvars.ContextVar[_Marker | None] = contextvars.ContextVar("in_call", default=None)
+
+
+@pytest.mark.anyio
+async def test_a_deadline_keeps_nothing_of_its_call_once_it_is_over() -> None:
+    # asyncio keeps a cancelled timer, with its context, until the time it was set for: the
+    # timer of a call that ended in time must not hold what the call's context holds.
+    held: list[weakref.ref[_Marker]] = []
+
+    async def call() -> bool:
+        marker = _Marker()
+        held.append(weakref.ref(marker))
+        _IN_CALL.set(marker)
+        with deadline_scope(600.0) as scope:
+            await asyncio.sleep(0)
+        return scope.cancelled_caught
+
+    # Another timer due sooner (a pool's keep-alive, another call's deadline) keeps the
+    # cancelled one in the schedule.
+    sooner = asyncio.get_running_loop().call_later(100.0, lambda: None)
+    gc.disable()
+    try:
+        assert await asyncio.create_task(call()) is False
+        for _ in range(3):
+            await asyncio.sleep(0)  # the loop lets go of the finished task
+        assert held[0]() is None
+    finally:
+        gc.enable()
+        sooner.cancel()
+    started = time.monotonic()
+    with deadline_scope(0.05) as scope:
+        await asyncio.sleep(5)
+    assert scope.cancelled_caught
+    assert 0.04 < time.monotonic() - started < 1.0

@@ -10,14 +10,17 @@ parsing in :mod:`~polythink.transports.headers`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import json
 import logging
 import math
 import re
+import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
+from types import TracebackType
 from typing import Any, cast
 
 import anyio
@@ -305,7 +308,7 @@ class HTTPTransport:
         headers = self._headers(self.headers, request)
         failure: PolythinkError | None = None
         try:
-            with anyio.move_on_after(self._budget(request)):
+            with deadline_scope(self._budget(request)):
                 # Per request, so a caller's own http_client with follow_redirects=True
                 # cannot carry the key to another host either.
                 response = await self.client.post(
@@ -376,7 +379,7 @@ class HTTPTransport:
         chunks: AsyncGenerator[bytes, None] | None = None
         failure: PolythinkError | None = None
         try:
-            with anyio.move_on_after(budget):
+            with deadline_scope(budget):
                 response = await self.client.send(req, stream=True, follow_redirects=False)
         except Exception as exc:
             failure = self._transport_error(exc)
@@ -946,6 +949,60 @@ def append_system_suffix(entries: list[Any], suffix: str, text_type: str) -> Non
         target["content"] = [*content, {"type": text_type, "text": suffix}]
     else:
         target["content"] = joined_system(content if isinstance(content, str) else None, suffix)
+
+
+class deadline_scope:
+    """``anyio.move_on_after(seconds)`` whose timer keeps nothing of the call alive.
+
+    asyncio keeps a cancelled timer in its schedule until the time it was set for (or until
+    cancelled timers are half of the schedule), with the context it was made in: a call's
+    timer, cancelled when the call ends within its deadline, as it nearly always does,
+    would hold the call's context (its telemetry span, its own state) for as long, and
+    the collector would then move them all to its oldest generation. Under asyncio the
+    timer here is made with an empty context and cancels the scope; under any other loop
+    the scope's own deadline is used. ``None`` seconds: no deadline.
+    """
+
+    __slots__ = ("_handle", "_scope", "_seconds")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds
+        self._scope = anyio.CancelScope()
+        self._handle: Any = None
+
+    def __enter__(self) -> anyio.CancelScope:
+        scope = self._scope.__enter__()
+        seconds = self._seconds
+        if seconds is not None:
+            loop = _running_asyncio_loop()
+            if loop is None:
+                scope.deadline = anyio.current_time() + seconds
+            else:
+                self._handle = loop.call_later(seconds, scope.cancel, context=_NO_CONTEXT)
+        return scope
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if self._handle is not None:
+            self._handle.cancel()
+        return bool(self._scope.__exit__(exc_type, exc, traceback))
+
+
+_NO_CONTEXT = contextvars.Context()
+
+
+def _running_asyncio_loop() -> Any:
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _unbind(response: httpx.Response) -> None:
