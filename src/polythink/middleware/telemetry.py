@@ -73,7 +73,7 @@ import traceback
 import weakref
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
@@ -150,6 +150,7 @@ from polythink.types import Effort, Message, Request, Response, StreamEvent, Too
 __all__ = [
     "TelemetryMiddleware",
     "error_type",
+    "observed_on",
     "provider_name",
     "record_attempt",
 ]
@@ -784,18 +785,31 @@ class _Totals:
             ]
 
 
-_meters: weakref.WeakKeyDictionary[metrics.Meter, _Totals] = weakref.WeakKeyDictionary()
+_T = TypeVar("_T")
+_meters: weakref.WeakKeyDictionary[metrics.Meter, dict[type, Any]] = weakref.WeakKeyDictionary()
 _meters_lock = threading.Lock()
 
 
-def _totals_of(meter: metrics.Meter) -> _Totals:
-    """The one :class:`_Totals` of ``meter``: an observable instrument's name is taken once
-    per meter, so every client recording to it shares the sums."""
+def observed_on(meter: metrics.Meter, kind: Callable[[metrics.Meter], _T]) -> _T:
+    """The one ``kind(meter)`` of ``meter`` (made on first use): an observable instrument's
+    name is taken once per meter, so every client recording to it shares its sums, as they
+    would share a synchronous instrument of that name.
+
+    ``kind`` is a class whose instances keep sums or last values in the process and report
+    them from their instruments' callbacks when the meter collects.
+    """
     with _meters_lock:
-        totals = _meters.get(meter)
-        if totals is None:
-            totals = _meters[meter] = _Totals(meter)
-        return totals
+        kinds = _meters.get(meter)
+        if kinds is None:
+            kinds = _meters[meter] = {}
+        found = kinds.get(kind)  # type: ignore[call-overload]
+        if found is None:
+            found = kinds[kind] = kind(meter)  # type: ignore[index]
+        return cast(_T, found)
+
+
+def _totals_of(meter: metrics.Meter) -> _Totals:
+    return observed_on(meter, _Totals)
 
 
 def _usage_attributes(usage: Usage, attributes: dict[str, Any]) -> None:
