@@ -58,7 +58,9 @@ Rules kept here:
   ``gen_ai.input.messages``, ``gen_ai.output.messages`` and ``gen_ai.tool.definitions``
   as JSON strings on the span. API keys are never recorded; exception messages pass
   through :func:`polythink.errors.redact` with the sources' keys.
-- Cheap when nothing records: attributes are built only when ``span.is_recording()``.
+- Cheap when nothing records: attributes are built only when ``span.is_recording()``; the
+  request's are set with the answer's, at the end of the span (the start attributes are
+  there at creation, for samplers).
 - Telemetry never raises into the call: a failure here is logged and the call goes on.
 """
 
@@ -282,6 +284,7 @@ class _Call:
         "ended",
         "first_chunk",
         "recording",
+        "request",
         "requested",
         "span",
         "start",
@@ -291,6 +294,7 @@ class _Call:
         self, span: Span, recording: bool, start: float, requested: Effort | None = None
     ) -> None:
         self.span = span
+        self.request: Request | None = None
         self.requested = requested
         self.recording = recording
         self.start = start
@@ -450,7 +454,8 @@ class TelemetryMiddleware:
             return _Call(trace.INVALID_SPAN, False, start, requested)
         if call.recording:
             try:
-                span.set_attributes(self._request_attributes(request))
+                # Described with the answer, in one set of attributes (see _describe).
+                call.request = request
                 call.context = otel_context.set_value(
                     _CALL_KEY, call, trace.set_span_in_context(span)
                 )
@@ -539,7 +544,16 @@ class TelemetryMiddleware:
         usage: Usage | None,
     ) -> None:
         span = call.span
+        # The request's attributes are set with the answer's, one set of attributes a span
+        # rather than two (each costs the SDK a validation pass): exporters see every
+        # attribute either way; only the start attributes are there for samplers.
+        request, call.request = call.request, None
         attributes: dict[str, Any] = {}
+        if request is not None:
+            try:
+                attributes = self._request_attributes(request)
+            except Exception:
+                _log.warning("telemetry could not describe a request", exc_info=True)
         if source is not self._sources[0]:
             # Another source answered: the span describes the request that was served.
             attributes[GEN_AI_PROVIDER_NAME] = source.provider
