@@ -36,6 +36,7 @@ from polythink.providers import get_provider
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses, transport_class
 from polythink.transports.base import append_system_suffix, dumps
 from polythink.types import (
+    Effort,
     Message,
     PromptCache,
     Request,
@@ -531,3 +532,46 @@ def test_with_copies_as_dataclasses_replace_does() -> None:
     assert repr(request.with_(timeout=1.0)) == repr(dataclasses.replace(request, timeout=1.0))
     with pytest.raises(TypeError, match="unexpected keyword argument 'timout'"):
         request.with_(timout=1.0)
+
+
+def test_keys_of_calls_alike_but_for_one_field_match_the_plain_code() -> None:
+    # The bytes around the messages are kept by the values of the other fields: every
+    # field that changes them must change the key, and none may stand in for another.
+    layer = CacheMiddleware(_DictStore(), [_transport("openai").source])
+    messages = coerce_messages([{"role": "user", "content": "x"}])
+    tools = coerce_tools(TOOLS)
+    variants: list[dict[str, Any]] = [
+        {},
+        {"max_tokens": 1},
+        {"max_tokens": True},
+        {"temperature": 0},
+        {"temperature": 0.0},
+        {"temperature": 1},
+        {"temperature": True},
+        {"top_p": 0.5},
+        {"stop": ("a",)},
+        {"stop": ("a", "b")},
+        {"tool_choice": "auto"},
+        {"tool_choice": {"type": "function", "function": {"name": "lookup"}}},
+        {"tools": tools},
+        {"tools": tools, "tool_choice": "required"},
+        {"stream": True},
+        {"reasoning_effort": Effort.LOW},
+        {"reasoning_effort": Effort.HIGH},
+        {"system_suffix": "s"},
+        {"prompt_cache": PromptCache(key="k")},
+        {"extra_body": {"seed": 1}},
+        {"extra_headers": {"x-a": "1"}},
+    ]
+    keys = []
+    for _ in range(2):
+        for changes in variants:
+            request = Request(messages=messages, **changes)
+            key = layer.key(request)
+            assert key == _reference_key(layer, request), changes
+            keys.append(key)
+    assert keys[: len(variants)] == keys[len(variants) :]
+    # 0 and 0.0 put the same value on the wire; True is written otherwise than 1.
+    first = keys[: len(variants)]
+    assert first[3] == first[4] != first[0]
+    assert first[1] != first[2]

@@ -373,8 +373,15 @@ def _around_messages(
     ``prompt_cache``, ``request_headers``, ``response_format`` and ``system_suffix`` among
     them), so the head is
     the first two fields and ``"messages":[``, the tail ``]`` and the rest, as
-    :func:`canonical_request` has them.
+    :func:`canonical_request` has them. Calls alike in every field but their messages (a
+    loop's calls, as a rule) share these bytes: kept by the fields' values
+    (:func:`_around_key`), computed once.
     """
+    key = _around_key(request, defaults)
+    if key is not None:
+        found = _around.get(key)
+        if found is not None and found[0] is request.tools:
+            return found[1], found[2]
     head = _canonical_bytes({"extra_body": request.extra_body, "max_tokens": request.max_tokens})
     fields = _fields_around_messages(request, defaults, tools=False)
     top_p = fields.pop("top_p")
@@ -382,7 +389,55 @@ def _around_messages(
     rest = _canonical_bytes(fields)
     tools = tools_memo(request.tools, "cache-key", _tools_bytes) if request.tools else b"[]"
     tail = rest[1:-1] + b',"tools":' + tools + b',"top_p":' + _canonical_bytes(top_p) + b"}"
-    return head[:-1] + b',"messages":[', b"]," + tail
+    around = head[:-1] + b',"messages":[', b"]," + tail
+    if key is not None:
+        if len(_around) >= _AROUND_KEPT:
+            _around.clear()
+        _around[key] = (request.tools, *around)
+    return around
+
+
+_around: dict[tuple[Any, ...], tuple[tuple[Tool, ...], bytes, bytes]] = {}
+_AROUND_KEPT = 64
+
+
+def _around_key(
+    request: Request, defaults: Sequence[Effort | None] | None
+) -> tuple[Any, ...] | None:
+    """The values the bytes around the messages are made of, when every one is exact by
+    equality (``None`` otherwise: a dict ``extra_body``, ``tool_choice`` or headers; a
+    ``max_tokens`` that is not an int, which could equal a bool and be written otherwise).
+    Numbers that the key writes as floats are taken as floats; the tools by the identity of
+    their tuple, which the entry holds."""
+    choice = request.tool_choice
+    max_tokens = request.max_tokens
+    if (
+        request.extra_body is not None
+        or request.extra_headers
+        or (choice is not None and choice.__class__ is not str)
+        or (max_tokens is not None and max_tokens.__class__ is not int)
+    ):
+        return None
+    fmt = request.response_format
+    try:
+        key = (
+            max_tokens,
+            request.system_suffix,
+            request.prompt_cache,
+            None if fmt is None else fmt.key,
+            request.reasoning_effort,
+            None if defaults is None else tuple(defaults),
+            _number(request.temperature),
+            _number(request.top_p),
+            request.stop,
+            choice,
+            request.stream,
+            id(request.tools),
+        )
+        hash(key)
+    except (TypeError, ValueError):
+        return None
+    return key
 
 
 def _orjson_exact(value: Any) -> bool:
