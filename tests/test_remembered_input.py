@@ -123,7 +123,6 @@ def test_a_replaced_dict_at_the_same_place_is_converted() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {"role": "user", "content": "x", "name": 7},
         {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u", "n": 1.0}}]},
         {"role": "assistant", "content": None, "tool_calls": (_CALL,)},
     ],
