@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/polythink demo
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev,bench]'

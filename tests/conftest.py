@@ -8,6 +8,7 @@ under ``POLYTHINK_TESTS_NO_SKIP=1`` (:mod:`tests.prerequisites`; ``.ci/run`` set
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -24,6 +25,11 @@ from tests.prerequisites import NO_SKIP, missing, no_skip
 # respx patches httpcore by default, which only intercepts httpx's own pool; patching the
 # client instead intercepts whatever carries its requests (aiohttp's pool by default).
 respx.mocks.DEFAULT_MOCKER = "httpx"
+
+# pytest-xdist's workers run with COLUMNS=80 and LINES=24 set; a plain run has neither. The
+# CLI's output follows COLUMNS, and the tests that depend on it set it themselves.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
