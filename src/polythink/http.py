@@ -57,7 +57,6 @@ import weakref
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Literal, get_args
 
-import httpcore
 import httpx
 
 from polythink.errors import redact
@@ -82,11 +81,12 @@ CHUNK_BYTES = 256 * 1024
 """Bodies above this size (bytes) go to aiohttp as a stream of chunks of this size; aiohttp's
 own warning threshold for one raw write is 1 MiB (``aiohttp.payload.TOO_LARGE_BYTES_BODY``)."""
 
-HEAD_BYTES: int = getattr(httpcore.AsyncHTTP11Connection, "MAX_INCOMPLETE_EVENT_SIZE", 100 * 1024)
+HEAD_BYTES = 100 * 1024
 """The largest response head (status line and header lines, in bytes) either layer reads:
 httpcore's own limit (``AsyncHTTP11Connection.MAX_INCOMPLETE_EVENT_SIZE``, h11's
-``max_incomplete_event_size``: 102,400 in httpcore 1.0). aiohttp's defaults are far lower
-(8,190 bytes a line, 128 header lines) and would refuse replies httpcore reads."""
+``max_incomplete_event_size``: 102,400 in httpcore 1.0; a test holds the two equal, so
+``import polythink`` need not load httpcore, h11 and h2 to read it). aiohttp's defaults are
+far lower (8,190 bytes a line, 128 header lines) and would refuse replies httpcore reads."""
 
 HTTPLayer = Literal["auto", "httpx", "aiohttp"]
 """Which HTTP implementation carries httpx's requests (see :func:`build_http_client`)."""
