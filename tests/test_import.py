@@ -23,6 +23,10 @@ LAZY = (
     "genai_prices",
     "redis",
     "pydantic",
+    # what a configuration file, the registry or a near-name suggestion needs, when used
+    "tomllib",
+    "difflib",
+    "importlib.resources",
     # modules of polythink a first call does not need
     "polythink.sync",
     "polythink.simulator",

@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import re
-import tomllib
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -695,6 +694,8 @@ def _read_toml(path: str | Path) -> dict[str, Any]:
         FileNotFoundError: no file at ``path`` (named in the message, as ``open`` does).
         OSError: another reason the file cannot be read (no permission).
     """
+    import tomllib  # with a configuration file, not with import polythink
+
     try:
         with open(path, "rb") as handle:
             raw = handle.read()

@@ -12,7 +12,6 @@ Facts and their sources are in ``../shared/wire/WIRE.md`` §§1-6 (snapshots up 
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -362,6 +361,8 @@ def suggest_provider(name: object) -> str:
     """
     if not isinstance(name, str):
         return ""
+    import difflib  # only for a name that is not known
+
     close = difflib.get_close_matches(name.strip().lower(), list(PROVIDERS), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -18,10 +18,8 @@ import dataclasses
 import datetime
 import re
 import threading
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from polythink.types import EFFORT_ORDER, Effort
@@ -280,6 +278,9 @@ def _load() -> dict[str, Capability]:
         return _entries
     with _lock:
         if _entries is None:
+            import tomllib  # with the table, not with import polythink
+            from importlib import resources
+
             data = resources.files("polythink.reasoning").joinpath("capabilities.toml")
             parsed = tomllib.loads(data.read_text(encoding="utf-8"))
             loaded: dict[str, Capability] = {}

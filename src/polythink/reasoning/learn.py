@@ -58,6 +58,7 @@ Recognised shapes (texts from the providers' docs and public bug reports, dates 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -148,9 +149,14 @@ _PATTERNS: tuple[tuple[str, RejectionKind], ...] = (
     (r"invalid reasoning (?:value|effort)", "tier"),
     (r"level \"(\w+)\" not supported, valid levels:", "tier"),
 )
-_RULES: tuple[tuple[re.Pattern[str], RejectionKind], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), kind) for pattern, kind in _PATTERNS
-)
+
+
+@functools.cache
+def _rules() -> tuple[tuple[re.Pattern[str], RejectionKind], ...]:
+    """:data:`_PATTERNS` compiled, on the first rejection read (not at import)."""
+    return tuple((re.compile(pattern, re.IGNORECASE), kind) for pattern, kind in _PATTERNS)
+
+
 _LIST_MARKERS = re.compile(
     r"(supported values(?: are)?:|supported levels?:|valid levels:|must be one of|"
     r"input should be|\(must be)",
@@ -249,7 +255,7 @@ def parse_reasoning_rejection(status: int | None, body: Any) -> ReasoningRejecti
 
 def _match(message: str, param: str | None) -> ReasoningRejection | None:
     gist = " ".join(message.split())[:200]
-    for pattern, kind in _RULES:
+    for pattern, kind in _rules():
         hit = pattern.search(message)
         if hit is None:
             continue
