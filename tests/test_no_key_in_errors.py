@@ -10,6 +10,10 @@ acts on (transient before any output, so retry and failover act; ``StreamInterru
 with the partial after), and no string reachable from it (``str``, ``repr``, ``args``,
 attributes, ``__cause__``/``__context__`` chains), from the captured logs, from the recorded
 spans or from the response cache holds the key.
+
+A server that answers 4xx/5xx with the request's credential headers in its error's type field
+(OpenAI's ``code``, Anthropic's ``type``, Gemini's ``status``) and the key as the request id
+header leaves none in any field either: the type is the status's, the request id redacted.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import contextlib
 import dataclasses
 import enum
 import gzip
+import json
 import logging
 import types
 from collections.abc import AsyncIterator, Iterator
@@ -31,7 +36,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from polythink import Client, Source
-from polythink.errors import PolythinkError, StreamInterruptedError, TransientError
+from polythink.errors import (
+    AuthError,
+    PolythinkError,
+    RateLimitedError,
+    RequestRejectedError,
+    StreamInterruptedError,
+    TransientError,
+)
 
 LAYERS = ("httpx", "aiohttp")
 PROMPT = [{"role": "user", "content": "Why is the sky blue?"}]
@@ -436,3 +448,146 @@ def test_a_base_url_with_a_query_is_refused_without_echoing_it() -> None:
         "the API path to it; got 'https://proxy.test/v1beta' followed by ?... (give a key as "
         "api_key= or headers=)"
     )
+
+
+# -- a server that echoes the request's credentials into its error's fields ----------------
+
+CUSTOM = "loopback-custom-3c2b1a0f9e8d7c6b"
+"""The value of a Source's own ``x-custom-auth`` header: a credential by its name."""
+
+ECHO_WIRES = {
+    # provider -> (model, its key header, the response header its request id is read from)
+    "openai": ("gpt-5.5", "authorization", "x-request-id"),
+    "openai-responses": ("gpt-5.5", "authorization", "x-request-id"),
+    "anthropic": ("claude-sonnet-4-5", "x-api-key", "request-id"),
+    "gemini": ("gemini-2.5-flash", "x-goog-api-key", "x-request-id"),
+}
+ECHO_STATUSES = {
+    400: RequestRejectedError,
+    401: AuthError,
+    429: RateLimitedError,
+    503: TransientError,
+}
+
+
+def echoed_error(path: str, status: int, dump: str) -> bytes:
+    """Each wire's own error shape with the request's headers (``dump``) in the field its
+    SDKs read as the error's type: OpenAI's ``code``, Anthropic's ``type``, Gemini's
+    ``status``."""
+    message = f"headers were {dump}"
+    if "/messages" in path:
+        error: dict[str, Any] = {"type": "error", "error": {"type": dump, "message": message}}
+    elif "GenerateContent" in path:
+        error = {"error": {"code": status, "status": dump, "message": message}}
+    else:
+        error = {"error": {"type": "invalid_request_error", "code": dump, "message": message}}
+    return json.dumps(error).encode()
+
+
+@contextlib.asynccontextmanager
+async def echoing(status: int, key_header: str, id_header: str) -> AsyncIterator[str]:
+    """Answer ``status`` with the request's credential headers in the error's type field and
+    the key header's value as the request id; yield the base URL."""
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            lines = head.split("\r\n")
+            headers = {
+                name.lower(): value.strip()
+                for name, _, value in (line.partition(":") for line in lines[1:] if line)
+            }
+            credentials = {
+                name: value
+                for name, value in headers.items()
+                if name in ("authorization", "x-api-key", "x-goog-api-key", "x-custom-auth")
+            }
+            body = echoed_error(lines[0].split(" ")[1], status, json.dumps(credentials))
+            writer.write(
+                b"HTTP/1.1 %d Echo\r\nconnection: close\r\ncontent-type: application/json\r\n"
+                b"%s: %s\r\ncontent-length: %d\r\n\r\n%s"
+                % (status, id_header.encode(), headers[key_header].encode(), len(body), body)
+            )
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(connection, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    finally:
+        server.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("status", ECHO_STATUSES)
+@pytest.mark.parametrize("provider", ECHO_WIRES)
+async def test_credentials_echoed_into_the_error_type_and_request_id_are_not_kept(
+    provider: str, status: int, layer: str, logs: list[logging.LogRecord]
+) -> None:
+    model, key_header, id_header = ECHO_WIRES[provider]
+    key = f"loopback-{provider}-5e4d3c2b1a0f9e8d"
+    async with echoing(status, key_header, id_header) as base_url:
+        source = Source(
+            provider,
+            model,
+            api_key=key,
+            base_url=base_url,
+            headers={"x-custom-auth": CUSTOM},
+            max_retries=0,
+        )
+        async with Client([source], http=layer) as client:  # type: ignore[arg-type]
+            for mode in ("complete", "stream"):
+                error = await call(client, mode)
+                where = (mode, repr(error))
+                assert type(error) is ECHO_STATUSES[status], where
+                # Not an identifier: the status gives the type, the body keeps the echo.
+                assert error.error_type == f"http_{status}", where
+                shown = "Bearer [REDACTED]" if key_header == "authorization" else "[REDACTED]"
+                assert error.request_id == shown, where
+                assert error.message == (
+                    f'{provider} answered HTTP {status}: headers were {{"{key_header}": '
+                    f'"{shown}", "x-custom-auth": "[REDACTED]"}}'
+                ), where
+                # The echo in the type field and in the message, two credentials in each.
+                assert (error.body or "").count("[REDACTED]") == 4, where
+                for secret in (key, CUSTOM):
+                    assert leaks(secret, error, logs, []) == [], where
+
+
+def test_a_plausible_error_type_that_is_the_key_is_not_kept() -> None:
+    from polythink.transports.error_map import error_from_body, error_from_status
+
+    key = KEYS["x-goog-api-key"]
+    body = json.dumps({"error": {"code": 429, "status": key, "message": "slow down"}})
+    headers = {"x-goog-request-id": key}
+    mapped = error_from_status(
+        429, headers, body.encode(), provider="gemini", source_index=2, secrets=[key]
+    )
+    assert (type(mapped), mapped.error_type, mapped.request_id, mapped.source_index) == (
+        RateLimitedError,
+        "http_429",
+        "[REDACTED]",
+        2,
+    )
+    assert mapped.body == '{"error": {"code": 429, "status": "[REDACTED]", "message": "slow down"}}'
+    in_band = error_from_body(
+        {"type": "error", "error": {"type": key, "message": f"echo {key}"}},
+        provider="anthropic",
+        source_index=1,
+        status_code=200,
+        request_id=key,
+        secrets=[key],
+    )
+    assert (type(in_band), in_band.error_type, in_band.request_id) == (
+        TransientError,
+        None,
+        "[REDACTED]",
+    )
+    assert in_band.message == "anthropic sent an in-stream error: echo [REDACTED]"
+    kept = error_from_body(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+        provider="anthropic",
+        source_index=1,
+    )
+    assert (type(kept), kept.error_type) == (TransientError, "overloaded_error")

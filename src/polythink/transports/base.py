@@ -38,7 +38,6 @@ from polythink.errors import (
     ThinkingUnsupportedError,
     TransientError,
     holds_secret,
-    redact,
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
@@ -47,6 +46,7 @@ from polythink.transports.error_map import (
     error_from_body,
     error_from_status,
     error_from_transport,
+    sealed,
 )
 from polythink.transports.headers import header_request_id, parse_rate_limit
 from polythink.transports.sse import SSEDecoder
@@ -331,15 +331,18 @@ class HTTPTransport:
         try:
             return json.loads(content), parse_rate_limit(response.headers)
         except ValueError as exc:
-            malformed = TransientError(
-                f"{self.profile.id} answered HTTP {response.status_code} with a body that is "
-                "not JSON",
-                provider=self.profile.id,
-                source_index=self.index,
-                status_code=response.status_code,
-                error_type="malformed_body",
-                request_id=header_request_id(response.headers),
-                body=redact(content[:2000].decode("utf-8", "replace"), self._secrets),
+            malformed = sealed(
+                TransientError(
+                    f"{self.profile.id} answered HTTP {response.status_code} with a body "
+                    "that is not JSON",
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=response.status_code,
+                    error_type="malformed_body",
+                    request_id=header_request_id(response.headers),
+                    body=content[:2000].decode("utf-8", "replace"),
+                ),
+                self._secrets,
             )
             malformed.__cause__ = self._clean(exc)
         # Outside the handler: the decoder's error holds the whole body (its ``doc``).
@@ -717,13 +720,16 @@ class HTTPTransport:
                 except ValueError as exc:
                     if decoder.closed:
                         return
-                    malformed = TransientError(
-                        f"{self.profile.id} sent a stream event that is not JSON",
-                        provider=self.profile.id,
-                        source_index=self.index,
-                        status_code=response.status_code,
-                        error_type="malformed_event",
-                        body=redact(data[:2000], self._secrets),
+                    malformed = sealed(
+                        TransientError(
+                            f"{self.profile.id} sent a stream event that is not JSON",
+                            provider=self.profile.id,
+                            source_index=self.index,
+                            status_code=response.status_code,
+                            error_type="malformed_event",
+                            body=data[:2000],
+                        ),
+                        self._secrets,
                     )
                     malformed.__cause__ = self._clean(exc)
                 if malformed is not None:

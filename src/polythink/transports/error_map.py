@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -44,6 +44,8 @@ __all__ = [
     "error_from_transport",
     "in_band_class",
     "names_missing_model",
+    "sealed",
+    "trusted_type",
 ]
 
 
@@ -77,6 +79,45 @@ def _error_fields(body: Any) -> tuple[str | None, str | None, str | None, frozen
         str(param) if param else None,
         kinds,
     )
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+
+
+def trusted_type(value: str | None, secrets: Iterable[str | None] = ()) -> str | None:
+    """``value`` when it is plausible as a provider's error type or code, else ``None``.
+
+    Plausible: 1 to 64 letters, digits, ``_``, ``.``, ``-`` or ``:`` (``rate_limit_error``,
+    ``RESOURCE_EXHAUSTED``, ``1261``), holding no secret (``redact`` leaves it as it is). A
+    server that echoes the request into its error's ``code``, ``type`` or ``status`` gives
+    anything else; that text stays in the error's (redacted) body only.
+    """
+    if value is None or not _IDENTIFIER.fullmatch(value) or redact(value, secrets) != value:
+        return None
+    return value
+
+
+def _plausible(kinds: frozenset[str]) -> frozenset[str]:
+    return frozenset(kind for kind in kinds if _IDENTIFIER.fullmatch(kind))
+
+
+_E = TypeVar("_E", bound=PolythinkError)
+
+
+def sealed(error: _E, secrets: Iterable[str | None] = ()) -> _E:
+    """``error`` with every string it carries redacted (:func:`~polythink.errors.redact`):
+    its message, ``args``, notes, and every string attribute (``body``, ``error_type``,
+    ``request_id``, ``model`` ...). Errors built from what a provider answered pass through
+    here, so a key the server echoes into any field, a header included, is never kept."""
+    held = tuple(secrets)
+    for name, value in vars(error).items():
+        if isinstance(value, str):
+            setattr(error, name, redact(value, held))
+    error.args = tuple(redact(arg, held) if isinstance(arg, str) else arg for arg in error.args)
+    notes = getattr(error, "__notes__", None)
+    if isinstance(notes, list):
+        error.__notes__ = [redact(note, held) if isinstance(note, str) else note for note in notes]
+    return error
 
 
 def _retry_info(body: Any) -> float | None:
@@ -172,13 +213,23 @@ def error_from_status(
     ``RetryInfo`` detail. ``should_retry`` is the ``x-should-retry`` header, else ``False``
     for an exhausted quota. A body that is not JSON is kept (redacted) as the message. The
     error's ``rate_limit`` holds the parsed rate-limit headers (:func:`parse_rate_limit`).
+
+    The provider's ``code`` / ``type`` / ``status`` is the error's ``error_type`` only when
+    :func:`trusted_type` finds it plausible; one that is not (the request's headers echoed
+    into it) gives ``"http_<status>"`` and stays in the body. Every string of the result is
+    redacted (:func:`sealed`), the request id header included.
     """
+    secrets = tuple(secrets)
     text = redact(content.decode("utf-8", errors="replace"), secrets)
     try:
         parsed = json.loads(content) if content else None
     except ValueError:
         parsed = None
-    error_type, message, param, kinds = _error_fields(parsed)
+    given, message, param, kinds = _error_fields(parsed)
+    kinds = _plausible(kinds)
+    error_type = trusted_type(given, secrets)
+    if given is not None and error_type is None:
+        error_type = f"http_{status}"
     summary = message or text[:200] or httpx.codes.get_reason_phrase(status)
     if 300 <= status < 400:
         # Redirects are not followed: a provider key must never reach another host (httpx
@@ -220,7 +271,7 @@ def error_from_status(
         body=text,
     )
     error.rate_limit = parse_rate_limit(headers)
-    return context_window_error(error)
+    return sealed(context_window_error(error), secrets)
 
 
 _RATE_TYPES = frozenset(
@@ -271,9 +322,14 @@ def error_from_body(
     ``api_error``, ``server_error``, ``timeout_error`` …) -> :class:`TransientError`, so an
     in-band overload is retried like a 529 (Anthropic error types: the Messages OpenAPI
     ``ErrorResponse`` union, ``../shared/wire/specs``). ``status_code`` stays the stream's
-    own (usually 200). A Gemini ``RetryInfo`` detail gives ``retry_after``.
+    own (usually 200). A Gemini ``RetryInfo`` detail gives ``retry_after``. A type
+    :func:`trusted_type` does not find plausible is not the error's ``error_type`` (``None``)
+    and does not classify it; every string of the result is redacted (:func:`sealed`).
     """
-    error_type, message, _, kinds = _error_fields(error)
+    secrets = tuple(secrets)
+    given, message, _, kinds = _error_fields(error)
+    kinds = _plausible(kinds)
+    error_type = trusted_type(given, secrets)
     cls: type[PolythinkError]
     should_retry = None
     if kinds & _QUOTA_TYPES:
@@ -289,7 +345,7 @@ def error_from_body(
         cls = RequestRejectedError
     else:
         cls = in_band_class(kinds)
-    if error_type is None and isinstance(error, Mapping):
+    if given is None and isinstance(error, Mapping):
         inner = error.get("error", error)
         if isinstance(inner, Mapping) and isinstance(inner.get("code"), int):
             error_type = str(inner["code"])
@@ -306,7 +362,7 @@ def error_from_body(
         should_retry=should_retry,
         body=body,
     )
-    return context_window_error(mapped)
+    return sealed(context_window_error(mapped), secrets)
 
 
 RESPONSES_REJECT_CODES = frozenset(
@@ -514,7 +570,8 @@ def error_from_transport(
     raised outside the ``except`` that caught ``exc``, the result then has no
     ``__context__`` either, so nothing reaches the request's headers.
     """
-    mapped = _transport_error(exc, provider, source_index, stage, secrets)
+    secrets = tuple(secrets)
+    mapped = sealed(_transport_error(exc, provider, source_index, stage, secrets), secrets)
     mapped.__cause__ = None if holds_secret(exc, secrets) else exc
     return mapped
 
