@@ -75,8 +75,9 @@ class PolythinkError(Exception):
         source_index: position of that source in ``Client(sources=[...])``.
         status_code: HTTP status; in-band stream errors keep the stream's 200.
         error_type: the provider's error type or code (``"rate_limit_error"``,
-            ``"unsupported_value"``, ...).
-        request_id: the provider's request id header, for support tickets.
+            ``"unsupported_value"``, ...) when it is an identifier holding no key, else
+            ``"http_<status>"`` (the provider's is then in ``body``).
+        request_id: the provider's request id header, for support tickets (redacted).
         retry_after: seconds the server asked to wait (from ``retry-after-ms``, or
             ``retry-after`` as seconds or an HTTP date); ``math.inf`` for a value too large
             to represent.
