@@ -207,6 +207,49 @@ async def test_a_part_no_wire_carries_is_refused_before_sending(provider: str) -
     )
 
 
+async def refused_call(client: Client, mode: str, messages: Any) -> None:
+    if mode == "complete":
+        await client.complete(messages)
+        return
+    async for _ in client.stream(messages):
+        pass
+
+
+REFUSED = {
+    "a video part": [{"role": "user", "content": [{"type": "text", "text": "What?"}, VIDEO]}],
+    "an assistant's audio": [
+        {"role": "user", "content": "Say it."},
+        {"role": "assistant", "content": "Said.", "audio": {"id": "audio_1"}},
+        {"role": "user", "content": "Again."},
+    ],
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("what", list(REFUSED))
+@pytest.mark.parametrize("provider", [*URLS, "deepseek"])
+async def test_a_refusal_before_sending_names_the_source_that_refused(
+    provider: str, what: str
+) -> None:
+    if what == "an assistant's audio" and provider in ("openai", "deepseek"):
+        pytest.skip("Chat carries an assistant's audio")
+    model = MODELS.get(provider, "deepseek-v4-flash")
+    sources = [Source(provider, model, api_key=KEY, max_retries=0) for _ in range(3)]
+    with respx.mock(assert_all_called=False) as mock:
+        route = mock.post(url__regex=r".*").mock(return_value=httpx.Response(500))
+        async with Client(sources) as client:
+            for mode in ("complete", "stream"):
+                with pytest.raises(ContentUnsupportedError) as caught:
+                    await refused_call(client, mode, REFUSED[what])
+                error = caught.value
+                assert (error.provider, error.source_index) == (provider, 2), mode
+                assert [e.source_index for e in error.previous] == [0, 1], mode
+                assert str(error).endswith(
+                    f"(provider={provider}, source=2, type=unsupported_content)"
+                ), mode
+    assert route.call_count == 0
+
+
 @pytest.mark.anyio
 async def test_a_system_image_is_refused_on_gemini_rather_than_dropped() -> None:
     image = {"type": "image_url", "image_url": {"url": "https://x.test/logo.png"}}

@@ -302,7 +302,10 @@ which becomes an ``image`` block, and an assistant's ``refusal``, which becomes 
 
 
 def _messages(
-    messages: Sequence[Message], profile: ProviderProfile, left_out: LeftOut
+    messages: Sequence[Message],
+    profile: ProviderProfile,
+    left_out: LeftOut,
+    source_index: int | None = None,
 ) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
     """``(system, turns)``; what the wire has no field for (a message's ``name``, part keys)
     and assistant turns left empty are noted in ``left_out``.
@@ -318,7 +321,7 @@ def _messages(
         role = message.role
         left_out.position = position
         if message.content.__class__ is list:
-            check_parts(message, ANTHROPIC_PARTS, profile, None, position)
+            check_parts(message, ANTHROPIC_PARTS, profile, source_index, position)
         if message.name is not None and role != "tool":
             name_note(left_out, _WIRE)
         if role in ("system", "developer"):
@@ -335,14 +338,14 @@ def _messages(
             content = message.content
             blocks = _blocks(content, left_out, keep_empty=False)
             if not blocks:
-                raise refuse_blank_turn(message, position, profile, None, _BLANK_WHY)
+                raise refuse_blank_turn(message, position, profile, source_index, _BLANK_WHY)
             if content.__class__ is list and len(blocks) < len(content):
                 left_out.add(BLANK_PARTS, _BLANK_WHY)
             turns.append({"role": "user", "content": blocks})
             merging_results = False
         else:
             if message.audio_id is not None or message.function_call is not None:
-                refuse_chat_only(message, position, profile, None)
+                refuse_chat_only(message, position, profile, source_index)
             content = _assistant_content(message, left_out)
             # A turn left with no block says nothing; the API refuses it ("all messages must
             # have non-empty content except for the optional final assistant message"), and
@@ -473,6 +476,7 @@ def build_body(
     extra_body: Mapping[str, Any] | None = None,
     output: OutputPlan | None = None,
     left_out: LeftOut | None = None,
+    source_index: int | None = None,
 ) -> dict[str, Any]:
     """Build the Messages API request body for ``request``.
 
@@ -500,9 +504,10 @@ def build_body(
     format needs one, ends the system prompt.
 
     An assistant's ``refusal`` is a text block (what the model said); its ``audio`` and
-    legacy ``function_call`` are refused. What the wire has no field for (a message's
-    ``name``, ``image_url.detail``, a part's ``prompt_cache_breakpoint``) and assistant turns
-    left with no block are noted in ``left_out``.
+    legacy ``function_call`` are refused, the errors carrying ``source_index``. What the wire
+    has no field for (a message's ``name``, ``image_url.detail``, a part's
+    ``prompt_cache_breakpoint``) and assistant turns left with no block are noted in
+    ``left_out``.
 
     Raises:
         RequestRejectedError: for a message or ``tool_choice`` Anthropic cannot take (an
@@ -513,9 +518,12 @@ def build_body(
         OutputFormatUnsupportedError: see :func:`output_plan`.
     """
     if output is None and request.response_format is not None:
-        output = output_plan(request, model=model, profile=profile)
+        output = output_plan(request, model=model, profile=profile, source_index=source_index)
     system, turns = _messages(
-        request.messages, profile, left_out if left_out is not None else LeftOut(profile.id)
+        request.messages,
+        profile,
+        left_out if left_out is not None else LeftOut(profile.id),
+        source_index,
     )
     cache = request.prompt_cache
     if request.system_suffix or cache is not None:
@@ -1130,6 +1138,7 @@ class AnthropicTransport(HTTPTransport):
                 extra_body=self._extra_body,
                 output=output,
                 left_out=left_out,
+                source_index=self.index,
             )
         except RequestRejectedError as exc:
             exc.source_index = self.index

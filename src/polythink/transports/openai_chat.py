@@ -182,7 +182,10 @@ _NOTHING_SENT = frozenset({"role", "content", "name", "refusal"})
 
 
 def _chat_messages(
-    messages: Sequence[Message], profile: ProviderProfile, left_out: LeftOut | None = None
+    messages: Sequence[Message],
+    profile: ProviderProfile,
+    left_out: LeftOut | None = None,
+    source_index: int | None = None,
 ) -> list[dict[str, Any]]:
     """The ``messages`` array: one entry per message, except tool results with images and
     empty assistant turns.
@@ -223,7 +226,7 @@ def _chat_messages(
     append = out.append
     for position, message in enumerate(conversation[start:], start):
         if message.content.__class__ is list:
-            check_parts(message, CHAT_PARTS, profile, None, position)
+            check_parts(message, CHAT_PARTS, profile, source_index, position)
         if message.role == "tool":
             images = _tool_images(message)
             if images:
@@ -289,6 +292,7 @@ def build_body(
     output: OutputPlan | None = None,
     breakpoints: bool = False,
     left_out: LeftOut | None = None,
+    source_index: int | None = None,
 ) -> dict[str, Any]:
     """Build the Chat Completions request body for ``request``.
 
@@ -323,12 +327,14 @@ def build_body(
     (``{"id"}``) and legacy ``function_call`` go out as the Chat fields they are. What is
     left out (an empty assistant turn) is noted in ``left_out``.
 
+    ``source_index`` (the source's position in the client) is carried by every refusal.
+
     Raises:
         OutputFormatUnsupportedError: see :func:`output_plan`.
         ContentUnsupportedError: a content part this wire does not carry.
     """
     if output is None and request.response_format is not None:
-        output = output_plan(request, model=model, profile=profile)
+        output = output_plan(request, model=model, profile=profile, source_index=source_index)
     flag = profile.reasoning_back_everywhere_with
     if flag is not None and profile.reasoning_back_tool_turns_only:
         asked = (extra_body or {}).get(flag)
@@ -336,7 +342,7 @@ def build_body(
             asked = request.extra_body[flag]
         if asked is True:
             profile = dataclasses.replace(profile, reasoning_back_tool_turns_only=False)
-    messages = _chat_messages(request.messages, profile, left_out)
+    messages = _chat_messages(request.messages, profile, left_out, source_index)
     if breakpoints:
         mark_last_entry(messages, text_type="text", roles=("system", "developer"))
     if request.system_suffix:
@@ -1078,6 +1084,7 @@ class OpenAIChatTransport(HTTPTransport):
             output=output,
             breakpoints=self.explicit_breakpoints(request),
             left_out=left_out,
+            source_index=self.index,
         )
         notes = list(output.notes) if output is not None else []
         return body, notes + left_out.notes()
