@@ -295,7 +295,10 @@ def test_bad_effort_string_fails_at_source_with_the_accepted_values() -> None:
         ({"headers": ["x"]}, "Source.headers must be a dict of header names to string values"),
         ({"headers": {"x-team": 7}}, "Source.headers must be a dict of header names to string"),
         ({"extra_body": "x"}, "Source.extra_body must be a dict of body fields; got str"),
-        ({"base_url": "api.openai.com"}, "Source.base_url must be an http:// or https:// URL"),
+        (
+            {"base_url": "api.openai.com"},
+            "Source.base_url's scheme must be http or https; got no scheme",
+        ),
         ({"timeout": 0}, "Timeout.total must be a positive number"),
         ({"timeout": "fast"}, "timeout must be seconds"),
     ],

@@ -30,37 +30,50 @@ def build(**kwargs: Any) -> Source:
 
 # ---------------------------------------------------------------- base URLs
 
+BAD_PORT = (
+    "Source.base_url's port is not a number from 1 to 65535 (what follows the host's ':' is "
+    "not shown); expected an http:// or https:// URL such as 'https://api.openai.com/v1'"
+)
+
 
 @pytest.mark.parametrize(
     ("url", "message"),
     [
         (
             "http://h.test:99999/v1",
-            "Source.base_url needs a port from 1 to 65535 after the host; "
-            "got 'http://h.test:99999/v1'",
+            BAD_PORT,
         ),
         (
             "http://h.test:abc/v1",
-            "Source.base_url needs a port from 1 to 65535 after the host; "
-            "got 'http://h.test:abc/v1'",
+            BAD_PORT,
         ),
         (
             "https://h.test:0/v1",
-            "Source.base_url needs a port from 1 to 65535 after the host; "
-            "got 'https://h.test:0/v1'",
+            BAD_PORT,
         ),
         (
             "http://h.test:/v1",
-            "Source.base_url needs a port from 1 to 65535 after the host; got 'http://h.test:/v1'",
+            BAD_PORT,
         ),
         (
             "http:///v1",
             "Source.base_url has no host; expected an http:// or https:// URL such as "
-            "'https://api.openai.com/v1'; got 'http:///v1'",
+            "'https://api.openai.com/v1'",
         ),
         (
             "http://[::1/v1",
-            "Source.base_url is not a valid URL (Invalid IPv6 URL); got 'http://[::1/v1'",
+            "Source.base_url is not a valid URL (Invalid IPv6 URL); expected an http:// or "
+            "https:// URL such as 'https://api.openai.com/v1'",
+        ),
+        (
+            "ftp://h.test/v1",
+            "Source.base_url's scheme must be http or https; got 'ftp' (expected an http:// or "
+            "https:// URL such as 'https://api.openai.com/v1')",
+        ),
+        (
+            "api.openai.com/v1",
+            "Source.base_url's scheme must be http or https; got no scheme (expected an http:// "
+            "or https:// URL such as 'https://api.openai.com/v1')",
         ),
         (
             "http://h.test/v1\n",
@@ -75,9 +88,30 @@ def build(**kwargs: Any) -> Source:
     ],
 )
 def test_a_base_url_no_call_could_reach_is_refused_at_build(url: str, message: str) -> None:
-    with pytest.raises(ValueError, match=r"^Source\.base_url ") as caught:
+    with pytest.raises(ValueError, match=r"^Source\.base_url\b") as caught:
         build(base_url=url)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        (f"http://127.0.0.1:{KEY}/v1", "'s port is not a number from 1 to 65535"),
+        (f"https://proxy.test:{KEY}", "'s port is not a number from 1 to 65535"),
+        (f"ftp://{KEY}/", "'s scheme must be http or https; got 'ftp'"),
+        (f"{KEY}://proxy.test/v1", "'s scheme must be http or https; got a scheme that is not"),
+        (f"http://:{KEY}/v1", " has no host"),
+        (f"http://[{KEY}/v1", " is not a valid URL (Invalid IPv6 URL)"),
+    ],
+)
+def test_a_bad_base_url_is_refused_without_echoing_its_host_port_or_path(
+    url: str, problem: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^Source\.base_url") as caught:
+        build(base_url=url)
+    assert str(caught.value).startswith(f"Source.base_url{problem}")
+    assert KEY not in str(caught.value)
+    assert "SECRET" not in repr(caught.value.args)
 
 
 @pytest.mark.parametrize(

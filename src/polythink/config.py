@@ -145,13 +145,19 @@ def _character(c: str) -> str:
     return f"{kind} (U+{ord(c):04X})"
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,9}")
+"""A scheme shown in an error: a short one (``ftp``, ``ws``, ``unix``); a longer text before
+``://`` may be anything, a key included."""
+
+
 def check_base_url(url: object, where: str) -> str:
     """Return ``url`` without its trailing ``/`` once it is a usable endpoint root.
 
     An ``http://`` or ``https://`` URL with a host, an optional port from 1 to 65535 and a
     path; no user information (``user:key@``: httpx would send it and log the URL, key
     included, at INFO), query (a key such as Google's ``?key=``) or fragment, whitespace or
-    control character. The message names what is wrong, never user information or a query.
+    control character. The message names what is wrong, never user information, a query, the
+    host, the port's text or the path (any of them may hold a key).
 
     Raises:
         ValueError: naming ``where``, what is wrong and what is accepted.
@@ -180,19 +186,28 @@ def check_base_url(url: object, where: str) -> str:
             "api_key= or headers=)"
         )
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"{where} must be {example}; got {url!r}")
+        shown = repr(scheme) if _SCHEME.fullmatch(scheme) else "no scheme" if not scheme else None
+        raise ValueError(
+            f"{where}'s scheme must be http or https; "
+            + (f"got {shown}" if shown else "got a scheme that is not shown")
+            + f" (expected {example})"
+        )
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError as exc:
-        raise ValueError(f"{where} is not a valid URL ({exc}); got {url!r}") from None
+        words = str(exc) if authority not in str(exc) else "its host cannot be read"
+        raise ValueError(f"{where} is not a valid URL ({words}); expected {example}") from None
     if not parts.hostname:
-        raise ValueError(f"{where} has no host; expected {example}; got {url!r}")
+        raise ValueError(f"{where} has no host; expected {example}")
     try:
         port = parts.port
     except ValueError:
         port = 0
     if port == 0 or (port is None and parts.netloc.endswith(":")):
-        raise ValueError(f"{where} needs a port from 1 to 65535 after the host; got {url!r}")
+        raise ValueError(
+            f"{where}'s port is not a number from 1 to 65535 (what follows the host's ':' is "
+            f"not shown); expected {example}"
+        )
     return url.rstrip("/")
 
 
