@@ -199,8 +199,15 @@ def test_a_tool_turn_has_no_parsed_value() -> None:
 
 
 def test_a_dict_schema_wants_an_object_where_its_root_is_one() -> None:
-    with pytest.raises(OutputValidationError, match="JSON list, not an object"):
+    with pytest.raises(
+        OutputValidationError, match="at \\$: \\[1, 2\\] is not of type 'object'"
+    ) as caught:
         parse_output(answer("[1, 2]"), ResponseFormat({"type": "object"}))
+    assert caught.value.errors == [
+        {"type": "type", "loc": (), "msg": "[1, 2] is not of type 'object'"}
+    ]
+    with pytest.raises(OutputValidationError, match="JSON list, not an object"):
+        parse_output(answer("[1, 2]"), ResponseFormat({"type": "json_object"}))
     parsed = parse_output(answer("[1, 2]"), ResponseFormat({"type": "array"}))
     assert parsed.parsed == [1, 2]
 

@@ -51,7 +51,7 @@ from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
 from polythink.providers import get_provider
 from polythink.reasoning.capabilities import get_capability
-from polythink.structured import parse_output
+from polythink.structured import parse_output, schema_validator
 from polythink.transports import transport_class
 from polythink.types import (
     CacheMode,
@@ -702,7 +702,8 @@ class Client:
                 a ``tool_choice`` other than ``"auto"``, ``"none"``, ``"required"`` (with
                 tools), a declared tool's name, or OpenAI's ``{"type": "function", ...}``
                 naming one (a name becomes that shape), a ``response_format`` that is not
-                one of :class:`~polythink.types.ResponseFormat`'s forms, or a ``tag`` that is
+                one of :class:`~polythink.types.ResponseFormat`'s forms (or whose schema is
+                not valid under its JSON Schema draft), or a ``tag`` that is
                 not 1 to 128 printable characters.
         """
         if system_suffix is not None and not isinstance(system_suffix, str):
@@ -721,6 +722,9 @@ class Client:
             raise ValueError(f"top_p must be a number from 0 to 1; got {top_p!r}")
         check_extra_body(extra_body, "extra_body")
         declared = coerce_tools(tools)
+        fmt = ResponseFormat.coerce(response_format)
+        if fmt is not None and fmt.output_type is None and fmt.schema is not None:
+            schema_validator(fmt)  # a schema that is not JSON Schema fails before sending
         return Request(
             messages=coerce_messages(messages),
             reasoning_effort=Effort.parse(reasoning_effort),
@@ -736,7 +740,7 @@ class Client:
             cache=cache,
             system_suffix=system_suffix or None,
             prompt_cache=PromptCache.coerce(prompt_cache),
-            response_format=ResponseFormat.coerce(response_format),
+            response_format=fmt,
             tag=check_tag(tag),
         )
 

@@ -3,7 +3,8 @@
 :func:`parse_output` runs once per call on the assembled :class:`~polythink.types.Response`
 (a cache hit included), never on stream deltas: it checks the stop signal first (a refusal
 or a content filter, then the output limit), then decodes the text and validates it into the
-``response_format``'s pydantic model class, or decodes it as JSON for a dict schema. Every
+``response_format``'s pydantic model class, or decodes it as JSON and validates it against a
+dict schema (the caller's own, not the one rewritten for a wire) with ``jsonschema``. Every
 failure is an :class:`~polythink.errors.OutputValidationError` carrying the raw text: a
 structured call never returns without its ``parsed`` value (a turn that calls tools is the
 one exception, see :attr:`Response.parsed`).
@@ -16,12 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polythink.errors import OutputRefusedError, OutputTruncatedError, OutputValidationError
 from polythink.types import Response, ResponseFormat
 
-__all__ = ["PartialJSON", "json_text", "parse_output", "parsed_or_none"]
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+__all__ = ["PartialJSON", "json_text", "parse_output", "parsed_or_none", "schema_validator"]
 
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
@@ -70,12 +74,13 @@ def parse_output(response: Response, fmt: ResponseFormat[Any]) -> Response:
     raises :class:`OutputRefusedError`; a ``length`` finish (the output limit, which
     reasoning tokens share on most wires) raises :class:`OutputTruncatedError`, even when
     the text happens to parse; then the text (see :func:`json_text`) is validated with the
-    model class's ``model_validate_json``, or decoded with :func:`json.loads` for a dict
-    schema (which must give an object when the schema's root, or ``json_object``, says so).
+    model class's ``model_validate_json``, or decoded with :func:`json.loads` and validated
+    against a dict schema (:func:`schema_validator`; ``json_object`` takes any object).
 
     Raises:
         OutputValidationError: the answer is empty, not JSON, or does not validate; its
-            ``errors`` are pydantic's (or ``json_invalid``).
+            ``errors`` are pydantic's, jsonschema's in pydantic's shape (``type`` the
+            failing keyword, ``loc`` the path in the answer), or ``json_invalid``.
         OutputRefusedError: the model or the provider's filter refused.
         OutputTruncatedError: the output limit cut the answer.
     """
@@ -154,15 +159,125 @@ def parse_output(response: Response, fmt: ResponseFormat[Any]) -> Response:
                 error_type="validation_error",
                 **common,
             ) from exc
-        wants_object = fmt.kind == "json_object" or (fmt.schema or {}).get("type") == "object"
-        if wants_object and not isinstance(value, dict):
-            raise OutputValidationError(
-                f"{_who(response)} answered JSON {type(value).__name__}, not an object",
-                errors=[{"type": "dict_type", "loc": (), "msg": "Input should be an object"}],
-                error_type="validation_error",
-                **common,
-            )
+        if fmt.schema is None:
+            if not isinstance(value, dict):
+                raise OutputValidationError(
+                    f"{_who(response)} answered JSON {type(value).__name__}, not an object",
+                    errors=[{"type": "dict_type", "loc": (), "msg": "Input should be an object"}],
+                    error_type="validation_error",
+                    **common,
+                )
+        else:
+            try:
+                errors = _schema_errors(schema_validator(fmt), value)
+            except Exception as exc:
+                from referencing.exceptions import Unresolvable
+
+                if not isinstance(exc, Unresolvable):
+                    raise
+                raise OutputValidationError(
+                    f"{_who(response)}'s answer could not be checked: the response_format "
+                    f"schema has a $ref that does not resolve within it ({_bounded(str(exc))}); "
+                    "nothing is fetched, so put the definition in the schema's $defs",
+                    errors=[{"type": "$ref", "loc": (), "msg": _bounded(str(exc))}],
+                    error_type="validation_error",
+                    **common,
+                ) from None
+            if errors:
+                listed = "; ".join(
+                    f"at {_json_path(error['loc'])}: {error['msg']}" for error in errors[:_LISTED]
+                )
+                count = f"{len(errors)}{'+' if len(errors) >= _MAX_ERRORS else ''}"
+                raise OutputValidationError(
+                    f"{_who(response)} answered JSON that does not validate against the "
+                    f"response_format schema: {count} error(s), {listed}",
+                    errors=errors,
+                    error_type="validation_error",
+                    **common,
+                )
     return response.with_(parsed=value)
+
+
+_LISTED = 3
+"""Errors named in an :class:`OutputValidationError`'s message (all are in ``errors``)."""
+_MAX_ERRORS = 20
+"""Errors collected from one answer: enough to fix it, bounded for a long wrong answer."""
+_MAX_MESSAGE = 200
+"""Characters kept of one validator message (jsonschema quotes the failing value)."""
+_VALIDATORS_SIZE = 512
+_validators: dict[str, Validator | ValueError] = {}
+
+
+def schema_validator(fmt: ResponseFormat[Any]) -> Validator:
+    """The ``jsonschema`` validator of ``fmt``'s dict schema, built once per schema and
+    remembered (by ``fmt.key``, up to 512 schemas); jsonschema is imported on the first one.
+
+    The validator class follows the schema's ``$schema`` (Draft 4 to 2020-12), Draft
+    2020-12 when it has none. ``format`` is not checked (an annotation in 2020-12, as
+    jsonschema treats it by default); a ``$ref`` resolves within the schema only, nothing
+    is fetched.
+
+    Raises:
+        ValueError: the schema is not valid under its draft (a failure is remembered too);
+            the message names the draft, where, and what.
+    """
+    found = _validators.get(fmt.key)
+    if found is None:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+        from jsonschema.validators import validator_for
+
+        schema = dict(fmt.schema or {})
+        cls = validator_for(schema, default=Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+            found = cls(schema)
+        except SchemaError as exc:
+            draft = cls.__name__.removesuffix("Validator")
+            found = ValueError(
+                f"response_format schema is not a valid JSON Schema ({draft}): at "
+                f"{exc.json_path}: {_bounded(exc.message)}"
+            )
+        if len(_validators) >= _VALIDATORS_SIZE:
+            del _validators[next(iter(_validators))]
+        _validators[fmt.key] = found
+    if isinstance(found, ValueError):
+        raise found
+    return found
+
+
+def _schema_errors(validator: Validator, value: Any) -> list[dict[str, Any]]:
+    """The first errors of ``value`` against ``validator``, in pydantic's shape (``type`` is
+    the failing keyword, ``loc`` the path in the answer)."""
+    out: list[dict[str, Any]] = []
+    for error in validator.iter_errors(value):
+        out.append(
+            {
+                "type": str(error.validator),
+                "loc": tuple(error.absolute_path),
+                "msg": _bounded(error.message),
+            }
+        )
+        if len(out) >= _MAX_ERRORS:
+            break
+    return out
+
+
+def _json_path(loc: tuple[Any, ...]) -> str:
+    """``("items", 0, "sku")`` as ``$.items[0].sku``."""
+    out = "$"
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier():
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"
+    return out
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
 def parsed_or_none(response: Response, fmt: ResponseFormat[Any]) -> Response | None:
