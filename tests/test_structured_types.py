@@ -216,9 +216,9 @@ def test_the_schema_transform_runs_once_per_format(monkeypatch: pytest.MonkeyPat
     calls: list[str] = []
     real = wire_schema.openai_strict_schema
 
-    def counted(schema: Any) -> Any:
+    def counted(schema: Any, changes: Any) -> Any:
         calls.append(json.dumps(schema, sort_keys=True))
-        return real(schema)
+        return real(schema, changes)
 
     monkeypatch.setattr(wire_schema, "openai_strict_schema", counted)
     monkeypatch.setattr(wire_schema, "_cache", {})

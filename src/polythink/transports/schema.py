@@ -51,6 +51,7 @@ from polythink.types import Message, ResponseFormat
 
 __all__ = [
     "OutputPlan",
+    "SchemaChanges",
     "UnsupportedSchema",
     "anthropic_output",
     "anthropic_schema",
@@ -272,6 +273,117 @@ def _note(node: dict[str, Any], moved: Mapping[str, Any]) -> None:
     node["description"] = f"{description} ({text})" if description else f"({text})"
 
 
+_ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$anchor",
+        "$comment",
+        "title",
+        "description",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "discriminator",
+    }
+)
+"""Keywords that constrain nothing: a wire that does not take them changes nothing the
+provider enforces, so their loss is not reported."""
+_LISTED_PATHS = 5
+
+
+class SchemaChanges:
+    """What a transform changed in a schema that the provider then enforces differently,
+    by kind, each with the JSON paths (``$.properties.b``) where; rendered by
+    :meth:`notes` into ``response.warnings``. Built once per schema and wire, with the
+    transform, and remembered with it.
+
+    Kinds: ``dropped`` (keywords not sent), ``described`` (keywords sent as words in a
+    ``description``), ``required`` (optional properties made required), ``any_of``
+    (``oneOf`` sent as ``anyOf``). Annotations (``title``, ``examples``, ``$comment`` …)
+    and ``default: null`` (pydantic's mark of an optional field) are not recorded.
+    """
+
+    __slots__ = ("_found",)
+
+    def __init__(self) -> None:
+        self._found: dict[str, dict[str, list[str]]] = {}
+
+    def add(self, kind: str, keyword: str, path: tuple[str, ...]) -> None:
+        """Record ``keyword`` changed in the ``kind`` way at the schema ``path``."""
+        paths = self._found.setdefault(kind, {}).setdefault(keyword, [])
+        where = _json_path(path)
+        if where not in paths:
+            paths.append(where)
+
+    def keywords(
+        self, kind: str, node: Mapping[str, Any], keys: Any, path: tuple[str, ...]
+    ) -> None:
+        """Record those of ``keys`` (taken from ``node``) that constrain the answer."""
+        for key in keys:
+            if key in _ANNOTATIONS or (key == "default" and node.get(key) is None):
+                continue
+            self.add(kind, key, path)
+
+    def notes(self, wire: str) -> tuple[str, ...]:
+        """One warning per kind of change, ``wire`` naming the provider's schema dialect:
+        ``response_format: gemini does not take pattern, default (at $.properties.b): not
+        sent; the answer is validated locally against them``."""
+        out: list[str] = []
+        against = "the answer is validated locally against them"
+        for kind, found in self._found.items():
+            if kind == "dropped":
+                out.append(f"{wire} does not take {_grouped(found)}: not sent; {against}")
+            elif kind == "described":
+                out.append(
+                    f"{wire} does not take {_grouped(found)}: sent as words in the "
+                    f"description; {against}"
+                )
+            elif kind == "required":
+                paths = [path for paths in found.values() for path in paths]
+                out.append(
+                    f"{wire} requires every property: made {_paths(paths)} required, so the "
+                    f"model always fills {'it' if len(paths) == 1 else 'them'}"
+                )
+            else:
+                out.append(
+                    f"{wire} does not take oneOf (at {_paths(found['oneOf'])}): sent as anyOf; "
+                    "the answer is validated locally against oneOf"
+                )
+        return tuple(f"response_format: {note}" for note in out)
+
+
+def _json_path(path: tuple[str, ...]) -> str:
+    """A schema path as JSONPath: ``("properties", "b")`` -> ``$.properties.b``, list
+    indexes in brackets, other names quoted."""
+    out = "$"
+    for i, part in enumerate(path):
+        if part.isdigit() and i and path[i - 1] in _CHILD_LISTS:
+            out += f"[{part}]"
+        elif part.replace("$", "_").replace("-", "_").isidentifier():
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"
+    return out
+
+
+def _paths(paths: Sequence[str]) -> str:
+    listed = ", ".join(paths[:_LISTED_PATHS])
+    if len(paths) > _LISTED_PATHS:
+        listed += f", ... ({len(paths)} in all)"
+    return listed
+
+
+def _grouped(found: Mapping[str, list[str]]) -> str:
+    """``{"minimum": [a], "pattern": [b], "default": [b]}`` as ``minimum (at a), pattern,
+    default (at b)``: keywords found at the same paths are named together."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for keyword, paths in found.items():
+        groups.setdefault(tuple(paths), []).append(keyword)
+    return ", ".join(f"{', '.join(names)} (at {_paths(paths)})" for paths, names in groups.items())
+
+
 _cache: dict[tuple[str, str], Any] = {}
 _CACHE_SIZE = 512
 
@@ -305,7 +417,9 @@ _OPENAI_MAX_PROPERTIES = 5000
 _OPENAI_MAX_ENUM = 1000
 
 
-def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+def openai_strict_schema(
+    schema: Mapping[str, Any], changes: SchemaChanges | None = None
+) -> dict[str, Any]:
     """The schema as OpenAI's strict mode takes it (STRUCTURED.md §1.2, OAI-DOC-SO 2026-07).
 
     Every object gets ``additionalProperties: false`` and lists every property in
@@ -319,7 +433,7 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     (strict mode supports it, §1.2). A one-element ``allOf`` is inlined; a ``$ref``
     with sibling keywords (which the API refuses) is inlined when its definition is not
     recursive, else loses the siblings; a ``format`` outside the supported list moves into
-    the description.
+    the description. ``changes`` records what the provider will enforce differently.
 
     Raises:
         UnsupportedSchema: a keyword strict mode refuses (``not``, ``if``/``then``/``else``,
@@ -333,6 +447,7 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     defs = _definitions(schema)
     cyclic = _recursive(schema)
     counts = {"properties": 0, "enum": 0}
+    record = changes if changes is not None else SchemaChanges()
 
     def visit(node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
         if "$bool" in node:
@@ -346,9 +461,12 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
                     f"{_where(path)} uses {key!r}, which OpenAI strict mode does not support: "
                     "express it without it, or pass strict=False"
                 )
-        node.pop("default", None)
+        if "default" in node:
+            record.keywords("dropped", node, ("default",), path)
+            del node["default"]
         node.pop("discriminator", None)
         if "oneOf" in node:
+            record.add("any_of", "oneOf", path)
             node["anyOf"] = [*node.get("anyOf", ()), *node.pop("oneOf")]
         all_of = node.pop("allOf", None)
         if all_of is not None:
@@ -365,6 +483,7 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(target, Mapping) and ref not in cyclic:
                 inlined = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
                 return visit(inlined, path)
+            record.keywords("dropped", node, [key for key in node if key != "$ref"], path)
             node = {"$ref": ref}
         if "prefixItems" in node:
             raise UnsupportedSchema(
@@ -373,6 +492,7 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             )
         fmt = node.get("format")
         if fmt is not None and fmt not in _OPENAI_FORMATS:
+            record.add("described", "format", path)
             _note(node, {"format": node.pop("format")})
         if isinstance(node.get("enum"), list):
             counts["enum"] += len(node["enum"])
@@ -381,6 +501,10 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             _close(node, path, "OpenAI strict mode", ", or pass strict=False")
             names = list(properties) if isinstance(properties, Mapping) else []
             node["properties"] = dict(properties) if isinstance(properties, Mapping) else {}
+            given = node.get("required")
+            for name in names:
+                if not isinstance(given, list) or name not in given:
+                    record.add("required", name, (*path, "properties", name))
             node["required"] = names
             counts["properties"] += len(names)
             depth = sum(1 for part in path if part in ("properties", "items"))
@@ -448,7 +572,9 @@ _RECURSION_REMEDY = (
 )
 
 
-def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+def anthropic_schema(
+    schema: Mapping[str, Any], changes: SchemaChanges | None = None
+) -> dict[str, Any]:
     """The schema as Anthropic's structured outputs take it (STRUCTURED.md §3.2, ANT-DOC-SO
     2026-08).
 
@@ -460,6 +586,7 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     ``additionalProperties``, ``format`` when supported, ``minItems`` of 0 or 1; every
     other keyword (``minimum``, ``maxLength``, ``pattern``, ``default`` …) moves into the
     description as words, as anthropic-sdk-python's ``transform_schema`` does (§3.6).
+    ``changes`` records what the provider will enforce differently.
 
     Raises:
         UnsupportedSchema: a recursive schema, an object that allows extra keys, a
@@ -474,6 +601,7 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         )
     schema = _root_resolved(schema)
     counts = {"optional": 0, "unions": 0}
+    record = changes if changes is not None else SchemaChanges()
 
     def visit(node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
         if "$bool" in node or not any(key in node for key in _TYPED):
@@ -482,8 +610,10 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
                 "structured outputs do not support: give it one"
             )
         if "oneOf" in node:
+            record.add("any_of", "oneOf", path)
             node["anyOf"] = [*node.get("anyOf", ()), *node.pop("oneOf")]
         if isinstance(node.get("$ref"), str):
+            record.keywords("dropped", node, [key for key in node if key != "$ref"], path)
             return {"$ref": node["$ref"]}
         moved: dict[str, Any] = {}
         for key in list(node):
@@ -497,6 +627,7 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             del node[key]
             if key != "discriminator" and not (key == "default" and value is None):
                 moved[key] = value
+        record.keywords("described", moved, moved, path)
         _note(node, moved)
         properties = node.get("properties")
         if node.get("type") == "object" or isinstance(properties, Mapping):
@@ -557,7 +688,12 @@ _GEMINI_KEEP = frozenset(
 )
 
 
-def gemini_schema(schema: Mapping[str, Any], *, property_ordering: bool = False) -> dict[str, Any]:
+def gemini_schema(
+    schema: Mapping[str, Any],
+    changes: SchemaChanges | None = None,
+    *,
+    property_ordering: bool = False,
+) -> dict[str, Any]:
     """The schema as Gemini's ``responseJsonSchema`` takes it (STRUCTURED.md §4.1, GEM-PROTO).
 
     Keeps the keywords the field documents (``$id``, ``$defs``, ``$ref``, ``$anchor``,
@@ -568,6 +704,7 @@ def gemini_schema(schema: Mapping[str, Any], *, property_ordering: bool = False)
     ``$defs``, a ``const`` a one-value ``enum``; a ``$ref`` keeps only its ``$`` keywords.
     With ``property_ordering`` (Gemini 2.0) each object lists its properties in
     ``propertyOrdering``, in schema order. A root ``$ref`` is resolved into the root.
+    ``changes`` records what the provider will enforce differently.
 
     Recursion is kept: "Cyclic references are unrolled to a limited degree and, as such,
     may only be used within non-required properties. (Nullable properties are not
@@ -578,19 +715,24 @@ def gemini_schema(schema: Mapping[str, Any], *, property_ordering: bool = False)
             references that passes through required properties only.
     """
 
+    record = changes if changes is not None else SchemaChanges()
+
     def visit(node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
         if "$bool" in node:
             if not node["$bool"]:
                 raise UnsupportedSchema(f"{_where(path)} is the false schema: nothing fits it")
             return {}
         if "oneOf" in node:
+            record.add("any_of", "oneOf", path)
             node["anyOf"] = [*node.get("anyOf", ()), *node.pop("oneOf")]
         if "definitions" in node:
             node["$defs"] = {**node.pop("definitions"), **node.get("$defs", {})}
         if "const" in node and "enum" not in node:
-            node["enum"] = [node["const"]]
+            node["enum"] = [node.pop("const")]
         if isinstance(node.get("$ref"), str):
+            record.keywords("dropped", node, [key for key in node if key[:1] != "$"], path)
             return {key: value for key, value in node.items() if key.startswith("$")}
+        record.keywords("dropped", node, [key for key in node if key not in _GEMINI_KEEP], path)
         node = {key: value for key, value in node.items() if key in _GEMINI_KEEP}
         properties = node.get("properties")
         if property_ordering and isinstance(properties, Mapping) and len(properties) > 1:
@@ -732,22 +874,27 @@ def _refused(
 def _transformed(
     kind: str,
     fmt: ResponseFormat[Any],
-    build: Callable[[Mapping[str, Any]], dict[str, Any]],
+    build: Callable[[Mapping[str, Any], SchemaChanges], dict[str, Any]],
     provider: str,
     model: str,
     source_index: int | None,
     *,
     described: bool = False,
-) -> dict[str, Any]:
-    """``build(schema)`` remembered per ``(kind, fmt)``; with ``described`` the format's
-    ``description`` goes into the schema's root first (:func:`_described`), for wires
-    without a field of their own for it."""
+) -> tuple[dict[str, Any], SchemaChanges]:
+    """``build(schema, changes)`` and its changes, remembered per ``(kind, fmt)``; with
+    ``described`` the format's ``description`` goes into the schema's root first
+    (:func:`_described`), for wires without a field of their own for it."""
     schema = fmt.schema or {}
     if described:
         schema = _described(schema, fmt.description)
         kind += ":described"
+
+    def run() -> tuple[dict[str, Any], SchemaChanges]:
+        changes = SchemaChanges()
+        return build(schema, changes), changes
+
     try:
-        found: dict[str, Any] = _remember(kind, fmt, lambda: build(schema))
+        found: tuple[dict[str, Any], SchemaChanges] = _remember(kind, fmt, run)
     except UnsupportedSchema as exc:
         raise _refused(provider, model, str(exc), source_index) from None
     return found
@@ -865,10 +1012,12 @@ def chat_output(
                 source_index,
             )
         schema: Mapping[str, Any] | None = fmt.schema
+        notes: tuple[str, ...] = ()
         if strict and dialect in ("openai", "groq"):
-            schema = _transformed(
+            schema, changes = _transformed(
                 "openai", fmt, openai_strict_schema, provider, model, source_index
             )
+            notes = changes.notes(f"{provider} strict mode")
         elif provider == "xai" and schema is not None and _recursive(schema):
             raise _refused(
                 provider,
@@ -880,7 +1029,8 @@ def chat_output(
         if fmt.description is not None:
             envelope["description"] = fmt.description
         return OutputPlan(
-            fields={"response_format": {"type": "json_schema", "json_schema": envelope}, **extra}
+            fields={"response_format": {"type": "json_schema", "json_schema": envelope}, **extra},
+            notes=notes,
         )
 
     return _plan(("chat", provider, model, has_tools, fmt.key), build)
@@ -903,10 +1053,12 @@ def responses_output(
             return OutputPlan(fields={"text": {"format": {"type": "json_object"}}}, json_word=True)
         strict = fmt.strict is not False
         schema = fmt.schema
+        notes: tuple[str, ...] = ()
         if strict:
-            schema = _transformed(
+            schema, changes = _transformed(
                 "openai", fmt, openai_strict_schema, provider, model, source_index
             )
+            notes = changes.notes(f"{provider} strict mode")
         spec: dict[str, Any] = {
             "type": "json_schema",
             "name": fmt.name,
@@ -915,7 +1067,7 @@ def responses_output(
         }
         if fmt.description is not None:
             spec["description"] = fmt.description
-        return OutputPlan(fields={"text": {"format": spec}})
+        return OutputPlan(fields={"text": {"format": spec}}, notes=notes)
 
     return _plan(("responses", provider, model, fmt.key), build)
 
@@ -977,7 +1129,7 @@ def anthropic_output(
                     "the system prompt; the answer is checked locally",
                 ),
             )
-        schema = _transformed(
+        schema, changes = _transformed(
             "anthropic",
             fmt,
             anthropic_schema,
@@ -986,9 +1138,11 @@ def anthropic_output(
             source_index,
             described=not fallback,
         )
+        notes = changes.notes(provider)
         if not fallback:
             return OutputPlan(
-                fields={"output_config": {"format": {"type": "json_schema", "schema": schema}}}
+                fields={"output_config": {"format": {"type": "json_schema", "schema": schema}}},
+                notes=notes,
             )
         if schema.get("type") != "object":
             raise _refused(
@@ -1009,6 +1163,7 @@ def anthropic_output(
             notes=(
                 f"{provider} model {model!r} has no output_config.format: the answer was "
                 f"requested as the input of a forced tool {fmt.name!r}",
+                *notes,
             ),
         )
 
@@ -1045,9 +1200,10 @@ def gemini_output(
 
     def build() -> OutputPlan:
         config: dict[str, Any] = {"responseMimeType": "application/json"}
+        notes: tuple[str, ...] = ()
         if fmt.kind == "json_schema":
             ordering = listed("gemini", "property_ordering", model)
-            config["responseJsonSchema"] = _transformed(
+            config["responseJsonSchema"], changes = _transformed(
                 f"gemini:{ordering}",
                 fmt,
                 functools.partial(gemini_schema, property_ordering=ordering),
@@ -1056,6 +1212,7 @@ def gemini_output(
                 source_index,
                 described=True,
             )
-        return OutputPlan(fields={"generationConfig": config})
+            notes = changes.notes(provider)
+        return OutputPlan(fields={"generationConfig": config}, notes=notes)
 
     return _plan(("gemini", provider, model, fmt.key), build)
