@@ -19,7 +19,8 @@ from polythink import Client, ResponseFormat, Source, structured
 from polythink.errors import OutputValidationError
 from polythink.simulator import Settings, Simulator
 from polythink.structured import parse_output, schema_validator
-from polythink.types import Message, Response
+from polythink.types import Response
+from tests.test_structured_types import answer
 
 pytestmark = pytest.mark.anyio
 
@@ -100,20 +101,6 @@ async def test_an_invalid_answer_to_a_dict_schema_raises_on_every_wire(
             assert caught.value.errors == [MISSING_A]
             assert caught.value.text == "{}"
             assert "1 error(s), at $: 'a' is a required property" in str(caught.value)
-
-
-def answer(text: str) -> Response[Any]:
-    return Response(
-        text=text,
-        reasoning=None,
-        tool_calls=[],
-        finish_reason="stop",
-        usage=None,
-        model="m",
-        provider="openai",
-        source_index=0,
-        message=Message(role="assistant", content=text),
-    )
 
 
 def test_errors_name_the_json_path_and_are_bounded() -> None:
