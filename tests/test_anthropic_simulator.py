@@ -353,8 +353,12 @@ async def test_tampered_or_missing_thinking_blocks_are_rejected(sim: Simulator) 
     assert unsigned.requested_effort is Effort.LOW
     assert unsigned.applied_effort is Effort.NONE
     assert unsigned.warnings == [
+        # Its reasoning text, without the signed block, has no field on this wire.
+        "not sent to anthropic: the reasoning of message 1 (Anthropic's Messages API takes "
+        "reasoning back only as its own thinking blocks, whose signatures it checks; the turn "
+        "goes without it)",
         "thinking switched off for this call to anthropic model 'claude-haiku-4-5': the "
-        "tool-use turn it continues carries no signed thinking block"
+        "tool-use turn it continues carries no signed thinking block",
     ]
     assert fine.finish_reason == "stop"
 

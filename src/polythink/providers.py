@@ -75,8 +75,13 @@ class ProviderProfile:
             provider made, before a failover) sends an empty string. DeepSeek answers 400
             "Missing reasoning_content field" otherwise (DS-DOC thinking_mode, 2026;
             the empty-string fallback as used by SillyTavern PR #5545, 2026-04-28).
-        reasoning_format: the ``Message.reasoning_format`` this provider produces and accepts
-            back verbatim (``openrouter`` for ``reasoning_details``).
+        reasoning_format: the ``Message.reasoning_format`` of the turns this provider's answers
+            make, whose opaque items it accepts back verbatim (``openrouter`` for
+            ``reasoning_details``); ``None``: polythink cannot tell its turns from others'.
+            Reasoning text of a turn of another format (or none) that the wire does not take
+            back is left out with a note in the response's warnings; a turn of this format
+            goes as the provider's round trip says (DeepSeek and Qwen take ``reasoning_content``
+            back on tool-call turns only), without one.
         inline_think_tags: the provider may put reasoning inline in ``content`` as
             ``<think>…</think>`` (Groq ``reasoning_format: raw``, vLLM without a parser).
         stream_usage: send ``stream_options: {"include_usage": true}`` on streams (not to
@@ -254,6 +259,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
             reasoning_back_required=True,
+            reasoning_format="deepseek",
             thinking_refuses_forced_tool_choice=True,
         ),
         ProviderProfile(
@@ -265,6 +271,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
             reasoning_back_everywhere_with="preserve_thinking",
+            reasoning_format="qwen",
             thinking_refuses_forced_tool_choice=True,
         ),
         ProviderProfile(

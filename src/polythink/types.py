@@ -399,9 +399,14 @@ class Message:
 
     Reasoning fields, set on assistant turns that polythink parsed:
 
-    - ``reasoning``: the readable reasoning text. Wires that take it back (DeepSeek, GLM and
-      Kimi ``reasoning_content``; Qwen's on tool-call turns, or on every turn with
-      ``preserve_thinking``; Ollama ``reasoning``) resend it on the next turn.
+    - ``reasoning``: the readable reasoning text. Wires that take it back (DeepSeek's and
+      Qwen's ``reasoning_content`` on tool-call turns, Qwen's on every turn with
+      ``preserve_thinking``; GLM and Kimi ``reasoning_content``; OpenRouter and Ollama
+      ``reasoning``) resend it on the next turn. Where a wire does not take it (OpenAI
+      Chat, Anthropic, Gemini and the Responses API take back only their own signed or
+      encrypted items), it is left out with a note in the response's warnings, unless the
+      turn came from that provider (same ``reasoning_format``): then the provider's round
+      trip decides.
     - ``reasoning_items``: the provider's opaque items, verbatim, in the provider's own shape
       (Anthropic content blocks with thinking signatures, OpenAI Responses output items with
       ``encrypted_content``, Gemini parts with ``thoughtSignature``, OpenRouter
@@ -409,9 +414,9 @@ class Message:
       ``reasoning_format``; another wire ignores them, because signatures only verify where
       they were made. Only what that wire refuses is left out (Anthropic text blocks that
       are empty or whitespace only, Gemini parts with empty text and no signature).
-    - ``reasoning_format``: the wire that produced ``reasoning_items``
+    - ``reasoning_format``: the wire that produced ``reasoning_items`` or ``reasoning``
       (``anthropic``, ``openai-responses``, ``openrouter-responses``, ``gemini``,
-      ``openrouter``).
+      ``openrouter``, ``deepseek``, ``qwen``; ``None`` for the caller's own turns).
 
     ``name`` tells participants of one role apart (OpenAI Chat's ``name``); on a tool message
     it is the function's name (Gemini's ``functionResponse.name``, Responses'

@@ -51,10 +51,12 @@ from polythink.transports.carry import (
     BLANK_PARTS,
     EMPTY_TURN,
     EMPTY_WHY,
+    REASONING,
     LeftOut,
     empty_turn,
     extra_keys,
     name_note,
+    reasoning_unsent,
     refusal_text,
     refuse_blank_turn,
     refuse_chat_only,
@@ -301,6 +303,15 @@ ANTHROPIC_PARTS = part_types(
 which becomes an ``image`` block, and an assistant's ``refusal``, which becomes text."""
 
 
+_REASONING_WHY = (
+    f"{_WIRE} takes reasoning back only as its own thinking blocks, whose signatures it "
+    "checks; the turn goes without it"
+)
+"""Why a reasoning text another wire or the caller wrote is not sent: thinking blocks go back
+unmodified, as the model made them ("you cannot rearrange or modify", WIRE.md §3.6), and
+Anthropic answers with no field for unsigned reasoning text."""
+
+
 def _messages(
     messages: Sequence[Message],
     profile: ProviderProfile,
@@ -346,6 +357,8 @@ def _messages(
         else:
             if message.audio_id is not None or message.function_call is not None:
                 refuse_chat_only(message, position, profile, source_index)
+            if reasoning_unsent(message, profile):
+                left_out.add(REASONING, _REASONING_WHY)
             content = _assistant_content(message, left_out)
             # A turn left with no block says nothing; the API refuses it ("all messages must
             # have non-empty content except for the optional final assistant message"), and

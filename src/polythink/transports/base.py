@@ -1154,9 +1154,11 @@ def assistant_response(
     """Build a :class:`Response` and the assistant :class:`Message` it carries.
 
     ``items`` are the provider's opaque reasoning items, kept verbatim on the message with
-    the profile's ``reasoning_format`` (none when empty). The message's content is ``None``
-    when the turn is only tool calls, as the chat wire expects. ``thinking`` is
-    ``observed`` when the transport saw evidence of reasoning that no text or count shows.
+    the profile's ``reasoning_format`` (also set when the turn has reasoning text alone, so
+    the provider's own turns are told from others'; none when it has neither). The
+    message's content is ``None`` when the turn is only tool calls, as the chat wire
+    expects. ``thinking`` is ``observed`` when the transport saw evidence of reasoning that no
+    text or count shows.
     ``native_finish_reason`` is the provider's own finish value; ``warnings`` start the
     response's warnings (an unknown finish value, for example).
     ``cost`` is what the provider said it billed (:func:`polythink.pricing.reported_cost`).
@@ -1180,7 +1182,7 @@ def assistant_response(
         tool_calls=tuple(calls),
         reasoning=reasoning,
         reasoning_items=items,
-        reasoning_format=profile.reasoning_format if items else None,
+        reasoning_format=profile.reasoning_format if items or reasoning else None,
     )
     return Response(
         text=text,

@@ -23,10 +23,13 @@ __all__ = [
     "BLANK_PARTS",
     "EMPTY_TURN",
     "EMPTY_WHY",
+    "REASONING",
     "LeftOut",
     "empty_turn",
     "extra_keys",
     "name_note",
+    "part_keys",
+    "reasoning_unsent",
     "refusal_text",
     "refuse_blank_turn",
     "refuse_chat_only",
@@ -64,7 +67,15 @@ class LeftOut:
     def add_part_keys(self, keys: list[str], index: int, why: str) -> None:
         """Record ``keys`` of content part ``index`` of the message at :attr:`position` as
         not sent."""
-        self.add(f"{', '.join(keys)} of content part {index}", why)
+        self.add(part_keys(keys, index), why)
+
+    def extend(self, found: Mapping[tuple[str, str], list[int]]) -> None:
+        """Record what a builder collected on its own: positions by ``(what, why)``, each
+        list in message order (as :meth:`add` makes them)."""
+        mine = self._found
+        for key, positions in found.items():
+            if positions:
+                mine.setdefault(key, []).extend(positions)
 
     def notes(self) -> list[str]:
         """One warning per kind: ``not sent to anthropic: the name of messages 0, 2 (...)``."""
@@ -154,6 +165,11 @@ def refuse_blank_turn(
     )
 
 
+def part_keys(keys: list[str], index: int) -> str:
+    """What a note says was left out of a content part: ``cache_control of content part 1``."""
+    return f"{', '.join(keys)} of content part {index}"
+
+
 def extra_keys(part: Mapping[str, Any], carried: frozenset[str]) -> list[str]:
     """The keys of a ``text``, ``image_url`` or ``file`` part outside ``carried`` (those the
     wire has a field for), sorted. Such a part was checked for ``type`` and its required key
@@ -197,6 +213,22 @@ EMPTY_WHY = (
     "wire gets one, and the turns around it meet"
 )
 """The note for an empty assistant turn, the same on every wire."""
+
+
+REASONING = "the reasoning"
+"""The note for an assistant turn's reasoning text a wire does not take back."""
+
+
+def reasoning_unsent(message: Message, profile: ProviderProfile) -> bool:
+    """Whether an assistant ``message``'s reasoning text, not sent to ``profile``'s wire,
+    needs a note: it has some, and it did not come from this provider's answers
+    (``reasoning_format`` ``None`` or another wire's). A turn this provider made carries
+    its reasoning as the provider's round trip says (Anthropic and Gemini signed blocks,
+    Responses encrypted items, DeepSeek ``reasoning_content`` on tool-call turns only):
+    what that leaves out is the provider's design, not the caller's words lost."""
+    return bool(message.reasoning) and (
+        profile.reasoning_format is None or message.reasoning_format != profile.reasoning_format
+    )
 
 
 def name_note(left_out: LeftOut, wire: str) -> None:

@@ -61,9 +61,11 @@ from polythink.transports.carry import (
     BLANK_PARTS,
     EMPTY_TURN,
     EMPTY_WHY,
+    REASONING,
     LeftOut,
     extra_keys,
     name_note,
+    reasoning_unsent,
     refuse_blank_turn,
     refuse_chat_only,
     ttl_notes,
@@ -288,6 +290,8 @@ def _contents(
         if role == "assistant":
             if message.audio_id is not None or message.function_call is not None:
                 refuse_chat_only(message, position, profile, source_index)
+            if reasoning_unsent(message, profile):
+                left_out.add(REASONING, _REASONING_WHY)
             parts = _model_parts(message, calls, profile, source_index, left_out)
             if parts:
                 contents.append({"role": "model", "parts": parts})
@@ -309,6 +313,13 @@ def _contents(
             contents.append({"role": "user", "parts": parts})
     return system, contents
 
+
+_REASONING_WHY = (
+    f"{_WIRE} takes reasoning back only as its own thought parts with their thoughtSignature; "
+    "the turn goes without it"
+)
+"""Why a reasoning text another wire or the caller wrote is not sent: a thought part is the
+model's own, returned "as received" with its signature (WIRE.md §4.4, §4.5)."""
 
 _BLANK_WHY = (
     "Gemini refuses a text part whose text is empty (required oneof field 'data' must have "

@@ -68,9 +68,11 @@ from polythink.transports.base import (
 from polythink.transports.carry import (
     EMPTY_TURN,
     EMPTY_WHY,
+    REASONING,
     LeftOut,
     extra_keys,
     name_note,
+    reasoning_unsent,
     refuse_chat_only,
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
@@ -121,6 +123,13 @@ _IMAGE_KEYS = frozenset({"type", "image_url", "prompt_cache_breakpoint"})
 _FILE_KEYS = frozenset({"type", "file", "prompt_cache_breakpoint"})
 _ASSISTANT_TEXT_KEYS = frozenset({"type", "text", "refusal"})
 _WIRE = "the Responses API"
+_REASONING_WHY = (
+    f"{_WIRE} takes reasoning back only as its own reasoning items (encrypted_content); the "
+    "turn goes without it"
+)
+"""Why a reasoning text another wire or the caller wrote is not sent: a ``reasoning`` input
+item is one the API returned (``ResponseReasoningItemParam`` with its id and
+``encrypted_content``, WIRE.md §2.5); an input message has no reasoning field."""
 
 
 def _keys_note(
@@ -312,6 +321,8 @@ def _input(
         elif role == "assistant":
             if message.audio_id is not None or message.function_call is not None:
                 refuse_chat_only(message, position, profile, source_index)
+            if reasoning_unsent(message, profile):
+                left_out.add(REASONING, _REASONING_WHY)
             if message.reasoning_items and message.reasoning_format == profile.reasoning_format:
                 items.extend(i if isinstance(i, dict) else dict(i) for i in message.reasoning_items)
                 continue
