@@ -232,7 +232,7 @@ def _reference_body(transport: Any, request: Request) -> dict[str, Any]:
     if transport.profile.wire == "openai_chat":
         # The message bodies converted afresh, as before they were memoised (the recorded
         # conversations have no tool results with images, the one case that adds a turn).
-        messages = [openai_chat._message_body(m, transport.profile) for m in request.messages]
+        messages = [openai_chat._message_body(m, transport.profile, []) for m in request.messages]
         if request.system_suffix:
             append_system_suffix(messages, request.system_suffix, "text")
         body["messages"] = messages

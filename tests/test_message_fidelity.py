@@ -37,10 +37,12 @@ MODELS = {
     "anthropic": "claude-haiku-4-5",
     "gemini": "gemini-3.5-flash",
     "deepseek": "deepseek-chat",
+    "openrouter": "openai/gpt-4o",
 }
 URLS = {
     "openai": "https://api.openai.com/v1/chat/completions",
     "deepseek": "https://api.deepseek.com/chat/completions",
+    "openrouter": "https://openrouter.ai/api/v1/chat/completions",
     "openai-responses": "https://api.openai.com/v1/responses",
     "anthropic": "https://api.anthropic.com/v1/messages",
     "gemini": "https://generativelanguage.googleapis.com/v1beta/models/gemini-3.5-flash:generateContent",
@@ -50,6 +52,7 @@ ANSWERS: dict[str, dict[str, Any]] = {
     **WIRE_ANSWERS,
     "openai": CHAT_ANSWER,
     "deepseek": CHAT_ANSWER,
+    "openrouter": CHAT_ANSWER,
 }
 WIRES = ("openai", "openai-responses", "anthropic", "gemini")
 ELSEWHERE = ("openai-responses", "anthropic", "gemini")
@@ -663,7 +666,30 @@ MARKED = [
 @pytest.mark.parametrize(
     ("provider", "content", "warnings"),
     [
-        ("openai", MARKED, []),
+        (
+            "openai",
+            [{"type": "text", "text": "T"}, *MARKED[1:]],
+            [
+                "not sent to openai: cache_control of content part 0 of message 0 (openai has no "
+                "such field on a text part)"
+            ],
+        ),
+        (
+            # OpenRouter speaks both cache fields (its profile's prompt_cache).
+            "openrouter",
+            MARKED,
+            [],
+        ),
+        (
+            "deepseek",
+            [{"type": "text", "text": "T"}, {"type": "text", "text": "U"}, MARKED[2]],
+            [
+                "not sent to deepseek: cache_control of content part 0 of message 0 (deepseek "
+                "has no such field on a text part)",
+                "not sent to deepseek: prompt_cache_breakpoint of content part 1 of message 0 "
+                "(deepseek has no such field on a text part)",
+            ],
+        ),
         (
             "openai-responses",
             [
@@ -712,3 +738,310 @@ async def test_part_keys_go_where_the_wire_has_a_field_and_are_noted_elsewhere(
     sent = turns(provider, body)[0]
     assert sent.get("content", sent.get("parts")) == content
     assert notes(response) == warnings
+
+
+EXTRA = [{"type": "text", "text": "hi", "EXTRAKEY": 5}]
+
+
+@pytest.mark.parametrize(
+    ("provider", "content", "warning"),
+    [
+        (
+            "openai",
+            [{"type": "text", "text": "hi"}],
+            "not sent to openai: EXTRAKEY of content part 0 of message 0 (openai has no such "
+            "field on a text part)",
+        ),
+        (
+            "openrouter",
+            [{"type": "text", "text": "hi"}],
+            "not sent to openrouter: EXTRAKEY of content part 0 of message 0 (openrouter has no "
+            "such field on a text part)",
+        ),
+        (
+            "deepseek",
+            [{"type": "text", "text": "hi"}],
+            "not sent to deepseek: EXTRAKEY of content part 0 of message 0 (deepseek has no "
+            "such field on a text part)",
+        ),
+        (
+            "openai-responses",
+            [{"type": "input_text", "text": "hi"}],
+            "not sent to openai-responses: EXTRAKEY of content part 0 of message 0 (the "
+            "Responses API has no such field on a text part)",
+        ),
+        (
+            "anthropic",
+            [{"type": "text", "text": "hi"}],
+            "not sent to anthropic: EXTRAKEY of content part 0 of message 0 (Anthropic's "
+            "Messages API has no such field on a text block)",
+        ),
+        (
+            "gemini",
+            [{"text": "hi"}],
+            "not sent to gemini: EXTRAKEY of content part 0 of message 0 (Gemini has no such "
+            "field on a part; it caches prefixes implicitly)",
+        ),
+    ],
+)
+async def test_an_unknown_part_key_is_left_out_with_a_note_on_every_wire(
+    provider: str, content: list[Any], warning: str
+) -> None:
+    body, response = await call(provider, [{"role": "user", "content": EXTRA}])
+    sent = turns(provider, body)[0]
+    assert sent.get("content", sent.get("parts")) == content
+    assert notes(response) == [warning]
+    # The caller's part is not changed.
+    assert EXTRA == [{"type": "text", "text": "hi", "EXTRAKEY": 5}]
+
+
+async def test_a_tool_result_with_images_notes_the_keys_its_text_parts_lose() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    messages = [
+        {"role": "user", "content": "look"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": [
+                {"type": "text", "text": "A", "cache_control": {"type": "ephemeral"}},
+                {**image, "cache_control": {"type": "ephemeral"}, "EXTRAKEY": 1},
+            ],
+        },
+    ]
+    body, response = await call("openrouter", messages)
+    assert body["messages"][2:] == [
+        {"role": "tool", "content": "A", "tool_call_id": "c1"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Images from tool call c1:"},
+                {**image, "cache_control": {"type": "ephemeral"}},
+            ],
+        },
+    ]
+    assert notes(response) == [
+        "not sent to openrouter: EXTRAKEY of content part 1 of message 2 (openrouter has no "
+        "such field on a image_url part)",
+        "not sent to openrouter: cache_control of content part 0 of message 2 (a tool result "
+        "with images goes to Chat as one string, its images in a user turn)",
+    ]
+
+
+# ------------------------------------------------------------------ reasoning text
+
+REASONED = [
+    {"role": "user", "content": "U1"},
+    {"role": "assistant", "content": "ASSIST-TXT", "reasoning": "REASONING-TXT"},
+    {"role": "user", "content": "U2"},
+]
+NO_FIELD = "openai takes no reasoning text on an assistant message"
+TOOL_TURNS_ONLY = "deepseek takes reasoning_content back on tool-call turns only"
+
+
+@pytest.mark.parametrize(
+    ("provider", "turn", "warning"),
+    [
+        ("openai", {"role": "assistant", "content": "ASSIST-TXT"}, NO_FIELD),
+        # "Pass back message.reasoning (string ...) or message.reasoning_details" (WIRE.md §5.5).
+        (
+            "openrouter",
+            {"role": "assistant", "content": "ASSIST-TXT", "reasoning": "REASONING-TXT"},
+            None,
+        ),
+        # Non-tool turns: prior reasoning_content "will be ignored" (WIRE.md §6.1).
+        ("deepseek", {"role": "assistant", "content": "ASSIST-TXT"}, TOOL_TURNS_ONLY),
+        (
+            "openai-responses",
+            {"role": "assistant", "content": "ASSIST-TXT"},
+            "the Responses API takes reasoning back only as its own reasoning items "
+            "(encrypted_content); the turn goes without it",
+        ),
+        (
+            "anthropic",
+            {"role": "assistant", "content": [{"type": "text", "text": "ASSIST-TXT"}]},
+            "Anthropic's Messages API takes reasoning back only as its own thinking blocks, "
+            "whose signatures it checks; the turn goes without it",
+        ),
+        (
+            "gemini",
+            {"role": "model", "parts": [{"text": "ASSIST-TXT"}]},
+            "Gemini takes reasoning back only as its own thought parts with their "
+            "thoughtSignature; the turn goes without it",
+        ),
+    ],
+)
+async def test_reasoning_text_a_wire_does_not_take_is_noted(
+    provider: str, turn: dict[str, Any], warning: str | None
+) -> None:
+    body, response = await call(provider, REASONED)
+    assert turns(provider, body)[1] == turn
+    expected = [f"not sent to {provider}: the reasoning of message 1 ({warning})"]
+    assert notes(response) == (expected if warning else [])
+
+
+def _tool_turn(**fields: Any) -> dict[str, Any]:
+    call_ = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    return {"role": "assistant", "content": None, "tool_calls": [call_], **fields}
+
+
+async def test_deepseek_takes_reasoning_on_tool_call_turns_and_an_empty_one_without() -> None:
+    result = {"role": "tool", "tool_call_id": "c1", "content": "R"}
+    messages = [
+        {"role": "user", "content": "U"},
+        _tool_turn(reasoning="WHY"),
+        result,
+        _tool_turn(),
+        result,
+    ]
+    body, response = await call("deepseek", messages)
+    # Tool-call turns must carry reasoning_content in thinking mode, else 400 "Missing
+    # reasoning_content field in the assistant message" (WIRE.md §6.1): a turn with none
+    # sends it empty.
+    assert body["messages"][1] == {**_tool_turn(), "reasoning_content": "WHY"}
+    assert body["messages"][3] == {**_tool_turn(), "reasoning_content": ""}
+    assert notes(response) == []
+
+
+async def test_a_turn_deepseek_made_goes_as_its_round_trip_says_without_a_note() -> None:
+    own = Message(
+        role="assistant",
+        content="ASSIST-TXT",
+        reasoning="REASONING-TXT",
+        reasoning_format="deepseek",
+    )
+    body, response = await call("deepseek", [REASONED[0], own, REASONED[2]])
+    assert body["messages"][1] == {"role": "assistant", "content": "ASSIST-TXT"}
+    assert notes(response) == []
+    # Another wire's turn is the caller's input to DeepSeek: noted.
+    foreign = Message(
+        role="assistant", content="ASSIST-TXT", reasoning="REASONING-TXT", reasoning_format="qwen"
+    )
+    _, response = await call("deepseek", [REASONED[0], foreign, REASONED[2]])
+    assert notes(response) == [
+        f"not sent to deepseek: the reasoning of message 1 ({TOOL_TURNS_ONLY})"
+    ]
+
+
+async def test_a_deepseek_answer_marks_its_turn_as_deepseek_s() -> None:
+    answer = {
+        **CHAT_ANSWER,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ok", "reasoning_content": "R"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    source = Source("deepseek", MODELS["deepseek"], api_key=KEY)
+    with respx.mock() as mock:
+        mock.post(URLS["deepseek"]).mock(return_value=httpx.Response(200, json=answer))
+        async with Client([source], capabilities_store=False) as client:
+            response = await client.complete([{"role": "user", "content": "q"}], cache=False)
+    assert response.message == Message(
+        role="assistant", content="ok", reasoning="R", reasoning_format="deepseek"
+    )
+
+
+async def test_a_turn_anthropic_signed_goes_back_as_its_blocks_without_a_note() -> None:
+    block = {"type": "thinking", "thinking": "REASONING-TXT", "signature": "sig"}
+    own = Message(
+        role="assistant",
+        content="ASSIST-TXT",
+        reasoning="REASONING-TXT",
+        reasoning_items=(block, {"type": "text", "text": "ASSIST-TXT"}),
+        reasoning_format="anthropic",
+    )
+    body, response = await call("anthropic", [REASONED[0], own, REASONED[2]])
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [block, {"type": "text", "text": "ASSIST-TXT"}],
+    }
+    assert notes(response) == []
+
+
+async def test_a_resumed_chat_conversation_reports_its_notes_on_every_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same messages sent twice, then grown, then with the last one replaced: the second
+    call converts nothing (its array is resumed from the first), the third only the new
+    messages, and each reports every note of its messages, in message order ("converted"
+    counts the messages with content parts checked and converted afresh)."""
+    import polythink.transports.openai_chat as chat
+
+    checked: list[int] = []
+    real_check = chat.check_parts
+
+    def counting(message: Message, *args: Any) -> None:
+        checked.append(1)
+        real_check(message, *args)
+
+    monkeypatch.setattr(chat, "check_parts", counting)
+    conversation = coerce_messages(
+        [
+            {"role": "user", "content": EXTRA},
+            {"role": "assistant", "content": "A1", "reasoning": "R1"},
+            {"role": "user", "content": EXTRA},
+        ]
+    )
+    replaced = [*conversation[:2], Message(role="user", content="U2")]
+    grown = [
+        *conversation,
+        Message(role="assistant", content="A2", reasoning="R2"),
+        Message(role="user", content=[{"type": "text", "text": "U3", "EXTRAKEY": 1}]),
+    ]
+    source = Source("openai", MODELS["openai"], api_key=KEY)
+    sent: list[tuple[list[Any], list[str]]] = []
+    with respx.mock() as mock:
+        route = mock.post(URLS["openai"]).mock(return_value=httpx.Response(200, json=CHAT_ANSWER))
+        async with Client([source], capabilities_store=False) as client:
+            for messages in (conversation, conversation, grown, replaced):
+                checked.clear()
+                response = await client.complete(list(messages), cache=False)
+                body = json.loads(route.calls[-1].request.content)
+                sent.append((body["messages"], notes(response)))
+                sent[-1][1].append(f"converted {len(checked)}")
+    part = [{"type": "text", "text": "hi"}]
+    first = [
+        {"role": "user", "content": part},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": part},
+    ]
+    keys = (
+        "not sent to openai: EXTRAKEY of content part 0 of messages {} (openai has no such "
+        "field on a text part)"
+    )
+    reasoning = "not sent to openai: the reasoning of message{} ({})"
+    assert sent[0] == (
+        first,
+        [keys.format("0, 2"), reasoning.format(" 1", NO_FIELD), "converted 2"],
+    )
+    assert sent[1] == (
+        first,
+        [keys.format("0, 2"), reasoning.format(" 1", NO_FIELD), "converted 0"],
+    )
+    assert sent[2] == (
+        [
+            *first,
+            {"role": "assistant", "content": "A2"},
+            {"role": "user", "content": [{"type": "text", "text": "U3"}]},
+        ],
+        [keys.format("0, 2, 4"), reasoning.format("s 1, 3", NO_FIELD), "converted 1"],
+    )
+    # The last message replaced: resumed from the first two, whose notes alone are replayed.
+    assert sent[3] == (
+        [*first[:2], {"role": "user", "content": "U2"}],
+        [
+            "not sent to openai: EXTRAKEY of content part 0 of message 0 (openai has no such "
+            "field on a text part)",
+            reasoning.format(" 1", NO_FIELD),
+            "converted 0",
+        ],
+    )

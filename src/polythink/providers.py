@@ -247,6 +247,9 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "https://openrouter.ai/api/v1",
             ("OPENROUTER_API_KEY",),
             reasoning_wire="openrouter",
+            # "Pass back message.reasoning ... or message.reasoning_details unmodified"
+            # (WIRE.md §5.5): the details when the turn has them, else the text.
+            reasoning_back="reasoning",
             reasoning_format="openrouter",
             prompt_cache=("key", "cache_control"),
         ),

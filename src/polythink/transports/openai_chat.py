@@ -22,7 +22,9 @@ reasoning text, only ``usage.completion_tokens_details.reasoning_tokens``. Facts
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import functools
 import json
 import secrets
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -53,7 +55,16 @@ from polythink.transports.base import (
     usage_counts,
     with_notes,
 )
-from polythink.transports.carry import EMPTY_TURN, EMPTY_WHY, LeftOut, empty_turn
+from polythink.transports.carry import (
+    EMPTY_TURN,
+    EMPTY_WHY,
+    REASONING,
+    LeftOut,
+    empty_turn,
+    extra_keys,
+    part_keys,
+    reasoning_unsent,
+)
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
@@ -100,18 +111,85 @@ def new_tool_call_id() -> str:
     return "call_" + secrets.token_hex(12)
 
 
-def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
+Notes = list[tuple[str, str]]
+"""What a message's conversion left out: ``(what, why)`` pairs, in order."""
+
+_CHAT_PART_KEYS = {
+    "text": ("type", "text"),
+    "image_url": ("type", "image_url"),
+    "input_audio": ("type", "input_audio"),
+    "file": ("type", "file"),
+}
+"""The keys of each Chat content part (``ChatCompletionRequestMessageContentPart{Text,Image,
+Audio,File}`` in ``../shared/wire/specs/openai_openapi.yaml``, 2026-08-21); the refusal part
+(``...ContentPartRefusal``) has ``type`` and ``refusal`` only."""
+
+
+@functools.cache
+def _part_keys(prompt_cache: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """The keys a content part of each type carries on a Chat profile with ``prompt_cache``
+    (:attr:`~polythink.providers.ProviderProfile.prompt_cache`): a part's own, then
+    ``prompt_cache_breakpoint`` where the profile speaks OpenAI's cache fields (``key``: the
+    four part schemas declare it) and ``cache_control`` where it speaks Anthropic's
+    (OpenRouter, for the Anthropic models behind it)."""
+    marks = (("prompt_cache_breakpoint",) if "key" in prompt_cache else ()) + (
+        ("cache_control",) if "cache_control" in prompt_cache else ()
+    )
+    table = {kind: frozenset((*keys, *marks)) for kind, keys in _CHAT_PART_KEYS.items()}
+    table["refusal"] = frozenset(("type", "refusal"))
+    return table
+
+
+def _carried(content: Any, profile: ProviderProfile, notes: Notes) -> Any:
+    """``content`` with each part's keys this profile has no field for left out, and noted;
+    the same object when nothing is left out (the common case: one length check a part)."""
+    if content.__class__ is not list:
+        return content
+    table: dict[str, frozenset[str]] | None = None
+    out: list[Any] | None = None
+    for index, part in enumerate(content):
+        if not isinstance(part, Mapping) or len(part) <= 2:
+            continue
+        table = table or _part_keys(profile.prompt_cache)
+        kind = part.get("type")
+        keys = table.get(kind) if isinstance(kind, str) else None
+        if keys is None:
+            continue
+        unsent = extra_keys(part, keys)
+        if unsent:
+            if out is None:
+                out = list(content)
+            out[index] = {key: value for key, value in part.items() if key in keys}
+            why = f"{profile.id} has no such field on a {kind} part"
+            notes.append((part_keys(unsent, index), why))
+    return content if out is None else out
+
+
+def _reasoning_why(profile: ProviderProfile) -> str:
+    """Why this profile sends no reasoning text with an assistant turn."""
+    field = profile.reasoning_back
+    if field is None:
+        # ChatCompletionRequestAssistantMessage declares no reasoning field (openai_openapi.yaml
+        # 2026-08-21), and OpenAI refuses unknown message fields.
+        return f"{profile.id} takes no reasoning text on an assistant message"
+    why = f"{profile.id} takes {field} back on tool-call turns only"
+    flag = profile.reasoning_back_everywhere_with
+    return why + (f" (on every turn with {flag}: true)" if flag else "")
+
+
+def _message_body(message: Message, profile: ProviderProfile, notes: Notes) -> dict[str, Any]:
     role = message.role
     calls = message.tool_calls
+    content = _carried(message.content, profile, notes)
     body: dict[str, Any]
     if calls:
         body = {
             "role": role,
-            "content": message.content if message.content else None,
+            "content": content if content else None,
             "tool_calls": [call.to_openai() for call in calls],
         }
     else:
-        body = {"role": role, "content": message.content}
+        body = {"role": role, "content": content}
     if message.tool_call_id is not None:
         body["tool_call_id"] = message.tool_call_id
     # A tool message's name is for Gemini's functionResponse; Chat's tool message declares
@@ -128,17 +206,26 @@ def _message_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
         body["audio"] = {"id": message.audio_id}
     if message.function_call is not None:
         body["function_call"] = message.function_call.to_openai()["function"]
-    if profile.reasoning_back:
-        if message.reasoning and (message.tool_calls or not profile.reasoning_back_tool_turns_only):
-            body[profile.reasoning_back] = message.reasoning
-        elif message.tool_calls and profile.reasoning_back_required:
-            body[profile.reasoning_back] = ""
     if (
         message.reasoning_items
         and profile.reasoning_format is not None
         and message.reasoning_format == profile.reasoning_format
     ):
+        # OpenRouter: reasoning_details unmodified, "or" the reasoning text (WIRE.md §5.5).
         body["reasoning_details"] = [dict(item) for item in message.reasoning_items]
+        return body
+    field = profile.reasoning_back
+    if field:
+        if message.reasoning and (message.tool_calls or not profile.reasoning_back_tool_turns_only):
+            body[field] = message.reasoning
+            return body
+        if message.tool_calls and profile.reasoning_back_required:
+            # DeepSeek answers 400 "Missing reasoning_content field in the assistant message"
+            # to a thinking-mode tool-call turn without the field (WIRE.md §6.1), so a turn
+            # that has no reasoning (another provider's, or the caller's) sends it empty.
+            body[field] = ""
+    if reasoning_unsent(message, profile):
+        notes.append((REASONING, _reasoning_why(profile)))
     return body
 
 
@@ -146,23 +233,36 @@ def _is_image(part: Any) -> bool:
     return isinstance(part, Mapping) and part.get("type") == "image_url"
 
 
-def _tool_images(message: Message) -> list[Any]:
+def _has_images(message: Message) -> bool:
     content = message.content
-    if not isinstance(content, list):
-        return []
-    return [part for part in content if _is_image(part)]
+    return isinstance(content, list) and any(map(_is_image, content))
 
 
 _IMAGE_PLACEHOLDER = "The result is the image in the next message."
 
 
-def _text_only_tool_body(message: Message, profile: ProviderProfile) -> dict[str, Any]:
-    """A tool message without its image parts (Chat tool messages take text only)."""
-    body = _message_body(message, profile)
-    parts = [p for p in message.content or () if not _is_image(p)]
-    text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping))
-    body["content"] = text or _IMAGE_PLACEHOLDER
-    return body
+def _text_only_tool_body(
+    message: Message, profile: ProviderProfile, notes: Notes
+) -> tuple[dict[str, Any], list[Any]]:
+    """A tool message without its image parts (Chat tool messages take text only), and
+    those parts: its text parts become one string, so their other keys are noted."""
+    body = _message_body(message, profile, notes)
+    text: list[str] = []
+    images: list[Any] = []
+    for index, part in enumerate(body["content"] or ()):
+        if _is_image(part):
+            images.append(part)
+        elif isinstance(part, Mapping):
+            text.append(str(part.get("text", "")))
+            unsent = extra_keys(part, _TOOL_TEXT_KEYS)
+            if unsent:
+                notes.append((part_keys(unsent, index), _TOOL_TEXT_WHY))
+    body["content"] = "".join(text) or _IMAGE_PLACEHOLDER
+    return body, images
+
+
+_TOOL_TEXT_KEYS = frozenset(("type", "text"))
+_TOOL_TEXT_WHY = "a tool result with images goes to Chat as one string, its images in a user turn"
 
 
 CHAT_PARTS = part_types(
@@ -198,67 +298,105 @@ def _chat_messages(
     ``../shared/wire/specs/openai_openapi.yaml``, 2026-08-21), while a user turn takes
     ``image_url`` parts. An assistant turn with nothing to send (:func:`~polythink.
     transports.carry.empty_turn`, and no reasoning this wire sends back) is left out, as on
-    every wire, and noted in ``left_out``.
+    every wire, and noted in ``left_out``; so are a part's keys the profile has no field
+    for (:func:`_part_keys`) and reasoning text it does not take back
+    (:func:`~polythink.transports.carry.reasoning_unsent`).
 
-    Each message's body depends on the message and the profile's reasoning fields only: it
-    is kept with the message (:meth:`Message.memo`), and the array of a conversation without
-    moved images or left-out turns with its messages (:class:`~polythink.types.PrefixStates`),
-    so a call sending a conversation again converts, and checks, only its new messages.
+    Each message's body, and what its conversion left out, depend on the message and the
+    profile's reasoning and cache fields only: they are kept with the message
+    (:meth:`Message.memo`), and the array of a conversation without moved images or
+    left-out turns with its messages and its notes (:class:`~polythink.types.PrefixStates`),
+    so a call sending a conversation again converts, and checks, only its new messages, and
+    still reports the notes of those it did not convert.
     """
     memo = (
-        f"openai_chat:{profile.reasoning_back}:{profile.reasoning_back_tool_turns_only}:"
-        f"{profile.reasoning_back_required}:{profile.reasoning_format}"
+        f"openai_chat:{profile.id}:{profile.reasoning_back}:"
+        f"{profile.reasoning_back_tool_turns_only}:{profile.reasoning_back_required}:"
+        f"{profile.reasoning_format}:{profile.reasoning_back_everywhere_with}:"
+        f"{profile.prompt_cache}"
     )
     conversation = tuple(messages)
     kept_arrays = _arrays.setdefault(memo, PrefixStates())
     start, kept = kept_arrays.find(conversation)
-    out: list[dict[str, Any]] = [] if kept is None else kept[:start]
+    out: list[dict[str, Any]] = []
+    found: dict[tuple[str, str], list[int]] = {}
+    if kept is not None:
+        array, kept_notes = kept
+        out = array[:start]
+        for key, positions in kept_notes:
+            cut = bisect.bisect_left(positions, start)
+            if cut:
+                found[key] = list(positions[:cut])
     moved: list[Any] = []
     plain = True
 
-    def convert(message: Message) -> dict[str, Any] | None:
+    def convert(message: Message) -> dict[str, Any] | _Noted:
         # A closure: a third cheaper per message than a partial with a keyword.
-        body = _message_body(message, profile)
+        notes: Notes = []
+        body = _message_body(message, profile, notes)
         if message.role == "assistant" and body.keys() <= _NOTHING_SENT and empty_turn(message):
-            return None
-        return body
+            return _Noted(None, ((EMPTY_TURN, EMPTY_WHY), *notes))
+        return _Noted(body, tuple(notes)) if notes else body
 
     append = out.append
     for position, message in enumerate(conversation[start:], start):
         if message.content.__class__ is list:
             check_parts(message, CHAT_PARTS, profile, source_index, position)
         if message.role == "tool":
-            images = _tool_images(message)
-            if images:
+            if _has_images(message):
                 plain = False
-                append(_text_only_tool_body(message, profile))
+                notes: Notes = []
+                body, images = _text_only_tool_body(message, profile, notes)
+                append(body)
                 moved.append(
                     {"type": "text", "text": f"Images from tool call {message.tool_call_id}:"}
                 )
                 moved.extend(dict(image) for image in images)
+                for key in dict.fromkeys(notes):
+                    found.setdefault(key, []).append(position)
                 continue
         elif moved:
             append({"role": "user", "content": moved})
             moved = []
         entry = message.memo(memo, convert)
-        if entry is None:
-            # Not kept: a call sending this conversation again notes it again.
-            plain = False
-            if left_out is not None:
-                left_out.position = position
-                left_out.add(EMPTY_TURN, EMPTY_WHY)
-            continue
-        append(entry)
+        if entry.__class__ is _Noted:
+            noted: _Noted = entry
+            for key in noted.notes:
+                found.setdefault(key, []).append(position)
+            if noted.body is None:
+                # Not kept: the array would no longer line up with the messages.
+                plain = False
+                continue
+            entry = noted.body
+        append(entry)  # type: ignore[arg-type]
     if moved:
         out.append({"role": "user", "content": moved})
     if plain:
         # The caller may change its list (a system suffix replaces an entry): keep a copy.
-        kept_arrays.keep(conversation, out.copy())
+        notes_kept = tuple((key, tuple(positions)) for key, positions in found.items())
+        kept_arrays.keep(conversation, (out.copy(), notes_kept))
+    if left_out is not None and found:
+        left_out.extend(found)
     return out
 
 
-_arrays: dict[str, PrefixStates[list[dict[str, Any]]]] = {}
-"""The message arrays of recent conversations, by the profile fields they depend on."""
+class _Noted:
+    """A message's Chat body (``None``: the turn is left out) with what its conversion left
+    out, ``(what, why)`` pairs; a message that lost nothing keeps its body alone."""
+
+    __slots__ = ("body", "notes")
+
+    def __init__(self, body: dict[str, Any] | None, notes: tuple[tuple[str, str], ...]) -> None:
+        self.body = body
+        self.notes = notes
+
+
+_Kept = tuple[list[dict[str, Any]], tuple[tuple[tuple[str, str], tuple[int, ...]], ...]]
+"""A conversation's array and its notes: positions (ascending) by ``(what, why)``."""
+
+_arrays: dict[str, PrefixStates[_Kept]] = {}
+"""The message arrays of recent conversations, with their notes, by the profile fields they
+depend on."""
 
 
 def output_plan(
