@@ -1045,3 +1045,39 @@ async def test_a_resumed_chat_conversation_reports_its_notes_on_every_call(
             "converted 0",
         ],
     )
+
+
+async def test_a_provider_without_a_format_tells_its_own_turns_by_its_id() -> None:
+    # xAI answers with reasoning_content and takes none back: its own turn goes without a
+    # note, every call of an agent loop; the same turn sent to OpenAI is the caller's input.
+    answer = {
+        **CHAT_ANSWER,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ok", "reasoning_content": "R"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    url = "https://api.x.ai/v1/chat/completions"
+    source = Source("xai", "grok-4.20-reasoning", api_key=KEY)
+    question = {"role": "user", "content": "q"}
+    with respx.mock() as mock:
+        route = mock.post(url).mock(return_value=httpx.Response(200, json=answer))
+        async with Client([source], capabilities_store=False) as client:
+            first = await client.complete([question], cache=False)
+            again = await client.complete([question, first.message, question], cache=False)
+    assert first.message == Message(
+        role="assistant", content="ok", reasoning="R", reasoning_format="xai"
+    )
+    assert json.loads(route.calls[1].request.content)["messages"][1] == {
+        "role": "assistant",
+        "content": "ok",
+    }
+    assert notes(again) == []
+    _, elsewhere = await call("openai", [question, first.message, question])
+    assert [n for n in notes(elsewhere) if "reasoning" in n] == [
+        "not sent to openai: the reasoning of message 1 (openai takes no reasoning text on an "
+        "assistant message)"
+    ]

@@ -77,7 +77,8 @@ class ProviderProfile:
             the empty-string fallback as used by SillyTavern PR #5545, 2026-04-28).
         reasoning_format: the ``Message.reasoning_format`` of the turns this provider's answers
             make, whose opaque items it accepts back verbatim (``openrouter`` for
-            ``reasoning_details``); ``None``: polythink cannot tell its turns from others'.
+            ``reasoning_details``); ``None``: the turns it makes carry the profile's id, which
+            tells them from others' (it takes no opaque items back).
             Reasoning text of a turn of another format (or none) that the wire does not take
             back is left out with a note in the response's warnings; a turn of this format
             goes as the provider's round trip says (DeepSeek and Qwen take ``reasoning_content``

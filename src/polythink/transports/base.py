@@ -1155,7 +1155,8 @@ def assistant_response(
 
     ``items`` are the provider's opaque reasoning items, kept verbatim on the message with
     the profile's ``reasoning_format`` (also set when the turn has reasoning text alone, so
-    the provider's own turns are told from others'; none when it has neither). The
+    the provider's own turns are told from others', the profile's id where it names no
+    format; none when it has neither). The
     message's content is ``None`` when the turn is only tool calls, as the chat wire
     expects. ``thinking`` is ``observed`` when the transport saw evidence of reasoning that no
     text or count shows.
@@ -1182,7 +1183,7 @@ def assistant_response(
         tool_calls=tuple(calls),
         reasoning=reasoning,
         reasoning_items=items,
-        reasoning_format=profile.reasoning_format if items or reasoning else None,
+        reasoning_format=(profile.reasoning_format or profile.id) if items or reasoning else None,
     )
     return Response(
         text=text,

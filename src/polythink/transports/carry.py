@@ -222,12 +222,13 @@ REASONING = "the reasoning"
 def reasoning_unsent(message: Message, profile: ProviderProfile) -> bool:
     """Whether an assistant ``message``'s reasoning text, not sent to ``profile``'s wire,
     needs a note: it has some, and it did not come from this provider's answers
-    (``reasoning_format`` ``None`` or another wire's). A turn this provider made carries
+    (``reasoning_format`` ``None`` or another wire's; a profile without a format names its
+    turns by its id). A turn this provider made carries
     its reasoning as the provider's round trip says (Anthropic and Gemini signed blocks,
     Responses encrypted items, DeepSeek ``reasoning_content`` on tool-call turns only):
     what that leaves out is the provider's design, not the caller's words lost."""
-    return bool(message.reasoning) and (
-        profile.reasoning_format is None or message.reasoning_format != profile.reasoning_format
+    return bool(message.reasoning) and message.reasoning_format != (
+        profile.reasoning_format or profile.id
     )
 
 
