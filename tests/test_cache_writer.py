@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,35 @@ async def test_a_failed_answer_is_never_handed_to_the_writer(tmp_path: Path) -> 
 
 def _fields(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in value.__slots__}
+
+
+async def test_the_writer_keeps_the_disk_store_within_its_size_limit(tmp_path: Path) -> None:
+    store = DiskStore(tmp_path / "small", size_limit=256 * 1024)
+    backend = DiskCache(store)
+    keys = [f"{i:064x}" for i in range(200)]
+    for batch in range(4):
+        for key in keys[batch * 50 : (batch + 1) * 50]:
+            await backend.save(key, os.urandom(4000).hex().encode(), None)
+        await backend.flush()
+    assert backend.writer.pending == {}
+    assert store.volume() <= 256 * 1024
+    assert store.get(keys[-1]) is not None
+    assert store.get(keys[0]) is None
+    kept = sum(1 for key in keys if store.get(key) is not None)
+    assert 0 < kept < 200
+    store.close()
+
+
+async def test_an_expired_entry_is_removed_by_the_next_batch(tmp_path: Path) -> None:
+    store = DiskStore(tmp_path / "cache")
+    backend = DiskCache(store, ttl=0.01)
+    await backend.save("a" * 64, b"old", 0.01)
+    await backend.flush()
+    await anyio.sleep(0.02)
+    assert store._open().get("a" * 64, read=False) is None  # a miss, still on disk
+    assert len(store._open()) == 1
+    await backend.save("b" * 64, b"new", 0.01)
+    await backend.flush()
+    assert len(store._open()) == 1
+    assert store.get("b" * 64) == b"new"
+    store.close()

@@ -107,6 +107,9 @@ class DiskStore:
                     disk_min_file_size=_NO_VALUE_FILES,
                     # Without it SQLite keeps the write-ahead log at its largest size.
                     sqlite_journal_size_limit=self.size_limit,
+                    # No culling in every set (three more statements an entry): set() culls
+                    # after its entry, the batch writer once a batch (:meth:`cull`).
+                    cull_limit=0,
                 )
             return self._cache
 
@@ -115,12 +118,23 @@ class DiskStore:
         return self._open().get(key)
 
     def set(self, key: str, value: bytes, expire: float | None = None) -> Any:
-        """Store ``value`` under ``key``; ``expire`` in seconds (``None``: never)."""
-        return self._open().set(key, value, expire=expire)
+        """Store ``value`` under ``key``; ``expire`` in seconds (``None``: never); then
+        :meth:`cull`."""
+        stored = self._open().set(key, value, expire=expire)
+        self.cull()
+        return stored
 
     def delete(self, key: str) -> Any:
         """Remove ``key``."""
         return self._open().delete(key)
+
+    def cull(self) -> int:
+        """Remove the expired entries, then the least recently stored ones until the cache
+        is within ``size_limit``; return how many were removed. The database does not cull
+        on every write (three more SQLite statements an entry): :meth:`set` calls this, and
+        the batch writer once per batch, after its commit (inside a transaction the freed
+        pages still count in the volume, so it would remove every entry)."""
+        return int(self._open().cull())
 
     def volume(self) -> int:
         """Return the estimated size of the cache on disk, in bytes."""
@@ -205,13 +219,20 @@ class BatchWriter:
             batch = dict(self.pending)
         if not batch:
             return
+        store = self._store
         try:
-            cache = self._store._open() if isinstance(self._store, DiskStore) else self._store
+            cache = store._open() if isinstance(store, DiskStore) else store
             with cache.transact():
                 for key, value in batch.items():
                     cache.set(key, value, expire=self._ttl)
         except Exception as exc:
             self._on_error("the cache cannot be written; the answer was not stored", exc)
+        else:
+            if isinstance(store, DiskStore):
+                try:
+                    store.cull()
+                except Exception as exc:
+                    self._on_error("the cache cannot be culled to its size limit", exc)
         with self._wake:
             for key, value in batch.items():
                 if self.pending.get(key) is value:
