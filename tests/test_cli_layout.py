@@ -146,7 +146,7 @@ def test_the_demo_never_splits_a_word_at_any_width(
     assert "…" not in out
     assert words(out) - vocabulary == set()
     assert "nearest" in words(out)
-    # The wide layout only where it fits: the trial's 120 and 130 columns get the compact one.
+    # The wide layout only where it fits: 120 and 130 columns get the compact one.
     wide = any("requested" in line for line in lines)
     assert wide is (columns == 160)
 
