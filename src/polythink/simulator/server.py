@@ -165,6 +165,21 @@ class ConnectionReset(Exception):
     """Raised inside a wire module to abort the connection without an answer."""
 
 
+class _Ended:
+    """Ends one request's count in flight once: when its answer's last bytes are written,
+    or when its handler returns without an answer."""
+
+    __slots__ = ("_stats",)
+
+    def __init__(self, stats: Stats) -> None:
+        self._stats: Stats | None = stats
+
+    def __call__(self) -> None:
+        if self._stats is not None:
+            self._stats.in_flight -= 1
+            self._stats = None
+
+
 class SimResponse:
     """The answer channel of one request: a whole body, or a chunked stream."""
 
@@ -174,15 +189,25 @@ class SimResponse:
         request: SimRequest,
         settings: Settings,
         by_status: Counter[int] | None = None,
+        on_done: Callable[[], None] | None = None,
     ):
         self._writer = writer
         self._by_status = by_status
+        self._on_done = on_done
         self.request = request
         self.settings = settings
         self.status: int | None = None
         self.streaming = False
         self.finished = False
         self.chunk_delay = request.header_float("x-sim-chunk-delay", settings.chunk_delay)
+
+    def _done(self) -> None:
+        # Called as the last bytes are written, before anything awaits: a client that has
+        # read the whole answer and sends its next request finds this one no longer running.
+        self.finished = True
+        if self._on_done is not None:
+            self._on_done()
+            self._on_done = None
 
     def _head(self, status: int, headers: Mapping[str, str]) -> bytes:
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
@@ -206,8 +231,8 @@ class SimResponse:
         if headers:
             all_headers.update(headers)
         self._writer.write(self._head(status, all_headers) + body)
+        self._done()
         await self._writer.drain()
-        self.finished = True
 
     async def send_json(
         self, status: int, payload: Any, *, headers: Mapping[str, str] | None = None
@@ -251,8 +276,8 @@ class SimResponse:
     async def end(self) -> None:
         """Finish a streamed answer."""
         self._writer.write(b"0\r\n\r\n")
+        self._done()
         await self._writer.drain()
-        self.finished = True
 
     def reset(self) -> None:
         """Abort the connection at once (the client sees a reset or an early EOF)."""
@@ -265,7 +290,7 @@ class SimResponse:
 
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         transport.abort()
-        self.finished = True
+        self._done()
         raise ConnectionReset
 
 
@@ -368,7 +393,8 @@ class SimulatorServer:
                 if request is None:
                     break
                 stats = self.stats
-                response = SimResponse(writer, request, self.settings, stats.by_status)
+                ended = _Ended(stats)
+                response = SimResponse(writer, request, self.settings, stats.by_status, ended)
                 stats.requests += 1
                 stats.by_path[request.path] += 1
                 stats.by_provider[request.provider] += 1
@@ -378,7 +404,7 @@ class SimulatorServer:
                 try:
                     await self._dispatch(request, response)
                 finally:
-                    stats.in_flight -= 1
+                    ended()
                 if request.headers.get("connection", "").lower() == "close":
                     break
         except (ConnectionReset, ConnectionError, asyncio.IncompleteReadError):
