@@ -187,7 +187,7 @@ def _played(value: str) -> tuple[str, Capability | None]:
     model = model.strip()
     if not sep or not model:
         raise argparse.ArgumentTypeError(
-            f"expected MODEL=TIERS such as gpt-5.5=low,medium,high (or grok-4.3= for a model "
+            f"expected MODEL=TIERS such as gpt-5.5=low,medium,high (or my-chat-model= for a model "
             f"with no reasoning parameter), got {value!r}"
         )
     names = [t for t in (part.strip() for part in tiers.split(",")) if t]
