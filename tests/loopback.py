@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
@@ -63,4 +66,78 @@ class CannedServer:
 
     def __exit__(self, *exc: object) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+class FloodServer:
+    """Answer every request on 127.0.0.1 with ``head`` and then ``body``'s chunks as fast as
+    the socket takes them, from a thread with a blocking socket (no event loop to share).
+
+    ``body`` is an iterable of bytes, read anew for each connection (an endless generator
+    function makes an endless answer). A connection ends when the client closes it, or when
+    it has been sending for ``seconds`` (so a client that never stops reading fails its test
+    rather than hanging it). ``sent`` counts the bytes of bodies written so far.
+    """
+
+    def __init__(
+        self, head: bytes, body: Callable[[], Iterable[bytes]], seconds: float = 60.0
+    ) -> None:
+        self.head = head
+        self.body = body
+        self.seconds = seconds
+        self.sent = 0
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def base_url(self, path: str = "/v1") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _accept(self) -> None:
+        self._server.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(30)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                received += data
+            head, _, rest = received.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            while len(rest) < length:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                rest += data
+            conn.sendall(self.head)
+            until = time.monotonic() + self.seconds
+            for chunk in self.body():
+                if self._stop.is_set() or time.monotonic() > until:
+                    return
+                conn.sendall(chunk)
+                self.sent += len(chunk)
+
+    def __enter__(self) -> FloodServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._server.close()
         self._thread.join(5)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from polythink.budgets import Budget, BudgetState, CallPlan
 from polythink.client import Client
-from polythink.config import Source, Timeout
+from polythink.config import ReadLimits, Source, Timeout
 from polythink.conversation import compact, should_compact
 from polythink.errors import (
     AuthError,
@@ -31,6 +31,7 @@ from polythink.errors import (
     RateLimitedError,
     RequestRejectedError,
     RequestTimeoutError,
+    ResponseTooLargeError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
@@ -100,12 +101,14 @@ __all__ = [
     "PromptCache",
     "ProviderProfile",
     "RateLimitedError",
+    "ReadLimits",
     "Request",
     "RequestRejectedError",
     "RequestTimeoutError",
     "Resolution",
     "Response",
     "ResponseFormat",
+    "ResponseTooLargeError",
     "Source",
     "StepDown",
     "StreamEvent",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from polythink.middleware.base import Middleware
 
 __all__ = [
+    "ReadLimits",
     "Source",
     "Timeout",
     "check_base_url",
@@ -272,6 +273,50 @@ class Timeout:
         return cls(total=float(value))
 
 
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """How much of an answer one source may send before polythink stops reading it.
+
+    An answer past a limit is not read further: the call raises
+    :class:`~polythink.errors.ResponseTooLargeError` naming the limit (a
+    :class:`~polythink.errors.TransientError` that is not retried; failover moves on).
+    Memory held for one answer stays within about these sizes, and the time spent on it
+    grows linearly with what arrives.
+
+    The defaults are far above what a provider sends for one answer today: the longest output
+    of the December 2026 lineup is 128K tokens (under 1 MB of text; about 20 MB as stream
+    events), and a streamed image of 4K pixels is about 27 MB of base64 in one event.
+
+    Attributes:
+        max_line: characters in one line of a server-sent-events stream (32 MiB).
+        max_event: characters of one event's data, its ``data:`` lines joined (32 MiB).
+        max_body: bytes received for one answer as they come off the connection, streamed or
+            not (128 MiB). A ``content-length`` above it is refused before the body is read.
+        max_decoded: bytes of the body once its ``content-encoding`` (gzip, deflate, br,
+            zstd) is undone (128 MiB): a small compressed body that expands without bound
+            stops here.
+
+    Raises:
+        ValueError: a value that is not a positive whole number.
+    """
+
+    max_line: int = 32 * MiB
+    max_event: int = 32 * MiB
+    max_body: int = 128 * MiB
+    max_decoded: int = 128 * MiB
+
+    def __post_init__(self) -> None:
+        for name in ("max_line", "max_event", "max_body", "max_decoded"):
+            value = getattr(self, name)
+            if not (_integer(value) and value > 0):
+                raise ValueError(
+                    f"ReadLimits.{name} must be a positive whole number; got {value!r}"
+                )
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """One place a client may send a call: provider, model, endpoint, credentials, limits.
@@ -311,6 +356,8 @@ class Source:
             compute at the same tier, the replacement of the retired ``-pro`` models) on
             models that take it (``Capability.reasoning_modes``; GPT-5.6 and later). An
             ``openai`` source sends such calls to the Responses API. ``None`` = not sent.
+        read_limits: how much of one answer this source may send (:class:`ReadLimits`: a
+            line, an event, the body, the decompressed body).
         middleware: layers of the caller's own around each attempt on this source, outermost
             first, just outside its transport: each sees the request as it will be sent here
             (``request.resolution`` holds the applied tier), and that attempt's response or
@@ -341,6 +388,7 @@ class Source:
     thinking_display: str | None = None
     reasoning_mode: str | None = None
     middleware: Sequence[Middleware] = field(default=(), repr=False, compare=False)
+    read_limits: ReadLimits = ReadLimits()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # The dataclass's own message ("takes 3 positional arguments but 4 were given")
@@ -408,6 +456,11 @@ class Source:
             )
         object.__setattr__(self, "middleware", tuple(layers))
         object.__setattr__(self, "timeout", Timeout.coerce(self.timeout))
+        if not isinstance(self.read_limits, ReadLimits):
+            raise ValueError(
+                "Source.read_limits must be a polythink.ReadLimits; got "
+                f"{type(self.read_limits).__name__}"
+            )
         if self.base_url is not None:
             object.__setattr__(self, "base_url", check_base_url(self.base_url, "Source.base_url"))
 

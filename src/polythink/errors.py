@@ -57,6 +57,7 @@ __all__ = [
     "RateLimitedError",
     "RequestRejectedError",
     "RequestTimeoutError",
+    "ResponseTooLargeError",
     "StreamInterruptedError",
     "ThinkingUnsupportedError",
     "TransientError",
@@ -175,6 +176,29 @@ class RequestTimeoutError(TransientError):
     - ``"deadline"``: the call's total deadline (``Timeout.total`` or the per-call
       ``timeout``) passed.
     """
+
+
+class ResponseTooLargeError(TransientError):
+    """The answer went past one of the source's read limits and was not read further.
+
+    The limits are :class:`~polythink.config.ReadLimits` (``Source(read_limits=...)``):
+    ``max_line`` (one server-sent-events line), ``max_event`` (one event's data),
+    ``max_body`` (bytes received for the answer) and ``max_decoded`` (bytes after the
+    ``content-encoding`` is undone: a gzip bomb). ``error_type`` is
+    ``"response_too_large"``; ``should_retry`` is ``False`` (the same server would send the
+    same again) while failover moves on, another source may answer within the limits. After a
+    stream's first output it is the cause of a :class:`StreamInterruptedError`.
+
+    Attributes:
+        limit: the name of the :class:`~polythink.config.ReadLimits` field that was passed
+            (``"max_line"``, ``"max_event"``, ``"max_body"``, ``"max_decoded"``).
+        limit_value: its value (characters for a line or an event, bytes for the others).
+    """
+
+    def __init__(self, message: str, *, limit: str, limit_value: int, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.limit = limit
+        self.limit_value = limit_value
 
 
 class RequestRejectedError(PolythinkError):

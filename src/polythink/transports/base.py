@@ -34,6 +34,7 @@ from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
     RequestTimeoutError,
+    ResponseTooLargeError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
@@ -49,7 +50,7 @@ from polythink.transports.error_map import (
     sealed,
 )
 from polythink.transports.headers import header_request_id, parse_rate_limit
-from polythink.transports.sse import SSEDecoder
+from polythink.transports.sse import SSEDecoder, SSELimitError
 from polythink.types import (
     Cost,
     Effort,
@@ -159,6 +160,54 @@ DRAIN_SECONDS = 0.1
 """Longest wait, in seconds, for the end of a body after its stream's end marker."""
 
 
+ERROR_BODY_BYTES = 64 * 1024
+"""Most bytes of an error answer's body read (a polythink error keeps its first 2,000
+characters); the rest is not read."""
+
+
+FAIR_SLICE = 0.01
+"""Longest a body reader runs, in seconds, before it lets the event loop's other tasks run.
+A read whose data is already buffered returns without giving the loop a turn (aiohttp's
+does), so a server sending faster than its answer is parsed would otherwise hold the loop
+for as long as it keeps sending: other calls, timers and cancel scopes would wait."""
+
+_SUSPENDED = 0.0005
+"""A read that took longer than this, in seconds, is taken to have waited for the socket,
+giving the loop a turn."""
+
+
+def _turn(before: float, after: float, turn: float) -> float:
+    """When the loop last had a turn, as a reader sees it: ``after`` when the read between
+    ``before`` and ``after`` took long enough to have waited, else ``turn``."""
+    return after if after - before > _SUSPENDED else turn
+
+
+class BodyOverLimit(Exception):
+    """Raised by :class:`_Metered` below httpx once a body passes ``max_body``; the transport
+    reading it turns it into :class:`~polythink.errors.ResponseTooLargeError`."""
+
+
+class _Metered(httpx.AsyncByteStream):
+    """A response's raw byte stream that stops once more than ``limit`` bytes came through."""
+
+    __slots__ = ("_inner", "_limit")
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        left = self._limit
+        async for chunk in self._inner:
+            left -= len(chunk)
+            if left < 0:
+                raise BodyOverLimit
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class HTTPTransport:
     """Base class of the provider transports: one source, the shared client, the URL.
 
@@ -221,6 +270,7 @@ class HTTPTransport:
         )
         self._idle = t.idle
         self._total = t.total
+        self.read_limits = source.read_limits
 
     def extra_headers(self) -> dict[str, str]:
         """Provider headers sent on every call (for example ``anthropic-version``)."""
@@ -300,32 +350,47 @@ class HTTPTransport:
     ) -> tuple[Any, RateLimit | None]:
         """POST ``body``; return the parsed JSON of a 2xx answer and its rate-limit headers.
 
+        The body is read within the source's :class:`~polythink.config.ReadLimits` and the
+        call's deadline, both checked on every chunk read.
+
         Raises:
-            PolythinkError: as :meth:`post_json`.
+            PolythinkError: as :meth:`post_json`, and
+                :class:`~polythink.errors.ResponseTooLargeError` for a body over a limit.
         """
+        budget = self._budget(request)
+        req = self.client.build_request(
+            "POST",
+            url,
+            content=dumps(body),
+            headers=self._headers(self.headers, request),
+            timeout=self._timeout,
+        )
         response: httpx.Response | None = None
-        content = dumps(body)
-        headers = self._headers(self.headers, request)
+        content: bytes | None = None
         failure: PolythinkError | None = None
+        deadline = None if budget is None else time.monotonic() + budget
         try:
-            with deadline_scope(self._budget(request)):
+            with deadline_scope(budget):
                 # Per request, so a caller's own http_client with follow_redirects=True
                 # cannot carry the key to another host either.
-                response = await self.client.post(
-                    url,
-                    content=content,
-                    headers=headers,
-                    timeout=self._timeout,
-                    follow_redirects=False,
-                )
+                response = await self.client.send(req, stream=True, follow_redirects=False)
+                try:
+                    if response.status_code >= 300:
+                        content = await self._read_error_body(response)
+                    else:
+                        content = await self._read_body(response, deadline, budget)
+                finally:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await response.aclose()
+                    _unbind(response)
+        except PolythinkError:
+            raise
         except Exception as exc:
-            failure = self._transport_error(exc)
+            failure = self._transport_error(exc, "body" if response is not None else "response")
         if failure is not None:
             raise failure
-        if response is None:
-            raise self._deadline_error(self._budget(request))
-        content = response.content
-        _unbind(response)
+        if response is None or content is None:
+            raise self._deadline_error(budget)
         if response.status_code >= 300:
             raise self._status_error(response, content)
         try:
@@ -347,6 +412,95 @@ class HTTPTransport:
             malformed.__cause__ = self._clean(exc)
         # Outside the handler: the decoder's error holds the whole body (its ``doc``).
         raise malformed
+
+    async def _read_body(
+        self, response: httpx.Response, deadline: float | None, budget: float | None
+    ) -> bytes:
+        """Read the whole body of ``response`` within the read limits and ``deadline``
+        (``time.monotonic()`` seconds), both checked on every chunk.
+
+        Raises:
+            ResponseTooLargeError: over ``max_body`` (a ``content-length`` over it before
+                anything is read) or ``max_decoded``.
+            RequestTimeoutError: the deadline passed.
+        """
+        chunks = self._chunks(response)
+        limit = self.read_limits.max_decoded
+        parts: list[bytes] = []
+        size = 0
+        monotonic = time.monotonic
+        over = False
+        async with aclosing(chunks):
+            try:
+                turn = before = monotonic()
+                async for chunk in chunks:
+                    now = monotonic()
+                    turn = _turn(before, now, turn)
+                    size += len(chunk)
+                    if size > limit:
+                        raise self._too_large("max_decoded", limit, response)
+                    if deadline is not None and now > deadline:
+                        raise self._deadline_error(budget)
+                    parts.append(chunk)
+                    if now - turn > FAIR_SLICE:
+                        await anyio.lowlevel.checkpoint()
+                        now = monotonic()
+                        turn = now
+                    before = now
+            except BodyOverLimit:
+                over = True
+        if over:
+            raise self._too_large("max_body", self.read_limits.max_body, response)
+        return b"".join(parts)
+
+    async def _read_error_body(self, response: httpx.Response) -> bytes:
+        """The start of an error answer's body: at most :data:`ERROR_BODY_BYTES` bytes are
+        read (an error keeps 2,000 characters of it), the rest is left unread."""
+        parts: list[bytes] = []
+        size = 0
+        with contextlib.suppress(Exception):
+            async for chunk in response.aiter_bytes():
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= ERROR_BODY_BYTES:
+                    break
+        return b"".join(parts)[:ERROR_BODY_BYTES]
+
+    def _chunks(self, response: httpx.Response) -> AsyncGenerator[bytes, None]:
+        """The decoded byte iterator of ``response``'s body, its raw bytes metered against
+        ``max_body``.
+
+        Raises:
+            ResponseTooLargeError: at once when ``content-length`` is over ``max_body``.
+        """
+        limit = self.read_limits.max_body
+        length = response.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            raise self._too_large("max_body", limit, response)
+        response.stream = _Metered(cast(httpx.AsyncByteStream, response.stream), limit)
+        return cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+
+    def _too_large(
+        self, limit: str, value: int, response: httpx.Response | None
+    ) -> ResponseTooLargeError:
+        what = {
+            "max_line": f"a line of its event stream over {value:,} characters",
+            "max_event": f"an event whose data is over {value:,} characters",
+            "max_body": f"a body over {value:,} bytes",
+            "max_decoded": f"a body over {value:,} bytes once decompressed",
+        }[limit]
+        return ResponseTooLargeError(
+            f"{self.profile.id} sent {what}; not read further (ReadLimits.{limit}; "
+            "Source(read_limits=ReadLimits(...)) raises it)",
+            limit=limit,
+            limit_value=value,
+            provider=self.profile.id,
+            source_index=self.index,
+            status_code=response.status_code if response is not None else None,
+            error_type="response_too_large",
+            request_id=header_request_id(response.headers) if response is not None else None,
+            should_retry=False,
+        )
 
     @asynccontextmanager
     async def open_stream(
@@ -392,11 +546,7 @@ class HTTPTransport:
             raise self._deadline_error(budget)
         try:
             if response.status_code >= 300:
-                try:
-                    content = await response.aread()
-                except Exception:
-                    content = b""
-                raise self._status_error(response, content)
+                raise self._status_error(response, await self._read_error_body(response))
             # httpcore reads the read timeout from the request's extensions when the body
             # iteration starts, so from here on it bounds the silence between chunks.
             timeouts = response.request.extensions.get("timeout")
@@ -405,7 +555,7 @@ class HTTPTransport:
             if budget is not None:
                 response.extensions[_DEADLINE] = time.monotonic() + budget
                 response.extensions[_BUDGET] = budget
-            chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+            chunks = self._chunks(response)
             response.extensions[_CHUNKS] = chunks
             yield response
             await self._finish_body(response, chunks)
@@ -457,8 +607,9 @@ class HTTPTransport:
                 (``"idle_timeout"``) or the deadline (``"deadline"``), mapped at this
                 boundary.
         """
+        limits = self.read_limits
         if decoder is None:
-            decoder = SSEDecoder()
+            decoder = self.sse_decoder()
         deadline: float | None = response.extensions.get(_DEADLINE)
         idle = math.inf if self._idle is None else self._idle
         monotonic = time.monotonic
@@ -467,13 +618,24 @@ class HTTPTransport:
         chunks: AsyncGenerator[bytes, None] = response.extensions.get(_CHUNKS) or cast(
             AsyncGenerator[bytes, None], response.aiter_bytes()
         )
+        decoded = 0
+        turn = monotonic()
         while True:
             failure: PolythinkError | None = None
             try:
+                now = monotonic()
+                if now - turn > FAIR_SLICE:
+                    # Every chunk so far was already buffered: let the loop's other tasks run.
+                    await anyio.lowlevel.checkpoint()
+                    now = monotonic()
                 if deadline is None:
                     chunk = await chunks.__anext__()
                 else:
-                    left = deadline - monotonic()
+                    # Checked here as well as by the scope: a read of what is already buffered
+                    # returns without giving the scope's timer a chance to fire.
+                    left = deadline - now
+                    if left <= 0:
+                        raise self._deadline_error(response.extensions.get(_BUDGET))
                     if left > idle:
                         chunk = await chunks.__anext__()
                     else:
@@ -482,18 +644,35 @@ class HTTPTransport:
                             chunk = await chunks.__anext__()
                         if scope.cancelled_caught:
                             raise self._deadline_error(response.extensions.get(_BUDGET))
+                turn = _turn(now, monotonic(), turn)
+                decoded += len(chunk)
+                if decoded > limits.max_decoded:
+                    raise self._too_large("max_decoded", limits.max_decoded, response)
+                events = decoder.feed(chunk)
             except StopAsyncIteration:
-                for event in decoder.close():
+                try:
+                    events = decoder.close()
+                except SSELimitError as exc:
+                    raise self._too_large(exc.limit, exc.limit_value, response) from None
+                for event in events:
                     yield event
                 return
             except PolythinkError:
                 raise
+            except SSELimitError as exc:
+                failure = self._too_large(exc.limit, exc.limit_value, response)
+            except BodyOverLimit:
+                failure = self._too_large("max_body", limits.max_body, response)
             except Exception as exc:
                 failure = self._transport_error(exc, "body")
             if failure is not None:
                 raise failure
-            for event in decoder.feed(chunk):
+            for event in events:
                 yield event
+
+    def sse_decoder(self) -> SSEDecoder:
+        """A decoder for one stream of this source, within its line and event limits."""
+        return SSEDecoder(self.read_limits.max_line, self.read_limits.max_event)
 
     def in_band_error(self, error: Any, response: httpx.Response | None = None) -> PolythinkError:
         """Map an error found inside a 2xx stream or body (with the answer's rate limits)."""
@@ -704,7 +883,7 @@ class HTTPTransport:
             TransientError: an event whose data is not JSON (``error_type`` ``"malformed_event"``).
             PolythinkError: a transport failure mid-stream (see :meth:`sse_events`).
         """
-        decoder = SSEDecoder()
+        decoder = self.sse_decoder()
         async with aclosing(self.sse_events(response, decoder)) as events:
             async for event_type, data in events:
                 if data == "[DONE]":
