@@ -107,6 +107,15 @@ class ProviderProfile:
             Wei-Shaw/sub2api#5771, 2026-08-18); ``None``: not documented, decided per answer
             from ``total_tokens`` (:func:`polythink.transports.base.output_with_reasoning`).
             ``Usage.output_tokens`` includes reasoning whichever it is.
+        ceiling_covers_reasoning: whether the output ceiling sent (``max_completion_tokens``,
+            ``max_output_tokens``, ``max_tokens``, ``maxOutputTokens``) bounds the reasoning
+            tokens too, as documented: OpenAI ("upper bound for the number of tokens that can
+            be generated for a completion, including visible output tokens and reasoning
+            tokens", ``openai_openapi.yaml``), Anthropic (``budget_tokens`` must be below
+            ``max_tokens``), Gemini and OpenRouter (a reasoning budget is a share of the
+            ceiling, WIRE.md §5.5). A reported output above such a ceiling is impossible and
+            is counted as the ceiling (:func:`polythink.reasoning.observe.bounded_usage`);
+            elsewhere only the model's maximum output bounds it.
         thinking_refuses_forced_tool_choice: while the model thinks, the provider refuses a
             ``tool_choice`` that forces a call (``required`` or a named function): DeepSeek
             V4, 400 "Thinking mode does not support this tool_choice", accepted once
@@ -166,6 +175,7 @@ class ProviderProfile:
     thinking_displays: tuple[str, ...] = ()
     reasoning_modes: bool = False
     completion_counts_reasoning: bool | None = None
+    ceiling_covers_reasoning: bool = False
     thinking_refuses_forced_tool_choice: bool = False
 
     @property
@@ -188,6 +198,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             responses_profile="openai-responses",
             reasoning_modes=True,
             completion_counts_reasoning=True,
+            ceiling_covers_reasoning=True,
         ),
         ProviderProfile(
             "openai-responses",
@@ -203,6 +214,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             catalogue="openai",
             reasoning_modes=True,
             completion_counts_reasoning=True,
+            ceiling_covers_reasoning=True,
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -214,6 +226,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_format="openrouter-responses",
             prompt_cache=("key",),
             catalogue="openrouter",
+            ceiling_covers_reasoning=True,
         ),
         ProviderProfile(
             "anthropic",
@@ -231,6 +244,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             # ThinkingConfigAdaptive/Enabled.display in the SDK (ANT-SDK 009b0353); "updates"
             # is a beta value (A-FABLE51) and goes through extra_body with its header.
             thinking_displays=("summarized", "omitted"),
+            ceiling_covers_reasoning=True,
         ),
         ProviderProfile(
             "gemini",
@@ -241,6 +255,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="gemini",
             max_tokens_field="maxOutputTokens",
             reasoning_format="gemini",
+            ceiling_covers_reasoning=True,
         ),
         ProviderProfile(
             "openrouter",
@@ -253,6 +268,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_back="reasoning",
             reasoning_format="openrouter",
             prompt_cache=("key", "cache_control"),
+            ceiling_covers_reasoning=True,
         ),
         ProviderProfile(
             "deepseek",

@@ -19,6 +19,7 @@ from polythink.types import RateLimit
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT",
+    "MAX_SERVER_PAUSE",
     "BudgetBackend",
     "CacheBackend",
     "CacheStore",
@@ -32,6 +33,14 @@ __all__ = [
 
 DEFAULT_SIZE_LIMIT = 2**30
 """Default size limit of a cache, in bytes (1 GiB, diskcache's own default)."""
+
+MAX_SERVER_PAUSE = 600.0
+"""The longest pause, in seconds, one provider answer can put on a source: a 429's
+``retry-after`` or a reset of ``x-ratelimit-reset-*`` / ``anthropic-ratelimit-*-reset``
+headers reporting nothing left. A longer value (``Retry-After: 99999999999``, a daily quota's
+reset hours away) pauses the source this long, in this process or, on Redis, in every process
+sharing the account; then one call goes out again, and its answer pauses the source anew if
+the limit still holds. Nothing a server sends stops a fleet for longer."""
 
 
 class Lease(Protocol):
@@ -108,7 +117,8 @@ def server_pause(limits: RateLimit | None, pause: float | None) -> float | None:
     """Return the pause in seconds a call's answer asks for, or ``None``.
 
     ``pause`` (a 429's ``retry-after``), else the reset of a budget the headers report as
-    exhausted (``remaining == 0``), the longest of them.
+    exhausted (``remaining == 0``), the longest of them, never above
+    :data:`MAX_SERVER_PAUSE` (``math.inf`` and NaN included).
     """
     longest = pause if pause else None
     if limits is not None:
@@ -118,7 +128,9 @@ def server_pause(limits: RateLimit | None, pause: float | None) -> float | None:
         ):
             if remaining == 0 and reset and (longest is None or reset > longest):
                 longest = reset
-    return longest
+    if longest is None:
+        return None
+    return longest if longest <= MAX_SERVER_PAUSE else MAX_SERVER_PAUSE
 
 
 class Tally(NamedTuple):

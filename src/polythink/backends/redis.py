@@ -22,7 +22,8 @@ of one account share its buckets, slots and pause: give them the same limits.
   all its leases every third of a lease); a process killed without releasing frees its
   slots when their lease ends.
 - ``…:pause``: set with ``PX`` by a 429's ``retry-after`` or by rate-limit headers reporting
-  nothing left, extended, never shortened; every process waits it out.
+  nothing left, extended, never shortened, and never longer than
+  :data:`~polythink.backends.base.MAX_SERVER_PAUSE`; every process waits it out.
 - ``…:workers``: the processes using the account, a ZSET of process ids scored by when they
   stop counting (60 s after their last call or lease renewal). Each admission script
   answers with what a process needs should the server go away: how many workers there are,
@@ -103,7 +104,14 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
         "the Redis backends need the redis package: pip install 'polythink[redis]'"
     ) from exc
 
-from polythink.backends.base import DEFAULT_SIZE_LIMIT, Lease, Reservation, Tally, server_pause
+from polythink.backends.base import (
+    DEFAULT_SIZE_LIMIT,
+    MAX_SERVER_PAUSE,
+    Lease,
+    Reservation,
+    Tally,
+    server_pause,
+)
 from polythink.backends.local import LocalBudgets, LocalLimits
 from polythink.backends.share import Share, split_workers
 from polythink.budgets import Line, fingerprint
@@ -147,7 +155,9 @@ _FILL_POLL = (0.005, 0.1)
 """Seconds between two looks at an entry being filled: a tenth of the wait so far, within
 these bounds (jittered by ±50 %)."""
 
-_PRELUDE = """
+_PRELUDE = (
+    f"local MAX_PAUSE = {round(MAX_SERVER_PAUSE * 1000)}\n"
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -165,6 +175,10 @@ end
 local function take(cost)
   local wait, reason = 0, ''
   local paused = redis.call('PTTL', KEYS[3])
+  if paused > MAX_PAUSE then
+    redis.call('PEXPIRE', KEYS[3], MAX_PAUSE)
+    paused = MAX_PAUSE
+  end
   if paused > 0 then wait, reason = paused, 'server_pause' end
   local r, k
   if rpm > 0 then
@@ -222,7 +236,7 @@ local function fleet()
   local r, k = '', ''
   if rpm > 0 then r = string.format('%.17g', level(KEYS[1], rpm)) end
   if tpm > 0 then k = string.format('%.17g', level(KEYS[2], tpm)) end
-  local paused = math.max(0, redis.call('PTTL', KEYS[3]))
+  local paused = math.min(MAX_PAUSE, math.max(0, redis.call('PTTL', KEYS[3])))
   return {redis.call('ZCARD', KEYS[5]), rank, r, k, paused}
 end
 local function seen(head)
@@ -231,13 +245,15 @@ local function seen(head)
   return head
 end
 """
+)
 """Shared by the limit scripts. KEYS: the rpm and tpm buckets (HASH ``level``, ``ts`` in
 ms), the pause (a key with a PX expiry), the leases (ZSET holder -> expiry in ms) and the
 workers (ZSET process -> expiry in ms). ARGV: rpm, tpm (0: none), cost or refund (tokens),
 requests and tokens remaining ('' unknown), pause (ms), slots, holder, lease (ms), presence
 (ms), process. ``seen`` appends what a process learns of the fleet to a reply: live
 workers, this process's rank among them, the bucket levels ('' without a limit) and the
-pause left (ms)."""
+pause left (ms). A pause longer than :data:`~polythink.backends.base.MAX_SERVER_PAUSE` (set by
+an older build) is cut to it when read."""
 
 _SCRIPTS = {
     "take": _PRELUDE

@@ -5,7 +5,10 @@ the source's own > unset), resolves it against the source's model
 (:func:`polythink.reasoning.resolve`) and hands the transport a request carrying the
 :class:`~polythink.types.Resolution`. After the call it observes whether reasoning happened,
 reconciles that with the applied tier, and fills ``requested_effort``, ``applied_effort``,
-``thinking`` and ``warnings`` on the response. Streams are passed through event by event;
+``thinking`` and ``warnings`` on the response. A reported usage above what the call allowed
+(the output ceiling sent, the model's context window) is counted as that bound, with a
+warning (:func:`polythink.reasoning.observe.bounded_usage`), before any layer outside prices,
+budgets or rate-limits it. Streams are passed through event by event;
 only the final ``done`` response is completed.
 
 Resolutions are pure, so they are memoised per (tier, max_tokens): a call costs a dict
@@ -51,13 +54,19 @@ import anyio
 
 from polythink.capability_store import CapabilityStore, Known, endpoint_scope, resolve_known
 from polythink.config import Source
-from polythink.errors import PolythinkError, RequestRejectedError, ThinkingUnsupportedError
+from polythink.errors import (
+    PolythinkError,
+    RequestRejectedError,
+    StreamInterruptedError,
+    ThinkingUnsupportedError,
+)
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
 from polythink.reasoning.lifecycle import lifecycle_note
-from polythink.reasoning.observe import WarningThrottle, observe, reconcile
+from polythink.reasoning.observe import WarningThrottle, bounded_usage, observe, reconcile
+from polythink.reasoning.resolve import payload_ceiling
 from polythink.types import (
     Effort,
     Request,
@@ -392,7 +401,61 @@ class ReasoningMiddleware:
             "nothing was changed (see polythink models --learned)"
         )
 
+    def output_bound(self, request: Request) -> tuple[int | None, str]:
+        """The most output tokens ``request`` allows on this source, and where the figure
+        comes from; ``(None, "")`` when nothing bounds it.
+
+        The ceiling sent is the one the transport writes last: the call's ``extra_body``,
+        the source's, the resolution's (a budget wire raises it), ``max_tokens``, the wire's
+        default. Where it bounds reasoning too
+        (:attr:`~polythink.providers.ProviderProfile.ceiling_covers_reasoning`) it is the
+        bound; elsewhere reasoning may come on top of it, and only the model's maximum
+        output (from the registry) bounds the whole.
+        """
+        profile = self.profile
+        resolution = request.resolution
+        sent = payload_ceiling(resolution.payload, profile) if resolution is not None else None
+        if sent is None:
+            sent = request.max_tokens
+        if sent is None:
+            sent = profile.default_max_tokens
+        for extra in (self.source.extra_body, request.extra_body):
+            if extra:
+                sent = payload_ceiling(extra, profile) or sent
+        largest = self.capability.max_output_tokens if self.capability is not None else None
+        if sent is not None and profile.ceiling_covers_reasoning:
+            return sent, "the output ceiling sent"
+        if largest is not None:
+            return max(largest, sent or 0), f"the maximum output of model {self.model!r}"
+        return None, ""
+
+    def bounded(self, response: Response, request: Request) -> Response:
+        """``response`` with its usage held to what ``request`` allowed (see
+        :func:`~polythink.reasoning.observe.bounded_usage`); a provider-reported cost is
+        dropped with a usage that was changed, so it is priced from the bounded one."""
+        usage = response.usage
+        if usage is None:
+            return response
+        output, why = self.output_bound(request)
+        window = self.capability.context_window if self.capability is not None else None
+        bounded, notes = bounded_usage(usage, output=output, output_why=why, window=window)
+        if not notes:
+            return response
+        for note in notes:
+            _throttle.warn(
+                f"{self.profile.id} model {self.model!r}: {note}",
+                model=self.model,
+                tier="usage",
+                kind="bounded",
+            )
+        return response.with_(
+            usage=bounded,
+            cost=None,
+            warnings=[*response.warnings, *notes],
+        )
+
     def _done(self, response: Response, resolution: Resolution, prepared: Request) -> Response:
+        response = self.bounded(response, prepared)
         finished = self.finish(response, resolution, self.overridden(prepared))
         note = self._suspect(finished)
         if note is None:
@@ -413,6 +476,9 @@ class ReasoningMiddleware:
                     raise
                 prepared = retry
                 response = await call_next(prepared)
+        except StreamInterruptedError as exc:
+            exc.partial = self.bounded(exc.partial, prepared)
+            raise
         finally:
             self._release(effort, probe)
         assert prepared.resolution is not None
@@ -449,13 +515,17 @@ class ReasoningMiddleware:
         resolution = prepared.resolution
         async with aclosing(events):
             event = first
-            while event is not None:
-                if event.type == "done" and event.response is not None:
-                    event = StreamEvent(
-                        "done", response=self._done(event.response, resolution, prepared)
-                    )
-                yield event
-                event = await anext(events, None)
+            try:
+                while event is not None:
+                    if event.type == "done" and event.response is not None:
+                        event = StreamEvent(
+                            "done", response=self._done(event.response, resolution, prepared)
+                        )
+                    yield event
+                    event = await anext(events, None)
+            except StreamInterruptedError as exc:
+                exc.partial = self.bounded(exc.partial, prepared)
+                raise
 
 
 def _overlap(payload: Mapping[str, Any], extra: Mapping[str, Any], prefix: str = "") -> list[str]:

@@ -1,19 +1,21 @@
 """Check what a model really did against the reasoning tier that was sent.
 
 :func:`observe` reads a response's reasoning signals; :func:`reconcile` compares them with
-the applied tier and returns a warning, or ``None``. Both are pure. :class:`WarningThrottle`
+the applied tier and returns a warning, or ``None``; :func:`bounded_usage` holds a reported
+usage to what the call could have used. All three are pure. :class:`WarningThrottle`
 is the small piece of state that keeps log lines to one per (model, tier, kind); the
 warning itself is always returned, so it reaches the response and telemetry every time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
-from polythink.types import Effort, ThinkingObservation
+from polythink.types import Effort, ThinkingObservation, Usage
 
-__all__ = ["WarningThrottle", "observe", "reconcile"]
+__all__ = ["WarningThrottle", "bounded_usage", "observe", "reconcile"]
 
 logger = logging.getLogger("polythink.reasoning")
 
@@ -31,6 +33,46 @@ def observe(reasoning_text: str | None, reasoning_tokens: int | None) -> Thinkin
     if reasoning_tokens is None or reasoning_tokens < 0:
         return ThinkingObservation.UNKNOWN
     return ThinkingObservation.OBSERVED if reasoning_tokens > 0 else ThinkingObservation.ABSENT
+
+
+def bounded_usage(
+    usage: Usage, *, output: int | None, output_why: str, window: int | None
+) -> tuple[Usage, list[str]]:
+    """Hold a reported ``usage`` to what the call could have used; say what was changed.
+
+    ``output`` is the most output tokens the call allowed (``output_why`` says where that
+    figure comes from, for the note), ``window`` the model's context window (the most prompt
+    tokens it reads); ``None`` leaves that side as reported. A count above its bound, which
+    no model could have produced for this call (a server's bug or a hostile one:
+    ``completion_tokens: 10**15`` for ``max_tokens=100``), is counted as the bound, and its
+    parts (reasoning, cache reads and writes) as at most the new whole, so cost, budgets
+    and rate limits never take an impossible figure.
+
+    Returns the usage (the same object when nothing was over) and one note per change.
+    """
+    changes: dict[str, int] = {}
+    notes: list[str] = []
+    if output is not None and usage.output_tokens is not None and usage.output_tokens > output:
+        notes.append(
+            f"the provider reported {usage.output_tokens} output tokens, more than this call "
+            f"allowed ({output}: {output_why}); counted as {output}"
+        )
+        changes["output_tokens"] = output
+        if usage.reasoning_tokens is not None and usage.reasoning_tokens > output:
+            changes["reasoning_tokens"] = output
+    if window is not None and usage.input_tokens is not None and usage.input_tokens > window:
+        notes.append(
+            f"the provider reported {usage.input_tokens} input tokens, more than the model's "
+            f"context window ({window}); counted as {window}"
+        )
+        changes["input_tokens"] = window
+        for part in ("cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens"):
+            value = getattr(usage, part)
+            if value is not None and value > window:
+                changes[part] = window
+    if not changes:
+        return usage, notes
+    return dataclasses.replace(usage, **changes), notes
 
 
 def reconcile(
