@@ -46,10 +46,17 @@ read-modify-write runs as one Lua script on the server (registered once per
 connection with ``register_script``; redis-py reloads it after a server restart), with
 Redis ``TIME`` as the clock, so processes on machines with different clocks agree.
 
-**Failure:** a server that is down, slow (socket timeouts default to 0.5 s) or restarted
-never fails a call. Each process then goes on alone with its share of the limits
-(:mod:`polythink.backends.share`): ``1 / workers`` of the buckets, starting from its part of
-the levels it last saw, and of the slots, its running calls counted. When the server
+**Connections:** each store keeps one pool of at most ``max_connections`` (64) per process,
+shared by every call, source and budget using it; an operation that finds every connection
+busy waits its turn for one (a FIFO queue in front of redis-py's blocking pool), up to
+``pool_timeout`` (10 s). Running out of connections, or a process too busy to read its
+answers on time, is not an outage: that one operation goes on without the server, with one
+warning saying this process is busy.
+
+**Failure:** a server that is down, slow (socket timeouts default to 0.5 s of the server's
+silence) or restarted never fails a call. Each process then goes on alone with its share of
+the limits (:mod:`polythink.backends.share`): ``1 / workers`` of the buckets, starting from
+its part of the levels it last saw, and of the slots, its running calls counted. When the server
 answers again it charges what it spent alone there (a restarted server that lost a bucket
 first gets the level last seen, refilled since, not a full minute), leases its running
 calls there again and, for two renewal rounds and retry intervals, keeps to its share of
@@ -80,6 +87,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import math
@@ -136,6 +144,15 @@ DEFAULT_RETRY_INTERVAL = 1.0
 """Seconds a backend leaves Redis alone after a failure before trying again."""
 DEFAULT_SOCKET_TIMEOUT = 0.5
 """Seconds to connect to Redis, and to wait for one answer."""
+DEFAULT_MAX_CONNECTIONS = 64
+"""Connections one store (:class:`RedisLimitStore`, :class:`RedisCache`) opens to its server
+at most, in one process: its one pool serves every source, budget and call of the process
+that uses the store. An operation finding them all busy waits for one (a Redis command
+takes well under a millisecond, so 64 carry thousands of concurrent calls)."""
+DEFAULT_POOL_TIMEOUT = 10.0
+"""Seconds an operation waits for a free connection when all of the pool's are busy; past
+it the operation is given up as if the server had not answered, without counting as an
+outage (the server answers; this process asks more of it at once than its pool carries)."""
 _POLL = 0.01
 """Seconds between two attempts at a busy slot (jittered by ±50 %)."""
 _PRESENCE_MS = 60_000
@@ -515,6 +532,92 @@ class Unavailable(Exception):
     """Redis did not answer (or is being left alone after a failure); use the fallback."""
 
 
+class PoolBusy(RedisError):
+    """Every connection of a pool stayed busy for its whole ``pool_timeout``."""
+
+
+_LATE = 0.1
+"""Seconds a deadline's timer may run late before the event loop counts as too busy to have
+read an answer that may well be waiting."""
+
+
+_TURNS = 3
+"""Turns of the event loop a deadline waits on time before it cancels: an answer read from
+the socket in one turn reaches its operation in the next."""
+
+
+class _Patience:
+    """The deadline of one Redis operation: ``seconds`` of the server's silence, not of this
+    process's.
+
+    When it comes, the event loop's lateness in running its timer says whose silence it was:
+    late by more than :data:`_LATE` (a process running a thousand calls on a loaded machine),
+    the answer may be waiting unread, so it is put off by another ``seconds``, as long as the
+    operation has run less than ``cap``; on time, the operation is cancelled (``expired``: the
+    server did not answer). Put off until ``cap``, it is cancelled as ``busy``: this process,
+    not the server, is what is slow. One timer per operation, as a socket timeout costs.
+    """
+
+    __slots__ = (
+        "_handle",
+        "_late",
+        "_loop",
+        "_scope",
+        "_seconds",
+        "_start",
+        "busy",
+        "cap",
+        "expired",
+    )
+
+    def __init__(self, seconds: float, cap: float) -> None:
+        self._seconds = seconds
+        self.cap = cap
+        self._scope = anyio.CancelScope()
+        self._handle: asyncio.Handle | None = None
+        self._loop = asyncio.get_running_loop()
+        self._start = 0.0
+        self._late = False
+        self.expired = False
+        self.busy = False
+
+    def __enter__(self) -> _Patience:
+        self._scope.__enter__()
+        self._start = self._loop.time()
+        self._arm(self._start + self._seconds)
+        return self
+
+    def _arm(self, at: float) -> None:
+        self._handle = self._loop.call_at(at, self._due, at, context=_NO_CONTEXT)
+
+    def _due(self, at: float, turns: int = 0) -> None:
+        now = self._loop.time()
+        if now - self._start < self.cap:
+            if now - at > _LATE:
+                self._arm(now + self._seconds)
+                return
+            if turns < _TURNS:
+                # What the loop holds ready may be the answer: let it run first.
+                self._handle = self._loop.call_soon(self._due, at, turns + 1, context=_NO_CONTEXT)
+                return
+        self._late = now - at > _LATE
+        self._scope.cancel()
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self._handle is not None:
+            self._handle.cancel()
+        suppressed = bool(self._scope.__exit__(*exc))
+        # Only an operation the deadline did cancel counts: one whose answer was read in the
+        # same turn of the loop finished.
+        if self._scope.cancelled_caught:
+            self.busy = self._late
+            self.expired = not self._late
+        return suppressed
+
+
+_NO_CONTEXT = contextvars.Context()
+
+
 def _redacted(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None and parts.username is None:
@@ -552,13 +655,24 @@ class _Link:
         socket_timeout: float,
         scripts: dict[str, str],
         unreached: str | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(
                 f"a Redis URL starts with redis://, rediss:// or unix://; got {_redacted(url)!r}"
             )
-        if not retry_interval > 0 or not socket_timeout > 0:
-            raise ValueError("retry_interval and socket_timeout must be positive seconds")
+        if not retry_interval > 0 or not socket_timeout > 0 or not pool_timeout > 0:
+            raise ValueError(
+                "retry_interval, socket_timeout and pool_timeout must be positive seconds"
+            )
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise ValueError(f"max_connections must be a positive int; got {max_connections!r}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be a positive int; got {max_connections!r}")
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
+        self._busy_warned = False
         self.url = url
         self.what = what
         self.fallback = fallback
@@ -567,6 +681,7 @@ class _Link:
         self.socket_timeout = socket_timeout
         self._sources = scripts
         self._client: aioredis.Redis | None = None
+        self._slots = anyio.Semaphore(max_connections)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.scripts: dict[str, Any] = {}
         self._retry_at = 0.0
@@ -589,41 +704,109 @@ class _Link:
                 "limits unset and use a disk cache"
             ) from None
         if self._client is None or self._loop is not loop:
-            client = aioredis.Redis.from_url(
+            # No socket timeouts of redis-py's own: run() bounds each operation with a
+            # deadline that counts the server's silence, not this process's (_Patience).
+            pool = aioredis.BlockingConnectionPool.from_url(
                 self.url,
-                socket_timeout=self.socket_timeout,
-                socket_connect_timeout=self.socket_timeout,
+                max_connections=self.max_connections,
+                timeout=None,
+                socket_timeout=None,
+                socket_connect_timeout=None,
                 retry=Retry(NoBackoff(), 0),
                 health_check_interval=0,
             )
+            client = aioredis.Redis.from_pool(pool)
             self._client, self._loop = client, loop
+            # The queue for the pool's connections. redis-py's blocking pool wakes a waiter
+            # through a condition whose lock each release queues for behind every operation
+            # arriving meanwhile: with a thousand operations waiting, one hand-over took
+            # seconds (measured 2026-12-04, redis-py 8.2). A FIFO semaphore of as many slots
+            # hands over in one step, and the pool behind it never waits.
+            self._slots = anyio.Semaphore(self.max_connections)
             self.scripts = {name: client.register_script(s) for name, s in self._sources.items()}
         return self._client
 
     async def run(self, operation: Callable[[aioredis.Redis], Awaitable[_T]]) -> _T:
-        """Run ``operation`` on the server.
+        """Run ``operation`` on the server, within ``socket_timeout`` of its silence
+        (:class:`_Patience`) and ``pool_timeout`` of waiting for a connection.
 
         Raises:
-            Unavailable: the server failed now or recently.
+            Unavailable: the server failed now or recently; or this process could not get
+                a connection, or read an answer, in time (then no outage is recorded).
         """
         if self._retry_at and time.monotonic() < self._retry_at:
             raise Unavailable
         client = self.client()
+        slots = self._slots
+        failure: BaseException | None = None
         try:
-            result = await operation(client)
-        except (RedisError, OSError) as exc:
-            self._failed(exc)
-            # Every pooled connection may be stale (a restarted server): the next attempt
-            # opens fresh ones rather than failing again on the next stale one.
+            slots.acquire_nowait()
+        except anyio.WouldBlock:
+            got = False
+            with anyio.move_on_after(self.pool_timeout):
+                await slots.acquire()
+                got = True
+            if not got:
+                self._busy(
+                    PoolBusy(
+                        f"all {self.max_connections} connections stayed busy for "
+                        f"{self.pool_timeout:g} s"
+                    )
+                )
+                raise Unavailable from None
+        try:
+            with _Patience(self.socket_timeout, self.pool_timeout) as patience:
+                try:
+                    result = await operation(client)
+                except (RedisError, OSError) as exc:
+                    failure = exc
+        finally:
+            slots.release()
+        if patience.busy:
+            self._busy(
+                PoolBusy(f"this process was too busy to read its answers for {patience.cap:g} s")
+            )
+            raise Unavailable
+        if patience.expired:
+            failure = TimeoutError(f"no answer within {self.socket_timeout:g} s")
+        if failure is not None:
+            self._failed(failure)
+            # Every idle pooled connection may be stale (a restarted server): the next
+            # attempt opens fresh ones rather than failing again on the next stale one.
+            # Connections in use are left to their operations (they fail on their own when
+            # stale): closing them would fail calls the server is answering.
             with contextlib.suppress(RedisError, OSError):
-                await client.connection_pool.disconnect()
-            raise Unavailable from exc
+                await client.connection_pool.disconnect(inuse_connections=False)
+            raise Unavailable from failure
         self.answered = True
         if self.down:
             self.down = False
             self._retry_at = 0.0
             logger.info("%s: Redis at %s answers again", self.what, _redacted(self.url))
         return result
+
+    @property
+    def cleanup_bound(self) -> float:
+        """Seconds an operation that must not be lost (a release, a correction) may take:
+        the wait for a connection and two answers."""
+        return self.pool_timeout + 2 * self.socket_timeout
+
+    def _busy(self, exc: PoolBusy) -> None:
+        """Log, once per link, that this process asked more of the pool than it carries;
+        the server is not taken to be down."""
+        if self._busy_warned:
+            logger.debug("%s: %s", self.what, exc)
+            return
+        self._busy_warned = True
+        logger.warning(
+            "%s: Redis at %s answers, but %s; this operation goes on without it (%s). Raise "
+            "max_connections= (or pool_timeout=) of the store if this process runs that many "
+            "calls at once; further ones are logged at DEBUG level",
+            self.what,
+            _redacted(self.url),
+            exc,
+            self.fallback,
+        )
 
     def _failed(self, exc: BaseException) -> None:
         self._retry_at = time.monotonic() + self.retry_interval
@@ -739,7 +922,15 @@ class RedisLimitStore:
         lease: seconds a concurrency slot is held without renewal; the longest a killed
             process can keep one.
         retry_interval: seconds to leave the server alone after a failure.
-        socket_timeout: seconds to connect and to wait for each answer.
+        socket_timeout: seconds to connect and to wait for each answer. It counts the
+            server's silence: while this process is too busy to read an answer on time (its
+            event loop late by more than 0.1 s), the wait goes on, up to ``pool_timeout``.
+        max_connections: connections to the server at most, in this process (one pool,
+            shared by every source, budget and call using the store); an operation finding
+            them all busy waits for one.
+        pool_timeout: seconds an operation waits for a free connection (or for this busy
+            process to read its answer); past it the operation goes on without the server
+            for that once, logged as this process being busy, never as an outage.
         workers: how many processes share the limits and spend budgets, for while the
             server does not answer (each then keeps ``1 / workers`` of them, and of a
             budget whose spend it never read); ``None``: as many as this process last saw
@@ -764,6 +955,8 @@ class RedisLimitStore:
         retry_interval: float = DEFAULT_RETRY_INTERVAL,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         workers: int | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         if not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds; got {lease!r}")
@@ -785,6 +978,8 @@ class RedisLimitStore:
             ),
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
+            max_connections=max_connections,
+            pool_timeout=pool_timeout,
             scripts={**_SCRIPTS, "renew": _RENEW, **_BUDGET_SCRIPTS},
             unreached=(
                 None
@@ -944,7 +1139,7 @@ class RedisBudgets:
         reply = None
         with (
             anyio.CancelScope(shield=True),
-            anyio.move_on_after(self.link.socket_timeout * 2),
+            anyio.move_on_after(self.link.cleanup_bound),
             contextlib.suppress(Unavailable),
         ):
             reply = await self._script("budget_settle", lines, args)
@@ -1289,7 +1484,7 @@ class RedisLimits:
         # server lets the lease end on its own.
         with (
             anyio.CancelScope(shield=True),
-            anyio.move_on_after(link.socket_timeout * 2),
+            anyio.move_on_after(link.cleanup_bound),
             contextlib.suppress(Unavailable),
         ):
             await link.run(lambda client: client.zrem(self.leases_key, holder))
@@ -1343,7 +1538,7 @@ class RedisLimits:
             args = self._args(refund, holder=holder, limits=limits, pause=pause)
             link = self.store.link
             # Shielded as a release is: the slot must not stay held past a cancellation.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(link.socket_timeout * 2):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(link.cleanup_bound):
                 try:
                     await self._script("finish", args)
                 except Unavailable:
@@ -1403,7 +1598,8 @@ class RedisCache:
         url: the server (see :class:`RedisLimitStore`).
         ttl: seconds an entry stays fresh; ``None``: until culled.
         size_limit: bytes of compressed values kept on the server.
-        retry_interval, socket_timeout: as :class:`RedisLimitStore`.
+        retry_interval, socket_timeout, max_connections, pool_timeout: as
+            :class:`RedisLimitStore`.
         lease: seconds a fill lease lasts without renewal: how long the callers waiting for
             a holder that died wait before one of them calls.
         wait: the longest a call waits for another process's call to fill its entry, in
@@ -1426,6 +1622,8 @@ class RedisCache:
         lease: float = DEFAULT_FILL_LEASE,
         wait: float = DEFAULT_FILL_WAIT,
         coalesce: bool = True,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
             raise ValueError(f"size_limit must be a positive number of bytes; got {size_limit!r}")
@@ -1446,6 +1644,8 @@ class RedisCache:
             "every lookup is a miss",
             retry_interval=retry_interval,
             socket_timeout=socket_timeout,
+            max_connections=max_connections,
+            pool_timeout=pool_timeout,
             scripts={
                 "set": _CACHE_SET,
                 "claim": _CACHE_CLAIM,
@@ -1534,7 +1734,7 @@ class RedisCache:
         # server lets the lease end on its own.
         with (
             anyio.CancelScope(shield=True),
-            anyio.move_on_after(link.socket_timeout * 2),
+            anyio.move_on_after(link.cleanup_bound),
             contextlib.suppress(Unavailable),
         ):
             await link.run(release)
