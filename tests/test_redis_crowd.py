@@ -6,31 +6,90 @@ down (issue: past about 100 calls in flight, redis-py's default pool raised
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import pytest
+import redis
 
-from polythink.backends.redis import DEFAULT_MAX_CONNECTIONS
+from polythink.backends.redis import DEFAULT_MAX_CONNECTIONS, RedisCache, Unavailable
 from tests.redis_support import RedisServer, go_together, spawn
 
 WORKERS = 4
 CALLS = 1000
 
 
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path).start()
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
 
 
 def info(server: RedisServer, section: str, field: str) -> int:
-    import redis
-
     with redis.Redis(port=server.port) as client:
         return int(client.info(section)[field])
+
+
+@pytest.mark.anyio
+async def test_out_of_connections_is_a_wait_then_a_busy_process_never_an_outage(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # BLPOP holds the one connection, silent for its whole timeout: a long socket timeout.
+    cache = RedisCache(redis_server.url, max_connections=1, pool_timeout=0.3, socket_timeout=5)
+    link = cache.link
+    try:
+        # One connection: the second operation waits its turn, and both are answered.
+        async with anyio.create_task_group() as group:
+            group.start_soon(link.run, lambda c: c.blpop(["polythink:test:none"], timeout=0.1))
+            await anyio.sleep(0.02)
+            assert await link.run(lambda c: c.ping()) is True
+        # Held past the pool's wait: that operation goes on without Redis, which is not down.
+        with caplog.at_level(logging.WARNING, logger="polythink.redis"):
+            async with anyio.create_task_group() as group:
+                group.start_soon(link.run, lambda c: c.blpop(["polythink:test:none"], timeout=1))
+                await anyio.sleep(0.02)
+                with pytest.raises(Unavailable):
+                    await link.run(lambda c: c.ping())
+        assert not link.down
+        assert link.outages == 0
+        assert await link.run(lambda c: c.ping()) is True
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert "answers, but all 1 connections stayed busy for 0.3 s" in warning
+        assert "does not answer" not in warning
+    finally:
+        await cache.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_answer_a_busy_process_reads_late_is_not_a_timeout(
+    redis_server: RedisServer,
+) -> None:
+    cache = RedisCache(redis_server.url, socket_timeout=0.2)
+    link = cache.link
+    try:
+        assert await link.run(lambda c: c.ping()) is True
+
+        async def hog() -> None:
+            await anyio.sleep(0.01)
+            time.sleep(0.6)  # noqa: ASYNC251 - the loop holds still: three socket timeouts go by
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(hog)
+            assert await link.run(lambda c: c.ping()) is True
+        assert not link.down
+        assert link.outages == 0
+        # A server that does go silent still times out, after its socket timeout.
+        redis_server.command("CLIENT", "PAUSE", "1000", "ALL")
+        began = time.monotonic()
+        with pytest.raises(Unavailable):
+            await link.run(lambda c: c.ping())
+        assert 0.2 <= time.monotonic() - began < 0.9
+        assert link.down
+    finally:
+        await cache.aclose()
 
 
 @pytest.mark.anyio
