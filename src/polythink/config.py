@@ -388,7 +388,7 @@ class Source:
     thinking_display: str | None = None
     reasoning_mode: str | None = None
     middleware: Sequence[Middleware] = field(default=(), repr=False, compare=False)
-    read_limits: ReadLimits = ReadLimits()
+    read_limits: ReadLimits = field(default=ReadLimits(), repr=False)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # The dataclass's own message ("takes 3 positional arguments but 4 were given")
@@ -405,6 +405,13 @@ class Source:
         get_provider(self.provider)
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("Source.model must be a non-empty model id")
+        bad = next((c for c in self.model if c.isspace() or not c.isprintable()), None)
+        if bad is not None:
+            # A line break would end a header or a log line early; a model id has no spaces.
+            raise ValueError(
+                f"Source.model holds {_character(bad)}; a model id is printable characters "
+                f"without spaces (got {self.model!r})"
+            )
         object.__setattr__(self, "reasoning_effort", Effort.parse(self.reasoning_effort))
         if self.effort_fallback not in _POLICIES:
             raise ValueError(

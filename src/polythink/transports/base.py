@@ -18,6 +18,7 @@ import math
 import re
 import sys
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
@@ -83,6 +84,7 @@ __all__ = [
     "marked_content",
     "output_with_reasoning",
     "part_types",
+    "path_segment",
     "prompt_cache_fields",
     "sampling_conflicts",
     "token_count",
@@ -124,6 +126,30 @@ def dumps(body: Any) -> bytes:
             f"{text[max(exc.start - 40, 0) : exc.start]!r}: text must be valid Unicode "
             "(UTF-8 encodable); look in extra_body and the tools' descriptions and schemas"
         ) from None
+
+
+def path_segment(value: str, what: str, refused: str = "", why: str = "") -> str:
+    """``value`` as one segment of a URL path: every character but letters, digits and
+    ``-._~`` percent-encoded (RFC 3986 §2.1), so a ``/``, ``?``, ``#`` or ``%`` in it cannot
+    leave the segment, add a query or cut the path (``../../../evil/x``, ``m?key=zzz&alt=x``,
+    ``m#frag`` reach the provider as one odd name, which it refuses).
+
+    Encoding cannot protect a character the path itself uses as a separator within a
+    segment (Gemini's ``:`` before the method name): aiohttp's URL parser writes ``%3A``,
+    ``%3D``, ``%26`` and the other characters a path may hold back as they are. Such
+    characters, ``refused``, are refused instead, with ``why``.
+
+    Raises:
+        ValueError: ``value`` is empty, ``.`` or ``..`` (a dot segment, which URL
+            normalisation resolves instead of sending), or holds one of ``refused``; the
+            message names ``what``.
+    """
+    if value in ("", ".", ".."):
+        raise ValueError(f"{what} {value!r} cannot be a segment of a URL path")
+    found = next((c for c in value if c in refused), None)
+    if found is not None:
+        raise ValueError(f"{what} {value!r} holds {found!r}, {why}")
+    return urllib.parse.quote(value, safe="")
 
 
 def deep_merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from polythink.transports.base import (
     assistant_response,
     check_parts,
     part_types,
+    path_segment,
     token_count,
     with_notes,
     with_rate_limit,
@@ -844,12 +845,22 @@ class GeminiTransport(HTTPTransport):
     """The Gemini API over HTTP for one source.
 
     ``POST {base_url}/models/{model}:generateContent`` and
-    ``:streamGenerateContent?alt=sse``; both URLs are built once.
+    ``:streamGenerateContent?alt=sse``; both URLs are built once, the model id percent-encoded
+    as one path segment (:func:`~polythink.transports.base.path_segment`), so no id leaves
+    ``/models/`` or adds a query; an id with a ``:`` (which would name another method) is
+    refused when the client is built.
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        root = f"{self.source.endpoint}/models/{self.source.model}"
+        model = path_segment(
+            self.source.model,
+            "model",
+            refused=":",
+            why="which Gemini's URL puts between the model and the method "
+            "(models/M:generateContent)",
+        )
+        root = f"{self.source.endpoint}/models/{model}"
         self.url = f"{root}:generateContent"
         self.stream_url = f"{root}:streamGenerateContent?alt=sse"
         self._extra_body = self.source.extra_body
