@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
@@ -37,7 +38,7 @@ from polythink.config import (
     sources_from_env,
     sources_from_toml,
 )
-from polythink.errors import ClientClosedError, StreamInterruptedError
+from polythink.errors import ClientClosedError, ClientLoopError, StreamInterruptedError
 from polythink.http import (
     HTTPLayer,
     build_http_client,
@@ -256,9 +257,26 @@ def _shared_limits(limits: Any) -> RedisLimitStore | None:
     )
 
 
+def _asyncio_loop() -> Any:
+    """The running asyncio loop, or ``None`` (no loop running, or trio's)."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _budgets(budgets: Any) -> tuple[Budget, ...]:
+    if budgets is None:
+        return ()
     if isinstance(budgets, Budget):
         raise ValueError("budgets must be a list of Budget; wrap the one budget: [budget]")
+    if isinstance(budgets, str | bytes | Mapping) or not isinstance(budgets, Iterable):
+        raise ValueError(
+            f"budgets must be a list of Budget (or None for none); got {type(budgets).__name__}"
+        )
     found = tuple(budgets)
     names: dict[str, Budget] = {}
     for i, budget in enumerate(found):
@@ -315,7 +333,7 @@ class Client:
             unsent (or goes to the next source), and a budget with ``step_down_at`` sends
             cheaper tiers as it runs low. Budgets are shared by name: in this process
             without ``limits``, across processes with ``limits="redis://…"``. Needs the
-            ``cost`` extra (genai-prices).
+            ``cost`` extra (genai-prices). ``None`` or empty: no budget.
         budget_store: where the budgets' spend is counted instead: a
             :class:`~polythink.backends.base.BudgetBackend` such as
             :class:`~polythink.backends.local.LocalBudgets` (this client's own count, with
@@ -374,7 +392,7 @@ class Client:
         cost: bool = True,
         capabilities_store: str | Path | bool | CapabilityStore | None = None,
         middleware: Sequence[Middleware] = (),
-        budgets: Sequence[Budget] = (),
+        budgets: Sequence[Budget] | None = (),
         budget_store: BudgetBackend | None = None,
     ) -> None:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
@@ -389,9 +407,22 @@ class Client:
         check_http_layer(http)
         if isinstance(sources, Source):
             raise ValueError("sources must be a list of Source; wrap the one source: [source]")
+        if isinstance(sources, Source):
+            raise ValueError("sources must be a list of Source; wrap the one source: [source]")
+        if isinstance(sources, str | bytes | Mapping) or not isinstance(sources, Iterable):
+            raise ValueError(f"sources must be a list of Source; got {type(sources).__name__}")
         sources = tuple(sources)
         if not sources:
             raise ValueError("Client needs at least one Source")
+        for name, provider, method in (
+            ("tracer_provider", tracer_provider, "get_tracer"),
+            ("meter_provider", meter_provider, "get_meter"),
+        ):
+            if provider is not None and not callable(getattr(provider, method, None)):
+                raise ValueError(
+                    f"{name} must be an OpenTelemetry {name.title().replace('_', '')} (with "
+                    f"{method}()) or None; got {type(provider).__name__}"
+                )
         for i, source in enumerate(sources):
             if not isinstance(source, Source):
                 raise ValueError(f"sources[{i}] is {type(source).__name__}, expected Source")
@@ -406,6 +437,7 @@ class Client:
         self._http: httpx.AsyncClient | None = None
         self._chain: Chain | None = None
         self._closed = False
+        self._loop: Any = None
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
         self._reasoning: list[ReasoningMiddleware] = []
@@ -579,6 +611,11 @@ class Client:
         from polythink.transports.route import with_responses_route
 
         self._closed = False
+        self._loop = _asyncio_loop()
+        if self._cost is not None:
+            from polythink.pricing import preload
+
+            preload()
         http = self._given_http or build_http_client(self.http)
         self._http = http
         redact_http_logs(self, [*self._keys, *(s for src in self.sources for s in src.secrets())])
@@ -662,6 +699,17 @@ class Client:
                 "the client is closed: the httpx.AsyncClient given as http_client was closed "
                 "by its owner"
             )
+        loop = _asyncio_loop()
+        if loop is not self._loop:
+            if self._loop is None:
+                self._loop = loop  # started outside any loop: the first call's is its own
+            elif loop is not None:
+                raise ClientLoopError(
+                    "this Client was started in another event loop, whose connections it holds "
+                    "(a Client made once and used under several asyncio.run() calls, or from "
+                    "another thread's loop): create it inside the loop that uses it, or "
+                    "'await client.aclose()' in its own loop and start it again in this one"
+                )
         return self._chain
 
     def _closed_error(self) -> ClientClosedError:

@@ -108,19 +108,28 @@ def load_conversation(path: str | os.PathLike[str]) -> list[Message]:
     opaque reasoning items included.
 
     Raises:
-        ValueError: a line is not JSON or not a saved message; the message names the file
-            and line number.
+        ValueError: a line is not UTF-8 text, not JSON or not a saved message; the message
+            names the file and line number.
         OSError: the file cannot be read.
     """
     messages: list[Message] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(
+                    f"{os.fspath(path)}:{number}: not UTF-8 text ({exc.reason} at byte "
+                    f"{exc.start + 1} of the line); a saved conversation is UTF-8 JSON lines"
+                ) from None
             if not line.strip():
                 continue
             try:
                 messages.append(Message.from_dict(json.loads(line)))
             except ValueError as exc:
-                raise ValueError(f"{path}:{number}: not a saved message: {exc}") from None
+                raise ValueError(
+                    f"{os.fspath(path)}:{number}: not a saved message: {exc}"
+                ) from None
     return messages
 
 

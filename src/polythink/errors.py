@@ -14,6 +14,7 @@ retry-after (seconds) and a redacted copy of the body:
 
 :class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
 carries what was assembled so far; :class:`ClientClosedError` is a call on a closed client;
+:class:`ClientLoopError` a client used from an event loop other than its own;
 :class:`MiddlewareError` is a layer of the caller's own that broke the middleware contract.
 A call with ``response_format`` whose answer does not fit it raises
 :class:`OutputValidationError` (:class:`OutputRefusedError`, :class:`OutputTruncatedError`);
@@ -45,6 +46,7 @@ __all__ = [
     "AuthError",
     "BudgetExceededError",
     "ClientClosedError",
+    "ClientLoopError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
     "MiddlewareError",
@@ -453,6 +455,17 @@ class ClientClosedError(PolythinkError, RuntimeError):
     ``http_client`` given to the client was closed by its owner. It is a ``RuntimeError``
     too, like httpx's own error for a closed client. A closed client opens again with
     ``async with client:`` or ``client.start()``.
+    """
+
+
+class ClientLoopError(PolythinkError, RuntimeError):
+    """A :class:`~polythink.Client` was used from an event loop other than its own.
+
+    Its connection pool (and a Redis pool, a cache writer) belongs to the asyncio loop it was
+    started in; after that loop ends (one ``asyncio.run()`` per call, a web framework that
+    runs each request in a fresh loop) nothing can be sent through them. Raised by
+    ``complete`` and ``stream`` before anything is sent; create the client inside the loop
+    that uses it (or close it and ``start()`` it again there). A ``RuntimeError`` too.
     """
 
 

@@ -2,8 +2,11 @@
 reports one, else the maintained ``genai-prices`` table.
 
 Pure: no I/O, no clock of its own beyond the table's date rules. ``genai-prices`` (pydantic's,
-MIT; the optional extra ``polythink[cost]``) is imported on the first call that needs a price;
-without it every table price is ``None`` and one log line says how to install it.
+MIT; the optional extra ``polythink[cost]``) is loaded once per process, off the call path:
+:func:`preload` (which the first :class:`~polythink.Client` to start calls) imports it in a
+background thread (about half a second, most of it pydantic), and a call whose answer comes
+before it is done waits for it in a worker thread, never on the event loop. Without it every
+table price is ``None`` and one log line says how to install it.
 
 Facts used (``genai-prices`` 0.2.3, read from its code 2026-12-01):
 
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -44,10 +49,13 @@ from polythink.types import Cost, Usage
 
 __all__ = [
     "PRICE_TABLE_PROVIDERS",
+    "load_table",
+    "preload",
     "price",
     "price_nanos",
     "price_table_version",
     "reported_cost",
+    "table_loaded",
     "worst_case_nanos",
 ]
 
@@ -143,7 +151,8 @@ class _Entry:
 
 
 class _Table:
-    """The ``genai-prices`` module and what was looked up in it, loaded on first use."""
+    """The ``genai-prices`` module and what was looked up in it, loaded once per process
+    (:meth:`load`, from any thread; :meth:`preload` in a thread of its own)."""
 
     def __init__(self) -> None:
         self.loaded = False
@@ -152,24 +161,47 @@ class _Table:
         self.tiered: Any = None
         self.version = ""
         self.lookups: dict[tuple[str, str], _Entry | None] = {}
+        self._lock = threading.Lock()
+        self._preloading: threading.Thread | None = None
 
     def load(self) -> bool:
+        """Import the table if no thread did yet (waiting for one that is); ``False`` when it
+        is not installed."""
         if not self.loaded:
-            self.loaded = True
-            try:
-                import genai_prices
-                from genai_prices.types import ModelPrice, TieredPrices
-            except ImportError:
-                _log.warning(
-                    "Response.cost is None: the price table is not installed; "
-                    "pip install 'polythink[cost]' (genai-prices) to price calls"
-                )
-                return False
-            self.module = genai_prices
-            self.model_price = ModelPrice
-            self.tiered = TieredPrices
-            self.version = f"genai-prices {genai_prices.__version__}"
+            with self._lock:
+                if not self.loaded:
+                    self._import()
+                    self.loaded = True
         return self.module is not None
+
+    def _import(self) -> None:
+        began = time.perf_counter()
+        try:
+            import genai_prices
+            from genai_prices import data_snapshot
+            from genai_prices.types import ModelPrice, TieredPrices
+        except ImportError:
+            _log.warning(
+                "Response.cost is None: the price table is not installed; "
+                "pip install 'polythink[cost]' (genai-prices) to price calls"
+            )
+            return
+        data_snapshot.get_snapshot()
+        self.module = genai_prices
+        self.model_price = ModelPrice
+        self.tiered = TieredPrices
+        self.version = f"genai-prices {genai_prices.__version__}"
+        _log.debug("price table %s loaded in %.2f s", self.version, time.perf_counter() - began)
+
+    def preload(self) -> None:
+        """Start :meth:`load` in a daemon thread, once per process."""
+        with self._lock:
+            if self.loaded or self._preloading is not None:
+                return
+            self._preloading = threading.Thread(
+                target=self.load, name="polythink-price-table", daemon=True
+            )
+            self._preloading.start()
 
     def entry(self, provider: str, model: str) -> _Entry | None:
         """The table's entry for (provider, model), or ``None``; looked up once per pair."""
@@ -193,6 +225,25 @@ class _Table:
 
 
 _table = _Table()
+
+
+def preload() -> None:
+    """Start loading the price table in a background thread, once per process (the first
+    :class:`~polythink.Client` to start calls it when it prices calls), so no call waits for
+    the import on the event loop. Returns at once."""
+    _table.preload()
+
+
+def table_loaded() -> bool:
+    """Whether the price table's load has ended (installed or not): pricing a call then
+    costs no import."""
+    return _table.loaded
+
+
+def load_table() -> bool:
+    """Load the price table now (or wait for the thread loading it); ``False`` when it is not
+    installed. Blocking: from async code, run it in a worker thread."""
+    return _table.load()
 
 
 def price_table_version() -> str | None:

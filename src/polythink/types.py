@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import functools
 import json
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -1193,12 +1194,16 @@ def check_json(value: Any, where: str) -> None:
             its type (never the value itself: it may be a credential).
     """
     try:
-        orjson.dumps(value)
-        return
+        encoded = orjson.dumps(value)
     except TypeError:
         pass
+    else:
+        # orjson writes NaN and the infinities as null: a null in the output may be one.
+        if b"null" in encoded:
+            _refuse_non_finite(value, where)
+        return
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
         return
     except ValueError as exc:  # a circular reference
         path, kind, reason = "", "", f"cannot be written as JSON ({exc})"
@@ -1212,6 +1217,22 @@ def check_json(value: Any, where: str) -> None:
         f"{where}{path} {reason}; a request body holds dicts with string keys, lists, "
         "strings, numbers, booleans and None"
     )
+
+
+def _refuse_non_finite(value: Any, where: str, path: str = "") -> None:
+    """Raise ``ValueError`` naming the first NaN or infinity in ``value`` (JSON has neither;
+    sent, it would reach the provider as ``null``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(
+            f"{where}{path} is {value!r}, which JSON cannot represent (it would be sent as "
+            "null); give a finite number, or None"
+        )
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _refuse_non_finite(item, where, f"{path}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _refuse_non_finite(item, where, f"{path}[{i}]")
 
 
 def _unencodable(value: Any, path: str = "") -> tuple[str, str]:
@@ -1684,7 +1705,15 @@ def _model_schema(model: type[Any]) -> tuple[Mapping[str, Any], str]:
             f"response_format class {model.__name__} is not a pydantic model (a BaseModel "
             f"subclass); accepted: {_ACCEPTED_FORMATS}"
         )
-    schema = make()
+    try:
+        schema = make()
+    except Exception as exc:
+        # pydantic raises AttributeError, TypeError or its own errors for a model it cannot
+        # describe (a field of a type with no JSON Schema): the caller's mistake, named.
+        raise ValueError(
+            f"response_format class {model.__name__} has no JSON Schema: pydantic's "
+            f"model_json_schema() raised {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(schema, Mapping):
         raise ValueError(f"{model.__name__}.model_json_schema() did not return a JSON Schema")
     return schema, model.__name__

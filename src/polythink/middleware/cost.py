@@ -4,6 +4,10 @@ Innermost per-call layer, between the cache and failover: it sees the response o
 source that answered, once per call, before the cache stores it, so a cache hit carries the
 cost of the call that filled its entry (and telemetry counts that as saved, not spent).
 
+The price table loads once per process in a background thread that the client's start
+begins (:func:`polythink.pricing.preload`); an answer that arrives before it has loaded
+waits for it in a worker thread, so the event loop never stops for the import.
+
 A cost the transport already set (the provider billed the call itself: OpenRouter's
 ``usage.cost``) is kept. Otherwise the usage is priced from the table by
 :func:`polythink.pricing.price`, under the model the server reported, else the source's
@@ -22,12 +26,22 @@ from contextlib import aclosing
 from polythink.config import Source
 from polythink.errors import StreamInterruptedError
 from polythink.middleware.base import CompleteNext, StreamNext
-from polythink.pricing import price
+from polythink.pricing import load_table, price, table_loaded
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = ["CostMiddleware"]
 
 _log = logging.getLogger("polythink.pricing")
+
+
+async def _table_ready() -> None:
+    """Wait, in a worker thread, for the price table to load (it loads in a background thread
+    from the client's start; an answer that comes first waits here, never on the event
+    loop). Free once it is loaded."""
+    if not table_loaded():
+        import anyio.to_thread  # once per process: the thread machinery only when needed
+
+        await anyio.to_thread.run_sync(load_table)
 
 
 class CostMiddleware:
@@ -62,8 +76,10 @@ class CostMiddleware:
         try:
             response = await call_next(request)
         except StreamInterruptedError as exc:
+            await _table_ready()
             self._price_partial(exc)
             raise
+        await _table_ready()
         return self.priced(response)
 
     async def stream(
@@ -74,9 +90,11 @@ class CostMiddleware:
             async with aclosing(call_next(request)) as events:
                 async for event in events:
                     if event.type == "done" and event.response is not None:
+                        await _table_ready()
                         event = StreamEvent("done", response=self.priced(event.response))
                     yield event
         except StreamInterruptedError as exc:
+            await _table_ready()
             self._price_partial(exc)
             raise
 

@@ -99,17 +99,17 @@ def fails_over(error: PolythinkError) -> bool:
 def counts_against(error: PolythinkError) -> bool:
     """Whether ``error`` says the source itself is unhealthy (feeds its circuit breaker).
 
-    Rate limits the provider reported, transient failures (timeouts included), auth failures,
-    streams cut mid-way and a model the provider does not serve (it will not come back within
-    a cooldown) do. A rejected request (including a reasoning tier the model lacks) says
-    nothing about the source, nor does a refusal by polythink's own rate limiter (a
-    :class:`~polythink.errors.RateLimitedError` without a status: the call was not sent).
+    Rate limits the provider reported, transient failures (timeouts included), auth failures
+    and streams cut mid-way do. A rejected request (including a reasoning tier the model lacks)
+    says nothing about the source's health, nor does a model the provider does not serve
+    (:class:`~polythink.errors.ModelNotFoundError`: the provider answered at once and is up;
+    a cooldown would only turn its clear 404 into ``circuit_open`` for the calls after it), nor
+    a refusal by polythink's own rate limiter (a :class:`~polythink.errors.RateLimitedError`
+    without a status: the call was not sent).
     """
     if isinstance(error, RateLimitedError):
         return error.status_code is not None
-    return isinstance(
-        error, TransientError | AuthError | StreamInterruptedError | ModelNotFoundError
-    )
+    return isinstance(error, TransientError | AuthError | StreamInterruptedError)
 
 
 class CircuitBreaker:

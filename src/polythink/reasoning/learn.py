@@ -164,6 +164,12 @@ _LIST_MARKERS = re.compile(
 )
 
 
+_LIST_END = re.compile(r";|\.\s|\[|\b(?:got|received|but|input was)\b", re.IGNORECASE)
+"""Where a list of accepted values ends and the rest of the sentence begins: ``...'xhigh' or
+'max'; got 'minimal'`` (Anthropic), pydantic's ``[type=literal_error, input_value=...]``; a
+value named there is the one refused, not one accepted."""
+
+
 def _tier_word(word: str) -> Effort | None:
     key = word.strip().lower()
     if key in _WORD_ALIASES:
@@ -181,7 +187,7 @@ def _listed(text: str) -> tuple[Effort, ...] | None:
     marker = _LIST_MARKERS.search(text)
     if marker is None:
         return None
-    tail = text[marker.end() :].split("\n", 1)[0]
+    tail = _LIST_END.split(text[marker.end() :].split("\n", 1)[0], maxsplit=1)[0]
     words = _QUOTED.findall(tail) or _BARE.findall(tail)
     found = {e for e in (_tier_word(w) for w in words) if e is not None}
     if not found:

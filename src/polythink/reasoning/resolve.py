@@ -70,6 +70,7 @@ from polythink.reasoning.capabilities import Capability, get_capability
 from polythink.types import EFFORT_ORDER, Effort, Resolution
 
 __all__ = [
+    "ANTHROPIC_EFFORTS",
     "ANTHROPIC_MIN_BUDGET",
     "POLICIES",
     "TIER_BUDGET_TOKENS",
@@ -100,6 +101,17 @@ TIER_BUDGET_TOKENS: dict[Effort, int] = {
 for Gemini 2.5 through its OpenAI-compatible endpoint (8,192 and 24,576, GEM-DOC-openai
 2026-09-02); ``max`` is Gemini 2.5 Pro's documented ceiling (32,768, GEM-DOC-thinking).
 """
+
+ANTHROPIC_EFFORTS: tuple[Effort, ...] = (
+    Effort.LOW,
+    Effort.MEDIUM,
+    Effort.HIGH,
+    Effort.XHIGH,
+    Effort.MAX,
+)
+"""Every value ``output_config.effort`` takes (``low|medium|high|xhigh|max``: ANT-SDK
+``output_config_param.py`` 2026-08-07, CURRENT.md §1.1); a tier outside them is sent as the
+nearest of them, ties to the cheaper."""
 
 ANTHROPIC_MIN_BUDGET = 1024
 """Anthropic's lower bound for ``thinking.budget_tokens`` (ANT-SDK ThinkingConfigEnabled)."""
@@ -163,9 +175,14 @@ def resolve(
     cap = get_capability(model) if capability is _UNSET else capability
     if cap is None:
         payload, applied, budget = _BUILDERS[wire](requested, None, profile, max_tokens)
+        mapped = (
+            f" (the {profile.id} wire has no {requested.value!r}: {applied.value!r} is its nearest)"
+            if applied not in (requested, Effort.AUTO)
+            else ""
+        )
         warning = (
             f"model {model!r} is not in the capability registry and matches no model family; "
-            f"sent {payload or '{}'} for reasoning_effort={requested.value!r} by the "
+            f"sent {payload or '{}'} for reasoning_effort={requested.value!r}{mapped} by the "
             f"{profile.id} wire without checking the tier (register it with "
             "polythink.register_capability once known)"
         )
@@ -395,6 +412,10 @@ def _anthropic_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: i
             budget,
         )
     thinking: dict[str, Any] = {"type": "adaptive"}
+    if e not in ANTHROPIC_EFFORTS and e is not Effort.AUTO:
+        # Never a value the wire has no word for (an unregistered model asked for
+        # "minimal"): the nearest one it has.
+        e = _nearest(e, ANTHROPIC_EFFORTS)
     if cap is not None and cap.thinking_display == "omitted":
         # These models return thinking blocks with empty text unless asked (WIRE §3.1).
         thinking["display"] = "summarized"

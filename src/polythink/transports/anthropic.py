@@ -29,6 +29,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
+import httpx
+
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
@@ -39,12 +41,16 @@ from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
+    NOT_WHOLE,
+    SHAPE_ERRORS,
     HTTPTransport,
+    answer_events,
     apply_overrides,
     assistant_response,
     check_parts,
     joined_system,
     part_types,
+    text_of,
     token_count,
 )
 from polythink.transports.carry import (
@@ -814,7 +820,7 @@ def parse_message(
         blocks.append(dict(block))
         kind = block.get("type")
         if kind == "text":
-            texts.append(str(block.get("text") or ""))
+            texts.append(text_of(block.get("text"), "a text block's text"))
         elif kind == "thinking":
             thought = block.get("thinking")
             if isinstance(thought, str) and thought:
@@ -1271,18 +1277,34 @@ class AnthropicTransport(HTTPTransport):
             request = request.with_(stream=False)
         body, notes, switched_off, tool = self._prepare(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
+        return self._noted(self._answer(data, rate_limit, tool), notes, rate_limit, switched_off)
+
+    def _answer(
+        self,
+        data: Any,
+        rate_limit: RateLimit | None,
+        tool: str | None,
+        response: httpx.Response | None = None,
+    ) -> Response:
+        """The :class:`Response` of a whole answer's parsed JSON ``data``.
+
+        Raises:
+            PolythinkError: an error it carries, or a shape that is not the wire's.
+        """
         if isinstance(data, Mapping) and data.get("type") == "error":
-            error = self.in_band_error(data)
+            error = self.in_band_error(data, response)
             error.rate_limit = rate_limit
             raise error
-        response = parse_message(
-            data,
-            profile=self.profile,
-            source_index=self.index,
-            model=self.source.model,
-            output_tool=tool,
-        )
-        return self._noted(response, notes, rate_limit, switched_off)
+        try:
+            return parse_message(
+                data,
+                profile=self.profile,
+                source_index=self.index,
+                model=self.source.model,
+                output_tool=tool,
+            )
+        except SHAPE_ERRORS as exc:
+            raise self.malformed(exc, response) from None
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -1304,24 +1326,39 @@ class AnthropicTransport(HTTPTransport):
         assembler = AnthropicStreamAssembler(
             self.profile, self.index, self.source.model, output_tool=tool
         )
+        whole: Response | None = None
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
-                    async for _, event in events:
-                        if event is DONE:
-                            break
-                        if event.get("type") == "error":
-                            raise self.in_band_error(event, response)
-                        for item in assembler.feed(event):
-                            yield item
-                        if assembler.stopped:
-                            break
-                if not assembler.finished:
-                    raise self.incomplete(response)
+                data = await self.whole_answer(response)
+                if data is not NOT_WHOLE:
+                    whole = self._answer(data, rate_limit, tool, response)
+                else:
+                    async with aclosing(self.json_events(response)) as events:
+                        async for _, event in events:
+                            if event is DONE:
+                                break
+                            if event.get("type") == "error":
+                                raise self.in_band_error(event, response)
+                            try:
+                                produced = assembler.feed(event)
+                            except SHAPE_ERRORS as exc:
+                                raise self.malformed(exc, response, event=True) from None
+                            for item in produced:
+                                yield item
+                            if assembler.stopped:
+                                break
+                    if not assembler.finished:
+                        raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
+        if whole is not None:
+            # The server answered in one JSON body, whatever stream: true asked for.
+            for item in answer_events(whole):
+                yield item
+            yield StreamEvent("done", response=self._noted(whole, notes, rate_limit, switched_off))
+            return
         done = self._noted(assembler.response(), notes, rate_limit, switched_off)
         yield StreamEvent("done", response=done)

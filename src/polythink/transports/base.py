@@ -64,6 +64,7 @@ from polythink.types import (
     StreamEvent,
     ThinkingObservation,
     ToolCall,
+    ToolCallDelta,
     Usage,
 )
 
@@ -71,8 +72,11 @@ _log = logging.getLogger("polythink.transport")
 
 __all__ = [
     "DONE",
+    "NOT_WHOLE",
+    "SHAPE_ERRORS",
     "HTTPTransport",
     "PartTypes",
+    "answer_events",
     "append_system_suffix",
     "apply_overrides",
     "assistant_response",
@@ -87,6 +91,7 @@ __all__ = [
     "path_segment",
     "prompt_cache_fields",
     "sampling_conflicts",
+    "text_of",
     "token_count",
     "usage_counts",
     "with_notes",
@@ -150,6 +155,26 @@ def path_segment(value: str, what: str, refused: str = "", why: str = "") -> str
     if found is not None:
         raise ValueError(f"{what} {value!r} holds {found!r}, {why}")
     return urllib.parse.quote(value, safe="")
+
+
+SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError)
+"""What reading an answer of the wrong shape raises (a ``choices`` item that is a number, a
+text that is a list): the transports turn them into :class:`TransientError`
+(``malformed_body`` / ``malformed_event``) so no Python error leaves polythink."""
+
+
+def text_of(value: Any, where: str) -> str:
+    """``value`` when it is text, ``""`` when absent (``None``).
+
+    Raises:
+        TypeError: naming ``where`` and the type, for anything else (a number where the
+            wire has text is a broken answer, never an empty one).
+    """
+    if value is None:
+        return ""
+    if value.__class__ is not str and not isinstance(value, str):
+        raise TypeError(f"{where} is {type(value).__name__}, not text")
+    return value
 
 
 def deep_merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
@@ -450,7 +475,16 @@ class HTTPTransport:
                 anything is read) or ``max_decoded``.
             RequestTimeoutError: the deadline passed.
         """
-        chunks = self._chunks(response)
+        return await self._collect(self._chunks(response), response, deadline, budget)
+
+    async def _collect(
+        self,
+        chunks: AsyncGenerator[bytes, None],
+        response: httpx.Response,
+        deadline: float | None,
+        budget: float | None,
+    ) -> bytes:
+        """Read ``chunks`` (from :meth:`_chunks`) to their end; see :meth:`_read_body`."""
         limit = self.read_limits.max_decoded
         parts: list[bytes] = []
         size = 0
@@ -478,6 +512,40 @@ class HTTPTransport:
         if over:
             raise self._too_large("max_body", self.read_limits.max_body, response)
         return b"".join(parts)
+
+    async def whole_answer(self, response: httpx.Response) -> Any:
+        """The parsed JSON body of a streamed call the server answered whole, as JSON
+        (``content-type: application/json``), as some servers do whatever ``stream: true``
+        says; :data:`NOT_WHOLE` for an event stream. Read within the read limits and the
+        call's deadline, from the response :meth:`open_stream` yielded; the transport parses
+        it as a non-streamed answer and streams that (:func:`answer_events`).
+
+        Raises:
+            TransientError: a body that is not JSON (``"malformed_body"``).
+            ResponseTooLargeError, RequestTimeoutError: as :meth:`_read_body`.
+        """
+        kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind != "application/json" and not kind.endswith("+json"):
+            return NOT_WHOLE
+        chunks = response.extensions.get(_CHUNKS) or self._chunks(response)
+        deadline: float | None = response.extensions.get(_DEADLINE)
+        content = await self._collect(chunks, response, deadline, response.extensions.get(_BUDGET))
+        try:
+            return json.loads(content)
+        except ValueError:
+            malformed = sealed(
+                TransientError(
+                    f"{self.profile.id} answered a streamed call with a JSON body that is not JSON",
+                    provider=self.profile.id,
+                    source_index=self.index,
+                    status_code=response.status_code,
+                    error_type="malformed_body",
+                    request_id=header_request_id(response.headers),
+                    body=content[:2000].decode("utf-8", "replace"),
+                ),
+                self._secrets,
+            )
+        raise malformed
 
     async def _read_error_body(self, response: httpx.Response) -> bytes:
         """The start of an error answer's body: at most :data:`ERROR_BODY_BYTES` bytes are
@@ -942,6 +1010,26 @@ class HTTPTransport:
                 if isinstance(parsed, Mapping):
                     yield event_type, parsed
 
+    def malformed(
+        self, exc: BaseException, response: httpx.Response | None = None, *, event: bool = False
+    ) -> TransientError:
+        """The error for an answer (or, with ``event``, a stream event) whose JSON does not
+        have the wire's shape (``exc``, one of :data:`SHAPE_ERRORS`, says where); raise it
+        ``from None``: a retry or another source may answer properly."""
+        what = "a stream event" if event else "an answer"
+        return sealed(
+            TransientError(
+                f"{self.profile.id} sent {what} polythink cannot read ({type(exc).__name__}: "
+                f"{exc})",
+                provider=self.profile.id,
+                source_index=self.index,
+                status_code=response.status_code if response is not None else None,
+                error_type="malformed_event" if event else "malformed_body",
+                request_id=header_request_id(response.headers) if response is not None else None,
+            ),
+            self._secrets,
+        )
+
     def incomplete(self, response: httpx.Response) -> TransientError:
         """The error for a stream the server closed before it finished."""
         return TransientError(
@@ -1335,6 +1423,28 @@ def _unwrapped_comments(data: str) -> str:
 
 DONE: Any = object()
 """Marker :meth:`HTTPTransport.json_events` yields for a ``[DONE]`` event."""
+
+NOT_WHOLE: Any = object()
+"""What :meth:`HTTPTransport.whole_answer` returns for an answer that is an event stream."""
+
+
+def answer_events(answer: Response) -> list[StreamEvent]:
+    """The events of a stream that carries ``answer`` whole (a server that answered a
+    streamed call in one JSON body): its reasoning, its text, each tool call (one
+    ``tool_call_delta`` with everything, then the ``tool_call``), its usage; the caller
+    yields ``done`` after them, as every stream ends."""
+    events: list[StreamEvent] = []
+    if answer.reasoning:
+        events.append(StreamEvent("reasoning", text=answer.reasoning))
+    if answer.text:
+        events.append(StreamEvent("text", text=answer.text))
+    for index, call in enumerate(answer.tool_calls):
+        delta = ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
+        events.append(StreamEvent("tool_call_delta", tool_call_delta=delta))
+        events.append(StreamEvent("tool_call", tool_call=call))
+    if answer.usage is not None:
+        events.append(StreamEvent("usage", usage=answer.usage))
+    return events
 
 
 def assistant_response(

@@ -39,6 +39,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
+import httpx
+
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
@@ -48,12 +50,16 @@ from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
+    NOT_WHOLE,
+    SHAPE_ERRORS,
     HTTPTransport,
+    answer_events,
     apply_overrides,
     assistant_response,
     check_parts,
     part_types,
     path_segment,
+    text_of,
     token_count,
     with_notes,
     with_rate_limit,
@@ -76,6 +82,7 @@ from polythink.transports.headers import parse_rate_limit
 from polythink.transports.schema import OutputPlan, gemini_output, merge_output
 from polythink.types import (
     Message,
+    RateLimit,
     Request,
     Response,
     StreamEvent,
@@ -686,8 +693,9 @@ def parse_response(
     for part in _candidate_parts(candidate):
         if isinstance(part.get("functionCall"), Mapping):
             calls.append(_tool_call(part, response_id, len(calls)))
-        elif isinstance(part.get("text"), str):
-            (reasoning if part.get("thought") else text).append(part["text"])
+        elif "text" in part:
+            piece = text_of(part["text"], "a part's text")
+            (reasoning if part.get("thought") else text).append(piece)
         if _keep(part):
             kept.append(part)
     mapped = _finish(
@@ -761,7 +769,7 @@ class GeminiStreamAssembler:
                 self.content_seen = True
                 out.append(StreamEvent("tool_call_delta", tool_call_delta=delta))
                 out.append(StreamEvent("tool_call", tool_call=call))
-            elif isinstance(part.get("text"), str) and part["text"]:
+            elif text_of(part.get("text"), "a part's text"):
                 self.content_seen = True
                 if part.get("thought"):
                     self.reasoning.append(part["text"])
@@ -903,14 +911,27 @@ class GeminiTransport(HTTPTransport):
         """
         body, notes = self._prepare(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
+        return with_notes(self._answer(data, rate_limit), notes)
+
+    def _answer(
+        self, data: Any, rate_limit: RateLimit | None, response: httpx.Response | None = None
+    ) -> Response:
+        """The :class:`Response` of a whole answer's parsed JSON ``data``.
+
+        Raises:
+            PolythinkError: an error it carries, or a shape that is not the wire's.
+        """
         if isinstance(data, Mapping) and data.get("error"):
-            error = self.in_band_error(data)
+            error = self.in_band_error(data, response)
             error.rate_limit = rate_limit
             raise error
-        response = parse_response(
-            data, profile=self.profile, source_index=self.index, model=self.source.model
-        )
-        return with_notes(with_rate_limit(response, rate_limit), notes)
+        try:
+            answer = parse_response(
+                data, profile=self.profile, source_index=self.index, model=self.source.model
+            )
+        except SHAPE_ERRORS as exc:
+            raise self.malformed(exc, response) from None
+        return with_rate_limit(answer, rate_limit)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -930,28 +951,43 @@ class GeminiTransport(HTTPTransport):
         """
         assembler = GeminiStreamAssembler(self.profile, self.index, self.source.model)
         body, notes = self._prepare(request)
+        whole: Response | None = None
         try:
             async with self.open_stream(self.stream_url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
-                    async for _, chunk in events:
-                        if chunk is DONE:
-                            break
-                        if chunk.get("error"):
-                            raise self.in_band_error(chunk, response)
-                        # A chunk may carry usage alone; one with nothing of an answer is junk.
-                        if not _answers(chunk) and not isinstance(
-                            chunk.get("usageMetadata"), Mapping
-                        ):
-                            raise _no_answer(self.profile, self.index)
-                        for event in assembler.feed(chunk):
-                            yield event
-                if not assembler.finished:
-                    raise self.incomplete(response)
+                data = await self.whole_answer(response)
+                if data is not NOT_WHOLE:
+                    whole = self._answer(data, rate_limit, response)
+                else:
+                    async with aclosing(self.json_events(response)) as events:
+                        async for _, chunk in events:
+                            if chunk is DONE:
+                                break
+                            if chunk.get("error"):
+                                raise self.in_band_error(chunk, response)
+                            # A chunk may carry usage alone; one with nothing of an answer is junk.
+                            if not _answers(chunk) and not isinstance(
+                                chunk.get("usageMetadata"), Mapping
+                            ):
+                                raise _no_answer(self.profile, self.index)
+                            try:
+                                produced = assembler.feed(chunk)
+                            except SHAPE_ERRORS as exc:
+                                raise self.malformed(exc, response, event=True) from None
+                            for event in produced:
+                                yield event
+                    if not assembler.finished:
+                        raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
+        if whole is not None:
+            # The server answered in one JSON body, whatever alt=sse asked for.
+            for event in answer_events(whole):
+                yield event
+            yield StreamEvent("done", response=with_notes(whole, notes))
+            return
         for event in assembler.flush():
             yield event
         done = with_rate_limit(assembler.response(), rate_limit)

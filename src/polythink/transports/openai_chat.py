@@ -31,6 +31,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
+import httpx
+
 from polythink.errors import (
     PolythinkError,
     StreamInterruptedError,
@@ -43,7 +45,10 @@ from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import responses_route
 from polythink.transports.base import (
     DONE,
+    NOT_WHOLE,
+    SHAPE_ERRORS,
     HTTPTransport,
+    answer_events,
     append_system_suffix,
     apply_overrides,
     assistant_response,
@@ -51,6 +56,7 @@ from polythink.transports.base import (
     mark_last_entry,
     part_types,
     prompt_cache_fields,
+    text_of,
     token_count,
     usage_counts,
     with_notes,
@@ -603,11 +609,18 @@ def split_think(content: str) -> tuple[str | None, str]:
 
 
 def _content_parts(content: Any) -> tuple[str, str]:
-    """Return ``(text, reasoning)`` from a string or a list of content chunks (Mistral)."""
+    """Return ``(text, reasoning)`` from a string or a list of content chunks (Mistral).
+
+    Raises:
+        TypeError: content that is neither (a number, an object), or a part's text that is
+            not text: a broken answer, never an empty one.
+    """
     if isinstance(content, str):
         return content, ""
-    if not isinstance(content, list):
+    if content is None:
         return "", ""
+    if not isinstance(content, list):
+        raise TypeError(f"the message content is {type(content).__name__}, not text or parts")
     text: list[str] = []
     reasoning: list[str] = []
     for part in content:
@@ -617,8 +630,8 @@ def _content_parts(content: Any) -> tuple[str, str]:
             for inner in part.get("thinking") or ():
                 if isinstance(inner, Mapping) and isinstance(inner.get("text"), str):
                     reasoning.append(inner["text"])
-        elif isinstance(part.get("text"), str):
-            text.append(part["text"])
+        elif "text" in part:
+            text.append(text_of(part["text"], "a content part's text"))
     return "".join(text), "".join(reasoning)
 
 
@@ -1283,18 +1296,30 @@ class OpenAIChatTransport(HTTPTransport):
         notes += self.prompt_cache_notes(body, request)
         notes += self._tool_choice_notes(body)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
+        return with_notes(self._answer(data, rate_limit), notes)
+
+    def _answer(
+        self, data: Any, rate_limit: RateLimit | None, response: httpx.Response | None = None
+    ) -> Response:
+        """The :class:`Response` of a whole answer's parsed JSON ``data``.
+
+        Raises:
+            PolythinkError: an error it carries, or a shape that is not the wire's.
+        """
         if isinstance(data, Mapping) and _carries_error(data):
-            error = self.in_band_error(data)
+            error = self.in_band_error(data, response)
             error.rate_limit = rate_limit
             raise error
-        response = parse_completion(
-            data,
-            profile=self.profile,
-            source_index=self.index,
-            model=self.source.model,
-            rate_limit=rate_limit,
-        )
-        return with_notes(response, notes)
+        try:
+            return parse_completion(
+                data,
+                profile=self.profile,
+                source_index=self.index,
+                model=self.source.model,
+                rate_limit=rate_limit,
+            )
+        except SHAPE_ERRORS as exc:
+            raise self.malformed(exc, response) from None
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -1309,6 +1334,7 @@ class OpenAIChatTransport(HTTPTransport):
             request = request.with_(stream=True)
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
+        whole: Response | None = None
         try:
             body, notes = self._prepare(request)
             notes += self.sampling_notes(body, request)
@@ -1316,26 +1342,40 @@ class OpenAIChatTransport(HTTPTransport):
             notes += self._tool_choice_notes(body)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
-                    async for event_type, chunk in events:
-                        if chunk is DONE:
-                            done = True
-                            break
-                        # The event type names the whole event: an "error" event is an error
-                        # whatever its data looks like (CASES.md C19).
-                        if event_type == "error" or _carries_error(chunk):
-                            raise self.in_band_error(chunk, response)
-                        for event in assembler.feed(chunk):
-                            yield event
-                # [DONE] without a finish reason is accepted only after output: some
-                # compatible servers omit finish_reason, but a stream with neither is not a
-                # successful empty answer.
-                if assembler.raw_finish is None and not (done and assembler.content_seen):
-                    raise self.incomplete(response)
+                data = await self.whole_answer(response)
+                if data is not NOT_WHOLE:
+                    whole = self._answer(data, assembler.rate_limit, response)
+                else:
+                    async with aclosing(self.json_events(response)) as events:
+                        async for event_type, chunk in events:
+                            if chunk is DONE:
+                                done = True
+                                break
+                            # The event type names the whole event: an "error" event is an
+                            # error whatever its data looks like (CASES.md C19).
+                            if event_type == "error" or _carries_error(chunk):
+                                raise self.in_band_error(chunk, response)
+                            try:
+                                produced = assembler.feed(chunk)
+                            except SHAPE_ERRORS as exc:
+                                raise self.malformed(exc, response, event=True) from None
+                            for event in produced:
+                                yield event
+                    # [DONE] without a finish reason is accepted only after output: some
+                    # compatible servers omit finish_reason, but a stream with neither is
+                    # not a successful empty answer.
+                    if assembler.raw_finish is None and not (done and assembler.content_seen):
+                        raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
+        if whole is not None:
+            # The server answered in one JSON body, whatever stream: true asked for.
+            for event in answer_events(whole):
+                yield event
+            yield StreamEvent("done", response=with_notes(whole, notes))
+            return
         for event in assembler.flush():
             yield event
         yield StreamEvent("done", response=with_notes(assembler.response(), notes))

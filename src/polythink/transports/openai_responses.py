@@ -41,6 +41,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
+import httpx
+
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
@@ -51,7 +53,10 @@ from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
+    NOT_WHOLE,
+    SHAPE_ERRORS,
     HTTPTransport,
+    answer_events,
     append_system_suffix,
     apply_overrides,
     assistant_response,
@@ -60,6 +65,7 @@ from polythink.transports.base import (
     mark_last_entry,
     part_types,
     prompt_cache_fields,
+    text_of,
     token_count,
     usage_counts,
     with_notes,
@@ -82,6 +88,7 @@ from polythink.types import (
     Cost,
     Effort,
     Message,
+    RateLimit,
     Request,
     Response,
     StreamEvent,
@@ -581,8 +588,8 @@ def _message_text(item: Mapping[str, Any]) -> tuple[str, str | None]:
     for part in item.get("content") or ():
         if not isinstance(part, Mapping):
             continue
-        if part.get("type") == "output_text" and isinstance(part.get("text"), str):
-            pieces.append(part["text"])
+        if part.get("type") == "output_text":
+            pieces.append(text_of(part.get("text"), "an output_text part's text"))
         elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
             pieces.append(part["refusal"])
             refusals.append(part["refusal"])
@@ -960,16 +967,29 @@ class OpenAIResponsesTransport(HTTPTransport):
         """
         body, notes = self._prepare(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
+        return with_notes(self._answer(data, rate_limit), notes)
+
+    def _answer(
+        self, data: Any, rate_limit: RateLimit | None, response: httpx.Response | None = None
+    ) -> Response:
+        """The :class:`Response` of a whole answer's parsed JSON ``data``.
+
+        Raises:
+            PolythinkError: an error it carries, or a shape that is not the wire's.
+        """
         if isinstance(data, Mapping) and (
             data.get("status") == "failed" or (data.get("error") and not data.get("output"))
         ):
-            error = self.in_band_error(data.get("error") or data)
+            error = self.in_band_error(data.get("error") or data, response)
             error.rate_limit = rate_limit
             raise error
-        response = parse_response(
-            data, profile=self.profile, source_index=self.index, model=self.source.model
-        )
-        return with_notes(with_rate_limit(response, rate_limit), notes)
+        try:
+            answer = parse_response(
+                data, profile=self.profile, source_index=self.index, model=self.source.model
+            )
+        except SHAPE_ERRORS as exc:
+            raise self.malformed(exc, response) from None
+        return with_rate_limit(answer, rate_limit)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -989,30 +1009,45 @@ class OpenAIResponsesTransport(HTTPTransport):
         if not request.stream:
             request = request.with_(stream=True)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
+        whole: Response | None = None
         try:
             body, notes = self._prepare(request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
-                    async for name, event in events:
-                        if event is DONE:
-                            break
-                        kind = event.get("type") or name
-                        if kind == "error":
-                            raise self.in_band_error(event, response)
-                        if kind == "response.failed":
-                            failed = event.get("response")
-                            error = failed.get("error") if isinstance(failed, Mapping) else None
-                            raise self.in_band_error(error or event, response)
-                        for out in assembler.feed(event):
-                            yield out
-                        if assembler.finished:
-                            break
-                if not assembler.finished:
-                    raise self.incomplete(response)
+                data = await self.whole_answer(response)
+                if data is not NOT_WHOLE:
+                    whole = self._answer(data, rate_limit, response)
+                else:
+                    async with aclosing(self.json_events(response)) as events:
+                        async for name, event in events:
+                            if event is DONE:
+                                break
+                            kind = event.get("type") or name
+                            if kind == "error":
+                                raise self.in_band_error(event, response)
+                            if kind == "response.failed":
+                                failed = event.get("response")
+                                error = failed.get("error") if isinstance(failed, Mapping) else None
+                                raise self.in_band_error(error or event, response)
+                            try:
+                                produced = assembler.feed(event)
+                            except SHAPE_ERRORS as exc:
+                                raise self.malformed(exc, response, event=True) from None
+                            for out in produced:
+                                yield out
+                            if assembler.finished:
+                                break
+                    if not assembler.finished:
+                        raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen:
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
+        if whole is not None:
+            # The server answered in one JSON body, whatever stream: true asked for.
+            for out in answer_events(whole):
+                yield out
+            yield StreamEvent("done", response=with_notes(whole, notes))
+            return
         done = with_rate_limit(assembler.response(), rate_limit)
         yield StreamEvent("done", response=with_notes(done, notes))
