@@ -60,6 +60,11 @@ class Otel:
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
     def spans(self) -> tuple[ReadableSpan, ...]:
+        """The spans of the calls (``chat {model}``), without their child spans."""
+        return tuple(s for s in self.all_spans() if s.name.startswith("chat "))
+
+    def all_spans(self) -> tuple[ReadableSpan, ...]:
+        """Every finished span: the calls' and their failover-step and attempt spans."""
         return self.exporter.get_finished_spans()
 
     def span(self) -> ReadableSpan:

@@ -377,7 +377,7 @@ async def test_no_api_key_reaches_exported_telemetry(otel: Otel, router: respx.M
     assert [s.status.status_code for s in spans] == [StatusCode.UNSET, StatusCode.ERROR]
     assert attrs(spans[1])["error.type"] == "polythink.errors.AuthError"
     assert attrs(spans[1])["http.response.status_code"] == 401
-    exported = "".join(s.to_json() for s in spans)
+    exported = "".join(s.to_json() for s in otel.all_spans())
     metrics_data = otel.reader.get_metrics_data()
     assert metrics_data is not None
     exported += metrics_data.to_json()

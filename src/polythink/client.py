@@ -608,6 +608,12 @@ class Client:
         """
         if self._chain is not None:
             return
+        from polythink.middleware.semconv import (
+            GEN_AI_PROVIDER_NAME,
+            GEN_AI_REQUEST_MODEL,
+            POLYTHINK_SOURCE_INDEX,
+        )
+        from polythink.middleware.telemetry import provider_name
         from polythink.transports.route import with_responses_route
 
         self._closed = False
@@ -636,9 +642,16 @@ class Client:
             cap.context_window if (cap := get_capability(source.model)) is not None else None
             for source in self.sources
         ]
-        self._chain = compose(
-            self._call_layers(), Failover(stacks, names=names, context_windows=windows)
-        )
+        spans = [
+            {
+                POLYTHINK_SOURCE_INDEX: i,
+                GEN_AI_PROVIDER_NAME: provider_name(source.provider),
+                GEN_AI_REQUEST_MODEL: source.model,
+            }
+            for i, source in enumerate(self.sources)
+        ]
+        failover = Failover(stacks, names=names, context_windows=windows, span_attributes=spans)
+        self._chain = compose(self._call_layers(), failover)
 
     # The order of the onion, outermost first, is listed here and nowhere else:
     #   per call:    the client's middleware, telemetry, cache, cost, then failover

@@ -212,6 +212,24 @@ def check_base_url(url: object, where: str) -> str:
     return url.rstrip("/")
 
 
+def _base_url_from_env(provider: str) -> str | None:
+    """The base URL the provider's official SDK would read from the environment
+    (``ProviderProfile.base_url_env``: ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` …, with the
+    path that SDK appends), or ``None``.
+
+    Raises:
+        ValueError: the variable is not a usable URL (:func:`check_base_url`, naming it).
+    """
+    found = get_provider(provider).base_url_env
+    if found is None:
+        return None
+    name, path = found
+    value = os.environ.get(name)
+    if not value:
+        return None
+    return check_base_url(value.strip(), f"${name}") + path
+
+
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -328,7 +346,9 @@ class Source:
         ``TypeError`` rather than taking ``"high"`` as the key.)
         api_key: the key; ``None`` reads the provider's standard environment variable.
         base_url: the endpoint root, without query or fragment (polythink appends the API
-            path); ``None`` uses the provider's default.
+            path); ``None`` uses the variable the provider's official SDK reads when it is set
+            (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL``,
+            ``GROQ_BASE_URL``: ``ProviderProfile.base_url_env``), else the provider's default.
         reasoning_effort: this source's default tier (``Effort``, string alias, bool or
             ``None`` = unset); a per-call value wins.
         effort_fallback: ``nearest`` | ``error`` | ``drop`` for tiers the model lacks.
@@ -470,6 +490,8 @@ class Source:
             )
         if self.base_url is not None:
             object.__setattr__(self, "base_url", check_base_url(self.base_url, "Source.base_url"))
+        else:
+            object.__setattr__(self, "base_url", _base_url_from_env(self.provider))
 
     def __repr__(self) -> str:
         """The fields as the dataclass shows them, without the key, headers and middleware;

@@ -46,6 +46,13 @@ class ProviderProfile:
             ``anthropic`` or ``gemini``.
         base_url: the default endpoint root (no trailing slash).
         api_key_env: environment variables tried in order for the key.
+        base_url_env: the environment variable the provider's official SDK reads its base
+            URL from, if any, and the path that SDK puts after it before the API's own
+            (``OPENAI_BASE_URL`` as it is, ``ANTHROPIC_BASE_URL`` + ``/v1``,
+            ``GOOGLE_GEMINI_BASE_URL`` + ``/v1beta``, ``GROQ_BASE_URL`` + ``/openai/v1``): a
+            source with no ``base_url`` of its own goes there, as the SDK would (read from
+            openai-python, anthropic-sdk-python, google-genai ``_base_url.py`` and
+            groq-python ``_client.py``, 2026-12-04).
         key_required: whether a call to the default ``base_url`` needs a key.
         auth: how the key is sent: ``bearer`` (``Authorization: Bearer``), ``x-api-key``
             (Anthropic) or ``x-goog-api-key`` (Gemini).
@@ -154,6 +161,7 @@ class ProviderProfile:
     wire: str
     base_url: str
     api_key_env: tuple[str, ...] = ()
+    base_url_env: tuple[str, str] | None = None
     key_required: bool = True
     auth: Literal["bearer", "x-api-key", "x-goog-api-key"] = "bearer"
     reasoning_wire: ReasoningWire | None = "effort"
@@ -192,6 +200,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "openai_chat",
             "https://api.openai.com/v1",
             ("OPENAI_API_KEY",),
+            base_url_env=("OPENAI_BASE_URL", ""),
             max_tokens_field="max_completion_tokens",
             strict_sampling=True,
             prompt_cache=("key",),
@@ -205,6 +214,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "openai_responses",
             "https://api.openai.com/v1",
             ("OPENAI_API_KEY",),
+            base_url_env=("OPENAI_BASE_URL", ""),
             reasoning_wire="responses",
             max_tokens_field="max_output_tokens",
             reasoning_format="openai-responses",
@@ -233,6 +243,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "anthropic",
             "https://api.anthropic.com/v1",
             ("ANTHROPIC_API_KEY",),
+            base_url_env=("ANTHROPIC_BASE_URL", "/v1"),
             auth="x-api-key",
             reasoning_wire="anthropic",
             default_max_tokens=4096,
@@ -251,6 +262,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "gemini",
             "https://generativelanguage.googleapis.com/v1beta",
             ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+            base_url_env=("GOOGLE_GEMINI_BASE_URL", "/v1beta"),
             auth="x-goog-api-key",
             reasoning_wire="gemini",
             max_tokens_field="maxOutputTokens",
@@ -329,6 +341,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "openai_chat",
             "https://api.groq.com/openai/v1",
             ("GROQ_API_KEY",),
+            base_url_env=("GROQ_BASE_URL", "/openai/v1"),
             inline_think_tags=True,
         ),
         # Mistral's chat request schema has no stream_options and refuses fields it does not

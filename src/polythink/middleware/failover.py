@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
+from typing import Any
 
 from polythink.errors import (
     AuthError,
@@ -57,6 +58,8 @@ from polythink.errors import (
 )
 from polythink.middleware._head import read_head
 from polythink.middleware.base import Handler
+from polythink.middleware.semconv import POLYTHINK_FAILOVER_SPAN, POLYTHINK_SOURCE_INDEX
+from polythink.middleware.telemetry import child_span, end_child
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = [
@@ -212,6 +215,10 @@ class Failover:
         sources: the per-source handlers, in the client's source order.
         names: how warnings name each source (for example ``"openai gpt-5.5"``);
             defaults to ``"#N"``.
+        span_attributes: the attributes of each source's failover-step span (its index,
+            provider and model); each step is a child span of the traced call
+            (:data:`~polythink.middleware.semconv.POLYTHINK_FAILOVER_SPAN`), with the reason
+            the call moved on from it (``polythink.failover.reason``).
         threshold, cooldown: the circuit breaker of each source (see
             :class:`CircuitBreaker`).
         clock: monotonic seconds for the breakers and the per-call deadline.
@@ -226,6 +233,7 @@ class Failover:
         *,
         names: Sequence[str] | None = None,
         context_windows: Sequence[int | None] | None = None,
+        span_attributes: Sequence[Mapping[str, Any]] | None = None,
         threshold: int = BREAKER_THRESHOLD,
         cooldown: float = BREAKER_COOLDOWN,
         clock: Callable[[], float] = time.monotonic,
@@ -245,6 +253,15 @@ class Failover:
             raise ValueError("context_windows must give one entry per source")
         self.breakers = tuple(CircuitBreaker(threshold, cooldown, clock) for _ in self.sources)
         self._clock = clock
+        self._spans = (
+            tuple(span_attributes)
+            if span_attributes is not None
+            else tuple({POLYTHINK_SOURCE_INDEX: i} for i in range(len(self.sources)))
+        )
+
+    def _passed_over(self, index: int, reason: str) -> None:
+        """A failover step that sent nothing: a span at once, with its reason."""
+        end_child(child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index]), reason=reason)
 
     def _window_needed(self, index: int, error: ContextWindowExceededError) -> int | None:
         """The window a later source must exceed after ``error`` at ``index``; ``None`` when
@@ -366,19 +383,23 @@ class Failover:
         for index, handler in enumerate(self.sources):
             if self._too_small(index, need):
                 notes.append(self._window_note(index, need or 0))
+                self._passed_over(index, "context_window")
                 continue
             breaker = self.breakers[index]
             if not breaker.allow():
                 notes.append(self._skip_note(index))
                 failures.append(self._skipped(index))
+                self._passed_over(index, "circuit_open")
                 continue
             sub = self._for_source(request, deadline, failures)
             if sub is None:
                 breaker.release()
                 break
+            step = child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index])
             try:
                 response = await handler.complete(sub)
             except PolythinkError as exc:
+                end_child(step, exc, _reason(exc))
                 self._outcome(index, exc)
                 larger = None
                 if isinstance(exc, ContextWindowExceededError):
@@ -389,9 +410,11 @@ class Failover:
                 notes.append(self._failure_note(index, exc))
                 failures.append(exc)
                 continue
-            except BaseException:
+            except BaseException as exc:
+                end_child(step, exc)
                 breaker.release()
                 raise
+            end_child(step)
             breaker.success()
             return self._noted(response, notes)
         raise self._exhausted(request, failures)
@@ -410,19 +433,23 @@ class Failover:
         for index, handler in enumerate(self.sources):
             if self._too_small(index, need):
                 notes.append(self._window_note(index, need or 0))
+                self._passed_over(index, "context_window")
                 continue
             breaker = self.breakers[index]
             if not breaker.allow():
                 notes.append(self._skip_note(index))
                 failures.append(self._skipped(index))
+                self._passed_over(index, "circuit_open")
                 continue
             sub = self._for_source(request, deadline, failures)
             if sub is None:
                 breaker.release()
                 break
+            step = child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index])
             try:
                 head, rest = await read_head(handler.stream(sub))
             except PolythinkError as exc:
+                end_child(step, exc, _reason(exc))
                 self._outcome(index, exc)
                 larger = None
                 if isinstance(exc, ContextWindowExceededError):
@@ -433,10 +460,13 @@ class Failover:
                 notes.append(self._failure_note(index, exc))
                 failures.append(exc)
                 continue
-            except BaseException:
+            except BaseException as exc:
+                end_child(step, exc)
                 breaker.release()
                 raise
             breaker.success()
+            # The step took the call: its span ends with the stream, however it ends.
+            failure: BaseException | None = None
             try:
                 async with aclosing(rest):
                     for event in head:
@@ -448,9 +478,15 @@ class Failover:
                         async for event in rest:
                             yield event
             except PolythinkError as exc:
+                failure = exc
                 self._outcome(index, exc)
                 exc.previous = failures
                 raise
+            except BaseException as exc:
+                failure = exc
+                raise
+            finally:
+                end_child(step, failure)
             return
         raise self._exhausted(request, failures)
 
@@ -458,6 +494,12 @@ class Failover:
         if notes and event.type == "done" and event.response is not None:
             return StreamEvent("done", response=self._noted(event.response, notes))
         return event
+
+
+def _reason(error: PolythinkError) -> str:
+    """Why a failover step did not answer, for its span: the error's ``error_type``, else its
+    class."""
+    return error.error_type or type(error).__name__
 
 
 def _details(error: PolythinkError) -> str:

@@ -41,7 +41,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -56,7 +56,15 @@ from polythink.errors import (
 )
 from polythink.middleware._head import read_head
 from polythink.middleware.base import CompleteNext, StreamNext
-from polythink.middleware.telemetry import record_attempt
+from polythink.middleware.semconv import (
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    HTTP_REQUEST_RESEND_COUNT,
+    POLYTHINK_ATTEMPT,
+    POLYTHINK_ATTEMPT_SPAN,
+    POLYTHINK_SOURCE_INDEX,
+)
+from polythink.middleware.telemetry import child_span, end_child, provider_name, record_attempt
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = [
@@ -215,6 +223,11 @@ class _StopAtDeadline(stop_base):
         return self.clock() + state.upcoming_sleep >= self.deadline
 
 
+def _retry_reason(error: BaseException) -> str | None:
+    """What an attempt's span says of its failure: the error's ``error_type``."""
+    return getattr(error, "error_type", None)
+
+
 class RetryMiddleware:
     """Retry one source's calls under a :class:`RetryPolicy` and a total deadline.
 
@@ -341,7 +354,7 @@ class RetryMiddleware:
             calls += 1
             try:
                 # Built after the observer's wait, which came out of the deadline.
-                return await attempt(self._attempt_request(request, deadline))
+                return await self._spanned(attempt, self._attempt_request(request, deadline), calls)
             except PolythinkError as exc:
                 last = exc
                 raise
@@ -364,6 +377,32 @@ class RetryMiddleware:
             raise refused.error from last
         return result, calls
 
+    def _attempt_span(self, number: int) -> Any:
+        """The child span of attempt ``number`` (1 for the first) on this source."""
+        attributes: dict[str, Any] = {
+            POLYTHINK_SOURCE_INDEX: self.index,
+            GEN_AI_PROVIDER_NAME: provider_name(self.source.provider),
+            GEN_AI_REQUEST_MODEL: self.source.model,
+            POLYTHINK_ATTEMPT: number,
+        }
+        if number > 1:
+            attributes[HTTP_REQUEST_RESEND_COUNT] = number - 1
+        return child_span(POLYTHINK_ATTEMPT_SPAN, attributes)
+
+    async def _spanned(
+        self, attempt: Callable[[Request], Awaitable[T]], request: Request, number: int
+    ) -> T:
+        """Run one attempt inside its span (ended with its outcome: a stream's once its head
+        has arrived, as an HTTP client span ends with the response's head)."""
+        span = self._attempt_span(number)
+        try:
+            result = await attempt(request)
+        except BaseException as exc:
+            end_child(span, exc, _retry_reason(exc))
+            raise
+        end_child(span)
+        return result
+
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Call the source, retrying retryable failures within the budget.
 
@@ -375,7 +414,7 @@ class RetryMiddleware:
         try:
             # The first attempt has the whole budget, which is what the transport assumes
             # from the unchanged request.
-            return await call_next(request)
+            return await self._spanned(call_next, request, 1)
         except PolythinkError as exc:
             if not self._retryable(exc):
                 exc.attempts = 1
@@ -408,7 +447,7 @@ class RetryMiddleware:
         calls = 1
         record_attempt()
         try:
-            head, rest = await read_head(call_next(request))
+            head, rest = await self._spanned(attempt, request, 1)
         except PolythinkError as exc:
             if not self._retryable(exc):
                 exc.attempts = 1

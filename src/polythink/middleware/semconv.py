@@ -69,12 +69,15 @@ __all__ = [
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
+    "HTTP_REQUEST_RESEND_COUNT",
     "HTTP_RESPONSE_STATUS_CODE",
     "OUTCOME_ERROR",
     "OUTCOME_SUCCESS",
     "POLYTHINK_APPLIED_EFFORT",
     "POLYTHINK_APPLIED_REASON",
+    "POLYTHINK_ATTEMPT",
     "POLYTHINK_ATTEMPTS",
+    "POLYTHINK_ATTEMPT_SPAN",
     "POLYTHINK_BUDGET_NAME",
     "POLYTHINK_BUDGET_REMAINING",
     "POLYTHINK_BUDGET_SCOPE",
@@ -87,6 +90,8 @@ __all__ = [
     "POLYTHINK_CLOSED_EARLY",
     "POLYTHINK_COST_SOURCE",
     "POLYTHINK_COST_TOTAL",
+    "POLYTHINK_FAILOVER_REASON",
+    "POLYTHINK_FAILOVER_SPAN",
     "POLYTHINK_OBSERVATION",
     "POLYTHINK_OUTCOME",
     "POLYTHINK_REASONING_TOKENS",
@@ -163,6 +168,22 @@ span of a call a budget stepped down or refused."""
 POLYTHINK_BUDGET_SCOPE = "polythink.budget.scope"
 """What a budget counted a call under (``all``, an account, a model, a tier, or a tag; at
 most 100 values per budget per process, the rest ``_other``)."""
+
+POLYTHINK_FAILOVER_SPAN = "polythink.failover"
+"""Name of the child span of one failover step: one source tried (or passed over) for the
+call, from the attempt to the source's answer or failure."""
+POLYTHINK_ATTEMPT_SPAN = "polythink.attempt"
+"""Name of the child span of one upstream attempt on a source (the first and each retry), as
+the OpenTelemetry HTTP instrumentations make one span per resent request."""
+POLYTHINK_FAILOVER_REASON = "polythink.failover.reason"
+"""On a failover step that did not answer: why the call moved on (the error's ``error_type``,
+``circuit_open`` for a source skipped by its circuit breaker, ``context_window`` for one whose
+window is too small)."""
+POLYTHINK_ATTEMPT = "polythink.attempt"
+"""On an attempt span: its number on the source, 1 for the first."""
+HTTP_REQUEST_RESEND_COUNT = "http.request.resend_count"
+"""On an attempt span after the first: how many times the request was sent before
+(HTTP semantic conventions: "the ordinal number of request resending attempt")."""
 
 OUTCOME_SUCCESS = "success"
 OUTCOME_ERROR = "error"

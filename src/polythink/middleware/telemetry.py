@@ -131,6 +131,7 @@ from polythink.middleware.semconv import (
     POLYTHINK_CLOSED_EARLY,
     POLYTHINK_COST_SOURCE,
     POLYTHINK_COST_TOTAL,
+    POLYTHINK_FAILOVER_REASON,
     POLYTHINK_OBSERVATION,
     POLYTHINK_OUTCOME,
     POLYTHINK_REASONING_TOKENS,
@@ -151,6 +152,8 @@ from polythink.types import Effort, Message, Request, Response, StreamEvent, Too
 
 __all__ = [
     "TelemetryMiddleware",
+    "child_span",
+    "end_child",
     "error_type",
     "observed_on",
     "provider_name",
@@ -209,6 +212,48 @@ def error_type(exc: BaseException) -> str:
     cls = type(exc)
     name = cls.__qualname__ if "<" not in cls.__qualname__ else cls.__name__
     return name if cls.__module__ == "builtins" else f"{cls.__module__}.{name}"
+
+
+def child_span(name: str, attributes: Mapping[str, Any]) -> Span | None:
+    """Start a child span of the call being traced in this context, or ``None`` (no traced
+    call, or its span is not recording: then nothing is built). End it with
+    :func:`end_child`. A failure here is logged; the call goes on."""
+    call = otel_context.get_value(_CALL_KEY)
+    if not isinstance(call, _Call) or not call.recording or call.tracer is None:
+        return None
+    try:
+        return call.tracer.start_span(
+            name, context=call.context, kind=SpanKind.INTERNAL, attributes=attributes
+        )
+    except Exception:
+        _log.warning("telemetry could not start a child span; the call goes on", exc_info=True)
+        return None
+
+
+def end_child(
+    span: Span | None, error: BaseException | None = None, reason: str | None = None
+) -> None:
+    """End a span of :func:`child_span`: with ``error``, its ``error.type``, the HTTP status
+    it carries, ERROR status with its redacted first words, and ``reason``
+    (:data:`POLYTHINK_FAILOVER_REASON`, when given). ``None``: nothing to do."""
+    if span is None:
+        return
+    try:
+        if error is not None:
+            attributes: dict[str, Any] = {ERROR_TYPE: error_type(error)}
+            status = getattr(error, "status_code", None)
+            if isinstance(status, int):
+                attributes[HTTP_RESPONSE_STATUS_CODE] = status
+            if reason is not None:
+                attributes[POLYTHINK_FAILOVER_REASON] = reason
+            span.set_attributes(attributes)
+            kind = getattr(error, "error_type", None) or type(error).__name__
+            span.set_status(Status(StatusCode.ERROR, str(kind)))
+        elif reason is not None:
+            span.set_attribute(POLYTHINK_FAILOVER_REASON, reason)
+        span.end()
+    except Exception:
+        _log.warning("telemetry could not end a child span", exc_info=True)
 
 
 def record_attempt() -> None:
@@ -288,12 +333,14 @@ class _Call:
         "requested",
         "span",
         "start",
+        "tracer",
     )
 
     def __init__(
         self, span: Span, recording: bool, start: float, requested: Effort | None = None
     ) -> None:
         self.span = span
+        self.tracer: trace.Tracer | None = None
         self.request: Request | None = None
         self.requested = requested
         self.recording = recording
@@ -455,6 +502,7 @@ class TelemetryMiddleware:
         if call.recording:
             try:
                 # Described with the answer, in one set of attributes (see _describe).
+                call.tracer = self._tracer
                 call.request = request
                 call.context = otel_context.set_value(
                     _CALL_KEY, call, trace.set_span_in_context(span)

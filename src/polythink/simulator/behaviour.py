@@ -220,6 +220,53 @@ def openai_error(message: str, *, param: str | None, code: str | None) -> dict[s
     }
 
 
+def tool_schema_error(tools: Any, param: str) -> dict[str, Any] | None:
+    """OpenAI's 400 for a function tool whose ``parameters`` is not a JSON Schema of an object,
+    in its words, else ``None``.
+
+    ``param`` is where a tool's schema sits, ``{i}`` standing for its index
+    (``tools[{i}].function.parameters`` on Chat, ``tools[{i}].parameters`` on Responses).
+    OpenAI answers ``invalid_request_error`` / ``invalid_function_parameters`` with "Invalid
+    schema for function 'NAME': schema must be a JSON Schema of 'type: "object"', got 'type:
+    "string"'." for another top-level type (reported in ComposioHQ/composio#1829, 2025-08-06,
+    and alibaba/spring-ai-alibaba#4576, 2026-04-29), and with the JSON Schema validator's own
+    words ("[] is not of type 'object', 'boolean'", FoundationAgents/OpenManus#1162,
+    2025-06-11) for a schema the meta-schema refuses.
+    """
+    if not isinstance(tools, list):
+        return None
+    from jsonschema import Draft202012Validator
+
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
+            continue
+        inner = tool.get("function")
+        spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+        parameters = spec.get("parameters")
+        if parameters is None or parameters == {}:
+            continue  # no parameters: a function that takes none
+        name = spec.get("name")
+        problem = None
+        if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
+            kind = parameters.get("type") if isinstance(parameters, Mapping) else None
+            shown = json.dumps(kind) if isinstance(kind, str) else str(kind)
+            problem = f"schema must be a JSON Schema of 'type: \"object\"', got 'type: {shown}'."
+        else:
+            errors = sorted(
+                Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(parameters),
+                key=lambda e: list(e.absolute_path),
+            )
+            if errors:
+                problem = f"{errors[0].message}."
+        if problem is not None:
+            return openai_error(
+                f"Invalid schema for function '{name}': {problem}",
+                param=param.format(i=index),
+                code="invalid_function_parameters",
+            )
+    return None
+
+
 def openai_not_found(model: str, provider: str) -> tuple[int, dict[str, Any]]:
     """How an OpenAI-shaped provider answers a request for a model it no longer serves:
     OpenAI's 404 ``model_not_found`` ("The model `x` does not exist or you do not have access

@@ -502,6 +502,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     rejection = (
         _malformed_messages(messages)
         or _malformed_tools(body)
+        or behaviour.tool_schema_error(body.get("tools"), "tools[{i}].function.parameters")
         or _reject(provider, body, model, raw)
         or _openai_rules(provider, body, model, tier)
         or refused

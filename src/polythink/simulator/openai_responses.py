@@ -133,7 +133,9 @@ def _reject(provider: str, body: Mapping[str, Any], model: str) -> tuple[int, An
     """Return ``(status, error)`` when OpenAI would reject this body, else ``None``."""
     if "stop" in body:
         return 400, _error("Unknown parameter: 'stop'.", param="stop", code="unknown_parameter")
-    malformed = _malformed_input(body)
+    malformed = _malformed_input(body) or behaviour.tool_schema_error(
+        body.get("tools"), "tools[{i}].parameters"
+    )
     if malformed is not None:
         return 400, malformed
     for item in _items(body):

@@ -529,7 +529,17 @@ class HTTPTransport:
             return NOT_WHOLE
         chunks = response.extensions.get(_CHUNKS) or self._chunks(response)
         deadline: float | None = response.extensions.get(_DEADLINE)
-        content = await self._collect(chunks, response, deadline, response.extensions.get(_BUDGET))
+        failure: PolythinkError | None = None
+        try:
+            content = await self._collect(
+                chunks, response, deadline, response.extensions.get(_BUDGET)
+            )
+        except PolythinkError:
+            raise
+        except Exception as exc:
+            failure = self._transport_error(exc, "body")
+        if failure is not None:
+            raise failure
         try:
             return json.loads(content)
         except ValueError:
