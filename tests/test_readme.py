@@ -214,3 +214,10 @@ async def test_the_readme_budget_example_runs() -> None:
             # Another customer is not affected.
             assert (await ask(client, "Why?", "beta")).startswith("Simulated")  # type: ignore[operator]
     assert BudgetExceededError.__name__ in example
+
+
+def test_the_readme_simulator_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    run_block(readme_block("Simulator(Settings(latency=0.05))"))
+    applied, usage = capsys.readouterr().out.strip().split(" ", 1)
+    assert applied == "high"
+    assert usage.startswith("Usage(input_tokens=")

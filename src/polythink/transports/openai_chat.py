@@ -625,7 +625,7 @@ def _content_parts(content: Any) -> tuple[str, str]:
     reasoning: list[str] = []
     for part in content:
         if not isinstance(part, Mapping):
-            continue
+            raise TypeError(f"a content part is {type(part).__name__}, not an object")
         if part.get("type") == "thinking":
             for inner in part.get("thinking") or ():
                 if isinstance(inner, Mapping) and isinstance(inner.get("text"), str):
