@@ -4,7 +4,9 @@
 them), ``base_url`` (the simulator's OpenAI route), ``usd`` and ``name`` (one daily budget),
 ``tasks`` (concurrent tasks), ``calls`` (the most each task makes), ``max_tokens``,
 ``effort``, ``wait_go`` (print ``{"event": "ready"}``, then begin once a line arrives on
-stdin), ``log`` (polythink's INFO log lines on stderr) and ``seconds``.
+stdin), ``log`` (polythink's INFO log lines on stderr), ``seconds`` and ``stop_on_stdin``
+(the run ends, as if ``seconds`` were over, when a further line arrives on stdin: the test
+ends each phase when what it waits for has happened, however long that took).
 
 Each task calls until the budget refuses it; with ``seconds``, it goes on until that many
 seconds after it began, a refused call waiting 0.05 s before the next. The worker prints one
@@ -48,6 +50,11 @@ async def run(plan: dict[str, Any]) -> None:
 
         until = time.time() + plan.get("seconds", 0.0)
 
+        async def stop() -> None:
+            nonlocal until
+            await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            until = time.time()
+
         async def task(number: int) -> None:
             for _ in range(plan["calls"]):
                 try:
@@ -88,8 +95,12 @@ async def run(plan: dict[str, Any]) -> None:
                 )
 
         async with anyio.create_task_group() as group:
-            for number in range(plan["tasks"]):
-                group.start_soon(task, number)
+            if plan.get("stop_on_stdin"):
+                group.start_soon(stop)
+            async with anyio.create_task_group() as tasks:
+                for number in range(plan["tasks"]):
+                    tasks.start_soon(task, number)
+            group.cancel_scope.cancel()
 
 
 if __name__ == "__main__":

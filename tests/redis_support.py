@@ -15,7 +15,8 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,28 @@ def go(process: subprocess.Popen[str]) -> None:
     assert process.stdin is not None
     process.stdin.write("go\n")
     process.stdin.flush()
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    """End the run of a worker started with ``stop_on_stdin`` (its calls in flight finish)."""
+    assert process.stdin is not None
+    process.stdin.write("stop\n")
+    process.stdin.flush()
+
+
+BUSY_SECONDS = 120.0
+"""How long a test waits for what must happen (calls arriving, a fleet noticing Redis gone)
+before it fails: far past what a quiet machine needs, for a CI runner shared with other work."""
+
+
+async def until(condition: Callable[[], bool], what: str, at_least: float = 0.0) -> None:
+    """Wait until ``condition()`` holds and ``at_least`` seconds have passed; fail after
+    :data:`BUSY_SECONDS` naming ``what``. The phases of a multi-process test end when what
+    they wait for has happened, not after a fixed time a busy machine may not keep to."""
+    began = time.monotonic()
+    while not (condition() and time.monotonic() - began >= at_least):
+        assert time.monotonic() - began < BUSY_SECONDS, f"{what}: not within {BUSY_SECONDS} s"
+        await anyio.sleep(0.02)
 
 
 async def go_together(workers: list[subprocess.Popen[str]]) -> None:

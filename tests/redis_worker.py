@@ -10,8 +10,10 @@ set after the cache), ``start_at`` (epoch seconds to begin),
 ``until`` (epoch seconds to stop starting calls; each call's timeout ends there too),
 ``seconds`` (the same, counted from the start) or ``calls`` (calls per task), ``tasks``
 (concurrent tasks), ``stream`` (a flag, or one flag per call number, cycled),
-``max_tokens``, ``prompt``, ``vary`` (append the call number to the prompt) and ``log``
-(polythink's INFO log lines on stderr).
+``max_tokens``, ``prompt``, ``vary`` (append the call number to the prompt), ``log``
+(polythink's INFO log lines on stderr) and ``stop_on_stdin`` (the run ends, as at
+``until``, when a further line arrives on stdin: the test ends each phase when what it waits
+for has happened, however long that took on a busy machine).
 
 It prints one JSON line per call (``start``/``end`` epoch seconds, ``ok``, the error class
 and ``error_type``, usage, ``cache_hit`` and the streamed events) and
@@ -138,9 +140,18 @@ async def run(plan: dict[str, Any]) -> None:
                     return
                 n += 1
 
-        async with anyio.create_task_group() as tg:
-            for i in range(plan.get("tasks", 1)):
-                tg.start_soon(task, i)
+        async def stop() -> None:
+            nonlocal until
+            await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            until = time.time()
+
+        async with anyio.create_task_group() as group:
+            if plan.get("stop_on_stdin"):
+                group.start_soon(stop)
+            async with anyio.create_task_group() as tg:
+                for i in range(plan.get("tasks", 1)):
+                    tg.start_soon(task, i)
+            group.cancel_scope.cancel()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,13 @@ import yaml
 
 from polythink.cli import DEMO_CALLS
 from tests.conftest import ROOT
-from tests.test_dashboard_prometheus import PROMETHEUS, _free_port, require_prometheus
+from tests.test_dashboard_prometheus import (
+    BUSY_SECONDS,
+    PROMETHEUS,
+    _free_port,
+    require_prometheus,
+    start_prometheus,
+)
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
 
@@ -72,31 +78,31 @@ def test_the_readme_dashboard_commands_work_as_written(tmp_path: Path) -> None:
     assert parts.path == "/api/v1/query"
     (query,) = parse_qs(parts.query)["query"]
 
-    metrics_port, prometheus_port = _free_port(), _free_port()
+    metrics_port = _free_port()
     scrape["static_configs"] = [{"targets": [f"127.0.0.1:{metrics_port}"]}]
     scrape_config = tmp_path / "prometheus.yml"
     scrape_config.write_text(yaml.safe_dump(config))
     demo_argv = [str(CONSOLE_SCRIPT), *demo[1:4], str(metrics_port)]
-    prometheus_argv = [binary]
+    prometheus_argv = []
     for word in prometheus[1:]:
         name = word.split("=", 1)[0]
         value = {
             "--config.file": str(scrape_config),
             "--storage.tsdb.path": tempfile.mkdtemp(dir=tmp_path),
-            "--web.listen-address": f"127.0.0.1:{prometheus_port}",
+            "--web.listen-address": None,  # a free port of start_prometheus's choice
         }[name]
-        prometheus_argv.append(f"{name}={value}")
+        if value is not None:
+            prometheus_argv.append(f"{name}={value}")
     env = {**os.environ, "COLUMNS": "100", "PYTHONIOENCODING": "utf-8"}
     process = subprocess.Popen(
         demo_argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-    server = subprocess.Popen(
-        prometheus_argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    server, base = start_prometheus(binary, prometheus_argv)
     calls = 0.0
     try:
-        deadline = time.monotonic() + 60
-        api = f"http://127.0.0.1:{prometheus_port}{parts.path}"
+        # Generous: a shared CI runner may take minutes to start both and run the table.
+        deadline = time.monotonic() + BUSY_SECONDS
+        api = f"{base}{parts.path}"
         # The table's calls are all counted before the serve loop adds more.
         while calls < len(DEMO_CALLS):
             assert time.monotonic() < deadline, f"{query} stayed at {calls}"
@@ -115,9 +121,9 @@ def test_the_readme_dashboard_commands_work_as_written(tmp_path: Path) -> None:
             time.sleep(0.3)
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=BUSY_SECONDS)
         server.terminate()
-        server.wait(timeout=30)
+        server.wait(timeout=BUSY_SECONDS)
     assert answer["status"] == "success"
     assert process.returncode == 130, (out, err)
     assert f"metrics at http://127.0.0.1:{metrics_port}/metrics" in out

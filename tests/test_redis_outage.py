@@ -22,7 +22,7 @@ from polythink.backends.redis import RedisLimitStore
 from polythink.backends.share import Share
 from polythink.simulator import Settings, Simulator
 from tests.limits_cache_support import FakeClock
-from tests.redis_support import RedisServer, go_together, spawn
+from tests.redis_support import BUSY_SECONDS, RedisServer, go_together, spawn, stop, until
 
 pytestmark = pytest.mark.anyio
 
@@ -159,7 +159,9 @@ async def test_a_process_alone_keeps_its_share_counts_running_calls_and_charges_
 async def test_a_redis_killed_and_restarted_mid_run_keeps_four_processes_within_the_limits(
     tmp_path: Path,
 ) -> None:
-    """4 processes x 4 tasks share 120 RPM and 4 slots; Redis dies at 1 s, back at 2 s."""
+    """4 processes x 4 tasks share 120 RPM and 4 slots; Redis dies while they call and comes
+    back. Each phase ends once what it waits for has happened (calls arriving in it), so the
+    test holds however slowly a busy machine runs it."""
     server = RedisServer(tmp_path).start()
     rpm, slots = 120, 4
     phases: dict[str, int] = {}
@@ -177,32 +179,42 @@ async def test_a_redis_killed_and_restarted_mid_run_keeps_four_processes_within_
                     "max_concurrency": slots,
                 },
                 "wait_go": True,
-                "seconds": 3.0,
+                "seconds": 300.0,
+                "stop_on_stdin": True,
                 "tasks": 4,
                 "vary": True,
             }
             workers = [spawn(plan) for _ in range(4)]
             await go_together(workers)
-            started = time.monotonic()
+            stats = sim.stats
 
             def phase(name: str) -> None:
-                stats = sim.stats
                 phases[name] = stats.max_in_flight
                 stats.max_in_flight = stats.in_flight
 
-            await anyio.sleep(1.0)
+            def since(moment: float) -> int:
+                return sum(1 for t in stats.arrivals if t > moment)
+
+            await until(lambda: stats.requests >= 8, "calls while Redis is up", at_least=0.5)
             phase("shared")
             server.stop()
             killed = time.monotonic()
-            await anyio.sleep(0.4)
+            # The calls running when it died end within 0.1 s (the simulator's latency).
+            await until(lambda: since(killed) >= 2, "calls while Redis is down", at_least=0.4)
             phase("outage, calls running before it end")
-            await anyio.sleep(max(0.0, started + 2.0 - time.monotonic()))
+            outage = time.monotonic()
+            await until(lambda: since(outage) >= 2, "more calls while it is down", at_least=0.5)
             phase("outage")
             server.start()
             restarted = time.monotonic()
-            outputs = [await anyio.to_thread.run_sync(w.communicate, None, 30) for w in workers]
+            await until(lambda: since(restarted) >= 4, "calls once Redis is back", at_least=1.0)
+            for worker in workers:
+                stop(worker)
+            outputs = [
+                await anyio.to_thread.run_sync(w.communicate, None, BUSY_SECONDS) for w in workers
+            ]
             phase("back")
-            arrivals = sorted(sim.stats.arrivals)
+            arrivals = sorted(stats.arrivals)
     finally:
         server.stop()
     calls = []
@@ -210,11 +222,12 @@ async def test_a_redis_killed_and_restarted_mid_run_keeps_four_processes_within_
     for worker, (out, err) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, err
         calls += [json.loads(line) for line in out.splitlines() if '"call"' in line]
-        # Each process logs its share when it goes on alone: 1 of the 4 slots here.
+        # Each process logs its share when it goes on alone: 1 of the 4 slots here (once,
+        # or again should a loaded machine keep it from the restarted server a while).
         alone = re.findall(r"alone with 1/(\d+) of them \((\d+) of 4 slots, (\d+) running\)", err)
-        assert len(alone) == 1, err
-        workers_seen, share, running = map(int, alone[0])
-        assert (workers_seen, share) == (4, 1), err
+        assert alone, err
+        _, share, running = map(int, alone[0])
+        assert all((int(w), int(n)) == (4, 1) for w, n, _ in alone), err
         excess += max(0, running - share)
         assert "back on the server" in err
     # Every answer the workers got was a call the simulator saw (calls cut by the end of

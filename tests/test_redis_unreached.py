@@ -14,6 +14,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -29,7 +30,7 @@ from polythink.budgets import Line, window_bounds
 from polythink.simulator import Settings, Simulator
 from tests.budget_support import Clock, charge, nano, table_price
 from tests.limits_cache_support import FakeClock
-from tests.redis_support import RedisServer, go_together, spawn
+from tests.redis_support import BUSY_SECONDS, RedisServer, go_together, spawn, stop, until
 
 pytestmark = pytest.mark.anyio
 
@@ -209,6 +210,16 @@ async def test_a_client_whose_redis_never_answered_refuses_budgeted_calls_then_j
         server.stop()
 
 
+def quiet(sim: Simulator, seconds: float = 0.6) -> Callable[[], bool]:
+    """A condition: a call reached the simulator, and none since ``seconds`` ago."""
+
+    def holds() -> bool:
+        arrivals = sim.stats.arrivals
+        return bool(arrivals) and time.monotonic() - arrivals[-1] >= seconds
+
+    return holds
+
+
 async def test_four_processes_told_workers_4_spend_a_quarter_each_then_join_redis(
     tmp_path: Path,
 ) -> None:
@@ -233,15 +244,25 @@ async def test_four_processes_told_workers_4_spend_a_quarter_each_then_join_redi
                 "calls": 1000,
                 "effort": "low",
                 "max_tokens": 400,
-                "seconds": 2.4,
+                "seconds": 300.0,
+                "stop_on_stdin": True,
                 "wait_go": True,
             }
             workers = [spawn(plan, "tests.budget_worker") for _ in range(4)]
             await go_together(workers)
-            await anyio.sleep(1.2)
+            # Each phase lasts until the fleet has spent what it may: no call reaches the
+            # simulator for a while (every process refused), however slow the machine.
+            await until(quiet(sim), "the fleet spending its quarters alone")
             server.start()
             started = time.time()
-            outputs = [await anyio.to_thread.run_sync(w.communicate, None, 30) for w in workers]
+            before = sim.stats.requests
+            await until(lambda: sim.stats.requests > before, "a call once Redis answers")
+            await until(quiet(sim), "the fleet spending the shared budget")
+            for worker in workers:
+                stop(worker)
+            outputs = [
+                await anyio.to_thread.run_sync(w.communicate, None, BUSY_SECONDS) for w in workers
+            ]
             at_server = server.budget_spent("unreached:all")
             fleet = server.command("ZCARD", "polythink:{polythink-budget}:workers")
     finally:
