@@ -49,6 +49,7 @@ from polythink.middleware.base import Chain, Middleware, UserLayer, compose, use
 from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.middleware.tiers import ServiceTierMiddleware
 from polythink.providers import get_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.structured import parse_output, schema_validator
@@ -62,6 +63,7 @@ from polythink.types import (
     Request,
     Response,
     ResponseFormat,
+    ServiceTier,
     Tool,
     TypedStreamEvent,
     check_extra_body,
@@ -112,6 +114,7 @@ class CallOptions(TypedDict, total=False):
     system_suffix: str | None
     prompt_cache: PromptCache | bool | None
     tag: str | None
+    service_tier: ServiceTier | str | None
 
 
 def _field_setter(cls: type[_T], name: str) -> Callable[[_T, Any], _T]:
@@ -409,6 +412,7 @@ class Client:
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
         self._reasoning: list[ReasoningMiddleware] = []
+        self._tiers: list[ServiceTierMiddleware] = []
         self._limits: list[RateLimitMiddleware] = []
         self._retry: list[RetryMiddleware] = []
         self._middleware = user_layers(middleware, "Client")
@@ -448,6 +452,8 @@ class Client:
             self._transport_classes.append(transport_class(profile.wire))
             reasoning = ReasoningMiddleware(source, i, profile, self.capabilities)
             self._reasoning.append(reasoning)
+            tiers = ServiceTierMiddleware(source, i, profile, reasoning.capability)
+            self._tiers.append(tiers)
             budget_layer = None
             if budget_backend is not None:
                 budget_layer = BudgetMiddleware(
@@ -459,6 +465,7 @@ class Client:
                     budget_backend,
                     account=account_id(source.provider, source.endpoint, key),
                     meter=budget_meter,
+                    tiers=tiers,
                 )
             self._budget_layers.append(
                 budget_layer if budget_layer is not None and budget_layer.applies else None
@@ -605,19 +612,25 @@ class Client:
 
     # The order of the onion, outermost first, is listed here and nowhere else:
     #   per call:    the client's middleware, telemetry, cache, cost, then failover
-    #   per source:  rate limit, retry, budget (when one applies), reasoning, the source's
-    #                middleware, then its transport
+    #   per source:  rate limit, retry, budget (when one applies), service tier, reasoning,
+    #                the source's middleware, then its transport
 
     def _source_layers(self, index: int) -> list[Middleware | UserLayer]:
         """Per-source layers, outermost first: rate limit, retry, spend budgets (when any
-        applies to the source: each attempt reserves, and may step its tier down before the
-        reasoning layer resolves it), reasoning, then the source's own middleware (it sees
-        each attempt as sent, with the applied tier)."""
+        applies to the source: each attempt reserves, and may step its reasoning tier down
+        or move it to flex before the inner layers resolve them), service tier (resolves
+        it; resends once after "no capacity"), reasoning, then the source's own middleware
+        (it sees each attempt as sent, with the applied tiers)."""
         layers: list[Middleware | UserLayer] = [self._limits[index], self._retry[index]]
         budget = self._budget_layers[index]
         if budget is not None:
             layers.append(budget)
-        return [*layers, self._reasoning[index], *self._source_middleware[index]]
+        return [
+            *layers,
+            self._tiers[index],
+            self._reasoning[index],
+            *self._source_middleware[index],
+        ]
 
     def _call_layers(self) -> list[Middleware | UserLayer]:
         """Per-call layers above failover, outermost first: the client's own middleware
@@ -689,6 +702,7 @@ class Client:
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> Request:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
 
@@ -703,8 +717,8 @@ class Client:
                 tools), a declared tool's name, or OpenAI's ``{"type": "function", ...}``
                 naming one (a name becomes that shape), a ``response_format`` that is not
                 one of :class:`~polythink.types.ResponseFormat`'s forms (or whose schema is
-                not valid under its JSON Schema draft), or a ``tag`` that is
-                not 1 to 128 printable characters.
+                not valid under its JSON Schema draft), a ``tag`` that is
+                not 1 to 128 printable characters, or an unknown ``service_tier``.
         """
         if system_suffix is not None and not isinstance(system_suffix, str):
             raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
@@ -742,6 +756,7 @@ class Client:
             prompt_cache=PromptCache.coerce(prompt_cache),
             response_format=fmt,
             tag=check_tag(tag),
+            service_tier=ServiceTier.parse(service_tier),
         )
 
     async def plan(
@@ -753,6 +768,7 @@ class Client:
         tools: Sequence[Tool | Mapping[str, Any]] | None = None,
         prompt_cache: PromptCache | bool | None = None,
         tag: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> list[CallPlan]:
         """Say what a call would get from each source now, and why; nothing is sent or
         reserved.
@@ -778,6 +794,7 @@ class Client:
             tools=tools,
             prompt_cache=prompt_cache,
             tag=tag,
+            service_tier=service_tier,
         )
         plans = []
         for i, reasoning in enumerate(self._reasoning):
@@ -833,6 +850,7 @@ class Client:
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> Response[Any]:
         """Send a chat call and return the whole :class:`Response`.
 
@@ -866,6 +884,11 @@ class Client:
             tag: the caller's label for the call (a tenant or customer id): budgets scoped
                 by ``tag`` count it under this value. Never sent, never part of the cache
                 key.
+            service_tier: this call's service tier (``flex``, ``standard``, ``priority``,
+                ``auto``; wins over the source's): the price and the wait, sent as each
+                provider spells it and mapped to the nearest one it takes (see
+                :class:`~polythink.Source`). ``response.service_tier`` says which served the
+                call, and its cost is priced there. Not part of the cache key.
 
         The returned ``response.message.metadata`` records provider, model as served,
         source index, start (Unix seconds) and duration (seconds) of the call; none of
@@ -899,6 +922,7 @@ class Client:
             prompt_cache=prompt_cache,
             response_format=response_format,
             tag=tag,
+            service_tier=service_tier,
         )
         chain = self._started()
         started_at, start = _wall_clock(), _monotonic()
@@ -959,6 +983,7 @@ class Client:
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> AsyncGenerator[TypedStreamEvent[Any], None]:
         """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
 
@@ -997,6 +1022,7 @@ class Client:
             prompt_cache=prompt_cache,
             response_format=response_format,
             tag=tag,
+            service_tier=service_tier,
         )
         fmt = request.response_format
         events = self._started().stream(request)

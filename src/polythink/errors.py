@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuthError",
     "BudgetExceededError",
+    "CapacityUnavailableError",
     "ClientClosedError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
@@ -57,6 +58,7 @@ __all__ = [
     "RateLimitedError",
     "RequestRejectedError",
     "RequestTimeoutError",
+    "ServiceTierUnsupportedError",
     "StreamInterruptedError",
     "ThinkingUnsupportedError",
     "TransientError",
@@ -163,6 +165,26 @@ class TransientError(PolythinkError):
     """
 
 
+class CapacityUnavailableError(TransientError):
+    """The provider has no capacity at the asked service tier now; nothing was charged.
+
+    Its own kind, not a rate limit: OpenAI's 429 ``resource_unavailable`` on ``flex`` and
+    Groq's HTTP 498 ``capacity_exceeded`` on ``flex`` (each provider's pair is data on its
+    :class:`~polythink.providers.TierWire`, ``no_capacity``). It never pauses the source's
+    rate limiter nor counts against its circuit breaker: the source's other tiers are fine.
+    The tier layer sends the call once more at the source's ``capacity_fallback``
+    (``standard`` by default); without one it is retried with backoff like any
+    :class:`TransientError`, and fails over.
+
+    Attributes:
+        service_tier: the tier that had no capacity (``"flex"``), when known.
+    """
+
+    def __init__(self, message: str, *, service_tier: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.service_tier = service_tier
+
+
 class RequestTimeoutError(TransientError):
     """A timeout; ``error_type`` says which one fired.
 
@@ -257,6 +279,17 @@ class ThinkingUnsupportedError(RequestRejectedError, ValueError):
     the cheapest tier to use instead), or when the provider's wire for the direction is
     unknown. It is a ``ValueError`` so configuration checks at client build can raise it,
     and a :class:`RequestRejectedError` so a per-call request fails over to the next source.
+    """
+
+
+class ServiceTierUnsupportedError(RequestRejectedError, ValueError):
+    """A service tier this source cannot serve, under ``service_tier_fallback="error"``.
+
+    Raised when the provider has no service tiers, or the model does not take the tier (the
+    message lists those it takes, as the registry knows them or as the provider taught by
+    refusing one); ``error_type`` ``"service_tier_unsupported"``. A ``ValueError`` so a
+    source's own tier is refused when the client is built, and a
+    :class:`RequestRejectedError` that fails over to the next source on a call.
     """
 
 

@@ -19,7 +19,14 @@ Per attempt, before it is sent:
    the tightest budget wins). A call the requested tier's worst case does not fit is
    reserved again at the stepped tier, when a budget steps; one that still does not fit
    raises :class:`~polythink.errors.BudgetExceededError` without being sent (failover then
-   tries the next source).
+   tries the next source). A budget with ``flex_at`` spent past it also moves the call to
+   the ``flex`` service tier where the source's provider and model take it (its tier layer
+   says which): the call is priced, reserved and charged at the flex price, and does not
+   fall back to ``standard`` when flex has no capacity (that would cost what the budget
+   could not afford): it is retried with backoff instead.
+
+Prices are the tier's: the worst case at the service tier the call is sent at, the charge at
+the tier that served it (:func:`polythink.pricing.price`).
 
 When the attempt ends the reservation is corrected to what it cost: the provider's billed
 figure when it reports one, else its usage priced from the table. A provider's error answer
@@ -28,7 +35,8 @@ case (the provider may have run it to the end); a stream cut or closed early, or
 stream, costs its reported usage with the output counted at least as what was streamed (4
 characters per token). A cancelled ``complete`` keeps the worst case. A stepped-down
 response reports the caller's tier as ``requested_effort``, the cheaper one as
-``applied_effort``, a :class:`~polythink.types.StepDown` and a warning saying why.
+``applied_effort`` (and ``applied_service_tier`` ``flex`` when it moved), a
+:class:`~polythink.types.StepDown` and a warning saying why.
 
 A model the price table does not know, or a call whose output ceiling is unknown (no
 ``max_tokens`` and no maximum output for the model), cannot be bounded: a budget with
@@ -50,6 +58,7 @@ from polythink.config import Source
 from polythink.errors import (
     BudgetExceededError,
     PolythinkError,
+    ServiceTierUnsupportedError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
@@ -64,11 +73,20 @@ from polythink.middleware.semconv import (
     POLYTHINK_BUDGET_SPEND,
     UNIT_USD,
 )
+from polythink.middleware.tiers import ServiceTierMiddleware
 from polythink.pricing import price_nanos, worst_case_nanos
 from polythink.providers import ProviderProfile
 from polythink.reasoning.resolve import payload_ceiling
 from polythink.reasoning.stepdown import Pressure, step_down
-from polythink.types import Effort, Request, Response, StepDown, StreamEvent, Usage
+from polythink.types import (
+    Effort,
+    Request,
+    Response,
+    ServiceTier,
+    StepDown,
+    StreamEvent,
+    Usage,
+)
 
 __all__ = [
     "MAX_SCOPE_LABELS",
@@ -242,6 +260,9 @@ class BudgetMiddleware:
         backend: where spend is counted (:class:`~polythink.backends.base.BudgetBackend`).
         account: the source's account id (:func:`polythink.budgets.account_id`).
         meter: the client's budget metrics, or ``None``.
+        tiers: the same source's service-tier layer (the tiers its provider and model take,
+            and their resolutions), or ``None``: calls are priced at the standard tier and
+            never moved to flex.
     """
 
     def __init__(
@@ -255,8 +276,10 @@ class BudgetMiddleware:
         *,
         account: str,
         meter: BudgetMeter | None = None,
+        tiers: ServiceTierMiddleware | None = None,
     ) -> None:
         self.source = source
+        self.tiers = tiers
         self.index = index
         self.profile = profile
         self.reasoning = reasoning
@@ -381,7 +404,10 @@ class BudgetMiddleware:
         step = self._decide(request, requested, rules, reservation.tallies)
         sent = request if step is None else self._stepped(request, step)
         if not reservation.taken:
-            cheaper = None if step is None else self._worst(sent, step.applied, ticket.prompt)
+            cheaper = None
+            if step is not None:
+                stepped = step.applied if step.applied is not None else requested
+                cheaper = self._worst(sent, stepped, ticket.prompt)
             if cheaper is None or cheaper >= cost:
                 raise self._exceeded(ticket, reservation, cost, step)
             cost = cheaper
@@ -396,10 +422,35 @@ class BudgetMiddleware:
                 self.meter.record(rule.budget.label, rule.scope, None, left)
         return ticket
 
-    @staticmethod
-    def _stepped(request: Request, step: StepDown) -> Request:
+    def _stepped(self, request: Request, step: StepDown) -> Request:
         ceiling = step.max_tokens if step.max_tokens is not None else request.max_tokens
-        return request.with_(reasoning_effort=step.applied, max_tokens=ceiling)
+        changes: dict[str, Any] = {"max_tokens": ceiling}
+        if step.applied is not None and step.applied is not step.requested:
+            changes["reasoning_effort"] = step.applied
+        if step.service_tier is not None and self.tiers is not None:
+            changes["service_tier"] = step.service_tier
+            changes["tier_resolution"] = self.tiers.resolution(step.service_tier, fallback=False)
+        return request.with_(**changes)
+
+    def _sent_tier(self, request: Request) -> ServiceTier | None:
+        """The service tier ``request`` would be sent at from this source (``None``: none)."""
+        resolution = request.tier_resolution
+        if resolution is not None:
+            return resolution.applied
+        tier = request.service_tier or self.source.tier
+        if tier is None or self.tiers is None:
+            return None
+        try:
+            return self.tiers.resolution(tier).applied
+        except ServiceTierUnsupportedError:
+            return None
+
+    def _flex_ok(self, request: Request) -> bool:
+        """Whether a budget may move ``request`` to flex: the source's provider and model
+        take it, and the call is not sent at flex already."""
+        if self.tiers is None or ServiceTier.FLEX not in self.tiers.tiers():
+            return False
+        return self._sent_tier(request) is not ServiceTier.FLEX
 
     def _ceiling(self, tier: Effort | None, max_tokens: int | None) -> tuple[int | None, bool]:
         """The output ceiling a call of ``tier`` and ``max_tokens`` is sent with, and whether
@@ -424,6 +475,7 @@ class BudgetMiddleware:
         if ceiling is None:
             return None
         cache = request.prompt_cache
+        sent = self._sent_tier(request)
         return worst_case_nanos(
             self.profile.id,
             self.source.model,
@@ -431,6 +483,7 @@ class BudgetMiddleware:
             ceiling,
             cache_write=cache is not None,
             cache_write_1h=cache is not None and cache.ttl == "1h",
+            service_tier=sent.value if sent is not None else None,
         )
 
     def _decide(
@@ -446,9 +499,10 @@ class BudgetMiddleware:
                 tally.spent / max(1, _limit(rule.line, tally)),
                 rule.budget.step_down_at,
                 rule.budget.floor if isinstance(rule.budget.floor, Effort) else None,
+                rule.budget.flex_at,
             )
             for rule, tally in zip(rules, tallies, strict=True)
-            if rule.budget.step_down_at is not None
+            if rule.budget.step_down_at is not None or rule.budget.flex_at is not None
         ]
         if not pressures:
             return None
@@ -460,6 +514,7 @@ class BudgetMiddleware:
             policy=self.source.effort_fallback,
             max_tokens=ceiling,
             ceiling_holds_reasoning=holds,
+            flex=self._flex_ok(request),
         )
 
     async def _unpriced(self, ticket: _Ticket) -> _Ticket:
@@ -516,8 +571,10 @@ class BudgetMiddleware:
         reset = f"; it resets at {end}"
         wait: float | None = max(0.0, tally.end - datetime.now(tz=UTC).timestamp())
         tier = ticket.requested.value if ticket.requested is not None else "unset"
-        if step is not None:
+        if step is not None and step.applied is not None and step.applied is not step.requested:
             tier = f"{tier} stepped down to {step.applied.value}"
+        if step is not None and step.service_tier is not None:
+            tier = f"{tier}, service_tier={step.service_tier.value}"
         where = f"budget {budget.label!r} (${budget.usd:g} a {budget.per}, UTC)"
         kind = "budget_exceeded"
         if not tally.known:
@@ -551,28 +608,36 @@ class BudgetMiddleware:
             retry_after=wait,
         )
 
-    def _price(self, usage: Usage, model: str) -> int | None:
-        found = price_nanos(usage, self.profile.id, model)
+    def _price(self, usage: Usage, model: str, tier: str | None = None) -> int | None:
+        found = price_nanos(usage, self.profile.id, model, service_tier=tier)
         if found is None and model != self.source.model:
-            found = price_nanos(usage, self.profile.id, self.source.model)
+            found = price_nanos(usage, self.profile.id, self.source.model, service_tier=tier)
         return found
 
     def _charge(self, ticket: _Ticket, response: Response) -> int:
-        """What a finished attempt cost: the billed figure, else its usage priced, else an
-        estimate from what it returned."""
+        """What a finished attempt cost: the billed figure, else its usage priced at the tier
+        that served it, else an estimate from what it returned."""
         if response.cost is not None:
             return nanos(response.cost.total)
+        tier = response.service_tier
+        if tier is None and response.applied_service_tier is not None:
+            tier = response.applied_service_tier.value
         usage = response.usage
         if usage is not None and usage.input_tokens is not None and usage.output_tokens is not None:
-            found = self._price(usage, response.model)
+            found = self._price(usage, response.model, tier)
             if found is not None:
                 return found
         chars = len(response.text) + len(response.reasoning or "")
         chars += sum(len(c.name) + len(c.arguments) for c in response.tool_calls)
-        return self._estimate(ticket, usage, chars, response.model)
+        return self._estimate(ticket, usage, chars, response.model, tier)
 
     def _estimate(
-        self, ticket: _Ticket, usage: Usage | None, chars: int, model: str | None = None
+        self,
+        ticket: _Ticket,
+        usage: Usage | None,
+        chars: int,
+        model: str | None = None,
+        tier: str | None = None,
     ) -> int:
         """What an attempt cut short cost: its reported usage, the output counted at least as
         what was streamed, the prompt as estimated when not reported; the worst case when
@@ -589,7 +654,10 @@ class BudgetMiddleware:
             cache_read_tokens=usage.cache_read_tokens if usage is not None else None,
             cache_write_tokens=usage.cache_write_tokens if usage is not None else None,
         )
-        found = self._price(estimated, model or self.source.model)
+        if tier is None:
+            sent = self._sent_tier(ticket.request)
+            tier = sent.value if sent is not None else None
+        found = self._price(estimated, model or self.source.model, tier)
         return ticket.cost if found is None else found
 
     def _charge_error(self, ticket: _Ticket, error: PolythinkError) -> int:
@@ -631,9 +699,12 @@ class BudgetMiddleware:
         if step is None:
             return response.with_(warnings=warnings)
         warnings.append(step_note(step))
-        return dataclasses.replace(
-            response, requested_effort=ticket.requested, step_down=step, warnings=warnings
-        )
+        changes: dict[str, Any] = {"step_down": step, "warnings": warnings}
+        if step.applied is not step.requested:
+            changes["requested_effort"] = ticket.requested
+        if step.service_tier is not None:
+            changes["requested_service_tier"] = ticket.request.service_tier or self.source.tier
+        return dataclasses.replace(response, **changes)
 
     async def plan(self, request: Request) -> CallPlan:
         """What ``request`` would get from this source now (reads the budgets, reserves
@@ -655,6 +726,7 @@ class BudgetMiddleware:
                 tally.spent / NANO,
                 float(tally.end),
                 rule.budget.step_down_at,
+                rule.budget.flex_at,
             )
             for rule, tally in zip(rules, tallies, strict=True)
         )
@@ -684,7 +756,7 @@ class BudgetMiddleware:
                     f"budget {rule.budget.label!r} has ${left:.6f} left, less than this call's "
                     f"worst case of ${cost / NANO:.6f}: it would raise BudgetExceededError"
                 )
-        plan = plain_plan(self.reasoning, sent, self.index, requested=requested)
+        plan = plain_plan(self.reasoning, sent, self.index, requested=requested, tiers=self.tiers)
         return dataclasses.replace(
             plan,
             step_down=step,
@@ -704,10 +776,19 @@ def _limit(line: Line, tally: Tally) -> int:
 def step_note(step: StepDown) -> str:
     """The warning a stepped-down response carries."""
     ceiling = f" with max_tokens={step.max_tokens}" if step.max_tokens is not None else ""
-    return (
-        f"budget: {step.budget!r} is {step.spent:.1%} spent (steps down from "
-        f"{step.step_down_at:.0%}): reasoning_effort={step.requested.value!r} was sent as "
-        f"{step.applied.value!r}{ceiling}"
+    did: list[str] = []
+    from_: list[str] = []
+    if step.applied is not None and step.applied is not step.requested:
+        asked = step.requested.value if step.requested is not None else "unset"
+        did.append(f"reasoning_effort={asked!r} was sent as {step.applied.value!r}{ceiling}")
+    if step.step_down_at is not None:
+        from_.append(f"steps down from {step.step_down_at:.0%}")
+    if step.service_tier is not None:
+        did.append(f"the call was moved to service_tier={step.service_tier.value!r}")
+        if step.flex_at is not None:
+            from_.append(f"moves calls to flex from {step.flex_at:.0%}")
+    return f"budget: {step.budget!r} is {step.spent:.1%} spent ({', '.join(from_)}): " + "; ".join(
+        did
     )
 
 
@@ -717,15 +798,24 @@ def plain_plan(
     index: int,
     *,
     requested: Effort | None = None,
+    tiers: ServiceTierMiddleware | None = None,
 ) -> CallPlan:
     """What ``request`` would get from a source without budgets: its reasoning layer's
-    resolution (``requested`` defaults to the request's tier, else the source's)."""
+    resolution (``requested`` defaults to the request's tier, else the source's) and its
+    tier layer's (``tiers``)."""
     source = reasoning.source
     effort = request.reasoning_effort or source.effort
     asked = requested if requested is not None else effort
+    sent_tier: ServiceTier | None = None
+    notes: tuple[str, ...] = ()
     try:
+        if tiers is not None:
+            prepared = tiers.prepare(request)
+            if prepared.tier_resolution is not None:
+                sent_tier = prepared.tier_resolution.applied
+                notes = prepared.tier_resolution.warnings
         resolution = reasoning.resolution(effort, request.max_tokens)
-    except ThinkingUnsupportedError as exc:
+    except (ThinkingUnsupportedError, ServiceTierUnsupportedError) as exc:
         return CallPlan(
             index,
             source.provider,
@@ -752,5 +842,6 @@ def plain_plan(
         (),
         None,
         True,
-        tuple(resolution.warnings),
+        (*resolution.warnings, *notes),
+        sent_tier,
     )

@@ -37,6 +37,7 @@ from polythink.errors import (
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -720,6 +721,7 @@ def _response(
     finish: str | None = None,
     refusal: str | None = None,
     answered_by_tool: bool = False,
+    raw_usage: Any = None,
 ) -> Response:
     mapped = map_finish(raw_finish, ANTHROPIC, provider=profile.id, has_tool_calls=bool(calls))
     reason = mapped.reason
@@ -752,6 +754,10 @@ def _response(
         native_finish_reason=mapped.native,
         warnings=[mapped.note] if mapped.note else None,
         refusal=refusal,
+        service_tier=served_tier(
+            profile.service_tiers,
+            raw_usage.get("service_tier") if isinstance(raw_usage, Mapping) else None,
+        ),
     )
 
 
@@ -842,6 +848,7 @@ def parse_message(
         source_index=source_index,
         refusal=_refusal(data),
         answered_by_tool=bool(answers),
+        raw_usage=data.get("usage"),
     )
 
 
@@ -1082,6 +1089,7 @@ class AnthropicStreamAssembler:
             finish=finish,
             refusal=_refusal({"stop_reason": self.raw_finish, "stop_details": self.stop_details}),
             answered_by_tool=any(b.output for b in ordered),
+            raw_usage=self.raw_usage,
         )
 
 

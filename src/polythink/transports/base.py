@@ -41,6 +41,7 @@ from polythink.errors import (
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.tiers import capacity_error, served_tier
 from polythink.transports.carry import ttl_notes
 from polythink.transports.error_map import (
     error_from_body,
@@ -242,6 +243,9 @@ class HTTPTransport:
             ValueError: ``extra_headers`` is not a mapping of strings to strings, or holds
                 a name or value that is not valid HTTP (:func:`~polythink.config.check_headers`).
         """
+        tier = request.tier_resolution
+        if tier is not None and tier.headers:
+            headers = {**headers, **{name.lower(): v for name, v in tier.headers.items()}}
         extra = request.extra_headers
         if not extra:
             return headers
@@ -303,6 +307,17 @@ class HTTPTransport:
         Raises:
             PolythinkError: as :meth:`post_json`.
         """
+        data, headers = await self.post_json_with_headers(url, body, request)
+        return data, parse_rate_limit(headers)
+
+    async def post_json_with_headers(
+        self, url: str, body: Mapping[str, Any], request: Request
+    ) -> tuple[Any, httpx.Headers]:
+        """POST ``body``; return the parsed JSON of a 2xx answer and the answer's headers.
+
+        Raises:
+            PolythinkError: as :meth:`post_json`.
+        """
         response: httpx.Response | None = None
         content = dumps(body)
         headers = self._headers(self.headers, request)
@@ -329,7 +344,7 @@ class HTTPTransport:
         if response.status_code >= 300:
             raise self._status_error(response, content)
         try:
-            return json.loads(content), parse_rate_limit(response.headers)
+            return json.loads(content), response.headers
         except ValueError as exc:
             malformed = sealed(
                 TransientError(
@@ -510,17 +525,32 @@ class HTTPTransport:
         return self.about_model(mapped)
 
     def _status_error(self, response: httpx.Response, content: bytes) -> PolythinkError:
-        """The mapped error of a non-2xx answer (see :func:`error_from_status`)."""
-        return self.about_model(
-            error_from_status(
-                response.status_code,
-                response.headers,
-                content,
-                provider=self.profile.id,
-                source_index=self.index,
-                secrets=self._secrets,
-            )
+        """The mapped error of a non-2xx answer (see :func:`error_from_status`); a "no
+        capacity at this service tier" answer of this provider is a
+        :class:`~polythink.errors.CapacityUnavailableError`
+        (:func:`~polythink.reasoning.tiers.capacity_error`)."""
+        error = error_from_status(
+            response.status_code,
+            response.headers,
+            content,
+            provider=self.profile.id,
+            source_index=self.index,
+            secrets=self._secrets,
         )
+        return self.about_model(capacity_error(error, self.profile.service_tiers))
+
+    def served_tier(self, raw: object) -> str | None:
+        """The service tier an answer reported (``raw`` as the provider spelt it), in
+        polythink's vocabulary where this provider's row maps it; ``None`` for no value."""
+        return served_tier(self.profile.service_tiers, raw)
+
+    def served_tier_header(self, headers: Mapping[str, str]) -> str | None:
+        """The service tier a response header reports, where this provider's row says one
+        does (Gemini's ``x-gemini-service-tier``); ``None`` otherwise."""
+        wire = self.profile.service_tiers
+        if wire is None or wire.served is None or wire.served[0] != "header":
+            return None
+        return served_tier(wire, headers.get(wire.served[1]))
 
     def about_model(self, error: PolythinkError) -> PolythinkError:
         """Name this source's model, and its replacement when the registry knows one, on a
@@ -1029,8 +1059,12 @@ def _unbind(response: httpx.Response) -> None:
 def apply_overrides(
     body: dict[str, Any], request: Request, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Deep-merge, in this order, the reasoning fragment of ``request.resolution``, the
-    source's ``extra_body`` and the call's ``extra_body`` into ``body`` (later wins)."""
+    """Deep-merge, in this order, the service-tier fragment of ``request.tier_resolution``,
+    the reasoning fragment of ``request.resolution``, the source's ``extra_body`` and the
+    call's ``extra_body`` into ``body`` (later wins)."""
+    tier = request.tier_resolution
+    if tier is not None and tier.body:
+        deep_merge(body, tier.body)
     if request.resolution is not None and request.resolution.payload:
         deep_merge(body, request.resolution.payload)
     if extra_body:
@@ -1150,6 +1184,7 @@ def assistant_response(
     warnings: list[str] | None = None,
     cost: Cost | None = None,
     refusal: str | None = None,
+    service_tier: str | None = None,
 ) -> Response:
     """Build a :class:`Response` and the assistant :class:`Message` it carries.
 
@@ -1164,6 +1199,7 @@ def assistant_response(
     response's warnings (an unknown finish value, for example).
     ``cost`` is what the provider said it billed (:func:`polythink.pricing.reported_cost`).
     ``refusal`` is the model's refusal message where the wire carries one apart.
+    ``service_tier`` is the tier the answer reported (see :meth:`HTTPTransport.served_tier`).
 
     A lone surrogate in the text, the reasoning or a call's arguments (JSON may escape one,
     ``"\\ud83d"``, though no UTF-8 text can hold it) becomes U+FFFD, so the turn can be
@@ -1203,4 +1239,5 @@ def assistant_response(
         warnings=list(warnings) if warnings else [],
         cost=cost,
         refusal=refusal,
+        service_tier=service_tier,
     )

@@ -41,6 +41,7 @@ from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import responses_route
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -681,6 +682,7 @@ def parse_completion(
         rate_limit=rate_limit,
         cost=reported_cost(data.get("usage")),
         refusal=refusal,
+        service_tier=served_tier(profile.service_tiers, data.get("service_tier")),
     )
 
 
@@ -742,6 +744,7 @@ def _response(
     rate_limit: RateLimit | None = None,
     cost: Cost | None = None,
     refusal: str | None = None,
+    service_tier: str | None = None,
 ) -> Response:
     mapped = map_finish(
         raw_finish, chat_table(profile.id), provider=profile.id, has_tool_calls=bool(calls)
@@ -770,6 +773,7 @@ def _response(
         native_finish_reason=mapped.native,
         warnings=notes,
         cost=cost,
+        service_tier=service_tier,
     )
 
 
@@ -906,6 +910,7 @@ class ChatStreamAssembler:
         self.cost: Cost | None = None
         self.content_seen = False
         self.rate_limit: RateLimit | None = None
+        self.service_tier: str | None = None
         self._calls_emitted = False
         self._think = _ThinkSplitter() if profile.inline_think_tags else None
 
@@ -917,6 +922,9 @@ class ChatStreamAssembler:
             self.model = model
         if self.response_id is None and chunk.get("id"):
             self.response_id = chunk["id"]
+        tier = chunk.get("service_tier")
+        if tier:
+            self.service_tier = served_tier(self.profile.service_tiers, tier)
         choice_usage: Any = None
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
@@ -1108,6 +1116,7 @@ class ChatStreamAssembler:
             rate_limit=self.rate_limit,
             cost=self.cost,
             refusal="".join(self.refusal) or None,
+            service_tier=self.service_tier,
         )
 
 

@@ -49,6 +49,7 @@ from polythink.errors import (
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -654,6 +655,7 @@ def parse_response(
         profile=profile,
         source_index=source_index,
         refusal="".join(refusals) if refusals else None,
+        service_tier=served_tier(profile.service_tiers, data.get("service_tier")),
     )
 
 
@@ -689,6 +691,7 @@ class ResponsesStreamAssembler:
         self.refused = False
         self.refusal: list[str] = []
         self.content_seen = False
+        self.service_tier: str | None = None
         self._parts: set[tuple[int, str, int]] = set()
         self._streamed: set[Any] = set()
         self._added: dict[int, Mapping[str, Any]] = {}
@@ -749,6 +752,9 @@ class ResponsesStreamAssembler:
             self.model = response["model"]
         if self.response_id is None and response.get("id"):
             self.response_id = response["id"]
+        tier = response.get("service_tier")
+        if tier:
+            self.service_tier = served_tier(self.profile.service_tiers, tier)
 
     def _text(self, delta: Any, out: list[StreamEvent]) -> None:
         if not isinstance(delta, str) or not delta:
@@ -860,6 +866,7 @@ class ResponsesStreamAssembler:
             profile=self.profile,
             source_index=self.source_index,
             refusal="".join(self.refusal) or None,
+            service_tier=self.service_tier,
         )
 
 
