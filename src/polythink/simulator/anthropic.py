@@ -70,7 +70,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from polythink.reasoning.resolve import ANTHROPIC_MIN_BUDGET, TIER_BUDGET_TOKENS
-from polythink.simulator import behaviour
+from polythink.simulator import behaviour, tiers
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
@@ -597,6 +597,9 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         "output_tokens": output,
         "output_tokens_details": {"thinking_tokens": thinking_tokens},
     }
+    played = tiers.play(request.provider, model, body, request, settings)
+    if played.reported is not None:
+        usage["service_tier"] = played.reported
     seed = hashlib.sha256(request.body).hexdigest()[:20]
     message: dict[str, Any] = {
         "id": f"msg_sim_{seed}",

@@ -54,6 +54,7 @@ _REASONS = {
     413: "Payload Too Large",
     422: "Unprocessable Entity",
     429: "Too Many Requests",
+    498: "Capacity Exceeded",
     500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
@@ -93,6 +94,12 @@ class Settings:
             Anthropic, Gemini without a replacement; Groq "decommissioned"), or, on Gemini, by
             its replacement, whose id the answer's ``modelVersion`` carries (CURRENT.md §3.2).
             A model given in ``capabilities`` is played as given, never retired.
+        no_capacity: service tiers (``flex``, ``priority`` …) answered "no capacity" in the
+            provider's shape (header ``x-sim-no-capacity``, comma-separated, overrides it);
+            see ``tiers.py``.
+        service_tiers: model -> the service tiers the simulated provider serves it at
+            (others are refused where the provider's row says it refuses them, else served
+            at ``standard``); a model not listed takes every tier its provider offers.
     """
 
     latency: float = 0.0
@@ -103,6 +110,8 @@ class Settings:
     capabilities: dict[str, Any] = field(default_factory=dict)
     structured_output: str = "valid"
     today: str | None = None
+    no_capacity: tuple[str, ...] = ()
+    service_tiers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
