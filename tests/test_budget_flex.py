@@ -124,7 +124,8 @@ async def test_an_agent_steps_down_then_moves_to_flex_then_is_refused(
     # The refusal names the cheapest call it could not afford: stepped down, at flex.
     assert refused.budget == "agent"
     assert "reasoning_effort=high stepped down to none, service_tier=flex" in refused.message
-    assert refused.needed is not None and refused.needed > refused.remaining
+    assert refused.needed is not None
+    assert refused.needed > refused.remaining
     # The metrics show every step: the step counter by reasoning tier and service tier.
     steps = {
         (

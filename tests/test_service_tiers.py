@@ -382,7 +382,8 @@ async def test_no_capacity_is_resent_at_standard_once_and_priced_there(sim: Simu
         "again at 'standard' (the source's capacity_fallback)"
     ) in response.warnings
     usage = response.usage
-    assert usage is not None and response.cost is not None
+    assert usage is not None
+    assert response.cost is not None
     assert response.cost.total == float(
         genai_prices.calc_price(
             genai_prices.Usage(
@@ -494,7 +495,9 @@ def test_prices_follow_the_tier_served() -> None:
     standard = price(usage, "openai", "gpt-5.5")
     flex = price(usage, "openai", "gpt-5.5", service_tier="flex")
     priority = price(usage, "openai", "gpt-5.5", service_tier="priority")
-    assert standard is not None and flex is not None and priority is not None
+    assert standard is not None
+    assert flex is not None
+    assert priority is not None
     assert (standard.total, flex.total, priority.total) == (
         table("gpt-5.5", "openai"),
         table("gpt-5.5", "openai", service_tier="flex"),
@@ -513,7 +516,9 @@ def test_where_the_table_has_no_tier_price_it_says_so() -> None:
     # Gemini 3.8 Flash has a batch price and no flex price: flex is billed as batches are.
     flex = price(usage, "gemini", "gemini-3.8-flash", service_tier="flex")
     batch = price(usage, "gemini", "gemini-3.8-flash", batch=True)
-    assert flex is not None and batch is not None and flex.total == batch.total
+    assert flex is not None
+    assert batch is not None
+    assert flex.total == batch.total
     assert tier_price_note("gemini", "gemini-3.8-flash", "flex") == (
         "the price table has no flex price for gemini model 'gemini-3.8-flash': priced at its "
         "batch price, as gemini bills flex"
