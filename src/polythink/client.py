@@ -78,9 +78,11 @@ if TYPE_CHECKING:
 
     from polythink.backends.base import BudgetBackend
     from polythink.backends.redis import RedisLimitStore
+    from polythink.batch import BatchJob
     from polythink.middleware.budget import BudgetMiddleware
     from polythink.middleware.cache import CacheMiddleware
     from polythink.middleware.retry import RetryMiddleware
+    from polythink.transports.base import HTTPTransport
 
 __all__ = ["Client"]
 
@@ -411,6 +413,7 @@ class Client:
         self._closed = False
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
+        self._transports: list[HTTPTransport] = []
         self._reasoning: list[ReasoningMiddleware] = []
         self._tiers: list[ServiceTierMiddleware] = []
         self._limits: list[RateLimitMiddleware] = []
@@ -590,6 +593,7 @@ class Client:
         self._http = http
         redact_http_logs(self, [*self._keys, *(s for src in self.sources for s in src.secrets())])
         stacks = []
+        self._transports = []
         for i, source in enumerate(self.sources):
             transport = self._transport_classes[i](
                 source=source,
@@ -598,6 +602,7 @@ class Client:
                 client=http,
                 api_key=self._keys[i],
             )
+            self._transports.append(transport)
             # Calls its model takes only on the Responses API go there (GPT-6 tools).
             transport = with_responses_route(transport, client=http, api_key=self._keys[i])
             stacks.append(compose(self._source_layers(i), transport))
@@ -641,6 +646,92 @@ class Client:
         if self._cost is not None:
             layers.append(self._cost)
         return layers
+
+    async def batch(
+        self,
+        requests: Mapping[str, Request] | Sequence[Request],
+        *,
+        source: int | None = None,
+        name: str | None = None,
+    ) -> BatchJob:
+        """Submit ``requests`` as one batch: answered within the provider's 24-hour window,
+        at batch prices (about half), through one source's batch API.
+
+        Build each request as a call is made: ``client.request(messages, ...)`` takes
+        :meth:`complete`'s arguments (tools, ``reasoning_effort``, ``response_format``,
+        ``max_tokens``, ``tag`` …). Each goes through the same reasoning resolution and body
+        builder as a call to that source; spend budgets reserve the batch's worst case at
+        batch prices now and are corrected request by request as results are read. See
+        :mod:`polythink.batch` for each provider's API.
+
+        Args:
+            requests: the requests, by id (1 to 64 letters, digits, ``_`` or ``-``), or a
+                list (ids ``"0"``, ``"1"`` …).
+            source: the source to submit to (its index); ``None``: the first source whose
+                provider has a batch API (``openai``, ``openai-responses``, ``anthropic``,
+                ``gemini``). A batch is not failed over: it lives at one provider.
+            name: the batch's name at the provider (OpenAI ``metadata.name``, Gemini
+                ``displayName``); default ``polythink-<unix time>``.
+
+        Returns:
+            the :class:`~polythink.batch.BatchJob`: ``await job.wait()``, ``async for id,
+            result in job.results()``, ``job.save(path)``, ``await job.cancel()``.
+
+        Raises:
+            ValueError: malformed requests or ids, no source with a batch API.
+            PolythinkError: a request this source cannot take (named by its id; nothing
+                submitted), :class:`~polythink.errors.BudgetExceededError`, or the
+                provider's refusal of the batch.
+            ClientClosedError: the client is closed.
+        """
+        from polythink.batch import submit_batch
+
+        self._started()
+        if source is None:
+            found = [
+                i
+                for i, s in enumerate(self.sources)
+                if get_provider(s.provider).batches is not None
+            ]
+            if not found:
+                raise ValueError(
+                    "no source of this client has a batch API (openai, openai-responses, "
+                    "anthropic and gemini have one)"
+                )
+            source = found[0]
+        if not 0 <= source < len(self.sources):
+            raise ValueError(f"source must be a source index from 0 to {len(self.sources) - 1}")
+        return await submit_batch(self, source, requests, name=name)
+
+    def resume_batch(
+        self, saved: str | Path | Mapping[str, Any], *, response_format: Any = None
+    ) -> BatchJob:
+        """Attach a batch job saved by :meth:`BatchJob.save` (or its ``to_dict()``), in this
+        or another process, to this client's matching source (same provider, model and
+        endpoint); its results are then read as if it had been submitted here.
+
+        ``response_format`` replaces the requests' saved formats (a model class saved with
+        the job is imported by its module path when this is not given).
+
+        Raises:
+            ValueError: not a saved job, no matching source, or a saved model class that
+                cannot be imported.
+        """
+        from polythink.batch import resume_batch
+
+        return resume_batch(self, saved, response_format=response_format)
+
+    def _source_parts(
+        self, index: int
+    ) -> tuple[HTTPTransport, ReasoningMiddleware, BudgetMiddleware | None]:
+        """The transport, reasoning layer and budget layer of source ``index`` (for batches,
+        which build and parse bodies as calls do, outside the onion).
+
+        Raises:
+            ClientClosedError: the client is closed (or RuntimeError: never started).
+        """
+        self._started()
+        return self._transports[index], self._reasoning[index], self._budget_layers[index]
 
     async def aclose(self) -> None:
         """Commit the cache entries still pending, close the HTTP client if this client

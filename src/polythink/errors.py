@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthError",
+    "BatchItemNotRunError",
     "BudgetExceededError",
     "CapacityUnavailableError",
     "ClientClosedError",
@@ -452,6 +453,23 @@ class BudgetExceededError(PolythinkError):
         self.remaining = max(0.0, limit - spent)
         self.needed = needed
         self.resets_at = resets_at
+
+
+class BatchItemNotRunError(PolythinkError):
+    """A request of a batch that the provider never ran: the batch expired (its 24-hour
+    window ended first), was cancelled, or failed as a whole (its input was refused).
+    Nothing was charged for it. ``error_type`` is ``"batch_expired"``,
+    ``"batch_cancelled"`` or ``"batch_failed"``.
+
+    Attributes:
+        reason: ``"expired"``, ``"cancelled"`` or ``"failed"``.
+        custom_id: the request's id in the batch.
+    """
+
+    def __init__(self, message: str, *, reason: str, custom_id: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.reason = reason
+        self.custom_id = custom_id
 
 
 class ClientClosedError(PolythinkError, RuntimeError):

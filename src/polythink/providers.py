@@ -282,6 +282,10 @@ class ProviderProfile:
         service_tiers: how the provider spells service tiers (:class:`TierWire`); ``None``:
             it has none, and a call's tier sends nothing (see
             :func:`polythink.reasoning.tiers.resolve_tier`).
+        batches: the provider's batch API, which :mod:`polythink.batch` speaks: ``openai``
+            (a JSONL file uploaded to ``/files``, then ``/batches``), ``anthropic`` (Message
+            Batches) or ``gemini`` (``batchGenerateContent`` with inlined requests); ``None``:
+            none.
     """
 
     id: str
@@ -311,6 +315,7 @@ class ProviderProfile:
     completion_counts_reasoning: bool | None = None
     thinking_refuses_forced_tool_choice: bool = False
     service_tiers: TierWire | None = None
+    batches: Literal["openai", "anthropic", "gemini"] | None = None
 
     @property
     def serves(self) -> str:
@@ -333,6 +338,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_modes=True,
             completion_counts_reasoning=True,
             service_tiers=OPENAI_TIERS,
+            batches="openai",
         ),
         ProviderProfile(
             "openai-responses",
@@ -349,6 +355,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_modes=True,
             completion_counts_reasoning=True,
             service_tiers=OPENAI_RESPONSES_TIERS,
+            batches="openai",
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -378,6 +385,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             # is a beta value (A-FABLE51) and goes through extra_body with its header.
             thinking_displays=("summarized", "omitted"),
             service_tiers=ANTHROPIC_TIERS,
+            batches="anthropic",
         ),
         ProviderProfile(
             "gemini",
@@ -389,6 +397,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             max_tokens_field="maxOutputTokens",
             reasoning_format="gemini",
             service_tiers=GEMINI_TIERS,
+            batches="gemini",
         ),
         ProviderProfile(
             "openrouter",

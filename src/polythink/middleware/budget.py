@@ -90,6 +90,7 @@ from polythink.types import (
 
 __all__ = [
     "MAX_SCOPE_LABELS",
+    "BatchHold",
     "BudgetMeter",
     "BudgetMiddleware",
     "plain_plan",
@@ -248,6 +249,50 @@ class _Ticket:
         self.settled = False
 
 
+@dataclasses.dataclass(slots=True)
+class BatchHold:
+    """What a batch reserved in one set of budget lines (the requests that share them):
+    the lines, the budgets' names and scope values (for the metrics), the backend's
+    reservation and the nano-dollars reserved. JSON-ready through :meth:`to_json`, so a
+    batch job saved in one process settles its results in another."""
+
+    lines: list[Line]
+    names: list[tuple[str, str]]
+    reservation: Reservation
+    reserved: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The hold as plain JSON values."""
+        return {
+            "lines": [list(line) for line in self.lines],
+            "names": [list(name) for name in self.names],
+            "reservation": [
+                self.reservation.taken,
+                [list(tally) for tally in self.reservation.tallies],
+                self.reservation.shared,
+            ],
+            "reserved": self.reserved,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> BatchHold:
+        """Read back :meth:`to_json`'s shape.
+
+        Raises:
+            ValueError: for anything else.
+        """
+        try:
+            taken, tallies, shared = data["reservation"]
+            return cls(
+                [Line(str(k), int(limit), str(per)) for k, limit, per in data["lines"]],
+                [(str(name), str(scope)) for name, scope in data["names"]],
+                Reservation(bool(taken), [Tally(*tally) for tally in tallies], bool(shared)),
+                int(data["reserved"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a saved batch's budget hold is malformed: {exc!r}") from None
+
+
 class BudgetMiddleware:
     """Reserve, step down and correct one source's calls against its spend budgets.
 
@@ -324,6 +369,111 @@ class BudgetMiddleware:
                 self._made.clear()
             made = self._made[key] = _Rule(budget, value)
         return made
+
+    def batch_worst(self, request: Request) -> int | None:
+        """The most ``request`` can cost as a batch request, at batch prices, in
+        nano-dollars (the prompt estimated and the output ceiling as for a call); ``None``
+        when it has no price here."""
+        requested = request.reasoning_effort or self.source.effort
+        ceiling, _ = self._ceiling(requested, request.max_tokens)
+        if ceiling is None:
+            return None
+        cache = request.prompt_cache
+        return worst_case_nanos(
+            self.profile.id,
+            self.source.model,
+            estimate_prompt_tokens(request),
+            ceiling,
+            cache_write=cache is not None,
+            cache_write_1h=cache is not None and cache.ttl == "1h",
+            batch=True,
+        )
+
+    async def hold_batch(
+        self, items: Sequence[tuple[Request, int | None]]
+    ) -> list[BatchHold | None]:
+        """Reserve a batch's worst case: each request's (``items``: the request and its
+        :meth:`batch_worst`), summed per set of budget lines that apply, all or nothing.
+
+        Returns:
+            for each item, the hold it is counted in (``None``: no budget applies to it).
+
+        Raises:
+            BudgetExceededError: a budget cannot afford its part of the batch (nothing is
+                reserved), or cannot price a request (``error_type`` ``"unpriced"``, under
+                ``unpriced="refuse"``).
+        """
+        groups: dict[tuple[str, ...], tuple[list[_Rule], int]] = {}
+        keys: list[tuple[str, ...] | None] = []
+        for request, worst in items:
+            rules = self._rules(request)
+            if not rules:
+                keys.append(None)
+                continue
+            if worst is None:
+                refusing = [r for r in rules if r.budget.unpriced == "refuse"]
+                if refusing:
+                    raise self._batch_exceeded(refusing[0], None, "unpriced")
+                worst = 0
+            key = tuple(rule.line.key for rule in rules)
+            held = groups.get(key)
+            groups[key] = (rules, (held[1] if held is not None else 0) + worst)
+            keys.append(key)
+        holds: dict[tuple[str, ...], BatchHold] = {}
+        for key, (rules, cost) in groups.items():
+            lines = [rule.line for rule in rules]
+            reservation = await self.backend.reserve(lines, cost)
+            if not reservation.taken:
+                for hold in holds.values():
+                    await self.backend.settle(hold.lines, hold.reservation, -hold.reserved)
+                short = [
+                    rule
+                    for rule, tally in zip(rules, reservation.tallies, strict=True)
+                    if not tally.known or tally.spent + cost > _limit(rule.line, tally)
+                ] or rules
+                raise self._batch_exceeded(short[0], cost, "budget_exceeded", reservation)
+            names = [(rule.budget.label, rule.scope) for rule in rules]
+            holds[key] = BatchHold(lines, names, reservation, cost)
+        return [holds[key] if key is not None else None for key in keys]
+
+    async def release_batch(self, hold: BatchHold, worst: int, charge: int) -> None:
+        """Correct what ``hold`` reserved for one request from its worst case to its
+        ``charge`` (nano-dollars), and count the charge in the budget metrics."""
+        delta = charge - worst
+        if delta:
+            await self.backend.settle(hold.lines, hold.reservation, delta)
+        if self.meter is not None:
+            for label, scope in hold.names:
+                self.meter.record(label, scope, charge, None)
+
+    def _batch_exceeded(
+        self, rule: _Rule, cost: int | None, kind: str, reservation: Reservation | None = None
+    ) -> BudgetExceededError:
+        budget, source = rule.budget, self.source
+        tally = reservation.tallies[0] if reservation is not None else None
+        spent = tally.spent / NANO if tally is not None else 0.0
+        limit = (_limit(rule.line, tally) if tally is not None else rule.line.limit) / NANO
+        why = (
+            f"cannot price a request of it (the price table has no batch price for "
+            f"{self.profile.id} model {source.model!r}, or the call gives no max_tokens)"
+            if cost is None
+            else f"has ${max(0.0, limit - spent):.6f} left, less than the batch's worst case "
+            f"at batch prices, ${cost / NANO:.6f}"
+        )
+        return BudgetExceededError(
+            f"{self.profile.id} source {self.index} ({source.model}): budget "
+            f"{budget.label!r} ({budget.per}) {why}; the batch was not submitted",
+            budget=budget.label,
+            scope=rule.scope,
+            window=budget.per,
+            limit=limit,
+            spent=spent,
+            needed=None if cost is None else cost / NANO,
+            resets_at=float(tally.end) if tally is not None else 0.0,
+            provider=self.profile.id,
+            source_index=self.index,
+            error_type="unpriced" if cost is None else kind,
+        )
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Admit the call within its budgets, send it, correct to what it cost.

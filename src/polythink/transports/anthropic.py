@@ -1268,6 +1268,29 @@ class AnthropicTransport(HTTPTransport):
             applied_effort=Effort.NONE if switched_off else response.applied_effort,
         )
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Messages body a batch request carries as its ``params`` (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`); the hints name the
+        output tool of the structured-output fallback and whether thinking was switched
+        off."""
+        body, notes, switched_off, tool = self._prepare(request.with_(stream=False))
+        return body, notes, {"output_tool": tool, "switched_off": switched_off}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Messages answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and data.get("type") == "error":
+            raise self.in_band_error(data)
+        tool = hints.get("output_tool")
+        response = parse_message(
+            data,
+            profile=self.profile,
+            source_index=self.index,
+            model=self.source.model,
+            output_tool=tool if isinstance(tool, str) else None,
+        )
+        return self._noted(response, notes, None, bool(hints.get("switched_off")))
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 

@@ -227,6 +227,11 @@ class HTTPTransport:
         """Provider headers sent on every call (for example ``anthropic-version``)."""
         return {}
 
+    def secrets(self) -> tuple[str | None, ...]:
+        """The credentials this transport sends: its key and the source's credential
+        headers (redacted from every error it maps)."""
+        return self._secrets
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call; subclasses implement."""
         raise NotImplementedError
@@ -362,6 +367,76 @@ class HTTPTransport:
             malformed.__cause__ = self._clean(exc)
         # Outside the handler: the decoder's error holds the whole body (its ``doc``).
         raise malformed
+
+    async def exchange(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        files: Mapping[str, Any] | None = None,
+        data: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[bytes, httpx.Headers]:
+        """Send one request of a batch's life (upload, create, poll, cancel, download) with
+        this source's credentials and headers; return a 2xx answer's body and headers.
+
+        ``json_body`` is sent as JSON; ``files`` and ``data`` as ``multipart/form-data``
+        (httpx sets its content type). ``timeout`` bounds the whole exchange, in seconds
+        (``None``: the source's total).
+
+        Raises:
+            PolythinkError: the mapped error of a non-2xx answer, a transport failure or the
+                deadline, as for a call.
+        """
+        headers = dict(self.headers)
+        if json_body is None:
+            headers.pop("content-type", None)
+        budget = timeout if timeout is not None else self._total
+        response: httpx.Response | None = None
+        failure: PolythinkError | None = None
+        try:
+            with deadline_scope(budget):
+                response = await self.client.request(
+                    method,
+                    url,
+                    content=dumps(json_body) if json_body is not None else None,
+                    files=files,
+                    data=data,
+                    headers=headers,
+                    timeout=self._timeout,
+                    follow_redirects=False,
+                )
+        except Exception as exc:
+            failure = self._transport_error(exc)
+        if failure is not None:
+            raise failure
+        if response is None:
+            raise self._deadline_error(budget)
+        content = response.content
+        _unbind(response)
+        if response.status_code >= 300:
+            raise self._status_error(response, content)
+        return content, response.headers
+
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The body a batch sends for ``request`` (the non-streamed body :meth:`complete`
+        would send), the notes its answer carries, and what :meth:`parse_answer` needs to
+        parse that answer (JSON-ready: it is saved with the batch job).
+
+        Raises:
+            PolythinkError: what :meth:`complete` raises before sending (a tier, a content
+                part or a format this source cannot take).
+        """
+        raise NotImplementedError(f"{self.profile.wire} has no batch body")
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a non-streamed answer body (a batch result) as :meth:`complete` does.
+
+        Raises:
+            PolythinkError: a body that is not an answer (mapped as :meth:`complete` maps it).
+        """
+        raise NotImplementedError(f"{self.profile.wire} parses no batch answers")
 
     @asynccontextmanager
     async def open_stream(

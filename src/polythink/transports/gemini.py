@@ -898,6 +898,22 @@ class GeminiTransport(HTTPTransport):
         notes += ttl_notes(request.prompt_cache, self.profile)
         return body, notes + left_out.notes()
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The ``GenerateContentRequest`` a batch's inlined request carries (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`)."""
+        body, notes = self._prepare(request.with_(stream=False))
+        return body, notes, {}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a ``GenerateContentResponse`` of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and data.get("error"):
+            raise self.in_band_error(data)
+        response = parse_response(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+        return with_notes(response, notes)
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 

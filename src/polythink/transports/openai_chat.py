@@ -1279,6 +1279,25 @@ class OpenAIChatTransport(HTTPTransport):
             body, [("tool_choice", reason)], "while thinking is on", "thinking_parameter_conflict"
         )
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Chat Completions body a batch line carries (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`)."""
+        body, notes = self._prepare(request.with_(stream=False))
+        notes += self.sampling_notes(body, request)
+        notes += self.prompt_cache_notes(body, request)
+        notes += self._tool_choice_notes(body)
+        return body, notes, {}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Chat Completions answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and _carries_error(data):
+            raise self.in_band_error(data)
+        response = parse_completion(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+        return with_notes(response, notes)
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 

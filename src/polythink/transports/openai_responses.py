@@ -958,6 +958,24 @@ class OpenAIResponsesTransport(HTTPTransport):
         reasoning.setdefault("mode", mode)
         return notes
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Responses body a batch line carries (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`)."""
+        body, notes = self._prepare(request.with_(stream=False))
+        return body, notes, {}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Responses answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and (
+            data.get("status") == "failed" or (data.get("error") and not data.get("output"))
+        ):
+            raise self.in_band_error(data.get("error") or data)
+        response = parse_response(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+        return with_notes(response, notes)
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 
