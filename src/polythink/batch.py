@@ -9,8 +9,9 @@ per request id, in the order submitted, priced at batch rates.
 Each request goes through the same steps a call goes through before the wire: its reasoning
 tier is resolved for the source's model (the source's
 :class:`~polythink.middleware.reasoning.ReasoningMiddleware`), and its body is built by
-the source's own transport (``batch_body``: the non-streamed body of ``complete()``); an answer is parsed by the same transport (``parse_answer``), reconciled with
-the tier applied, validated against its ``response_format``, and priced at batch prices
+the source's own transport (``batch_body``: the non-streamed body of ``complete()``); an
+answer is parsed by the same transport (``parse_answer``), reconciled with the tier applied,
+validated against its ``response_format``, and priced at batch prices
 (:func:`polythink.pricing.price` with ``batch=True``). A service tier asked for a batch request
 is not sent: a batch has its own (reported as ``batch``).
 
