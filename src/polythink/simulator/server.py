@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 WIRE_MODULES: tuple[str, ...] = (
+    "polythink.simulator.batches",
     "polythink.simulator.openai_chat",
     "polythink.simulator.openai_responses",
     "polythink.simulator.anthropic",
@@ -100,6 +101,12 @@ class Settings:
         service_tiers: model -> the service tiers the simulated provider serves it at
             (others are refused where the provider's row says it refuses them, else served
             at ``standard``); a model not listed takes every tier its provider offers.
+        batch_clock: the clock batches live on (Unix seconds; ``time.time``): a test moves a
+            clock of its own to run a batch's day in a moment (see ``batches.py``).
+        batch_timing: the seconds of a batch's phases on that clock
+            (:class:`~polythink.simulator.batches.BatchTiming`; ``None``: its defaults).
+        batch_store: what the simulated batch APIs hold (files, batches, answers); made on
+            first use.
     """
 
     latency: float = 0.0
@@ -112,6 +119,9 @@ class Settings:
     today: str | None = None
     no_capacity: tuple[str, ...] = ()
     service_tiers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    batch_clock: Callable[[], float] = time.time
+    batch_timing: Any = None
+    batch_store: Any = field(default=None, repr=False)
 
 
 @dataclass

@@ -396,17 +396,20 @@ class HTTPTransport:
         response: httpx.Response | None = None
         failure: PolythinkError | None = None
         try:
+            req = self.client.build_request(
+                method,
+                url,
+                content=dumps(json_body) if json_body is not None else None,
+                files=files,
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+            )
+            # A multipart body is a stream httpx encodes lazily; read it here, so every HTTP
+            # layer under httpx (aiohttp's too) is handed plain bytes.
+            req.read()
             with deadline_scope(budget):
-                response = await self.client.request(
-                    method,
-                    url,
-                    content=dumps(json_body) if json_body is not None else None,
-                    files=files,
-                    data=data,
-                    headers=headers,
-                    timeout=self._timeout,
-                    follow_redirects=False,
-                )
+                response = await self.client.send(req, follow_redirects=False)
         except Exception as exc:
             failure = self._transport_error(exc)
         if failure is not None:
