@@ -611,11 +611,11 @@ async def test_what_cannot_be_submitted_is_refused_before_anything_is_sent(
         with pytest.raises(ValueError, match="build each with client.request"):
             await client.batch([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
         bad = client.request([{"role": "user", "content": "hi"}], reasoning_effort="max")
-        with pytest.raises(ThinkingUnsupportedError, match="batch request '1'"):
-            # gpt-5.5 under the error policy of a source built so.
-            job_client = Client([_source(sim, "openai", "gpt-5.5", effort_fallback="error")])
-            async with job_client:
-                await job_client.batch([request, bad])
+        # gpt-5.5 has no "max" tier: under the error policy the batch is refused, naming it.
+        strict = Client([_source(sim, "openai", "gpt-5.5", effort_fallback="error")])
+        async with strict:
+            with pytest.raises(ThinkingUnsupportedError, match=r"batch request '1'"):
+                await strict.batch([request, bad])
         # The first source with a batch API is chosen without ``source=``.
         job = await client.batch([request])
     assert isinstance(job, BatchJob)
