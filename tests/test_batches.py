@@ -608,7 +608,7 @@ async def test_what_cannot_be_submitted_is_refused_before_anything_is_sent(
             await client.batch({"no spaces": request})
         with pytest.raises(ValueError, match="has no batch API"):
             await client.batch([request], source=0)
-        with pytest.raises(ValueError, match="build each with client.request"):
+        with pytest.raises(ValueError, match=r"build each with client\.request"):
             await client.batch([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
         bad = client.request([{"role": "user", "content": "hi"}], reasoning_effort="max")
         # gpt-5.5 has no "max" tier: under the error policy the batch is refused, naming it.
