@@ -631,3 +631,27 @@ def test_a_saved_job_needs_its_source() -> None:
 
 def test_amounts_are_whole_nanodollars() -> None:
     assert nano(Decimal("0.0000000011")) == 2
+
+
+@pytest.mark.anyio
+async def test_batch_answers_are_counted_in_the_call_and_cost_metrics(
+    sim: Simulator, clock: Clock
+) -> None:
+    from polythink.middleware import semconv
+    from tests.test_telemetry import Otel
+
+    otel = Otel()
+    async with Client(
+        [_source(sim, "gemini", "gemini-4-argon")], meter_provider=otel.meter_provider
+    ) as client:
+        job = await client.batch(_questions(client, 4))
+        clock.now = START + 10_000.0
+        results = await job.collect(every=0.01)
+    (cost,) = otel.points(semconv.POLYTHINK_CLIENT_COST)
+    (calls,) = otel.points(semconv.POLYTHINK_CLIENT_CALLS)
+    assert cost.attributes is not None
+    assert cost.attributes[semconv.POLYTHINK_SERVED_SERVICE_TIER] == "batch"
+    spent = [r.cost.total for r in results.values() if isinstance(r, Response) and r.cost]
+    assert len(spent) == 4
+    assert cost.value == pytest.approx(sum(spent), rel=1e-12)
+    assert calls.value == 4

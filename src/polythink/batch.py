@@ -20,6 +20,8 @@ it is submitted (each request's prompt estimate and output ceiling, as for a cal
 nothing, and are corrected request by request as results are read: the batch's cost where a
 request ran, nothing where it was refused, expired or was cancelled. A batch is counted in the
 budget window it was submitted in: a result read once that window is over corrects nothing.
+Each answer is counted in the client's call and cost metrics as it is read (served tier
+``batch``), so a dashboard's cost per service tier includes batches.
 
 The three batch APIs (``ProviderProfile.batches``; read 2026-12-04):
 
@@ -721,6 +723,7 @@ class BatchJob:
         response = response.with_(
             cost=cost, service_tier="batch", warnings=warnings, message=message
         )
+        self._client._telemetry.count_result(response)
         if item.format is not None:
             try:
                 return parse_output(response, item.format)

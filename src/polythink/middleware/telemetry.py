@@ -492,6 +492,17 @@ class TelemetryMiddleware:
                 attributes[GEN_AI_TOOL_DEFINITIONS] = _dumps([_tool_json(t) for t in request.tools])
         return attributes
 
+    def count_result(self, response: Response) -> None:
+        """Count an answer that did not come through the onion (a batch request's result):
+        one call, and its cost, in ``polythink.client.calls`` and ``polythink.client.cost``
+        under its source and tiers (its served tier is ``batch``). No span and no duration:
+        the request ran at the provider, on its own time."""
+        try:
+            call = _Call(trace.INVALID_SPAN, False, 0.0, response.requested_effort)
+            self._count(call, self._source(response.source_index), response, None)
+        except Exception:
+            _log.warning("telemetry could not count a batch result", exc_info=True)
+
     def _source(self, index: int | None) -> _SourceInfo:
         if index is not None and 0 <= index < len(self._sources):
             return self._sources[index]
