@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from polythink.types import KEY_SHAPES
 
@@ -64,6 +64,7 @@ __all__ = [
     "ThinkingUnsupportedError",
     "TransientError",
     "holds_secret",
+    "recast",
     "redact",
 ]
 
@@ -505,6 +506,29 @@ class MiddlewareError(PolythinkError, TypeError):
     def __init__(self, message: str, *, layer: str, **kwargs: object) -> None:
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.layer = layer
+
+
+_E = TypeVar("_E", bound=PolythinkError)
+
+
+def recast(error: PolythinkError, cls: type[_E], message: str | None = None, **extra: Any) -> _E:
+    """``error`` as another class of the taxonomy (a provider's answer read more closely):
+    its provider, source, status, type, request id, retry hints, body and rate limits kept,
+    ``message`` replacing its message when given, ``extra`` the new class's own fields."""
+    mapped = cls(
+        error.message if message is None else message,
+        provider=error.provider,
+        source_index=error.source_index,
+        status_code=error.status_code,
+        error_type=error.error_type,
+        request_id=error.request_id,
+        retry_after=error.retry_after,
+        should_retry=error.should_retry,
+        body=error.body,
+        **extra,
+    )
+    mapped.rate_limit = error.rate_limit
+    return mapped
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

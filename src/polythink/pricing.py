@@ -344,12 +344,10 @@ def tier_price_note(
 ) -> str | None:
     """Say how a call served at ``service_tier`` (or in a batch) is priced when the table
     has no price of its own for it; ``None`` when it has one, or the call is standard."""
-    table_provider = PRICE_TABLE_PROVIDERS.get(provider)
-    if table_provider is None or not _table.load():
+    found = _entry_of(provider, model)
+    if found is None:
         return None
-    entry = _table.entry(table_provider, model)
-    if entry is None:
-        return None
+    table_provider, entry = found
     when = at or datetime.now(tz=UTC)
     if batch or service_tier == _BATCH:
         if _variant(entry, {"processing": _BATCH}, when) or table_provider not in _BATCH_DISCOUNT:
@@ -382,6 +380,15 @@ def tier_price_note(
     )
 
 
+def _entry_of(provider: str, model: str) -> tuple[str, _Entry] | None:
+    """The table's provider id and entry for (provider, model), or ``None``."""
+    table_provider = PRICE_TABLE_PROVIDERS.get(provider)
+    if table_provider is None or not _table.load():
+        return None
+    entry = _table.entry(table_provider, model)
+    return None if entry is None else (table_provider, entry)
+
+
 def _variant(entry: _Entry, when: Mapping[str, str], at: datetime) -> bool:
     """Whether the table prices ``entry``'s model under the price context ``when`` at ``at``."""
     for variant in entry.info.price_variants or ():
@@ -399,12 +406,10 @@ def _priced(
     if tier in (None, "standard", "auto") and not batch:
         rates = _rates(provider, model, at)
         return None if rates is None else (rates, _ONE)
-    table_provider = PRICE_TABLE_PROVIDERS.get(provider)
-    if table_provider is None or not _table.load():
+    found = _entry_of(provider, model)
+    if found is None:
         return None
-    entry = _table.entry(table_provider, model)
-    if entry is None:
-        return None
+    table_provider, entry = found
     when = at or datetime.now(tz=UTC)
     if batch or tier == _BATCH:
         return _context_rates(entry, {"processing": _BATCH}, when, table_provider)

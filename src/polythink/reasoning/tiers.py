@@ -40,6 +40,7 @@ from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
     ServiceTierUnsupportedError,
+    recast,
 )
 from polythink.providers import ProviderProfile, TierWire, get_provider
 from polythink.reasoning.capabilities import Capability
@@ -249,19 +250,11 @@ def capacity_error(error: PolythinkError, wire: TierWire | None) -> PolythinkErr
     code = (error.error_type or "").lower()
     for status, wanted in wire.no_capacity:
         if error.status_code == status and (not wanted or code == wanted):
-            mapped = CapacityUnavailableError(
+            return recast(
+                error,
+                CapacityUnavailableError,
                 f"{error.message} (no capacity at this service tier now; not charged)",
-                provider=error.provider,
-                source_index=error.source_index,
-                status_code=error.status_code,
-                error_type=error.error_type,
-                request_id=error.request_id,
-                retry_after=error.retry_after,
-                should_retry=error.should_retry,
-                body=error.body,
             )
-            mapped.rate_limit = error.rate_limit
-            return mapped
     return error
 
 
