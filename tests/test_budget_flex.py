@@ -16,7 +16,15 @@ from typing import Any
 import genai_prices
 import pytest
 
-from polythink import Budget, BudgetExceededError, Client, Effort, ServiceTier, Source
+from polythink import (
+    Budget,
+    BudgetExceededError,
+    CapacityUnavailableError,
+    Client,
+    Effort,
+    ServiceTier,
+    Source,
+)
 from polythink.config import options_from_toml
 from polythink.middleware import semconv
 from polythink.simulator import Simulator
@@ -191,3 +199,33 @@ def test_flex_at_is_checked_and_read_from_toml(tmp_path: Path) -> None:
     )
     (budget,) = options_from_toml(path)["budgets"]
     assert (budget.step_down_at, budget.flex_at) == (0.8, 0.9)
+
+
+@pytest.mark.anyio
+async def test_a_call_a_budget_moved_to_flex_is_not_resent_at_standard(
+    sim: Simulator, store: Recording
+) -> None:
+    # Standard would cost twice what the budget could afford: "no capacity" is raised (and
+    # retried with backoff by the retry layer), never resent at standard.
+    budget = Budget(1.0, flex_at=0.1, name="no-standard")
+    await store.inner.reserve([budget.line("all")], nano(Decimal("0.5")))
+    sim.settings.no_capacity = ("flex",)
+    try:
+        async with Client([_source(sim, max_retries=0)], budgets=[budget]) as client:
+            with pytest.raises(CapacityUnavailableError) as caught:
+                await client.complete(PROMPT, max_tokens=100)
+    finally:
+        sim.settings.no_capacity = ()
+    assert caught.value.service_tier == "flex"
+    # The reservation was given back: the provider charged nothing.
+    assert await store.spent(budget.line("all").key) == nano(Decimal("0.5"))
+
+
+@pytest.mark.anyio
+async def test_plan_names_the_service_tier_without_budgets(sim: Simulator) -> None:
+    async with Client([_source(sim, "anthropic", "claude-haiku-5-5")]) as client:
+        (plan,) = await client.plan(PROMPT, service_tier="priority")
+    assert plan.service_tier is ServiceTier.STANDARD
+    assert plan.reasons[-1].startswith(
+        "anthropic model 'claude-haiku-5-5' does not take service_tier='priority'"
+    )

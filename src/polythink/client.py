@@ -893,7 +893,7 @@ class Client:
             if layer is not None:
                 plans.append(await layer.plan(request))
             else:
-                plans.append(plain_plan(reasoning, request, i))
+                plans.append(plain_plan(reasoning, request, i, tiers=self._tiers[i]))
         return plans
 
     @overload
