@@ -225,9 +225,14 @@ class Window:
         return self.end - self.start
 
     @property
+    def millis(self) -> int:
+        """The window in whole milliseconds, as scrapes are stamped."""
+        return round(self.seconds * 1000)
+
+    @property
     def promql(self) -> str:
         """The window as a PromQL duration, in whole milliseconds as scrapes are stamped."""
-        return f"{round(self.seconds * 1000)}ms"
+        return f"{self.millis}ms"
 
 
 @pytest.fixture(scope="module")
@@ -509,7 +514,9 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
             assert _by(result, "polythink_reasoning_applied_effort") == dict(tokens)
         elif title == "Reasoning tokens per applied tier (rate)":
             rates = _by(result, "polythink_reasoning_applied_effort")
-            per_window = {tier: rate * window.seconds for tier, rate in rates.items()}
+            # The rate is over the range the query names, in whole milliseconds; the
+            # scrape timestamps' own difference carries float64 noise at 1.8e9 s (~1e-7 s).
+            per_window = {tier: rate * window.millis / 1000 for tier, rate in rates.items()}
             assert per_window == pytest.approx(dict(tokens), rel=1e-9)
         elif title == "Requested → applied tier (calls)":
             got = _by(
