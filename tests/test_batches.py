@@ -655,3 +655,69 @@ async def test_batch_answers_are_counted_in_the_call_and_cost_metrics(
     assert len(spent) == 4
     assert cost.value == pytest.approx(sum(spent), rel=1e-12)
     assert calls.value == 4
+
+
+@pytest.mark.anyio
+async def test_a_batch_whose_file_fails_validation_never_runs_any_request(
+    sim: Simulator, clock: Clock
+) -> None:
+    # A file with a duplicate custom_id, as another tool might upload: OpenAI's batch fails
+    # validation (status "failed", errors.data), and a job over it yields "never ran".
+    base = sim.base_url("openai")
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {}}
+    data = (json.dumps(line) + "\n" + json.dumps(line) + "\n").encode()
+    async with httpx.AsyncClient() as http:
+        upload = await http.post(
+            f"{base}/files",
+            files={"file": ("bad.jsonl", data, "application/jsonl")},
+            data={"purpose": "batch"},
+        )
+        assert check_response(openai_file.FileObject, upload.json()) == []
+        created = await http.post(
+            f"{base}/batches",
+            json={
+                "input_file_id": upload.json()["id"],
+                "endpoint": "/v1/chat/completions",
+                "completion_window": "24h",
+            },
+        )
+        batch_id = created.json()["id"]
+        clock.now = START + 120.0
+        failed = (await http.get(f"{base}/batches/{batch_id}")).json()
+    assert check_response(openai_batch.Batch, failed) == []
+    assert failed["status"] == "failed"
+    assert failed["errors"]["data"][0]["code"] == "duplicate_custom_id"
+    saved = {
+        "version": 1,
+        "wire": "openai",
+        "provider": "openai",
+        "model": "gpt-5.5",
+        "endpoint": base,
+        "endpoint_path": "/v1/chat/completions",
+        "submitted_at": START,
+        "id": batch_id,
+        "items": [
+            {
+                "id": "a",
+                "requested": None,
+                "applied": None,
+                "warnings": [],
+                "notes": [],
+                "overridden": [],
+                "hints": {},
+                "format": None,
+                "worst": 0,
+                "hold": None,
+            }
+        ],
+    }
+    async with Client([_source(sim, "openai", "gpt-5.5")]) as client:
+        job = client.resume_batch(saved)
+        status = await job.poll()
+        ((cid, result),) = [pair async for pair in job.results(every=0.01)]
+    assert (status.state, status.done) == ("failed", True)
+    assert status.errors == ("Each line needs a unique custom_id.",)
+    assert cid == "a"
+    assert isinstance(result, BatchItemNotRunError)
+    assert (result.reason, result.error_type) == ("failed", "batch_failed")
+    assert "Each line needs a unique custom_id." in result.message

@@ -17,6 +17,7 @@ from polythink.config import Source, Timeout
 from polythink.conversation import compact, should_compact
 from polythink.errors import (
     AuthError,
+    BatchItemNotRunError,
     BudgetExceededError,
     CapacityUnavailableError,
     ClientClosedError,
@@ -67,6 +68,7 @@ from polythink.types import (
 )
 
 if TYPE_CHECKING:
+    from polythink.batch import BatchJob, BatchStatus
     from polythink.sync import SyncClient
 
 __version__ = "0.1.0"
@@ -75,6 +77,9 @@ __all__ = [
     "EFFORT_ORDER",
     "PROVIDERS",
     "AuthError",
+    "BatchItemNotRunError",
+    "BatchJob",
+    "BatchStatus",
     "Budget",
     "BudgetExceededError",
     "BudgetState",
@@ -139,9 +144,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The synchronous client loads anyio's thread machinery (about 18 ms): only when asked.
+    # The synchronous client loads anyio's thread machinery (about 18 ms), and batches the
+    # price table's module: only when asked.
     if name == "SyncClient":
         from polythink.sync import SyncClient
 
         return SyncClient
+    if name in ("BatchJob", "BatchStatus"):
+        from polythink import batch
+
+        return getattr(batch, name)
     raise AttributeError(f"module 'polythink' has no attribute {name!r}")
