@@ -392,6 +392,13 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         metavar="F",
         help="the fraction spent from which the budget steps tiers down (e.g. 0.8)",
     )
+    spend.add_argument(
+        "--flex-at",
+        type=_fraction,
+        metavar="F",
+        help="the fraction spent from which the budget moves calls to the flex service tier "
+        "(e.g. 0.9, above --step-down-at)",
+    )
     spend.add_argument("--floor", type=_effort, metavar="E", help="the cheapest tier to step to")
     spend.add_argument(
         "--tag",
@@ -644,11 +651,11 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         return _resolve_under_budget(args)
     if any(
         getattr(args, name) is not None
-        for name in ("step_down_at", "floor", "tag", "budget_name", "spent", "limits")
+        for name in ("step_down_at", "flex_at", "floor", "tag", "budget_name", "spent", "limits")
     ):
         print(
-            "polythink resolve: error: --step-down-at, --floor, --tag, --budget-name, --spent "
-            "and --limits describe a budget: give it with --budget USD/WINDOW",
+            "polythink resolve: error: --step-down-at, --flex-at, --floor, --tag, --budget-name, "
+            "--spent and --limits describe a budget: give it with --budget USD/WINDOW",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -700,6 +707,7 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
             per,
             tag="*" if args.tag is not None else None,
             step_down_at=args.step_down_at,
+            flex_at=args.flex_at,
             floor=args.floor,
             name=args.budget_name,
         )
@@ -744,11 +752,15 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
     print(f"payload    {json.dumps(found.payload, ensure_ascii=False)}")
     if found.step_down is not None and found.step_down.max_tokens is not None:
         print(f"max_tokens {found.max_tokens} (the output ceiling shrinks with the tier)")
+    if found.service_tier is not None:
+        print(f"service    {found.service_tier.value}")
     for state in found.budgets:
         reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.resets_at))
         steps = (
             f", steps down from {state.step_down_at:.0%}" if state.step_down_at is not None else ""
         )
+        if state.flex_at is not None:
+            steps += f", moves calls to flex from {state.flex_at:.0%}"
         print(
             f"budget     {state.budget!r} ({state.scope}): ${state.spent:.6f} of "
             f"${state.limit:g} a {state.window} spent ({state.fraction:.1%}){steps}; "
@@ -768,15 +780,18 @@ def _plan_json(found: Any) -> dict[str, Any]:
         "applied_effort": found.applied.value if found.applied else None,
         "payload": found.payload,
         "max_tokens": found.max_tokens,
+        "service_tier": found.service_tier.value if found.service_tier else None,
         "step_down": None
         if step is None
         else {
-            "requested": step.requested.value,
-            "applied": step.applied.value,
+            "requested": step.requested.value if step.requested else None,
+            "applied": step.applied.value if step.applied else None,
             "budget": step.budget,
             "spent": step.spent,
             "step_down_at": step.step_down_at,
             "max_tokens": step.max_tokens,
+            "service_tier": step.service_tier.value if step.service_tier else None,
+            "flex_at": step.flex_at,
         },
         "budgets": [
             {
