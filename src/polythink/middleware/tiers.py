@@ -193,11 +193,7 @@ class ServiceTierMiddleware:
             f"{self.source.model!r} at this endpoint ({gist}); learned it and sent the call "
             "again" + (f" at {resent.applied.value!r}" if resent.applied is not None else "")
         )
-        return prepared.with_(
-            tier_resolution=dataclasses.replace(
-                resent, requested=sent.requested, warnings=(*resent.warnings,)
-            )
-        )
+        return prepared.with_(tier_resolution=dataclasses.replace(resent, requested=sent.requested))
 
     def _untiered(self, request: Request) -> bool:
         """Whether ``request`` asks for no tier (nor does the source): it passes through."""
