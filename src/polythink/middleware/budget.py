@@ -375,19 +375,7 @@ class BudgetMiddleware:
         nano-dollars (the prompt estimated and the output ceiling as for a call); ``None``
         when it has no price here."""
         requested = request.reasoning_effort or self.source.effort
-        ceiling, _ = self._ceiling(requested, request.max_tokens)
-        if ceiling is None:
-            return None
-        cache = request.prompt_cache
-        return worst_case_nanos(
-            self.profile.id,
-            self.source.model,
-            estimate_prompt_tokens(request),
-            ceiling,
-            cache_write=cache is not None,
-            cache_write_1h=cache is not None and cache.ttl == "1h",
-            batch=True,
-        )
+        return self._worst(request, requested, estimate_prompt_tokens(request), batch=True)
 
     async def hold_batch(
         self, items: Sequence[tuple[Request, int | None]]
@@ -620,7 +608,9 @@ class BudgetMiddleware:
         cap = self.reasoning.capability
         return (cap.max_output_tokens if cap is not None else None), True
 
-    def _worst(self, request: Request, tier: Effort | None, prompt: int) -> int | None:
+    def _worst(
+        self, request: Request, tier: Effort | None, prompt: int, *, batch: bool = False
+    ) -> int | None:
         ceiling, _ = self._ceiling(tier, request.max_tokens)
         if ceiling is None:
             return None
@@ -634,6 +624,7 @@ class BudgetMiddleware:
             cache_write=cache is not None,
             cache_write_1h=cache is not None and cache.ttl == "1h",
             service_tier=sent.value if sent is not None else None,
+            batch=batch,
         )
 
     def _decide(

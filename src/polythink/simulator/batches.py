@@ -124,6 +124,19 @@ class _Captured(SimResponse):
 
 
 @dataclass
+class _Call:
+    """One request to a batch API: the request, its answer channel, its route, its provider,
+    the store and the batch clock's now."""
+
+    request: SimRequest
+    response: SimResponse
+    route: re.Match[str]
+    provider: str
+    store: BatchStore
+    now: float
+
+
+@dataclass
 class _Entry:
     custom_id: str
     path: str
@@ -247,12 +260,13 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     settings = response.settings
     store = _store(settings)
     now = settings.batch_clock()
+    call = _Call(request, response, route, provider, store, now)
     if dialect == "openai":
-        await _openai(request, response, route, provider, store, now)
+        await _openai(call)
     elif dialect == "anthropic" and (route["messages"] or route["batch"] is None):
-        await _anthropic(request, response, route, provider, store, now)
+        await _anthropic(call)
     elif dialect == "gemini" and not route["files"]:
-        await _gemini(request, response, route, provider, store, now)
+        await _gemini(call)
     else:
         await response.send_json(
             404, {"error": {"message": f"no batch API for {provider}", "type": "not_found"}}
@@ -381,14 +395,9 @@ def _openai_files(batch: _Batch, store: BatchStore, now: float) -> None:
     batch.files = (ids[0], ids[1])
 
 
-async def _openai(
-    request: SimRequest,
-    response: SimResponse,
-    route: re.Match[str],
-    provider: str,
-    store: BatchStore,
-    now: float,
-) -> None:
+async def _openai(call: _Call) -> None:
+    request, response, route = call.request, call.response, call.route
+    provider, store, now = call.provider, call.store, call.now
     settings = response.settings
     if route["files"]:
         file_id = route["file"]
@@ -583,14 +592,9 @@ def _anthropic_batch(batch: _Batch, now: float, base: str) -> dict[str, Any]:
     }
 
 
-async def _anthropic(
-    request: SimRequest,
-    response: SimResponse,
-    route: re.Match[str],
-    provider: str,
-    store: BatchStore,
-    now: float,
-) -> None:
+async def _anthropic(call: _Call) -> None:
+    request, response, route = call.request, call.response, call.route
+    provider, store, now = call.provider, call.store, call.now
     settings = response.settings
     base = f"http://{request.headers.get('host', '127.0.0.1')}/{provider}/v1"
     if route["batch"] is None:
@@ -738,14 +742,9 @@ def _gemini_error(status: int, message: str) -> dict[str, Any]:
     return {"error": {"code": status, "message": message, "status": kinds.get(status, "UNKNOWN")}}
 
 
-async def _gemini(
-    request: SimRequest,
-    response: SimResponse,
-    route: re.Match[str],
-    provider: str,
-    store: BatchStore,
-    now: float,
-) -> None:
+async def _gemini(call: _Call) -> None:
+    request, response, route = call.request, call.response, call.route
+    provider, store, now = call.provider, call.store, call.now
     settings = response.settings
     model = route["model"]
     if model is not None:
