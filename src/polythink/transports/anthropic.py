@@ -63,6 +63,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import native_body, native_for
 from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
 from polythink.types import (
     Effort,
@@ -1113,6 +1114,7 @@ class AnthropicTransport(HTTPTransport):
         self.url = f"{self.source.endpoint}/messages"
         self._extra_body = self.source.extra_body
         capability = get_capability(self.source.model)
+        self._capability = capability
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
@@ -1138,7 +1140,23 @@ class AnthropicTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool, str | None]:
         """Build the body, apply the thinking rules; return it with notes for the response,
         whether thinking was switched off for this call, and the output tool's name when
-        the answer comes through the forced-tool fallback."""
+        the answer comes through the forced-tool fallback.
+
+        A call carrying a Messages body of its own (``Request.native``) sends it as written
+        (:func:`~polythink.transports.native.native_body`): the rules above are the API's
+        to apply, with its own error, which the caller gets as the API wrote it.
+        """
+        native = native_for(request, self.profile.wire)
+        if native is not None:
+            written, native_notes = native_body(
+                native,
+                request,
+                model=self.source.model,
+                profile=self.profile,
+                capability=self._capability,
+                extra_body=self._extra_body,
+            )
+            return written, native_notes, False, None
         try:
             output = output_plan(
                 request, model=self.source.model, profile=self.profile, source_index=self.index
@@ -1307,7 +1325,7 @@ class AnthropicTransport(HTTPTransport):
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, self.relay(request))) as events:
                     async for _, event in events:
                         if event is DONE:
                             break

@@ -67,6 +67,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import native_body, native_for
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
 from polythink.types import (
     Cost,
@@ -1209,6 +1210,16 @@ class OpenAIChatTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body, and the notes its ``response_format`` and what it left out of the
         messages give the response's warnings."""
+        native = native_for(request, self.profile.wire)
+        if native is not None:
+            return native_body(
+                native,
+                request,
+                model=self.source.model,
+                profile=self.profile,
+                capability=self._capability,
+                extra_body=self._extra_body,
+            )
         self._check_route(request)
         output = output_plan(
             request, model=self.source.model, profile=self.profile, source_index=self.index
@@ -1226,6 +1237,18 @@ class OpenAIChatTransport(HTTPTransport):
         )
         notes = list(output.notes) if output is not None else []
         return body, notes + left_out.notes()
+
+    def _checked(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        """The body and notes of :meth:`_prepare`, after the provider's sampling,
+        prompt-cache and ``tool_choice`` rules; a body of the caller's own
+        (``Request.native``) is the provider's to judge, with its own error."""
+        body, notes = self._prepare(request)
+        if request.native is not None and request.native.wire == self.profile.wire:
+            return body, notes
+        notes += self.sampling_notes(body, request)
+        notes += self.prompt_cache_notes(body, request)
+        notes += self._tool_choice_notes(body)
+        return body, notes
 
     def _check_route(self, request: Request) -> None:
         if self._capability is None or not self.profile.strict_sampling:
@@ -1278,10 +1301,7 @@ class OpenAIChatTransport(HTTPTransport):
         """
         if self._streams_under_the_hood(request):
             return await self._complete_by_stream(request)
-        body, notes = self._prepare(request)
-        notes += self.sampling_notes(body, request)
-        notes += self.prompt_cache_notes(body, request)
-        notes += self._tool_choice_notes(body)
+        body, notes = self._checked(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
@@ -1310,13 +1330,10 @@ class OpenAIChatTransport(HTTPTransport):
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
         try:
-            body, notes = self._prepare(request)
-            notes += self.sampling_notes(body, request)
-            notes += self.prompt_cache_notes(body, request)
-            notes += self._tool_choice_notes(body)
+            body, notes = self._checked(request)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, self.relay(request))) as events:
                     async for event_type, chunk in events:
                         if chunk is DONE:
                             done = True

@@ -77,6 +77,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import native_body, native_for
 from polythink.transports.schema import OutputPlan, for_call, merge_output, responses_output
 from polythink.types import (
     Cost,
@@ -871,6 +872,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         self.url = f"{self.source.endpoint}/responses"
         self._extra_body = self.source.extra_body
         capability = get_capability(self.source.model)
+        self._capability = capability
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
@@ -918,7 +920,18 @@ class OpenAIResponsesTransport(HTTPTransport):
 
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and the notes for the response's warnings (:meth:`_notes`, then what
-        the body left out of the messages)."""
+        the body left out of the messages); a body of the caller's own (``Request.native``)
+        as written (:func:`~polythink.transports.native.native_body`)."""
+        native = native_for(request, self.profile.wire)
+        if native is not None:
+            return native_body(
+                native,
+                request,
+                model=self.source.model,
+                profile=self.profile,
+                capability=self._capability,
+                extra_body=self._extra_body,
+            )
         left_out = LeftOut(self.profile.id)
         body = self._build(request, left_out)
         return body, self._notes(body, request) + left_out.notes()
@@ -993,7 +1006,7 @@ class OpenAIResponsesTransport(HTTPTransport):
             body, notes = self._prepare(request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, self.relay(request))) as events:
                     async for name, event in events:
                         if event is DONE:
                             break
