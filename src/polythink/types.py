@@ -1752,7 +1752,13 @@ class NativeRelay(Protocol):
 
     A transport calls it only for an attempt it sent natively (its wire is the body's);
     nothing it does changes the call: errors are the relay's to keep.
+
+    ``committed`` is true once part of the streamed answer reached the caller through the
+    relay: a failure after that ends the call with
+    :class:`~polythink.errors.StreamInterruptedError`, never a retry or another source.
     """
+
+    committed: bool
 
     def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
         """A streamed answer's head arrived with a 2xx ``status``."""

@@ -1319,13 +1319,14 @@ class AnthropicTransport(HTTPTransport):
         if not request.stream:
             request = request.with_(stream=True)
         body, notes, switched_off, tool = self._prepare(request)
+        relay = self.relay(request)
         assembler = AnthropicStreamAssembler(
             self.profile, self.index, self.source.model, output_tool=tool
         )
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response, self.relay(request))) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for _, event in events:
                         if event is DONE:
                             break
@@ -1338,7 +1339,7 @@ class AnthropicTransport(HTTPTransport):
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         done = self._noted(assembler.response(), notes, rate_limit, switched_off)

@@ -127,7 +127,7 @@ def native_body(
             body.pop(native.max_tokens_key, None)
         body[profile.max_tokens_field] = request.max_tokens
     resolution = request.resolution
-    if resolution is not None and resolution.payload:
+    if resolution is not None:
         if native.effort is None:
             deep_merge(body, resolution.payload)
         elif not keeps_reasoning(native, request, profile, capability):
@@ -140,6 +140,14 @@ def native_body(
                 f"asked {native.effort.value!r} in the {native.dialect} dialect, sent "
                 f"{applied.value if applied is not None else 'unset'!r} as the model takes it"
             )
+            thinking = body.get("thinking")
+            if (
+                profile.reasoning_wire == "anthropic"
+                and isinstance(thinking, Mapping)
+                and "type" not in thinking
+            ):
+                # Its other fields (display, block_binding) belong to a thinking that is on.
+                del body["thinking"]
     if extra_body:
         deep_merge(body, extra_body)
     return body, notes

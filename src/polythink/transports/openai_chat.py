@@ -1327,13 +1327,14 @@ class OpenAIChatTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
+        relay = self.relay(request)
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
         try:
             body, notes = self._checked(request)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response, self.relay(request))) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for event_type, chunk in events:
                         if chunk is DONE:
                             done = True
@@ -1350,7 +1351,7 @@ class OpenAIChatTransport(HTTPTransport):
                 if assembler.raw_finish is None and not (done and assembler.content_seen):
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         for event in assembler.flush():

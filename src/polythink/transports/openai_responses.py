@@ -1001,12 +1001,13 @@ class OpenAIResponsesTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
+        relay = self.relay(request)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
             body, notes = self._prepare(request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response, self.relay(request))) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for name, event in events:
                         if event is DONE:
                             break
@@ -1024,7 +1025,7 @@ class OpenAIResponsesTransport(HTTPTransport):
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         done = with_rate_limit(assembler.response(), rate_limit)
