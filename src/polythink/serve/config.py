@@ -160,7 +160,7 @@ def _routes(tables: Any, where: str) -> tuple[RouteConfig, ...]:
         name = table.get("name")
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"{at}: a route needs a name, the model id clients send")
-        sources = _names(table.get("sources"), f"{at} sources")
+        sources = _names(table.get("sources", []), f"{at} sources")
         if not sources:
             raise ValueError(f"{at}: a route needs at least one source")
         for entry in sources:

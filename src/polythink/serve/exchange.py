@@ -123,6 +123,7 @@ class DoorError(Exception):
 
 KINDS = (
     "invalid_request",
+    "context_length",
     "authentication",
     "billing",
     "permission",
@@ -251,7 +252,7 @@ def classify(error: PolythinkError) -> tuple[int, str]:
     if isinstance(error, ModelNotFoundError):
         return 404, "not_found"
     if isinstance(error, ContextWindowExceededError):
-        return 400, "invalid_request"
+        return 400, "context_length"
     if isinstance(error, RequestRejectedError):
         status = given or 400
         return status, {404: "not_found", 413: "too_large"}.get(status, "invalid_request")

@@ -21,9 +21,9 @@ Parsed into polythink's types for every other source:
   the tier of the nearest budget (:func:`polythink.reasoning.resolve.effort_for_budget`);
 - ``tools`` (custom tools with an ``input_schema``), ``tool_choice``, ``stop_sequences``,
   ``temperature``, ``top_p``, ``max_tokens``, ``output_config.format`` (structured output)
-  and a top-level ``cache_control`` (the prompt cache); server tools, ``mcp_servers``,
-  ``container`` and ``context_management`` only an Anthropic source can serve; other fields
-  are noted in the answer's warnings when another wire answers.
+  and a top-level ``cache_control`` (the prompt cache); server tools, ``mcp_servers`` and
+  ``container`` only an Anthropic source can serve; other fields (``context_management``,
+  ``top_k`` …) are noted in the answer's warnings when another wire answers.
 
 Where reasoning rides when another wire answered (GATEWAY.md §4.1): the readable text in a
 ``thinking`` block with an empty ``signature``, and the whole turn's reasoning, opaque items
@@ -113,7 +113,7 @@ _ANTHROPIC_STOPS = frozenset(
         "model_context_window_exceeded",
     }
 )
-_ONLY_ANTHROPIC = ("mcp_servers", "container", "context_management")
+_ONLY_ANTHROPIC = ("mcp_servers", "container")
 _TYPED = frozenset(
     {
         "model",
@@ -129,6 +129,7 @@ _TYPED = frozenset(
         "thinking",
         "output_config",
         "cache_control",
+        "metadata",
         *_ONLY_ANTHROPIC,
     }
 )
