@@ -55,7 +55,7 @@ from polythink.serve.translate import (
 )
 from polythink.types import Effort, Message, NativeBody, Response, StreamEvent, Tool, ToolCall
 
-__all__ = ["ENVELOPE_FORMAT", "ChatDoor", "openai_error"]
+__all__ = ["ENVELOPE_FORMAT", "ChatDoor", "OpenAIDoor", "openai_error", "openai_status"]
 
 ENVELOPE_FORMAT = "polythink-v1"
 """The ``format`` of the ``reasoning_details`` entry that carries polythink's envelope."""
@@ -207,11 +207,37 @@ def _tools(body: Mapping[str, Any], only_native: list[str]) -> list[Tool]:
     return typed
 
 
-class ChatDoor:
+class OpenAIDoor:
+    """What OpenAI's two front doors share: the error shape and status, the keep-alive
+    comment, and provider events relayed as they came."""
+
+    request_id_header = "x-request-id"
+
+    def error_body(self, status: int, kind: str, message: str, param: str | None) -> Any:
+        """An OpenAI error body."""
+        return openai_error(kind, message, param)
+
+    def error_status(self, status: int, kind: str) -> int:
+        """503 for an overload, 504 for a timeout, 413 for a body too large."""
+        return openai_status(status, kind)
+
+    def idle_frame(self) -> bytes:
+        """An SSE comment (the SDKs skip it; valid before a stream's first event)."""
+        return b": keepalive\n\n"
+
+    def relayed(self, call: Call, event_type: str, data: str) -> bytes | None:
+        """The provider's event as it sent it."""
+        return sse_frame(event_type, data)
+
+    def preamble(self, event_type: str, data: str) -> bool:
+        """Every event is content (a role-only chunk precedes content at once)."""
+        return False
+
+
+class ChatDoor(OpenAIDoor):
     """The Chat Completions front door (see the module docstring)."""
 
     wire = "openai_chat"
-    request_id_header = "x-request-id"
 
     def parse(
         self, body: Mapping[str, Any], headers: Mapping[str, str], build: BuildRequest, key: str
@@ -328,18 +354,6 @@ class ChatDoor:
         """A stream renderer naming ``model``."""
         return ChatRenderer(model, include_usage=bool(call.options.get("include_usage")))
 
-    def error_body(self, status: int, kind: str, message: str, param: str | None) -> Any:
-        """An OpenAI error body."""
-        return openai_error(kind, message, param)
-
-    def error_status(self, status: int, kind: str) -> int:
-        """503 for an overload, 504 for a timeout, 413 for a body too large."""
-        return openai_status(status, kind)
-
-    def idle_frame(self) -> bytes:
-        """An SSE comment (the SDKs skip it)."""
-        return b": keepalive\n\n"
-
     def relayed(self, call: Call, event_type: str, data: str) -> bytes | None:
         """The provider's chunk as it sent it, but the usage chunk the caller did not ask
         for (polythink asks for usage on every stream)."""
@@ -350,10 +364,6 @@ class ChatDoor:
         ):
             return None
         return sse_frame(event_type, data)
-
-    def preamble(self, event_type: str, data: str) -> bool:
-        """Every chunk is content (a role-only chunk precedes content at once)."""
-        return False
 
 
 def _usage_only(data: str) -> bool:

@@ -47,6 +47,7 @@ from typing import Any
 
 import orjson
 
+from polythink.providers import get_provider
 from polythink.reasoning.resolve import effort_for_budget
 from polythink.serve.envelope import open_envelope
 from polythink.serve.exchange import Call, DoorError, sse_frame
@@ -59,6 +60,7 @@ from polythink.serve.translate import (
     restored,
     split_usage,
 )
+from polythink.transports.anthropic import parse_message
 from polythink.types import (
     Effort,
     Message,
@@ -133,14 +135,11 @@ _TYPED = frozenset(
         *_ONLY_ANTHROPIC,
     }
 )
+_PROFILE = get_provider("anthropic")
 _PLAIN = {
     "text": frozenset({"type", "text"}),
     "tool_use": frozenset({"type", "id", "name", "input"}),
 }
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _blocks(content: Any, where: str) -> list[Mapping[str, Any]]:
@@ -189,50 +188,37 @@ def _tool_message(block: Mapping[str, Any], where: str, notes: list[str]) -> Mes
 
 
 def _assistant(blocks: list[Mapping[str, Any]], where: str) -> tuple[Message, bool]:
-    """The assistant turn of ``blocks``, and whether it carries polythink's envelope."""
-    texts: list[str] = []
-    thoughts: list[str] = []
-    calls: list[ToolCall] = []
+    """The assistant turn of ``blocks``, and whether it carries polythink's envelope.
+
+    Read as the Anthropic transport reads an answer (text, tool calls, thinking text; every
+    block kept verbatim when the turn has thinking), and kept verbatim too when a block has
+    anything the typed turn cannot say, so an Anthropic source gets the turn unchanged."""
     sealed = None
-    verbatim = False
     for block in blocks:
         kind = block.get("type")
-        if kind == "text":
-            texts.append(str(block.get("text") or ""))
-        elif kind == "tool_use":
-            calls.append(
-                ToolCall(
-                    id=str(block.get("id") or ""),
-                    name=str(block.get("name") or ""),
-                    arguments=_compact(block.get("input", {})),
-                )
-            )
-        elif kind == "redacted_thinking":
+        if kind == "redacted_thinking":
             sealed = open_envelope(block.get("data")) or sealed
         elif kind == "thinking":
-            opened = open_envelope(block.get("signature"))
-            if opened is not None:
-                sealed = opened
-            elif isinstance(block.get("thinking"), str) and block["thinking"]:
-                thoughts.append(block["thinking"])
-        plain = _PLAIN.get(str(kind))
-        if plain is None or not plain.issuperset(block):
-            verbatim = True
-    text = "".join(texts)
-    if sealed is not None:
-        return restored(sealed, content=text, tool_calls=tuple(calls)), True
+            sealed = open_envelope(block.get("signature")) or sealed
     try:
-        if verbatim:
-            return Message(
-                role="assistant",
-                content=text or None,
-                tool_calls=tuple(calls),
-                reasoning="\n\n".join(thoughts) or None,
-                reasoning_items=tuple(dict(b) for b in blocks),
-                reasoning_format="anthropic",
-            ), False
-        return Message(
-            role="assistant", content=text if text or not calls else None, tool_calls=tuple(calls)
+        parsed = parse_message(
+            {"content": [b for b in blocks if open_envelope(b.get("data")) is None]},
+            profile=_PROFILE,
+            source_index=0,
+            model="",
+        ).message
+        if sealed is not None:
+            return (
+                restored(sealed, content=parsed.content, tool_calls=parsed.tool_calls),
+                True,
+            )
+        plain = all(
+            _PLAIN.get(str(block.get("type")), frozenset()).issuperset(block) for block in blocks
+        )
+        if parsed.reasoning_items or plain:
+            return parsed, False
+        return parsed.with_(
+            reasoning_items=tuple(dict(b) for b in blocks), reasoning_format="anthropic"
         ), False
     except ValueError as exc:
         raise DoorError(f"{where}: {exc}", param=where) from None

@@ -40,7 +40,9 @@ from typing import Any
 
 import orjson
 
-from polythink.serve.chat import openai_error, openai_status
+from polythink.errors import PolythinkError
+from polythink.providers import get_provider
+from polythink.serve.chat import OpenAIDoor, openai_error
 from polythink.serve.envelope import open_envelope
 from polythink.serve.exchange import Call, DoorError, sse_frame
 from polythink.serve.translate import (
@@ -51,8 +53,8 @@ from polythink.serve.translate import (
     parse_effort,
     restored,
     split_usage,
-    text_of,
 )
+from polythink.transports.openai_responses import parse_response
 from polythink.types import Message, NativeBody, PromptCache, Response, StreamEvent, Tool, ToolCall
 
 __all__ = ["ResponsesDoor", "ResponsesRenderer"]
@@ -81,6 +83,7 @@ _TYPED = frozenset(
 )
 _ASSISTANT_ITEMS = frozenset({"reasoning", "function_call"})
 _OWN_FORMATS = frozenset({"openai-responses", "openrouter-responses"})
+_PROFILE = get_provider("openai-responses")
 
 
 def _part(part: Any, where: str, only_native: list[str]) -> Any:
@@ -118,48 +121,31 @@ class _Turn:
 
     def __init__(self) -> None:
         self.items: list[Mapping[str, Any]] = []
-        self.texts: list[str] = []
-        self.calls: list[ToolCall] = []
-        self.summaries: list[str] = []
         self.sealed: Any = None
 
     def add(self, item: Mapping[str, Any]) -> None:
-        self.items.append(item)
-        kind = item.get("type", "message")
-        if kind == "function_call":
-            arguments = item.get("arguments")
-            self.calls.append(
-                ToolCall(
-                    id=str(item.get("call_id") or item.get("id") or ""),
-                    name=str(item.get("name") or ""),
-                    arguments=arguments if isinstance(arguments, str) and arguments else "{}",
-                )
-            )
-        elif kind == "reasoning":
+        if item.get("type") == "reasoning":
             opened = open_envelope(item.get("encrypted_content"))
             if opened is not None:
                 self.sealed = opened
-            for part in item.get("summary") or ():
-                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                    self.summaries.append(part["text"])
-        else:
-            self.texts.append(text_of(item.get("content"), "output_text", "text", "refusal"))
+                return
+        self.items.append(item)
 
     def message(self, where: str) -> Message:
-        text = "".join(self.texts)
-        if self.sealed is not None:
-            return restored(self.sealed, content=text, tool_calls=tuple(self.calls))
-        reasons = any(item.get("type") == "reasoning" for item in self.items)
+        """The turn, read as the Responses transport reads an answer (its items kept
+        verbatim for a Responses source), or as its envelope describes it."""
+        output = [{"type": "message", **i} if "type" not in i else i for i in self.items]
         try:
-            return Message(
-                role="assistant",
-                content=text if text or not (self.calls or reasons) else None,
-                tool_calls=tuple(self.calls),
-                reasoning="\n\n".join(self.summaries) or None if reasons else None,
-                reasoning_items=tuple(dict(i) for i in self.items) if reasons else (),
-                reasoning_format="openai-responses" if reasons else None,
-            )
-        except ValueError as exc:
+            parsed = parse_response(
+                {"output": output, "status": "completed"},
+                profile=_PROFILE,
+                source_index=0,
+                model="",
+            ).message
+            if self.sealed is None:
+                return parsed
+            return restored(self.sealed, content=parsed.content, tool_calls=parsed.tool_calls)
+        except (ValueError, PolythinkError) as exc:
             raise DoorError(f"{where}: {exc}", param=where) from None
 
 
@@ -255,11 +241,10 @@ def _tools(body: Mapping[str, Any], only_native: list[str]) -> list[Tool]:
     return typed
 
 
-class ResponsesDoor:
+class ResponsesDoor(OpenAIDoor):
     """The Responses front door (see the module docstring)."""
 
     wire = "openai_responses"
-    request_id_header = "x-request-id"
 
     def parse(
         self, body: Mapping[str, Any], headers: Mapping[str, str], build: BuildRequest, key: str
@@ -343,22 +328,6 @@ class ResponsesDoor:
     def renderer(self, call: Call, model: str) -> ResponsesRenderer:
         """A stream renderer naming ``model``."""
         return ResponsesRenderer(model)
-
-    def error_body(self, status: int, kind: str, message: str, param: str | None) -> Any:
-        """An OpenAI error body."""
-        return openai_error(kind, message, param)
-
-    def error_status(self, status: int, kind: str) -> int:
-        """503 for an overload, 504 for a timeout, 413 for a body too large."""
-        return openai_status(status, kind)
-
-    def idle_frame(self) -> bytes:
-        """An SSE comment (valid before the stream's first event)."""
-        return b": keepalive\n\n"
-
-    def relayed(self, call: Call, event_type: str, data: str) -> bytes | None:
-        """The API's event as it sent it."""
-        return sse_frame(event_type, data)
 
     def preamble(self, event_type: str, data: str) -> bool:
         """``response.created`` and ``response.in_progress`` open a stream."""

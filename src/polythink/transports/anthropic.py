@@ -36,7 +36,6 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -63,7 +62,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
-from polythink.transports.native import native_body, native_for
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
 from polythink.types import (
     Effort,
@@ -1113,8 +1112,7 @@ class AnthropicTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/messages"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
-        self._capability = capability
+        capability = self.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
@@ -1146,17 +1144,9 @@ class AnthropicTransport(HTTPTransport):
         (:func:`~polythink.transports.native.native_body`): the rules above are the API's
         to apply, with its own error, which the caller gets as the API wrote it.
         """
-        native = native_for(request, self.profile.wire)
-        if native is not None:
-            written, native_notes = native_body(
-                native,
-                request,
-                model=self.source.model,
-                profile=self.profile,
-                capability=self._capability,
-                extra_body=self._extra_body,
-            )
-            return written, native_notes, False, None
+        written = written_body(self, request)
+        if written is not None:
+            return written[0], written[1], False, None
         try:
             output = output_plan(
                 request, model=self.source.model, profile=self.profile, source_index=self.index

@@ -201,7 +201,9 @@ class HTTPTransport:
         self.client = client
         self._secrets = (api_key, *source.secrets())
         self._logged_drops: set[str] = set()
-        capability = get_capability(source.model) if profile.strict_sampling else None
+        self.capability = get_capability(source.model)
+        """The model's registry entry (``None``: not registered)."""
+        capability = self.capability if profile.strict_sampling else None
         self._sampling = capability.sampling if capability is not None else "any"
         self._capability_for_cache = capability if "key" in profile.prompt_cache else None
         self._reasons_by_default = capability is not None and capability.default_reasons

@@ -27,14 +27,17 @@ go with it (:meth:`~polythink.transports.base.HTTPTransport.native_headers`):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
 from polythink.transports.base import deep_merge
 from polythink.types import NativeBody, Request
 
-__all__ = ["keeps_reasoning", "native_body", "native_for"]
+if TYPE_CHECKING:
+    from polythink.transports.base import HTTPTransport
+
+__all__ = ["keeps_reasoning", "native_body", "native_for", "written_body"]
 
 
 def native_for(request: Request, wire: str) -> NativeBody | None:
@@ -151,3 +154,21 @@ def native_body(
     if extra_body:
         deep_merge(body, extra_body)
     return body, notes
+
+
+def written_body(
+    transport: HTTPTransport, request: Request
+) -> tuple[dict[str, Any], list[str]] | None:
+    """:func:`native_body` for ``transport``'s source when the call carries a body of its
+    wire, else ``None`` (the transport builds its own)."""
+    native = native_for(request, transport.profile.wire)
+    if native is None:
+        return None
+    return native_body(
+        native,
+        request,
+        model=transport.source.model,
+        profile=transport.profile,
+        capability=transport.capability,
+        extra_body=transport.source.extra_body,
+    )

@@ -39,7 +39,6 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import responses_route
 from polythink.transports.base import (
     DONE,
@@ -67,7 +66,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
-from polythink.transports.native import native_body, native_for
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
 from polythink.types import (
     Cost,
@@ -1158,7 +1157,7 @@ class OpenAIChatTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
-        self._capability = get_capability(self.source.model)
+        self._capability = self.capability
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:
@@ -1210,16 +1209,9 @@ class OpenAIChatTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body, and the notes its ``response_format`` and what it left out of the
         messages give the response's warnings."""
-        native = native_for(request, self.profile.wire)
-        if native is not None:
-            return native_body(
-                native,
-                request,
-                model=self.source.model,
-                profile=self.profile,
-                capability=self._capability,
-                extra_body=self._extra_body,
-            )
+        written = written_body(self, request)
+        if written is not None:
+            return written
         self._check_route(request)
         output = output_plan(
             request, model=self.source.model, profile=self.profile, source_index=self.index

@@ -48,7 +48,6 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -77,7 +76,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
-from polythink.transports.native import native_body, native_for
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, for_call, merge_output, responses_output
 from polythink.types import (
     Cost,
@@ -871,8 +870,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/responses"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
-        self._capability = capability
+        capability = self.capability
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
@@ -922,16 +920,9 @@ class OpenAIResponsesTransport(HTTPTransport):
         """The body and the notes for the response's warnings (:meth:`_notes`, then what
         the body left out of the messages); a body of the caller's own (``Request.native``)
         as written (:func:`~polythink.transports.native.native_body`)."""
-        native = native_for(request, self.profile.wire)
-        if native is not None:
-            return native_body(
-                native,
-                request,
-                model=self.source.model,
-                profile=self.profile,
-                capability=self._capability,
-                extra_body=self._extra_body,
-            )
+        written = written_body(self, request)
+        if written is not None:
+            return written
         left_out = LeftOut(self.profile.id)
         body = self._build(request, left_out)
         return body, self._notes(body, request) + left_out.notes()
