@@ -24,13 +24,16 @@ from polythink.errors import (
 from polythink.providers import get_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import effort_for_budget, resolve
+from polythink.serve.chat import ChatDoor
 from polythink.serve.config import load_config, split_model
 from polythink.serve.envelope import open_envelope, seal
 from polythink.serve.exchange import classify, sse_frame
+from polythink.serve.messages import MessagesDoor
+from polythink.serve.responses import ResponsesDoor
 from polythink.serve.routing import Router, source_for
 from polythink.transports.anthropic import AnthropicTransport
 from polythink.transports.native import keeps_reasoning, native_body
-from polythink.types import Effort, Message, NativeBody, Request, ToolCall
+from polythink.types import Effort, Message, NativeBody, Request, Response, ToolCall, Usage
 
 ANTHROPIC = get_provider("anthropic")
 DEEPSEEK = get_provider("deepseek")
@@ -386,3 +389,64 @@ def test_serve_command_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["serve", "--config", str(bad)]) == 2
     assert "a route needs at least one source" in capsys.readouterr().err
     assert main(["serve", "--port", "99999"]) == 2
+
+
+def _answer(finish: str, usage: Usage, **fields: Any) -> Response:
+    return Response(
+        text="done",
+        reasoning=None,
+        tool_calls=[],
+        finish_reason=finish,
+        usage=usage,
+        model="m",
+        provider="openai",
+        source_index=0,
+        message=Message(role="assistant", content="done"),
+        **fields,
+    )
+
+
+def test_usage_and_stop_reasons_in_each_doors_counting() -> None:
+    """1,000 prompt tokens of which 600 read from the cache and 100 written to it; 250
+    output tokens of which 200 reasoning: each door counts them its own way."""
+    usage = Usage(
+        input_tokens=1000,
+        output_tokens=250,
+        reasoning_tokens=200,
+        cache_read_tokens=600,
+        cache_write_tokens=100,
+    )
+    call: Any = None
+    chat = ChatDoor().render(call, _answer("length", usage))
+    assert chat["usage"] == {
+        "prompt_tokens": 1000,
+        "completion_tokens": 250,
+        "total_tokens": 1250,
+        "prompt_tokens_details": {"cached_tokens": 600, "cache_write_tokens": 100},
+        "completion_tokens_details": {"reasoning_tokens": 200},
+    }
+    assert chat["choices"][0]["finish_reason"] == "length"
+    messages = MessagesDoor().render(call, _answer("length", usage))
+    assert messages["usage"] == {
+        "input_tokens": 300,
+        "cache_creation_input_tokens": 100,
+        "cache_read_input_tokens": 600,
+        "output_tokens": 250,
+    }
+    assert messages["stop_reason"] == "max_tokens"
+    assert MessagesDoor().render(call, _answer("content_filter", usage))["stop_reason"] == "refusal"
+    responses = ResponsesDoor().render(call, _answer("length", usage))
+    assert responses["usage"] == {
+        "input_tokens": 1000,
+        "input_tokens_details": {"cached_tokens": 600, "cache_write_tokens": 100},
+        "output_tokens": 250,
+        "output_tokens_details": {"reasoning_tokens": 200},
+        "total_tokens": 1250,
+    }
+    assert (responses["status"], responses["incomplete_details"]) == (
+        "incomplete",
+        {"reason": "max_output_tokens"},
+    )
+    # An Anthropic answer keeps its own stop reason.
+    own = _answer("stop", usage, native_finish_reason="stop_sequence").with_(provider="anthropic")
+    assert MessagesDoor().render(call, own)["stop_reason"] == "stop_sequence"

@@ -25,6 +25,7 @@ __all__ = [
     "CONTENT_PARTS",
     "EFFORT_ORDER",
     "MANAGED_BODY_FIELDS",
+    "MESSAGE_KEYS",
     "CacheMode",
     "Cost",
     "DoneEvent",
@@ -910,6 +911,8 @@ _MESSAGE_KEYS = frozenset(
         *(f.name for f in dataclasses.fields(Message) if f.init),
     }
 )
+MESSAGE_KEYS = _MESSAGE_KEYS
+"""The keys :meth:`Message.coerce` takes in a message dict (any other is refused)."""
 _NEEDS_CONTENT = frozenset({"system", "developer", "user", "tool"})
 _ASSISTANT_OUTPUT = (
     "tool_calls",

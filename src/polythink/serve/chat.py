@@ -53,7 +53,16 @@ from polythink.serve.translate import (
     restored,
     split_usage,
 )
-from polythink.types import Effort, Message, NativeBody, Response, StreamEvent, Tool, ToolCall
+from polythink.types import (
+    MESSAGE_KEYS,
+    Effort,
+    Message,
+    NativeBody,
+    Response,
+    StreamEvent,
+    Tool,
+    ToolCall,
+)
 
 __all__ = ["ENVELOPE_FORMAT", "ChatDoor", "OpenAIDoor", "openai_error", "openai_status"]
 
@@ -84,21 +93,6 @@ _TYPED = frozenset(
         "top_logprobs",
         "modalities",
         "audio",
-    }
-)
-_MESSAGE_KEYS = frozenset(
-    {
-        "role",
-        "content",
-        "name",
-        "refusal",
-        "audio",
-        "function_call",
-        "tool_calls",
-        "tool_call_id",
-        "reasoning_content",
-        "reasoning",
-        "reasoning_details",
     }
 )
 _FINISH = {
@@ -149,10 +143,10 @@ def _message(value: Any, index: int, notes: list[str]) -> tuple[Message, bool]:
     where = f"messages[{index}]"
     if not isinstance(value, Mapping):
         raise DoorError(f"{where}: must be an object with a role", param=where)
-    unknown = sorted(set(value) - _MESSAGE_KEYS)
+    unknown = sorted(set(value) - MESSAGE_KEYS)
     if unknown:
         notes.append(f"{where}: {', '.join(unknown)} not carried to this wire")
-        value = {k: v for k, v in value.items() if k in _MESSAGE_KEYS}
+        value = {k: v for k, v in value.items() if k in MESSAGE_KEYS}
     sealed = _sealed(value.get("reasoning_details")) if value.get("role") == "assistant" else None
     try:
         if sealed is not None:

@@ -153,7 +153,6 @@ class Call:
         only_native: features only the door's own wire carries (server tools, …): a route
             with a source of another wire refuses the call, naming them.
         options: what the door's rendering needs of the request (``include_usage`` …).
-        headers: the request headers of the wire that go with the body.
     """
 
     request: Request
@@ -163,7 +162,6 @@ class Call:
     notes: list[str] = field(default_factory=list)
     only_native: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 class EventRenderer(Protocol):
@@ -480,6 +478,7 @@ class Exchange:
         self.keepalive = keepalive
         self.started = time.monotonic()
         self.upstream = 0.0
+        self.requested: Effort | None = call.request.reasoning_effort
         self.applied: Effort | None = None
         self.source_index: int | None = None
         self.request_id = "gw_" + secrets.token_hex(12)
@@ -504,7 +503,9 @@ class Exchange:
         """An attempt starts on ``source_index`` with ``request`` as it will be sent."""
         self.source_index = source_index
         resolution = request.resolution
-        self.applied = resolution.applied_effort if resolution is not None else None
+        if resolution is not None:
+            self.requested = resolution.requested_effort
+            self.applied = resolution.applied_effort
 
     async def timed(
         self, events: AsyncGenerator[StreamEvent, None]
@@ -533,7 +534,7 @@ class Exchange:
         """What is known before the answer: the route, the requested and applied tiers."""
         headers = {
             "x-polythink-route": _header_text(self.route.name),
-            "x-polythink-requested-effort": _effort(self.call.request.reasoning_effort),
+            "x-polythink-requested-effort": _effort(self.requested),
             "x-polythink-request-id": self.request_id,
         }
         if self.applied is not None:

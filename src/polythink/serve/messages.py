@@ -433,7 +433,6 @@ class MessagesDoor:
             native=not sealed,
             notes=notes,
             only_native=only_native,
-            headers=forwarded,
         )
 
     # -- answers ---------------------------------------------------------------------

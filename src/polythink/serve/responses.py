@@ -647,7 +647,8 @@ class ResponsesRenderer:
         """``response.failed`` with the error's code, once the stream started; an ``error``
         event before."""
         error = openai_error(kind, message, None)["error"]
-        code = error["code"] or error["type"]
+        # The codes Codex acts on (its SSE loop, GATEWAY.md §2.4): a spent budget is fatal.
+        code = "insufficient_quota" if kind == "billing" else error["code"] or error["type"]
         if not self.started:
             return [self._event("error", code=code, message=message, param=None)]
         snapshot = self._snapshot()
