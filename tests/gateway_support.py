@@ -125,14 +125,15 @@ class GatewayServer:
 
 
 def simulated_sources(sim: Simulator, **fields: Any) -> tuple[Source, ...]:
-    """A source per entry of :data:`SOURCES` on the simulator (``fields`` for each)."""
+    """A source per entry of :data:`SOURCES` on the simulator (``fields`` for each; no
+    retries unless they say)."""
+    fields.setdefault("max_retries", 0)
     return tuple(
         Source(
             provider,
             model,
             base_url=sim.base_url(provider),
             api_key=f"sk-sim-{provider}-0123456789",
-            max_retries=0,
             **fields,
         )
         for provider, model in (*SOURCES.values(), *EXTRA)
@@ -140,15 +141,20 @@ def simulated_sources(sim: Simulator, **fields: Any) -> tuple[Source, ...]:
 
 
 def gateway_config(
-    sim: Simulator, *, keepalive: float = 30.0, routes: tuple[RouteConfig, ...] = ()
+    sim: Simulator,
+    *,
+    keepalive: float = 30.0,
+    routes: tuple[RouteConfig, ...] = (),
+    **fields: Any,
 ) -> GatewayConfig:
-    """Routes ``to-<wire>`` for each entry of :data:`SOURCES`, and ``routes``."""
+    """Routes ``to-<wire>`` for each entry of :data:`SOURCES`, and ``routes``; ``fields``
+    for every source."""
     own = tuple(
         RouteConfig(name=f"to-{wire}", sources=(f"{provider}/{model}",))
         for wire, (provider, model) in SOURCES.items()
     )
     return GatewayConfig(
-        sources=simulated_sources(sim),
+        sources=simulated_sources(sim, **fields),
         routes=own + routes,
         settings=ServeSettings(keepalive=keepalive),
     )

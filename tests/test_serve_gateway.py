@@ -354,3 +354,30 @@ def test_a_route_fails_over_across_wires(sim: Any, recorder: Recorder) -> None:
     message = raw.parse()
     assert [block.type for block in message.content] == ["thinking", "text", "redacted_thinking"]
     assert message.stop_reason == "end_turn"
+
+
+def test_a_relayed_stream_is_retried_before_content_and_never_after(
+    sim: Any, recorder: Recorder
+) -> None:
+    body = {"model": "to-anthropic", "max_tokens": 200, "messages": HI, "stream": True}
+    with GatewayServer(gateway_config(sim, max_retries=1)) as server:
+        # Overloaded in the stream, right after message_start: retried, one stream reaches
+        # the caller.
+        start = len(recorder.exchanges)
+        recorder.add(Fault.in_band("overloaded_error", after_chunks=1))
+        with httpx.stream("POST", server.root + "/v1/messages", json=body) as answer:
+            text = answer.read().decode()
+        assert len(recorder.exchanges) - start == 2
+        assert text.count("event: message_start") == 1
+        assert "event: error" not in text
+        assert "event: message_stop" in text
+        # Cut after content reached the caller: no retry, and the stream ends in an error
+        # event, never as a finished answer.
+        start = len(recorder.exchanges)
+        recorder.add(Fault.reset(after_chunks=5))
+        with pytest.raises(anthropic.APIStatusError, match="broke after output began"):
+            with _anthropic(server).messages.stream(
+                model="to-anthropic", max_tokens=200, messages=HI
+            ) as events:
+                events.get_final_message()
+        assert len(recorder.exchanges) - start == 1

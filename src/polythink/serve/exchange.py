@@ -325,20 +325,23 @@ class Relay:
         self.error_seen = False
 
     async def event(self, event_type: str, data: str) -> None:
-        """One event of the stream attempt now open."""
-        if self.disabled:
-            return
+        """One event of the stream attempt now open (a call the caller did not stream,
+        which a provider answers only streamed, is answered whole, from the typed
+        response)."""
         exchange = self.exchange
+        if self.disabled or not exchange.request.stream:
+            return
         frame = exchange.door.relayed(exchange.call, event_type, data)
         if frame is None:
             return
-        if event_type in _ERROR_EVENTS or data.startswith(_ERROR_DATA):
-            self.error_seen = True
+        failing = event_type in _ERROR_EVENTS or data.startswith(_ERROR_DATA)
+        self.error_seen = self.error_seen or failing
         if self.committed:
             await exchange.output.write(frame)
             return
         self.held.append(frame)
-        if exchange.door.preamble(event_type, data):
+        # An error before content is the attempt's end, which may be retried: held too.
+        if failing or exchange.door.preamble(event_type, data):
             return
         await exchange.commit_relay()
 
