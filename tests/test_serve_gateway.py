@@ -375,9 +375,10 @@ def test_a_relayed_stream_is_retried_before_content_and_never_after(
         # event, never as a finished answer.
         start = len(recorder.exchanges)
         recorder.add(Fault.reset(after_chunks=5))
-        with pytest.raises(anthropic.APIStatusError, match="broke after output began"):
-            with _anthropic(server).messages.stream(
-                model="to-anthropic", max_tokens=200, messages=HI
-            ) as events:
-                events.get_final_message()
+        client = _anthropic(server)
+        with (
+            pytest.raises(anthropic.APIStatusError, match="broke after output began"),
+            client.messages.stream(model="to-anthropic", max_tokens=200, messages=HI) as events,
+        ):
+            events.get_final_message()
         assert len(recorder.exchanges) - start == 1
