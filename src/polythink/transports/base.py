@@ -201,7 +201,7 @@ class HTTPTransport:
         self.client = client
         self._secrets = (api_key, *source.secrets())
         self._logged_drops: set[str] = set()
-        self.capability = get_capability(source.model)
+        self.capability = get_capability(source.model, source.provider)
         """The model's registry entry (``None``: not registered)."""
         capability = self.capability if profile.strict_sampling else None
         self._sampling = capability.sampling if capability is not None else "any"
@@ -575,7 +575,7 @@ class HTTPTransport:
         :class:`~polythink.errors.ModelNotFoundError`; return ``error``."""
         if isinstance(error, ModelNotFoundError) and error.model is None:
             error.model = self.source.model
-            capability = get_capability(self.source.model)
+            capability = get_capability(self.source.model, self.source.provider)
             if capability is not None and capability.replacement:
                 error.replacement = capability.replacement
                 error.message = (
