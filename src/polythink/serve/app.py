@@ -27,7 +27,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -51,6 +51,9 @@ from polythink.serve.responses import ResponsesDoor
 from polythink.serve.routing import Route, Router
 from polythink.serve.translate import body_key
 
+if TYPE_CHECKING:
+    from polythink.transports.anthropic import AnthropicTransport
+
 __all__ = ["ENDPOINTS", "GATEWAY", "Gateway", "create_app", "run"]
 
 _log = logging.getLogger("polythink.serve")
@@ -68,7 +71,7 @@ class Gateway:
         self.responses = ResponsesDoor()
         self.messages = MessagesDoor()
         self.started = time.time()
-        self._counters: dict[int, Any] = {}
+        self._counters: dict[int, AnthropicTransport] = {}
 
     async def start(self, app: web.Application) -> None:
         """Build the routes (in the server's event loop)."""
@@ -77,6 +80,23 @@ class Gateway:
     async def aclose(self, app: web.Application) -> None:
         """Close every route's client."""
         await self.router.aclose()
+
+    def counter(self, route: Route) -> AnthropicTransport:
+        """The Anthropic transport that counts tokens for ``route``'s first source (built
+        once per route, on the routes' HTTP client)."""
+        from polythink.transports.anthropic import AnthropicTransport
+
+        transport = self._counters.get(id(route))
+        if transport is None:
+            source = route.sources[0]
+            transport = self._counters[id(route)] = AnthropicTransport(
+                source=source,
+                index=0,
+                profile=get_provider(source.provider),
+                client=self.router.http,
+                api_key=source.resolve_api_key(),
+            )
+        return transport
 
     def door_of(self, path: str) -> Door:
         """The front door whose error shape a path's answers use."""
@@ -263,19 +283,8 @@ class _Captured:
 async def _provider_count(
     gateway: Gateway, route: Route, call: Call, request: web.Request
 ) -> web.StreamResponse:
-    from polythink.transports.anthropic import AnthropicTransport
-
     source = route.sources[0]
-    key = id(route)
-    transport = gateway._counters.get(key)
-    if transport is None:
-        transport = gateway._counters[key] = AnthropicTransport(
-            source=source,
-            index=0,
-            profile=get_provider(source.provider),
-            client=gateway.router.http,
-            api_key=source.resolve_api_key(),
-        )
+    transport = gateway.counter(route)
     captured = _Captured()
     native = call.request.native
     assert native is not None
