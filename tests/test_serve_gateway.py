@@ -382,3 +382,23 @@ def test_a_relayed_stream_is_retried_before_content_and_never_after(
         ):
             events.get_final_message()
         assert len(recorder.exchanges) - start == 1
+
+
+def test_a_relayed_chat_stream_has_usage_only_when_asked(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    """polythink asks the provider for usage on every stream (cost and budgets need it); the
+    caller gets the usage chunk only when it asked for it."""
+    chunks = {}
+    for asked in (False, True):
+        body: dict[str, Any] = {"model": "openai/gpt-5.5", "messages": HI, "stream": True}
+        if asked:
+            body["stream_options"] = {"include_usage": True}
+        with httpx.stream("POST", gateway.v1 + "/chat/completions", json=body) as answer:
+            lines = [line for line in answer.iter_lines() if line.startswith("data: {")]
+        chunks[asked] = [json.loads(line[6:]) for line in lines]
+        sent = json.loads(recorder.last("/chat/completions").body)
+        assert sent["stream_options"] == {"include_usage": True}
+    assert [c for c in chunks[False] if c["choices"] == []] == []
+    (usage,) = [c for c in chunks[True] if c["choices"] == []]
+    assert usage["usage"]["completion_tokens"] > 0
