@@ -414,12 +414,12 @@ ACCEPTED_EFFORTS = (
         (
             ["frob"],
             "polythink: error: argument command: invalid choice: 'frob' (choose from 'demo', "
-            "'resolve', 'models', 'simulate', 'bench')",
+            "'resolve', 'models', 'simulate', 'serve', 'bench')",
         ),
         (
             [],
             "polythink: error: a command is required; accepted: demo, resolve, models, simulate, "
-            "bench",
+            "serve, bench",
         ),
         (
             ["resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "hgih"],

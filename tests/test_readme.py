@@ -37,7 +37,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    (block,) = [b for b in blocks if "[thinking]" in b]
     path = tmp_path / "polythink.toml"
     path.write_text(block, encoding="utf-8")
     first, second = sources_from_toml(path)

@@ -546,13 +546,46 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     )
     sim.set_defaults(handler=_cmd_simulate)
 
+    serve = commands.add_parser(
+        "serve",
+        help="run the gateway: OpenAI Chat and Responses, Anthropic Messages front doors over "
+        "the configured sources",
+        description="Serve POST /v1/chat/completions, /v1/responses, /v1/messages (and "
+        "count_tokens) and GET /v1/models; a request's model names a [[route]], a configured "
+        "source's model, or provider/model-id. See the README's Gateway section.",
+    )
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the TOML file: [[source]], [thinking], limits, cache, [[budget]], [[route]], "
+        "[serve] (default: none; provider/model-id names route with the standard key "
+        "variables)",
+    )
+    serve.add_argument(
+        "--host", default=None, help="address to bind (default: [serve] host, else 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="port to bind (default: [serve] port, else 4000; 0 = any free port)",
+    )
+    serve.set_defaults(handler=_cmd_serve)
+
     bench = commands.add_parser(
         "bench",
         help="benchmark polythink against raw httpx and the peer SDKs (from a source checkout)",
         description="Run the benchmark suite of a source checkout; see benchmarks/README.md.",
         add_help=False,
     )
-    return parser, {"demo": demo, "resolve": res, "models": models, "simulate": sim, "bench": bench}
+    return parser, {
+        "demo": demo,
+        "resolve": res,
+        "models": models,
+        "simulate": sim,
+        "serve": serve,
+        "bench": bench,
+    }
 
 
 def _benchmarks_root() -> Path | None:
@@ -1258,6 +1291,25 @@ def _models_evidence_blocks(
             lines.append(f"  {name.ljust(label)}  {parts[0]}")
             lines.extend(" " * indent + part for part in parts[1:])
     return lines
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    # The gateway (aiohttp.web and its front doors) loads with this command only.
+    import logging
+
+    from polythink.serve import run
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("polythink.serve").setLevel(logging.INFO)
+    try:
+        return run(args.config, host=args.host, port=args.port)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"polythink serve: error: {_message(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(f"polythink serve: error: cannot listen: {reason}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

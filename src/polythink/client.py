@@ -64,6 +64,7 @@ from polythink.types import (
     Response,
     ResponseFormat,
     ServiceTier,
+    StreamEvent,
     Tool,
     TypedStreamEvent,
     check_extra_body,
@@ -617,6 +618,77 @@ class Client:
             self._call_layers(), Failover(stacks, names=names, context_windows=windows)
         )
 
+    async def send(self, request: Request) -> Response:
+        """Send a :class:`~polythink.types.Request` made by :meth:`request` (and perhaps
+        derived with ``request.with_(...)``) through the whole onion; return the response.
+
+        The lower level of :meth:`complete`, as httpx's ``send`` is of its ``post``: the
+        answer is not validated against the request's ``response_format`` (``parsed`` stays
+        ``None``; read ``text``). ``polythink serve`` sends every call this way, with the
+        caller's own body attached (``Request.native``).
+
+        Raises:
+            PolythinkError: as :meth:`complete`.
+            ClientClosedError: the client is closed.
+        """
+        if request.stream:
+            request = request.with_(stream=False)
+        chain = self._started()
+        started_at, start = _wall_clock(), _monotonic()
+        try:
+            response = await chain.complete(request)
+        except Exception as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise
+        return _recorded(response, started_at, _monotonic() - start)
+
+    async def send_stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Stream a :class:`~polythink.types.Request` through the whole onion (see
+        :meth:`send`); yield its events, ``done`` last.
+
+        Raises:
+            PolythinkError: as :meth:`stream`.
+            ClientClosedError: the client is closed, or was closed while the stream was read.
+        """
+        if not request.stream:
+            request = request.with_(stream=True)
+        async with aclosing(self._events(request, None)) as events:
+            async for event in events:
+                yield event
+
+    async def _events(
+        self, request: Request, fmt: ResponseFormat[Any] | None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The onion's events for ``request``, the ``done`` response recorded (and, with
+        ``fmt``, validated)."""
+        events = self._started().stream(request)
+        started_at, start = _wall_clock(), _monotonic()
+        try:
+            async with aclosing(events) as iterator:
+                async for event in iterator:
+                    # Either HTTP layer may still hold buffered events, or fail in its own way
+                    # (aiohttp: a bare RuntimeError), once the client is closed.
+                    if self._closed:
+                        raise self._closed_error()
+                    if event.type == "done" and event.response is not None:
+                        response = _recorded(event.response, started_at, _monotonic() - start)
+                        if fmt is not None and response.parsed is None:
+                            response = parse_output(response, fmt)
+                        event = dataclasses.replace(event, response=response)
+                    yield event
+        except StreamInterruptedError as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
+            raise
+        except ClientClosedError:
+            raise
+        except Exception as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise
+
     # The order of the onion, outermost first, is listed here and nowhere else:
     #   per call:    the client's middleware, telemetry, cache, cost, then failover
     #   per source:  rate limit, retry, budget (when one applies), service tier, reasoning,
@@ -1017,15 +1089,7 @@ class Client:
             tag=tag,
             service_tier=service_tier,
         )
-        chain = self._started()
-        started_at, start = _wall_clock(), _monotonic()
-        try:
-            response = await chain.complete(request)
-        except Exception as exc:
-            if self._closed:
-                raise self._closed_error() from exc
-            raise
-        response = _recorded(response, started_at, _monotonic() - start)
+        response = await self.send(request)
         if request.response_format is not None and response.parsed is None:
             # Not validated yet (the cache layer validates the answers it may store).
             return parse_output(response, request.response_format)
@@ -1117,30 +1181,6 @@ class Client:
             tag=tag,
             service_tier=service_tier,
         )
-        fmt = request.response_format
-        events = self._started().stream(request)
-        started_at, start = _wall_clock(), _monotonic()
-        try:
-            async with aclosing(events) as iterator:
-                async for event in iterator:
-                    # Either HTTP layer may still hold buffered events, or fail in its own way
-                    # (aiohttp: a bare RuntimeError), once the client is closed.
-                    if self._closed:
-                        raise self._closed_error()
-                    if event.type == "done" and event.response is not None:
-                        response = _recorded(event.response, started_at, _monotonic() - start)
-                        if fmt is not None and response.parsed is None:
-                            response = parse_output(response, fmt)
-                        event = dataclasses.replace(event, response=response)
-                    yield cast(TypedStreamEvent[Any], event)
-        except StreamInterruptedError as exc:
-            if self._closed:
-                raise self._closed_error() from exc
-            exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
-            raise
-        except ClientClosedError:
-            raise
-        except Exception as exc:
-            if self._closed:
-                raise self._closed_error() from exc
-            raise
+        async with aclosing(self._events(request, request.response_format)) as events:
+            async for event in events:
+                yield cast(TypedStreamEvent[Any], event)

@@ -39,6 +39,7 @@ __all__ = [
     "credential_header",
     "options_from_env",
     "options_from_toml",
+    "read_toml",
     "sources_from_env",
     "sources_from_toml",
     "thinking_default_for",
@@ -755,7 +756,7 @@ def _warn_clamped(where: str, clamped: list[str]) -> None:
         )
 
 
-def _read_toml(path: str | Path) -> dict[str, Any]:
+def read_toml(path: str | Path) -> dict[str, Any]:
     """The parsed TOML file at ``path``.
 
     Raises:
@@ -785,6 +786,11 @@ def _read_toml(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
 
 
+_SERVE = ("serve", "route")
+"""Tables ``polythink serve`` reads from the same file (:mod:`polythink.serve.config`); a
+client built from it leaves them alone."""
+
+
 def sources_from_toml(path: str | Path) -> list[Source]:
     """Read sources from a TOML file.
 
@@ -807,12 +813,12 @@ def sources_from_toml(path: str | Path) -> list[Source]:
             ``[[source]]``, or a contradiction between ``enabled`` and ``effort``.
         FileNotFoundError: no file at ``path`` (named in the message).
     """
-    data = _read_toml(path)
-    unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS})
+    data = read_toml(path)
+    unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS, *_SERVE})
     if unknown_tables:
         raise ValueError(
             f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]], "
-            "[[budget]], " + ", ".join(_OPTIONS)
+            "[[budget]], " + ", ".join(_OPTIONS) + ", and polythink serve's [serve], [[route]]"
         )
     default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
     rows = data.get("source")
@@ -874,7 +880,7 @@ def options_from_toml(path: str | Path) -> dict[str, Any]:
     """
     from polythink.budgets import Budget
 
-    data = _read_toml(path)
+    data = read_toml(path)
     found: dict[str, Any] = {}
     for name in _OPTIONS:
         if name in data:

@@ -25,6 +25,7 @@ __all__ = [
     "CONTENT_PARTS",
     "EFFORT_ORDER",
     "MANAGED_BODY_FIELDS",
+    "MESSAGE_KEYS",
     "SERVICE_TIER_ORDER",
     "CacheMode",
     "Cost",
@@ -33,6 +34,8 @@ __all__ = [
     "FinishReason",
     "Message",
     "MessageMetadata",
+    "NativeBody",
+    "NativeRelay",
     "PrefixStates",
     "PromptCache",
     "RateLimit",
@@ -969,6 +972,8 @@ _MESSAGE_KEYS = frozenset(
         *(f.name for f in dataclasses.fields(Message) if f.init),
     }
 )
+MESSAGE_KEYS = _MESSAGE_KEYS
+"""The keys :meth:`Message.coerce` takes in a message dict (any other is refused)."""
 _NEEDS_CONTENT = frozenset({"system", "developer", "user", "tool"})
 _ASSISTANT_OUTPUT = (
     "tool_calls",
@@ -1836,6 +1841,80 @@ def _schema_of(
     )
 
 
+class NativeRelay(Protocol):
+    """Where a transport hands what a provider answered to a call carrying a
+    :class:`NativeBody`, as it answered it (``polythink serve`` implements it).
+
+    A transport calls it only for an attempt it sent natively (its wire is the body's);
+    nothing it does changes the call: errors are the relay's to keep.
+
+    ``committed`` is true once part of the streamed answer reached the caller through the
+    relay: a failure after that ends the call with
+    :class:`~polythink.errors.StreamInterruptedError`, never a retry or another source.
+    """
+
+    committed: bool
+
+    def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
+        """A streamed answer's head arrived with a 2xx ``status``."""
+
+    async def event(self, event_type: str, data: str) -> None:
+        """One server-sent event of that answer, as decoded (its ``event:`` name and its
+        ``data``), before the transport reads it."""
+
+    def answered(
+        self, source_index: int, status: int, headers: Mapping[str, str], content: bytes
+    ) -> None:
+        """A non-streamed answer arrived: its 2xx ``status``, headers and body bytes."""
+
+    def failed(
+        self, source_index: int, status: int, headers: Mapping[str, str], content: bytes
+    ) -> None:
+        """The provider answered with a status of 300 or more: its headers and body bytes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeBody:
+    """A caller's own request body in one wire's format, to send as written.
+
+    ``polythink serve`` parses each request into a :class:`Request` (so every source, of any
+    wire, can take it) and carries the body it received here. A transport of the same
+    ``wire`` sends ``body`` instead of building one, changing only what polythink owns:
+    ``model`` (the source's), ``stream``, the output ceiling when a layer changed it, and the
+    reasoning fields when the source's model does not take the caller's as written (see
+    :func:`polythink.transports.native.native_body`). Unknown fields, ``system`` arrays,
+    thinking blocks with their signatures and ``cache_control`` go through untouched.
+
+    Attributes:
+        wire: the transport wire the body is written for (``anthropic``, ``openai_chat``,
+            ``openai_responses``).
+        body: the parsed JSON object, read-only.
+        key: a digest of the body (part of the cache key).
+        dialect: the reasoning dialect of the caller's own reasoning fields (a
+            :data:`polythink.providers.ReasoningWire` value), ``None`` when it sent none.
+        effort: the tier those fields ask for, in polythink's vocabulary.
+        style: Anthropic's thinking style they use (``manual`` for ``enabled`` with a
+            budget, ``adaptive``), else ``None``.
+        reasoning_paths: where those fields are, as key paths (``("thinking",)``,
+            ``("output_config", "effort")``): removed when polythink sends its own.
+        max_tokens_key: the body field holding the caller's output ceiling, if any.
+        headers: request headers of the wire that go with the body (``anthropic-beta``,
+            ``anthropic-version`` …), lowercase names; never credentials.
+        relay: where the raw answer goes (``None``: nowhere).
+    """
+
+    wire: str
+    body: Mapping[str, Any]
+    key: str = ""
+    dialect: str | None = None
+    effort: Effort | None = None
+    style: str | None = None
+    reasoning_paths: tuple[tuple[str, ...], ...] = ()
+    max_tokens_key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    relay: NativeRelay | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """One chat call as it travels through the onion, independent of any source.
@@ -1885,6 +1964,10 @@ class Request:
     tier_resolution: TierResolution | None = None
     """The source's resolution of the service tier, attached by its tier layer (or by a
     budget that moved the call to flex) before the transport builds the body."""
+    native: NativeBody | None = field(default=None, repr=False)
+    """The caller's own body in one wire's format (``polythink serve``): a source of that
+    wire sends it as written (see :class:`NativeBody`); others build theirs from the fields
+    above. Its ``key`` is part of the cache key."""
 
     def __repr__(self) -> str:
         """The fields as the dataclass shows them, ``extra_body`` through :func:`redacted`."""

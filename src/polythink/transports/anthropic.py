@@ -36,7 +36,6 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
@@ -64,6 +63,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
 from polythink.types import (
     Effort,
@@ -1120,7 +1120,7 @@ class AnthropicTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/messages"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model, self.source.provider)
+        capability = self.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
@@ -1146,7 +1146,15 @@ class AnthropicTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool, str | None]:
         """Build the body, apply the thinking rules; return it with notes for the response,
         whether thinking was switched off for this call, and the output tool's name when
-        the answer comes through the forced-tool fallback."""
+        the answer comes through the forced-tool fallback.
+
+        A call carrying a Messages body of its own (``Request.native``) sends it as written
+        (:func:`~polythink.transports.native.native_body`): the rules above are the API's
+        to apply, with its own error, which the caller gets as the API wrote it.
+        """
+        written = written_body(self, request)
+        if written is not None:
+            return written[0], written[1], False, None
         try:
             output = output_plan(
                 request, model=self.source.model, profile=self.profile, source_index=self.index
@@ -1332,13 +1340,14 @@ class AnthropicTransport(HTTPTransport):
         if not request.stream:
             request = request.with_(stream=True)
         body, notes, switched_off, tool = self._prepare(request)
+        relay = self.relay(request)
         assembler = AnthropicStreamAssembler(
             self.profile, self.index, self.source.model, output_tool=tool
         )
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for _, event in events:
                         if event is DONE:
                             break
@@ -1351,7 +1360,7 @@ class AnthropicTransport(HTTPTransport):
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         done = self._noted(assembler.response(), notes, rate_limit, switched_off)

@@ -56,6 +56,7 @@ from polythink.types import (
     Effort,
     Message,
     MessageMetadata,
+    NativeRelay,
     PromptCache,
     RateLimit,
     Request,
@@ -70,6 +71,7 @@ _log = logging.getLogger("polythink.transport")
 
 __all__ = [
     "DONE",
+    "LIST_HEADERS",
     "HTTPTransport",
     "PartTypes",
     "append_system_suffix",
@@ -92,6 +94,9 @@ __all__ = [
 ]
 
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+LIST_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
+"""Request headers whose value is a comma-separated list: a caller's and a source's are
+joined (:meth:`HTTPTransport.native_headers`), never one replacing the other."""
 _SSE_ACCEPT = "text/event-stream"
 
 
@@ -197,8 +202,9 @@ class HTTPTransport:
         self.client = client
         self._secrets = (api_key, *source.secrets())
         self._logged_drops: set[str] = set()
-        strict = profile.strict_sampling
-        capability = get_capability(source.model, source.provider) if strict else None
+        self.capability = get_capability(source.model, source.provider)
+        """The model's registry entry (``None``: not registered)."""
+        capability = self.capability if profile.strict_sampling else None
         self._sampling = capability.sampling if capability is not None else "any"
         self._capability_for_cache = capability if "key" in profile.prompt_cache else None
         self._reasons_by_default = capability is not None and capability.default_reasons
@@ -241,9 +247,38 @@ class HTTPTransport:
         """Send a streaming call; subclasses implement."""
         raise NotImplementedError
 
-    @staticmethod
-    def _headers(headers: dict[str, str], request: Request) -> dict[str, str]:
-        """``headers`` with the call's ``extra_headers`` merged over them (they win).
+    def relay(self, request: Request) -> NativeRelay | None:
+        """Where this transport hands its raw answer to ``request``: the relay of its
+        :class:`~polythink.types.NativeBody` when the body is written for this wire (the
+        call is sent as written), else ``None``."""
+        native = request.native
+        if native is None or native.relay is None or native.wire != self.profile.wire:
+            return None
+        return native.relay
+
+    def native_headers(self, headers: dict[str, str], request: Request) -> dict[str, str]:
+        """``headers`` with the caller's request headers of this wire over them, when the
+        call carries a body written for this wire (:class:`~polythink.types.NativeBody`);
+        a list header (:data:`LIST_HEADERS`) joins the caller's values and the source's
+        (the caller's as given, then the source's it lacks)."""
+        native = request.native
+        if native is None or not native.headers or native.wire != self.profile.wire:
+            return headers
+        merged = dict(headers)
+        for name, value in native.headers.items():
+            lowered = name.lower()
+            current = merged.get(lowered)
+            if lowered in LIST_HEADERS and current:
+                given = {v.strip() for v in value.split(",")}
+                extra = [v for v in (s.strip() for s in current.split(",")) if v not in given]
+                merged[lowered] = ",".join([value, *extra]) if extra else value
+            else:
+                merged[lowered] = value
+        return merged
+
+    def _headers(self, headers: dict[str, str], request: Request) -> dict[str, str]:
+        """``headers`` with the caller's headers of this wire (:meth:`native_headers`), then
+        the call's ``extra_headers``, merged over them (they win).
 
         Raises:
             ValueError: ``extra_headers`` is not a mapping of strings to strings, or holds
@@ -252,6 +287,8 @@ class HTTPTransport:
         tier = request.tier_resolution
         if tier is not None and tier.headers:
             headers = {**headers, **{name.lower(): v for name, v in tier.headers.items()}}
+        if request.native is not None:
+            headers = self.native_headers(headers, request)
         extra = request.extra_headers
         if not extra:
             return headers
@@ -347,8 +384,13 @@ class HTTPTransport:
             raise self._deadline_error(self._budget(request))
         content = response.content
         _unbind(response)
+        relay = self.relay(request)
         if response.status_code >= 300:
+            if relay is not None:
+                relay.failed(self.index, response.status_code, response.headers, content)
             raise self._status_error(response, content)
+        if relay is not None:
+            relay.answered(self.index, response.status_code, response.headers, content)
         try:
             return json.loads(content), response.headers
         except ValueError as exc:
@@ -484,13 +526,18 @@ class HTTPTransport:
             raise failure
         if response is None:
             raise self._deadline_error(budget)
+        relay = self.relay(request)
         try:
             if response.status_code >= 300:
                 try:
                     content = await response.aread()
                 except Exception:
                     content = b""
+                if relay is not None:
+                    relay.failed(self.index, response.status_code, response.headers, content)
                 raise self._status_error(response, content)
+            if relay is not None:
+                relay.opened(self.index, response.status_code, response.headers)
             # httpcore reads the read timeout from the request's extensions when the body
             # iteration starts, so from here on it bounds the silence between chunks.
             timeouts = response.request.extensions.get("timeout")
@@ -799,8 +846,13 @@ class HTTPTransport:
             _log.warning("source %d: %s", self.index, note)
         return [note]
 
-    async def json_events(self, response: httpx.Response) -> AsyncGenerator[tuple[str, Any], None]:
+    async def json_events(
+        self, response: httpx.Response, relay: NativeRelay | None = None
+    ) -> AsyncGenerator[tuple[str, Any], None]:
         """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.
+
+        With ``relay`` (:meth:`relay`), each event is handed to it as decoded, before it is
+        read here, ``[DONE]`` included.
 
         Events with blank data are skipped, as are JSON values that are not objects, and
         leading data lines that are themselves SSE comments (``data: : OPENROUTER PROCESSING``: a
@@ -816,6 +868,8 @@ class HTTPTransport:
         decoder = SSEDecoder()
         async with aclosing(self.sse_events(response, decoder)) as events:
             async for event_type, data in events:
+                if relay is not None:
+                    await relay.event(event_type, data)
                 if data == "[DONE]":
                     yield event_type, DONE
                     return

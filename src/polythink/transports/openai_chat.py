@@ -39,7 +39,6 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import responses_route
 from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
@@ -68,6 +67,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
 from polythink.types import (
     Cost,
@@ -1166,7 +1166,7 @@ class OpenAIChatTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
-        self._capability = get_capability(self.source.model, self.source.provider)
+        self._capability = self.capability
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:
@@ -1218,6 +1218,9 @@ class OpenAIChatTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body, and the notes its ``response_format`` and what it left out of the
         messages give the response's warnings."""
+        written = written_body(self, request)
+        if written is not None:
+            return written
         self._check_route(request)
         output = output_plan(
             request, model=self.source.model, profile=self.profile, source_index=self.index
@@ -1235,6 +1238,18 @@ class OpenAIChatTransport(HTTPTransport):
         )
         notes = list(output.notes) if output is not None else []
         return body, notes + left_out.notes()
+
+    def _checked(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        """The body and notes of :meth:`_prepare`, after the provider's sampling,
+        prompt-cache and ``tool_choice`` rules; a body of the caller's own
+        (``Request.native``) is the provider's to judge, with its own error."""
+        body, notes = self._prepare(request)
+        if request.native is not None and request.native.wire == self.profile.wire:
+            return body, notes
+        notes += self.sampling_notes(body, request)
+        notes += self.prompt_cache_notes(body, request)
+        notes += self._tool_choice_notes(body)
+        return body, notes
 
     def _check_route(self, request: Request) -> None:
         if self._capability is None or not self.profile.strict_sampling:
@@ -1306,10 +1321,7 @@ class OpenAIChatTransport(HTTPTransport):
         """
         if self._streams_under_the_hood(request):
             return await self._complete_by_stream(request)
-        body, notes = self._prepare(request)
-        notes += self.sampling_notes(body, request)
-        notes += self.prompt_cache_notes(body, request)
-        notes += self._tool_choice_notes(body)
+        body, notes = self._checked(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
@@ -1335,16 +1347,14 @@ class OpenAIChatTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
+        relay = self.relay(request)
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
         try:
-            body, notes = self._prepare(request)
-            notes += self.sampling_notes(body, request)
-            notes += self.prompt_cache_notes(body, request)
-            notes += self._tool_choice_notes(body)
+            body, notes = self._checked(request)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for event_type, chunk in events:
                         if chunk is DONE:
                             done = True
@@ -1361,7 +1371,7 @@ class OpenAIChatTransport(HTTPTransport):
                 if assembler.raw_finish is None and not (done and assembler.content_seen):
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         for event in assembler.flush():

@@ -48,7 +48,6 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
@@ -78,6 +77,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, for_call, merge_output, responses_output
 from polythink.types import (
     Cost,
@@ -877,7 +877,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/responses"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model, self.source.provider)
+        capability = self.capability
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
@@ -925,7 +925,11 @@ class OpenAIResponsesTransport(HTTPTransport):
 
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and the notes for the response's warnings (:meth:`_notes`, then what
-        the body left out of the messages)."""
+        the body left out of the messages); a body of the caller's own (``Request.native``)
+        as written (:func:`~polythink.transports.native.native_body`)."""
+        written = written_body(self, request)
+        if written is not None:
+            return written
         left_out = LeftOut(self.profile.id)
         body = self._build(request, left_out)
         return body, self._notes(body, request) + left_out.notes()
@@ -1013,12 +1017,13 @@ class OpenAIResponsesTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
+        relay = self.relay(request)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
             body, notes = self._prepare(request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for name, event in events:
                         if event is DONE:
                             break
@@ -1036,7 +1041,7 @@ class OpenAIResponsesTransport(HTTPTransport):
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         done = with_rate_limit(assembler.response(), rate_limit)
