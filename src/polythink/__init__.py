@@ -17,7 +17,9 @@ from polythink.config import ReadLimits, Source, Timeout
 from polythink.conversation import compact, should_compact
 from polythink.errors import (
     AuthError,
+    BatchItemNotRunError,
     BudgetExceededError,
+    CapacityUnavailableError,
     ClientClosedError,
     ClientLoopError,
     ContentUnsupportedError,
@@ -33,6 +35,7 @@ from polythink.errors import (
     RequestRejectedError,
     RequestTimeoutError,
     ResponseTooLargeError,
+    ServiceTierUnsupportedError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
@@ -54,6 +57,7 @@ from polythink.types import (
     Resolution,
     Response,
     ResponseFormat,
+    ServiceTier,
     StepDown,
     StreamEvent,
     TextEvent,
@@ -66,6 +70,7 @@ from polythink.types import (
 )
 
 if TYPE_CHECKING:
+    from polythink.batch import BatchJob, BatchStatus
     from polythink.sync import SyncClient
 
 __version__ = "0.1.0"
@@ -74,11 +79,15 @@ __all__ = [
     "EFFORT_ORDER",
     "PROVIDERS",
     "AuthError",
+    "BatchItemNotRunError",
+    "BatchJob",
+    "BatchStatus",
     "Budget",
     "BudgetExceededError",
     "BudgetState",
     "CallPlan",
     "Capability",
+    "CapacityUnavailableError",
     "Client",
     "ClientClosedError",
     "ClientLoopError",
@@ -111,6 +120,8 @@ __all__ = [
     "Response",
     "ResponseFormat",
     "ResponseTooLargeError",
+    "ServiceTier",
+    "ServiceTierUnsupportedError",
     "Source",
     "StepDown",
     "StreamEvent",
@@ -138,9 +149,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The synchronous client loads anyio's thread machinery (about 18 ms): only when asked.
+    # The synchronous client loads anyio's thread machinery (about 18 ms), and batches the
+    # price table's module: only when asked.
     if name == "SyncClient":
         from polythink.sync import SyncClient
 
         return SyncClient
+    if name in ("BatchJob", "BatchStatus"):
+        from polythink import batch
+
+        return getattr(batch, name)
     raise AttributeError(f"module 'polythink' has no attribute {name!r}")

@@ -50,7 +50,7 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     NOT_WHOLE,
@@ -83,6 +83,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, for_call, merge_output, responses_output
 from polythink.types import (
     Cost,
@@ -661,6 +662,7 @@ def parse_response(
         profile=profile,
         source_index=source_index,
         refusal="".join(refusals) if refusals else None,
+        service_tier=served_tier(profile.service_tiers, data.get("service_tier")),
     )
 
 
@@ -696,6 +698,7 @@ class ResponsesStreamAssembler:
         self.refused = False
         self.refusal: list[str] = []
         self.content_seen = False
+        self.service_tier: str | None = None
         self._parts: set[tuple[int, str, int]] = set()
         self._streamed: set[Any] = set()
         self._added: dict[int, Mapping[str, Any]] = {}
@@ -756,6 +759,9 @@ class ResponsesStreamAssembler:
             self.model = response["model"]
         if self.response_id is None and response.get("id"):
             self.response_id = response["id"]
+        tier = response.get("service_tier")
+        if tier:
+            self.service_tier = served_tier(self.profile.service_tiers, tier)
 
     def _text(self, delta: Any, out: list[StreamEvent]) -> None:
         if not isinstance(delta, str) or not delta:
@@ -867,6 +873,7 @@ class ResponsesStreamAssembler:
             profile=self.profile,
             source_index=self.source_index,
             refusal="".join(self.refusal) or None,
+            service_tier=self.service_tier,
         )
 
 
@@ -877,7 +884,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/responses"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
+        capability = self.capability
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
@@ -925,7 +932,11 @@ class OpenAIResponsesTransport(HTTPTransport):
 
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and the notes for the response's warnings (:meth:`_notes`, then what
-        the body left out of the messages)."""
+        the body left out of the messages); a body of the caller's own (``Request.native``)
+        as written (:func:`~polythink.transports.native.native_body`)."""
+        written = written_body(self, request)
+        if written is not None:
+            return written
         left_out = LeftOut(self.profile.id)
         body = self._build(request, left_out)
         return body, self._notes(body, request) + left_out.notes()
@@ -957,6 +968,17 @@ class OpenAIResponsesTransport(HTTPTransport):
             reasoning = body["reasoning"] = {}
         reasoning.setdefault("mode", mode)
         return notes
+
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Responses body a batch line carries (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`)."""
+        body, notes = self._prepare(request.with_(stream=False))
+        return body, notes, {}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Responses answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        return with_notes(self._answer(data, None), notes)
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
@@ -1008,6 +1030,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
+        relay = self.relay(request)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         whole: Response | None = None
         try:
@@ -1018,7 +1041,7 @@ class OpenAIResponsesTransport(HTTPTransport):
                 if data is not NOT_WHOLE:
                     whole = self._answer(data, rate_limit, response)
                 else:
-                    async with aclosing(self.json_events(response)) as events:
+                    async with aclosing(self.json_events(response, relay)) as events:
                         async for name, event in events:
                             if event is DONE:
                                 break
@@ -1040,7 +1063,7 @@ class OpenAIResponsesTransport(HTTPTransport):
                     if not assembler.finished:
                         raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         if whole is not None:
