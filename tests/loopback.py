@@ -31,6 +31,7 @@ class CannedServer:
         self.answer = answer
         self.seen: list[Seen] = []
         self.port = 0
+        self._server: asyncio.Server | None = None
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -52,8 +53,8 @@ class CannedServer:
 
     def _run(self) -> None:
         async def start() -> None:
-            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-            self.port = server.sockets[0].getsockname()[1]
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            self.port = self._server.sockets[0].getsockname()[1]
 
         self._loop.run_until_complete(start())
         self._ready.set()
@@ -65,8 +66,24 @@ class CannedServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        async def shutdown() -> None:
+            # Connection handlers still waiting for a next request end here, rather than
+            # being reported by asyncio ("Task was destroyed but it is pending!") whenever
+            # a later test happens to collect them.
+            if self._server is not None:
+                self._server.close()
+            current = asyncio.current_task()
+            handlers = [t for t in asyncio.all_tasks() if t is not current]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 class FloodServer:

@@ -235,17 +235,19 @@ def test_closing_with_a_request_in_flight_prints_no_traceback(
 
     caller = threading.Thread(target=call)
     caller.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a loaded machine may be slow to send the request
     while simulator.stats.in_flight == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert simulator.stats.in_flight == 1
     began = time.monotonic()
     simulator.stop()
-    caller.join(5)
+    caller.join(30)
     # A handler task left pending is reported when it is collected ("Task was destroyed but
     # it is pending!"): drop every reference to the server first.
     del simulator
     gc.collect()
-    assert time.monotonic() - began < 2.0
+    # Well within the 5 s the non-streamed answer would take (its handler is not waited for),
+    # with room for a loaded machine.
+    assert time.monotonic() - began < 4.5
     assert outcome == ["RemoteProtocolError"]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

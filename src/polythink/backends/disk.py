@@ -180,6 +180,7 @@ class BatchWriter:
         self.pending: dict[str, bytes] = {}
         """Entries handed over and not yet committed, by key."""
         self._wake = threading.Condition()
+        self._committing = threading.Lock()
         self._thread: threading.Thread | None = None
         self._idle = False
 
@@ -214,7 +215,13 @@ class BatchWriter:
     def flush(self) -> None:
         """Commit every pending entry now, in one transaction (blocking: call it from a
         worker thread). A store that fails is reported through ``on_error``; the entries
-        are dropped, as a failed write is with any store."""
+        are dropped, as a failed write is with any store. One commit at a time: a flush
+        that finds the writer thread committing waits for it, so what was pending when it
+        was called is committed (and culled) when it returns."""
+        with self._committing:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._wake:
             batch = dict(self.pending)
         if not batch:

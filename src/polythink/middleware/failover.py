@@ -61,7 +61,6 @@ from polythink.errors import (
 from polythink.middleware._head import read_head
 from polythink.middleware.base import Handler
 from polythink.middleware.semconv import POLYTHINK_FAILOVER_SPAN, POLYTHINK_SOURCE_INDEX
-from polythink.middleware.telemetry import child_span, end_child
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = [
@@ -265,10 +264,17 @@ class Failover:
             if span_attributes is not None
             else tuple({POLYTHINK_SOURCE_INDEX: i} for i in range(len(self.sources)))
         )
+        # Here, not at import: ``import polythink`` does not load OpenTelemetry.
+        from polythink.middleware.telemetry import child_span, end_child
+
+        self._child_span = child_span
+        self._end_child = end_child
 
     def _passed_over(self, index: int, reason: str) -> None:
         """A failover step that sent nothing: a span at once, with its reason."""
-        end_child(child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index]), reason=reason)
+        self._end_child(
+            self._child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index]), reason=reason
+        )
 
     def _window_needed(self, index: int, error: ContextWindowExceededError) -> int | None:
         """The window a later source must exceed after ``error`` at ``index``; ``None`` when
@@ -402,11 +408,11 @@ class Failover:
             if sub is None:
                 breaker.release()
                 break
-            step = child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index])
+            step = self._child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index])
             try:
                 response = await handler.complete(sub)
             except PolythinkError as exc:
-                end_child(step, exc, _reason(exc))
+                self._end_child(step, exc, _reason(exc))
                 self._outcome(index, exc)
                 larger = None
                 if isinstance(exc, ContextWindowExceededError):
@@ -418,10 +424,10 @@ class Failover:
                 failures.append(exc)
                 continue
             except BaseException as exc:
-                end_child(step, exc)
+                self._end_child(step, exc)
                 breaker.release()
                 raise
-            end_child(step)
+            self._end_child(step)
             breaker.success()
             return self._noted(response, notes)
         raise self._exhausted(request, failures)
@@ -452,11 +458,11 @@ class Failover:
             if sub is None:
                 breaker.release()
                 break
-            step = child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index])
+            step = self._child_span(POLYTHINK_FAILOVER_SPAN, self._spans[index])
             try:
                 head, rest = await read_head(handler.stream(sub))
             except PolythinkError as exc:
-                end_child(step, exc, _reason(exc))
+                self._end_child(step, exc, _reason(exc))
                 self._outcome(index, exc)
                 larger = None
                 if isinstance(exc, ContextWindowExceededError):
@@ -468,7 +474,7 @@ class Failover:
                 failures.append(exc)
                 continue
             except BaseException as exc:
-                end_child(step, exc)
+                self._end_child(step, exc)
                 breaker.release()
                 raise
             breaker.success()
@@ -493,7 +499,7 @@ class Failover:
                 failure = exc
                 raise
             finally:
-                end_child(step, failure)
+                self._end_child(step, failure)
             return
         raise self._exhausted(request, failures)
 
