@@ -486,3 +486,37 @@ async def test_openai_base_url_sends_the_calls_there(monkeypatch: pytest.MonkeyP
             response = await client.complete(PROMPT)
         assert sim.stats.requests == 1
     assert response.text.startswith("Simulated gpt-5.5 answer")
+
+
+DEEP = b"[" * 100_000
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "kind", "expected"),
+    [
+        (200, "application/json", "malformed_body"),
+        (200, "text/event-stream", "malformed_event"),
+        (400, "application/json", None),  # a plain 400, the body kept as text
+    ],
+)
+async def test_json_nested_beyond_reading_is_a_typed_error(
+    status: int, kind: str, expected: str | None
+) -> None:
+    content = b"data: " + DEEP + b"\n\n" if kind == "text/event-stream" else DEEP
+    answer = httpx.Response(status, headers={"content-type": kind}, content=content)
+    with respx.mock() as mock:
+        mock.post(URLS["openai"]).mock(return_value=answer)
+        async with Client([source("openai")], cache=False) as client:
+            with pytest.raises(PolythinkError) as caught:
+                await call(client, stream=kind == "text/event-stream")
+    assert caught.value.error_type == expected
+    assert caught.value.status_code == status
+
+
+async def call(client: Client, *, stream: bool) -> None:
+    if stream:
+        async for _ in client.stream(PROMPT):
+            pass
+    else:
+        await client.complete(PROMPT)

@@ -93,6 +93,7 @@ from polythink.types import (
     Resolution,
     Response,
     ResponseFormat,
+    loads_json,
 )
 
 if TYPE_CHECKING:
@@ -433,7 +434,7 @@ _WIRES: dict[str, type[_Wire]] = {
 
 def _loads(content: bytes, transport: HTTPTransport) -> Any:
     try:
-        return json.loads(content)
+        return loads_json(content)
     except ValueError:
         raise TransientError(
             f"{transport.profile.id} answered a batch request with a body that is not JSON",

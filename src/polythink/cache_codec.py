@@ -33,6 +33,7 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
+    loads_json,
 )
 
 __all__ = [
@@ -61,7 +62,7 @@ def read_entry(raw: bytes | str) -> tuple[dict[str, Any], float]:
         ValueError: not JSON, not an object, of another version, or without ``at``.
         KeyError, TypeError: ``at`` missing or not a number.
     """
-    entry = json.loads(raw)
+    entry = loads_json(raw)
     if not isinstance(entry, dict) or entry.get("v") != ENTRY_VERSION:
         raise ValueError("not a polythink cache entry")
     return entry, float(entry["at"])

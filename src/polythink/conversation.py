@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from polythink.reasoning.capabilities import get_capability
-from polythink.types import Effort, Message, Response, Tool, coerce_messages
+from polythink.types import Effort, Message, Response, Tool, coerce_messages, loads_json
 
 _log = logging.getLogger("polythink.conversation")
 _windowless_reported: set[str] = set()
@@ -125,7 +125,7 @@ def load_conversation(path: str | os.PathLike[str]) -> list[Message]:
             if not line.strip():
                 continue
             try:
-                messages.append(Message.from_dict(json.loads(line)))
+                messages.append(Message.from_dict(loads_json(line)))
             except ValueError as exc:
                 raise ValueError(
                     f"{os.fspath(path)}:{number}: not a saved message: {exc}"

@@ -20,7 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from polythink.errors import OutputRefusedError, OutputTruncatedError, OutputValidationError
-from polythink.types import Response, ResponseFormat
+from polythink.types import Response, ResponseFormat, loads_json
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -151,7 +151,7 @@ def parse_output(response: Response, fmt: ResponseFormat[Any]) -> Response:
             ) from exc
     else:
         try:
-            value = json.loads(body)
+            value = loads_json(body)
         except ValueError as exc:
             raise OutputValidationError(
                 f"{_who(response)} answered text that is not JSON: {exc}",

@@ -74,6 +74,7 @@ from polythink.types import (
     Response,
     StreamEvent,
     ThinkingObservation,
+    loads_json,
 )
 
 __all__ = ["ReasoningMiddleware"]
@@ -310,7 +311,7 @@ class ReasoningMiddleware:
         if resolution is None or error.body is None:
             return None
         try:
-            body: Any = json.loads(error.body)
+            body: Any = loads_json(error.body)
         except ValueError:
             body = error.body
         rejection = parse_reasoning_rejection(error.status_code, body)

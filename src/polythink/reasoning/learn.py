@@ -59,14 +59,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from polythink.reasoning.capabilities import Capability
-from polythink.types import EFFORT_ORDER, Effort
+from polythink.types import EFFORT_ORDER, Effort, loads_json
 
 __all__ = [
     "GENERIC_LEVELS",
@@ -203,7 +202,7 @@ def _messages(body: Any, depth: int = 0) -> Iterator[tuple[str, str | None]]:
         text = body.strip()
         if text.startswith(("{", "[")):
             try:
-                yield from _messages(json.loads(text), depth + 1)
+                yield from _messages(loads_json(text), depth + 1)
                 return
             except ValueError:
                 pass

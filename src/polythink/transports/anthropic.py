@@ -83,6 +83,7 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
+    loads_json,
 )
 
 __all__ = [
@@ -227,7 +228,7 @@ def _blocks(
 
 def _tool_input(call: ToolCall) -> Any:
     try:
-        value = json.loads(call.arguments or "{}")
+        value = loads_json(call.arguments or "{}")
     except ValueError:
         value = None
     if not isinstance(value, dict):
@@ -887,7 +888,7 @@ class _Block:
             return {**self.start, "thinking": joined, "signature": signature or ""}
         if self.pieces:
             try:
-                parsed = json.loads(joined)
+                parsed = loads_json(joined)
             except ValueError:
                 parsed = None
             if isinstance(parsed, dict):

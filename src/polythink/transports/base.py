@@ -68,6 +68,7 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
+    loads_json,
 )
 
 _log = logging.getLogger("polythink.transport")
@@ -509,7 +510,7 @@ class HTTPTransport:
         if relay is not None:
             relay.answered(self.index, response.status_code, response.headers, content)
         try:
-            return json.loads(content), response.headers
+            return loads_json(content), response.headers
         except ValueError as exc:
             malformed = sealed(
                 TransientError(
@@ -605,7 +606,7 @@ class HTTPTransport:
         if failure is not None:
             raise failure
         try:
-            return json.loads(content)
+            return loads_json(content)
         except ValueError:
             malformed = sealed(
                 TransientError(
@@ -1164,7 +1165,7 @@ class HTTPTransport:
                     continue
                 malformed: TransientError | None = None
                 try:
-                    parsed = json.loads(data)
+                    parsed = loads_json(data)
                 except ValueError as exc:
                     if decoder.closed:
                         return

@@ -35,6 +35,7 @@ from polythink.transports.headers import (
     parse_rate_limit,
     parse_retry_after,
 )
+from polythink.types import loads_json
 
 __all__ = [
     "RESPONSES_REJECT_CODES",
@@ -223,7 +224,7 @@ def error_from_status(
     secrets = tuple(secrets)
     text = redact(content.decode("utf-8", errors="replace"), secrets)
     try:
-        parsed = json.loads(content) if content else None
+        parsed = loads_json(content) if content else None
     except ValueError:
         parsed = None
     given, message, param, kinds = _error_fields(parsed)

@@ -90,6 +90,7 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
+    loads_json,
 )
 
 __all__ = [
@@ -165,7 +166,7 @@ def _parts(content: Any, left_out: LeftOut) -> list[Any]:
 
 def _arguments(call: ToolCall, profile: ProviderProfile, source_index: int | None) -> Any:
     try:
-        args = json.loads(call.arguments) if call.arguments else {}
+        args = loads_json(call.arguments) if call.arguments else {}
     except ValueError:
         args = None
     if not isinstance(args, dict):
@@ -220,7 +221,7 @@ def _function_response(message: Message) -> dict[str, Any]:
     """
     text = message.text()
     try:
-        value = json.loads(text)
+        value = loads_json(text)
     except ValueError:
         return {"result": text}
     return value if isinstance(value, dict) else {"result": value}

@@ -47,7 +47,7 @@ from typing import Any
 from polythink.errors import OutputFormatUnsupportedError
 from polythink.reasoning.capabilities import normalise_model_name
 from polythink.transports.base import deep_merge
-from polythink.types import Message, ResponseFormat
+from polythink.types import Message, ResponseFormat, loads_json
 
 __all__ = [
     "OutputPlan",
@@ -740,7 +740,7 @@ def gemini_schema(
         return node
 
     text = json.dumps(_root_resolved(schema)).replace('"#/definitions/', '"#/$defs/')
-    renamed = json.loads(text)
+    renamed = loads_json(text)
     edges = {ref: _required_refs(body) for ref, body in _definitions(renamed).items()}
     edges["#"] = _required_refs(_own(renamed))
     looping = sorted(_cyclic(edges))
