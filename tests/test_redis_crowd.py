@@ -81,13 +81,15 @@ async def test_an_answer_a_busy_process_reads_late_is_not_a_timeout(
             assert await link.run(lambda c: c.ping()) is True
         assert not link.down
         assert link.outages == 0
-        # A server that does go silent still times out, after its socket timeout.
-        redis_server.command("CLIENT", "PAUSE", "1000", "ALL")
+        # A server that does go silent still times out, after its socket timeout (put off
+        # while the loop itself runs late, as a loaded machine may make it).
+        redis_server.command("CLIENT", "PAUSE", "10000", "ALL")
         began = time.monotonic()
         with pytest.raises(Unavailable):
             await link.run(lambda c: c.ping())
-        assert 0.2 <= time.monotonic() - began < 0.9
+        assert 0.2 <= time.monotonic() - began < 8.0
         assert link.down
+        redis_server.command("CLIENT", "UNPAUSE")
     finally:
         await cache.aclose()
 
@@ -99,6 +101,7 @@ async def test_a_thousand_calls_in_each_of_four_processes_share_one_redis(
     # A loaded test machine may keep a worker from Redis's answers past the default socket
     # timeout (0.5 s of the server's silence); this test is about the pool, so it gives 2 s.
     plan = {"redis": redis_server.url, "tasks": CALLS, "socket_timeout": 2.0}
+    before = info(redis_server, "stats", "total_connections_received")
     workers = [spawn(plan, "tests.crowd_worker") for _ in range(WORKERS)]
     await go_together(workers)
     summaries = []
@@ -112,5 +115,5 @@ async def test_a_thousand_calls_in_each_of_four_processes_share_one_redis(
         # The server answered throughout: no warning takes it for down.
         assert not [w for w in summary["warnings"] if "does not answer" in w], summary
     # Each process kept to its pools: the limits' and the cache's.
-    received = info(redis_server, "stats", "total_connections_received")
-    assert received <= WORKERS * 2 * DEFAULT_MAX_CONNECTIONS + 4, received
+    received = info(redis_server, "stats", "total_connections_received") - before - 1
+    assert received <= WORKERS * 2 * DEFAULT_MAX_CONNECTIONS, received

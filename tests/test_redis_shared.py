@@ -161,7 +161,9 @@ async def test_tpm_is_shared_across_redis_workers_with_corrections_streamed_and_
     for them and goes as soon as A's real usage is put back, not when the estimate would
     have refilled."""
     key = "sk-shared-tpm-0003"
-    with Simulator(Settings(latency=0.5)) as sim:
+    # A answers after 2 s: time for B, started once A's request is in, to be sent while A
+    # runs, even on a loaded machine that is slow to start B's call.
+    with Simulator(Settings(latency=2.0)) as sim:
         common = {"source": {"tpm": 3000}, "calls": 1, "max_tokens": 2000}
         first = spawn(plan(redis_server, sim, key, **common))
         second = spawn(plan(redis_server, sim, key, stream=True, wait_go=True, **common))
@@ -175,14 +177,14 @@ async def test_tpm_is_shared_across_redis_workers_with_corrections_streamed_and_
     assert a["ok"]
     assert b["ok"]
     # Estimate: 17 characters = 5 tokens + 3 of framing + max_tokens 2000 = 2008, so B needs
-    # (2008 - 992) / 50 = 20.3 s of refill without A's correction; it went 0.5-1 s after A.
+    # (2008 - 992) / 50 = 20.3 s of refill without A's correction; it went 2-3 s after A.
     assert b["start"] < a["end"]
-    # At the simulator (one clock): A answers 0.5 s after it arrives; B arrives only after
+    # At the simulator (one clock): A answers 2 s after it arrives; B arrives only after
     # that answer. Without A's correction B could not go before 20.3 s of refill, so any
-    # arrival well under that proves the correction; 8 s leaves room for a loaded machine
+    # arrival well under that proves the correction; 10 s leaves room for a loaded machine
     # (B's recheck is every 0.5 s when it is scheduled).
     arrived_a, arrived_b = sorted(sim.stats.arrivals)
-    assert 0.5 <= arrived_b - arrived_a <= 8.0, (arrived_a, arrived_b)
+    assert 2.0 <= arrived_b - arrived_a <= 10.0, (arrived_a, arrived_b)
     assert a["usage"] == b["usage"] == [11, 132]
     used = sum(a["usage"]) + sum(b["usage"])
     # Corrected to the real usage of both calls; refilled 50 tokens/s since A took.
