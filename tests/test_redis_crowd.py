@@ -83,13 +83,13 @@ async def test_an_answer_a_busy_process_reads_late_is_not_a_timeout(
         assert link.outages == 0
         # A server that does go silent still times out, after its socket timeout (put off
         # while the loop itself runs late, as a loaded machine may make it).
-        redis_server.command("CLIENT", "PAUSE", "10000", "ALL")
+        redis_server.command("CLIENT", "PAUSE", "2000", "ALL")
         began = time.monotonic()
         with pytest.raises(Unavailable):
             await link.run(lambda c: c.ping())
-        assert 0.2 <= time.monotonic() - began < 8.0
+        assert 0.2 <= time.monotonic() - began < 1.9
         assert link.down
-        redis_server.command("CLIENT", "UNPAUSE")
+        await anyio.sleep(max(0.0, began + 2.1 - time.monotonic()))  # the next test's server
     finally:
         await cache.aclose()
 
