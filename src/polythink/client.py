@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
@@ -45,6 +44,7 @@ from polythink.http import (
     check_http_layer,
     redact_http_logs,
     release_http_logs,
+    running_asyncio_loop,
 )
 from polythink.middleware.base import Chain, Middleware, UserLayer, compose, user_layers
 from polythink.middleware.failover import Failover
@@ -261,17 +261,6 @@ def _shared_limits(limits: Any) -> RedisLimitStore | None:
         "limits must be None (this process) or a redis:// URL such as "
         f"'redis://localhost:6379/0' (or a RedisLimitStore); got {type(limits).__name__}"
     )
-
-
-def _asyncio_loop() -> Any:
-    """The running asyncio loop, or ``None`` (no loop running, or trio's)."""
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return None
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _budgets(budgets: Any) -> tuple[Budget, ...]:
@@ -628,7 +617,7 @@ class Client:
         from polythink.transports.route import with_responses_route
 
         self._closed = False
-        self._loop = _asyncio_loop()
+        self._loop = running_asyncio_loop()
         if self._cost is not None:
             from polythink.pricing import preload
 
@@ -890,7 +879,7 @@ class Client:
                 "the client is closed: the httpx.AsyncClient given as http_client was closed "
                 "by its owner"
             )
-        loop = _asyncio_loop()
+        loop = running_asyncio_loop()
         if loop is not self._loop:
             if self._loop is None:
                 self._loop = loop  # started outside any loop: the first call's is its own

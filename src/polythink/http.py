@@ -72,6 +72,7 @@ __all__ = [
     "default_ssl_context",
     "redact_http_logs",
     "release_http_logs",
+    "running_asyncio_loop",
 ]
 
 LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
@@ -222,16 +223,20 @@ def check_http_layer(http: str) -> None:
         )
 
 
-def _under_asyncio() -> bool:
-    # Without asyncio imported no asyncio loop can be running (trio, or no loop at all).
+def running_asyncio_loop() -> Any:
+    """The running asyncio event loop, or ``None`` (no loop running, or trio's). Without
+    asyncio imported no asyncio loop can be running, and it is not imported for the answer."""
     asyncio = sys.modules.get("asyncio")
     if asyncio is None:
-        return False
+        return None
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        return None
+
+
+def _under_asyncio() -> bool:
+    return running_asyncio_loop() is not None
 
 
 def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:

@@ -1323,20 +1323,19 @@ class AnthropicTransport(HTTPTransport):
         Raises:
             PolythinkError: an error it carries, or a shape that is not the wire's.
         """
-        if isinstance(data, Mapping) and data.get("type") == "error":
-            error = self.in_band_error(data, response)
-            error.rate_limit = rate_limit
-            raise error
-        try:
-            return parse_message(
-                data,
+        return self.parsed_answer(
+            data,
+            rate_limit,
+            response,
+            failed=data if isinstance(data, Mapping) and data.get("type") == "error" else None,
+            parse=lambda d: parse_message(
+                d,
                 profile=self.profile,
                 source_index=self.index,
                 model=self.source.model,
                 output_tool=tool,
-            )
-        except SHAPE_ERRORS as exc:
-            raise self.malformed(exc, response) from None
+            ),
+        )
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -1389,9 +1388,8 @@ class AnthropicTransport(HTTPTransport):
             raise
         if whole is not None:
             # The server answered in one JSON body, whatever stream: true asked for.
-            for item in answer_events(whole):
+            for item in answer_events(self._noted(whole, notes, rate_limit, switched_off)):
                 yield item
-            yield StreamEvent("done", response=self._noted(whole, notes, rate_limit, switched_off))
             return
         done = self._noted(assembler.response(), notes, rate_limit, switched_off)
         yield StreamEvent("done", response=done)

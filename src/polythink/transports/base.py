@@ -16,10 +16,9 @@ import json
 import logging
 import math
 import re
-import sys
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
 from typing import Any, cast
@@ -41,6 +40,7 @@ from polythink.errors import (
     TransientError,
     holds_secret,
 )
+from polythink.http import running_asyncio_loop
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.tiers import capacity_error, served_tier
@@ -512,22 +512,29 @@ class HTTPTransport:
         try:
             return loads_json(content), response.headers
         except ValueError as exc:
-            malformed = sealed(
-                TransientError(
-                    f"{self.profile.id} answered HTTP {response.status_code} with a body "
-                    "that is not JSON",
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=response.status_code,
-                    error_type="malformed_body",
-                    request_id=header_request_id(response.headers),
-                    body=content[:2000].decode("utf-8", "replace"),
-                ),
-                self._secrets,
-            )
-            malformed.__cause__ = self._clean(exc)
+            malformed = self._not_json(response, content, exc)
         # Outside the handler: the decoder's error holds the whole body (its ``doc``).
         raise malformed
+
+    def _not_json(
+        self, response: httpx.Response, content: bytes, exc: ValueError
+    ) -> TransientError:
+        """The error for an answer whose body is not JSON (``malformed_body``), with its start."""
+        malformed = sealed(
+            TransientError(
+                f"{self.profile.id} answered HTTP {response.status_code} with a body that is "
+                "not JSON",
+                provider=self.profile.id,
+                source_index=self.index,
+                status_code=response.status_code,
+                error_type="malformed_body",
+                request_id=header_request_id(response.headers),
+                body=content[:2000].decode("utf-8", "replace"),
+            ),
+            self._secrets,
+        )
+        malformed.__cause__ = self._clean(exc)
+        return malformed
 
     async def _read_body(
         self, response: httpx.Response, deadline: float | None, budget: float | None
@@ -607,19 +614,8 @@ class HTTPTransport:
             raise failure
         try:
             return loads_json(content)
-        except ValueError:
-            malformed = sealed(
-                TransientError(
-                    f"{self.profile.id} answered a streamed call with a JSON body that is not JSON",
-                    provider=self.profile.id,
-                    source_index=self.index,
-                    status_code=response.status_code,
-                    error_type="malformed_body",
-                    request_id=header_request_id(response.headers),
-                    body=content[:2000].decode("utf-8", "replace"),
-                ),
-                self._secrets,
-            )
+        except ValueError as exc:
+            malformed = self._not_json(response, content, exc)
         raise malformed
 
     async def _read_error_body(self, response: httpx.Response) -> bytes:
@@ -1186,6 +1182,32 @@ class HTTPTransport:
                 if isinstance(parsed, Mapping):
                     yield event_type, parsed
 
+    def parsed_answer(
+        self,
+        data: Any,
+        rate_limit: RateLimit | None,
+        response: httpx.Response | None,
+        *,
+        failed: Any,
+        parse: Callable[[Any], Response],
+    ) -> Response:
+        """The :class:`Response` of a whole answer's parsed JSON ``data`` (a non-streamed
+        answer, a batch result, a stream answered whole): ``parse(data)``, or the in-band
+        error ``failed`` carries (the wire's error object, ``None`` when it carries none).
+
+        Raises:
+            PolythinkError: the error it carries (with ``rate_limit``), or a
+                :class:`TransientError` (``malformed_body``) for a shape that is not the wire's.
+        """
+        if failed is not None:
+            error = self.in_band_error(failed, response)
+            error.rate_limit = rate_limit
+            raise error
+        try:
+            return parse(data)
+        except SHAPE_ERRORS as exc:
+            raise self.malformed(exc, response) from None
+
     def malformed(
         self, exc: BaseException, response: httpx.Response | None = None, *, event: bool = False
     ) -> TransientError:
@@ -1449,7 +1471,7 @@ class deadline_scope:
         scope = self._scope.__enter__()
         seconds = self._seconds
         if seconds is not None:
-            loop = _running_asyncio_loop()
+            loop = running_asyncio_loop()
             if loop is None:
                 scope.deadline = anyio.current_time() + seconds
             else:
@@ -1468,16 +1490,6 @@ class deadline_scope:
 
 
 _NO_CONTEXT = contextvars.Context()
-
-
-def _running_asyncio_loop() -> Any:
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return None
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _unbind(response: httpx.Response) -> None:
@@ -1611,8 +1623,8 @@ NOT_WHOLE: Any = object()
 def answer_events(answer: Response) -> list[StreamEvent]:
     """The events of a stream that carries ``answer`` whole (a server that answered a
     streamed call in one JSON body): its reasoning, its text, each tool call (one
-    ``tool_call_delta`` with everything, then the ``tool_call``), its usage; the caller
-    yields ``done`` after them, as every stream ends."""
+    ``tool_call_delta`` with everything, then the ``tool_call``), its usage, and ``done``
+    with ``answer``, as every stream ends."""
     events: list[StreamEvent] = []
     if answer.reasoning:
         events.append(StreamEvent("reasoning", text=answer.reasoning))
@@ -1624,6 +1636,7 @@ def answer_events(answer: Response) -> list[StreamEvent]:
         events.append(StreamEvent("tool_call", tool_call=call))
     if answer.usage is not None:
         events.append(StreamEvent("usage", usage=answer.usage))
+    events.append(StreamEvent("done", response=answer))
     return events
 
 

@@ -948,16 +948,15 @@ class GeminiTransport(HTTPTransport):
         Raises:
             PolythinkError: an error it carries, or a shape that is not the wire's.
         """
-        if isinstance(data, Mapping) and data.get("error"):
-            error = self.in_band_error(data, response)
-            error.rate_limit = rate_limit
-            raise error
-        try:
-            answer = parse_response(
-                data, profile=self.profile, source_index=self.index, model=self.source.model
-            )
-        except SHAPE_ERRORS as exc:
-            raise self.malformed(exc, response) from None
+        answer = self.parsed_answer(
+            data,
+            rate_limit,
+            response,
+            failed=data if isinstance(data, Mapping) and data.get("error") else None,
+            parse=lambda d: parse_response(
+                d, profile=self.profile, source_index=self.index, model=self.source.model
+            ),
+        )
         return with_rate_limit(answer, rate_limit)
 
     def _with_header_tier(self, response: Response, headers: Mapping[str, str]) -> Response:
@@ -1022,9 +1021,8 @@ class GeminiTransport(HTTPTransport):
             raise
         if whole is not None:
             # The server answered in one JSON body, whatever alt=sse asked for.
-            for event in answer_events(whole):
+            for event in answer_events(with_notes(whole, notes)):
                 yield event
-            yield StreamEvent("done", response=with_notes(whole, notes))
             return
         for event in assembler.flush():
             yield event

@@ -1341,20 +1341,19 @@ class OpenAIChatTransport(HTTPTransport):
         Raises:
             PolythinkError: an error it carries, or a shape that is not the wire's.
         """
-        if isinstance(data, Mapping) and _carries_error(data):
-            error = self.in_band_error(data, response)
-            error.rate_limit = rate_limit
-            raise error
-        try:
-            return parse_completion(
-                data,
+        return self.parsed_answer(
+            data,
+            rate_limit,
+            response,
+            failed=data if isinstance(data, Mapping) and _carries_error(data) else None,
+            parse=lambda d: parse_completion(
+                d,
                 profile=self.profile,
                 source_index=self.index,
                 model=self.source.model,
                 rate_limit=rate_limit,
-            )
-        except SHAPE_ERRORS as exc:
-            raise self.malformed(exc, response) from None
+            ),
+        )
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -1405,9 +1404,8 @@ class OpenAIChatTransport(HTTPTransport):
             raise
         if whole is not None:
             # The server answered in one JSON body, whatever stream: true asked for.
-            for event in answer_events(whole):
+            for event in answer_events(with_notes(whole, notes)):
                 yield event
-            yield StreamEvent("done", response=with_notes(whole, notes))
             return
         for event in assembler.flush():
             yield event

@@ -999,18 +999,18 @@ class OpenAIResponsesTransport(HTTPTransport):
         Raises:
             PolythinkError: an error it carries, or a shape that is not the wire's.
         """
-        if isinstance(data, Mapping) and (
+        failed = isinstance(data, Mapping) and (
             data.get("status") == "failed" or (data.get("error") and not data.get("output"))
-        ):
-            error = self.in_band_error(data.get("error") or data, response)
-            error.rate_limit = rate_limit
-            raise error
-        try:
-            answer = parse_response(
-                data, profile=self.profile, source_index=self.index, model=self.source.model
-            )
-        except SHAPE_ERRORS as exc:
-            raise self.malformed(exc, response) from None
+        )
+        answer = self.parsed_answer(
+            data,
+            rate_limit,
+            response,
+            failed=(data.get("error") or data) if failed else None,
+            parse=lambda d: parse_response(
+                d, profile=self.profile, source_index=self.index, model=self.source.model
+            ),
+        )
         return with_rate_limit(answer, rate_limit)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
@@ -1068,9 +1068,8 @@ class OpenAIResponsesTransport(HTTPTransport):
             raise
         if whole is not None:
             # The server answered in one JSON body, whatever stream: true asked for.
-            for out in answer_events(whole):
+            for out in answer_events(with_notes(whole, notes)):
                 yield out
-            yield StreamEvent("done", response=with_notes(whole, notes))
             return
         done = with_rate_limit(assembler.response(), rate_limit)
         yield StreamEvent("done", response=with_notes(done, notes))
