@@ -1155,9 +1155,9 @@ class OpenAIChatTransport(HTTPTransport):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.url = f"{self.source.endpoint}/chat/completions"
+        self.url = self.api_url("/chat/completions")
         self._extra_body = self.source.extra_body
-        self._capability = get_capability(self.source.model)
+        self._capability = get_capability(self.source.registry_model)
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:

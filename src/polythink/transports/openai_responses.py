@@ -868,9 +868,9 @@ class OpenAIResponsesTransport(HTTPTransport):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.url = f"{self.source.endpoint}/responses"
+        self.url = self.api_url("/responses")
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
+        capability = get_capability(self.source.registry_model)
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
