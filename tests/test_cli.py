@@ -186,6 +186,28 @@ EVERY_PROVIDER = {
         {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "high"},
     ),
     "ollama": ("gpt-oss-20b", {"reasoning_effort": "high"}),
+    "bedrock": (
+        "claude-opus-4-6",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ),
+    "bedrock-converse": (
+        "gpt-oss-120b",
+        {"additionalModelRequestFields": {"reasoning_effort": "high"}},
+    ),
+    "vertex": (
+        "gemini-3-pro-preview",
+        {
+            "generationConfig": {
+                "thinkingConfig": {"thinkingLevel": "high", "includeThoughts": True}
+            }
+        },
+    ),
+    "vertex-anthropic": (
+        "claude-opus-4-6",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ),
+    "azure": ("gpt-5.5", {"reasoning_effort": "high"}),
+    "azure-responses": ("gpt-5.5", {"reasoning": {"effort": "high"}}),
 }
 
 

@@ -25,6 +25,8 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from polythink.providers import ProviderProfile, get_provider, routed_profile
+
 __all__ = [
     "AWS_REGION_ENV",
     "AZURE_ENDPOINT_ENV",
@@ -37,6 +39,8 @@ __all__ = [
     "dated_api_version",
     "first_env",
     "model_vendor",
+    "serving_profile",
+    "vendor_of",
     "vertex_endpoint",
     "vertex_express_endpoint",
 ]
@@ -193,3 +197,35 @@ def model_vendor(model: str) -> str | None:
         parts = parts[1:]
     vendor = parts[0]
     return vendor if _VENDOR.fullmatch(vendor) and not vendor[-1].isdigit() else None
+
+
+def vendor_of(model: str, base_model: str | None = None) -> str | None:
+    """The vendor of a source's model: named by its id (:func:`model_vendor`:
+    ``us.anthropic.…`` -> ``anthropic``), else by ``base_model``, else the provider the
+    capability registry lists the model under; ``None`` when nothing says."""
+    for name in (model, base_model):
+        if name:
+            found = model_vendor(name)
+            if found is not None:
+                return found
+    from polythink.reasoning.capabilities import get_capability
+
+    capability = get_capability(base_model or model)
+    return capability.provider if capability is not None else None
+
+
+def serving_profile(
+    provider: str | ProviderProfile, model: str, base_model: str | None = None
+) -> ProviderProfile:
+    """The profile that serves ``model`` for a source of ``provider``: the provider's own,
+    or the one its ``vendor_routes`` give for the model's vendor (:func:`vendor_of`): a
+    ``bedrock`` source of an OpenAI model is served by ``bedrock-converse``, a ``vertex``
+    source of a Claude model by ``vertex-anthropic``.
+
+    Raises:
+        ValueError: an unknown provider id.
+    """
+    profile = get_provider(provider)
+    if not profile.vendor_routes:
+        return profile
+    return routed_profile(profile, vendor_of(model, base_model))

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 from polythink import clouds
 from polythink.providers import (
+    ALIASES,
     PROVIDERS,
     ProviderProfile,
     canonical_provider,
     get_provider,
-    routed_profile,
     suggest_provider,
 )
 from polythink.reasoning.capabilities import get_capability
@@ -521,29 +521,16 @@ class Source:
         return self.base_model or self.model
 
     @property
-    def vendor(self) -> str | None:
-        """The vendor of this source's model: named by its id
-        (:func:`polythink.clouds.model_vendor`: ``us.anthropic.…`` -> ``anthropic``), else by
-        ``base_model``, else the provider the registry lists its model under; ``None`` when
-        nothing says."""
-        for name in (self.model, self.base_model):
-            if name:
-                found = clouds.model_vendor(name)
-                if found is not None:
-                    return found
-        capability = get_capability(self.registry_model)
-        return capability.provider if capability is not None else None
-
-    @property
     def profile(self) -> ProviderProfile:
         """The profile that serves this source: the provider's own, or the one its
-        ``vendor_routes`` give for the model's vendor (a ``bedrock`` source of an OpenAI
-        model is served by ``bedrock-converse``; a ``vertex`` source of a Claude model by
-        ``vertex-anthropic``)."""
-        profile = get_provider(self.provider)
-        if not profile.vendor_routes:
-            return profile
-        return routed_profile(profile, self.vendor)
+        ``vendor_routes`` give for the model's vendor
+        (:func:`polythink.clouds.serving_profile`)."""
+        return clouds.serving_profile(self.provider, self.model, self.base_model)
+
+    @property
+    def vendor(self) -> str | None:
+        """The vendor of this source's model (:func:`polythink.clouds.vendor_of`)."""
+        return clouds.vendor_of(self.model, self.base_model)
 
     @property
     def effort(self) -> Effort | None:
@@ -702,6 +689,8 @@ def _provider_from_env(name: str) -> str:
     for pid in PROVIDERS:
         if pid == wanted or pid.replace("-", "_") == name.lower():
             return pid
+    if wanted in ALIASES:
+        return ALIASES[wanted]
     raise ValueError(
         f"unknown provider {name!r} in environment{suggest_provider(wanted)}; known: "
         f"{', '.join(PROVIDERS)}"

@@ -506,19 +506,17 @@ ALIASES: dict[str, str] = {
     "azure-openai-responses": "azure-responses",
 }
 """Other names users give the cloud providers (peers' spellings: LiteLLM's ``vertex_ai``,
-``azure_ai``; Vercel's ``amazon-bedrock``, ``google-vertex``), accepted as their id. Case,
-``_`` and spaces are ignored (``Vertex_AI`` is ``vertex-ai``)."""
+``azure_ai``; Vercel's ``amazon-bedrock``, ``google-vertex``), accepted as their id. Like
+ids they are matched exactly; a near miss (``Vertex_AI``) is answered with a suggestion."""
 
 
 def canonical_provider(name: str) -> str:
     """The provider id ``name`` stands for: itself when it is an id, the id of an alias
-    (:data:`ALIASES`; case, ``_`` and spaces ignored), else ``name`` unchanged."""
+    (:data:`ALIASES`), else ``name`` unchanged (names are matched exactly, as ids are;
+    :func:`suggest_provider` finds the near ones)."""
     if name in PROVIDERS:
         return name
-    folded = "-".join(name.strip().lower().replace("_", "-").split())
-    if folded in PROVIDERS:
-        return folded
-    return ALIASES.get(folded, name)
+    return ALIASES.get(name, name)
 
 
 def get_provider(provider: str | ProviderProfile) -> ProviderProfile:
@@ -529,7 +527,7 @@ def get_provider(provider: str | ProviderProfile) -> ProviderProfile:
     """
     if isinstance(provider, ProviderProfile):
         return provider
-    profile = PROVIDERS.get(provider) or PROVIDERS.get(canonical_provider(provider))
+    profile = PROVIDERS.get(provider) or PROVIDERS.get(ALIASES.get(provider, ""))
     if profile is None:
         raise ValueError(
             f"unknown provider {provider!r}{suggest_provider(provider)}; known providers: "
