@@ -36,6 +36,9 @@ __all__ = [
 ]
 
 WIRE_MODULES: tuple[str, ...] = (
+    "polythink.simulator.bedrock",
+    "polythink.simulator.vertex",
+    "polythink.simulator.azure",
     "polythink.simulator.openai_chat",
     "polythink.simulator.openai_responses",
     "polythink.simulator.anthropic",
@@ -93,6 +96,8 @@ class Settings:
             Anthropic, Gemini without a replacement; Groq "decommissioned"), or, on Gemini, by
             its replacement, whose id the answer's ``modelVersion`` carries (CURRENT.md §3.2).
             A model given in ``capabilities`` is played as given, never retired.
+        deployments: the simulated Azure's deployments: deployment name -> the model it
+            serves (a name not listed serves the model it names).
     """
 
     latency: float = 0.0
@@ -103,6 +108,7 @@ class Settings:
     capabilities: dict[str, Any] = field(default_factory=dict)
     structured_output: str = "valid"
     today: str | None = None
+    deployments: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
