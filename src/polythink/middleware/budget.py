@@ -424,14 +424,21 @@ class BudgetMiddleware:
         if ceiling is None:
             return None
         cache = request.prompt_cache
-        return worst_case_nanos(
-            self.profile.id,
-            self.source.model,
-            prompt,
-            ceiling,
-            cache_write=cache is not None,
-            cache_write_1h=cache is not None and cache.ttl == "1h",
-        )
+        from polythink.middleware.cost import price_names
+
+        source = self.source
+        for name in price_names(source, source.registry_model, by_id=self.profile.price_by_id):
+            found = worst_case_nanos(
+                self.profile.id,
+                name,
+                prompt,
+                ceiling,
+                cache_write=cache is not None,
+                cache_write_1h=cache is not None and cache.ttl == "1h",
+            )
+            if found is not None:
+                return found
+        return None
 
     def _decide(
         self,
@@ -552,10 +559,13 @@ class BudgetMiddleware:
         )
 
     def _price(self, usage: Usage, model: str) -> int | None:
-        found = price_nanos(usage, self.profile.id, model)
-        if found is None and model != self.source.model:
-            found = price_nanos(usage, self.profile.id, self.source.model)
-        return found
+        from polythink.middleware.cost import price_names
+
+        for name in price_names(self.source, model, by_id=self.profile.price_by_id):
+            found = price_nanos(usage, self.profile.id, name)
+            if found is not None:
+                return found
+        return None
 
     def _charge(self, ticket: _Ticket, response: Response) -> int:
         """What a finished attempt cost: the billed figure, else its usage priced, else an

@@ -7,10 +7,10 @@ cost of the call that filled its entry (and telemetry counts that as saved, not 
 A cost the transport already set (the provider billed the call itself: OpenRouter's
 ``usage.cost``) is kept. Otherwise the usage is priced from the table by
 :func:`polythink.pricing.price`, under the model the server reported, else the source's
-model. Streams: the ``done`` response is priced; a
-:class:`~polythink.errors.StreamInterruptedError` leaves with its ``partial`` response priced
-when the provider reported usage before the break. Nothing here raises into the call: a
-price that cannot be computed is ``None``.
+``base_model``, else its id (:func:`price_names`; Bedrock's id first). Streams: the ``done``
+response is priced; a :class:`~polythink.errors.StreamInterruptedError` leaves with its
+``partial`` response priced when the provider reported usage before the break. Nothing here
+raises into the call: a price that cannot be computed is ``None``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,26 @@ from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.pricing import price
 from polythink.types import Request, Response, StreamEvent
 
-__all__ = ["CostMiddleware"]
+__all__ = ["CostMiddleware", "price_names"]
 
 _log = logging.getLogger("polythink.pricing")
+
+
+def price_names(source: Source, reported: str, *, by_id: bool = False) -> list[str]:
+    """The model names a call of ``source`` answered as ``reported`` is priced by, in order,
+    each once: the model the server reported, then the source's ``base_model``, then its id;
+    with ``by_id`` (Bedrock, whose price depends on the inference profile the id names), the
+    id first."""
+    names = (
+        [source.model, reported, source.registry_model]
+        if by_id
+        else [
+            reported,
+            source.registry_model,
+            source.model,
+        ]
+    )
+    return list(dict.fromkeys(name for name in names if name))
 
 
 class CostMiddleware:
@@ -39,23 +56,30 @@ class CostMiddleware:
     """
 
     def __init__(self, sources: Sequence[Source]) -> None:
-        self._models = tuple(source.model for source in sources)
+        self._sources = tuple(sources)
+        self._by_id = tuple(source.profile.price_by_id for source in sources)
 
     def priced(self, response: Response) -> Response:
         """Return ``response`` with ``cost`` set when it can be priced (else unchanged)."""
         if response.cost is not None or response.usage is None:
             return response
         try:
-            cost = price(response.usage, response.provider, response.model)
-            index = response.source_index
-            if cost is None and 0 <= index < len(self._models):
-                source_model = self._models[index]
-                if source_model != response.model:
-                    cost = price(response.usage, response.provider, source_model)
+            cost = None
+            for model in self._names(response):
+                cost = price(response.usage, response.provider, model)
+                if cost is not None:
+                    break
         except Exception:
             _log.warning("could not price a call; its cost is None", exc_info=True)
             return response
         return response if cost is None else response.with_(cost=cost)
+
+    def _names(self, response: Response) -> list[str]:
+        """The model names to price ``response`` by, in order (see :func:`price_names`)."""
+        index = response.source_index
+        if not 0 <= index < len(self._sources):
+            return [response.model]
+        return price_names(self._sources[index], response.model, by_id=self._by_id[index])
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Call on, price the response."""
