@@ -16,6 +16,7 @@ import httpx
 
 from polythink.errors import (
     AuthError,
+    ContentFilterError,
     ContextWindowExceededError,
     ModelNotFoundError,
     PolythinkError,
@@ -39,6 +40,7 @@ __all__ = [
     "RESPONSES_REJECT_CODES",
     "TRANSPORT_ERRORS",
     "aws_error_type",
+    "content_filter_result",
     "context_window_error",
     "error_from_body",
     "error_from_status",
@@ -268,6 +270,10 @@ def error_from_status(
         cls = ThinkingUnsupportedError
     else:
         cls = RequestRejectedError
+    extra: dict[str, Any] = {}
+    if "content_filter" in kinds and cls is RequestRejectedError:
+        cls = ContentFilterError
+        extra["content_filter_result"] = content_filter_result(parsed)
     error = cls(
         f"{provider} answered HTTP {status}: {redact(summary, secrets)}",
         provider=provider,
@@ -278,9 +284,26 @@ def error_from_status(
         retry_after=retry_after,
         should_retry=should_retry,
         body=text,
+        **extra,
     )
     error.rate_limit = parse_rate_limit(headers)
     return sealed(context_window_error(error), secrets)
+
+
+def content_filter_result(body: Any) -> dict[str, Any] | None:
+    """The per-category verdict of an Azure content-filter refusal: ``error.innererror``
+    (``inner_error`` in newer bodies) ``.content_filter_result`` (CLOUDS.md §3.1, AZ-CF), or
+    ``None``."""
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if not isinstance(error, Mapping):
+        return None
+    for key in ("innererror", "inner_error"):
+        inner = error.get(key)
+        if isinstance(inner, Mapping):
+            found = inner.get("content_filter_result") or inner.get("content_filter_results")
+            if isinstance(found, Mapping):
+                return dict(found)
+    return None
 
 
 _QUOTA_REJECTS = frozenset({"servicequotaexceededexception"})
