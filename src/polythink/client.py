@@ -50,7 +50,6 @@ from polythink.middleware.base import Chain, Middleware, UserLayer, compose, use
 from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
-from polythink.reasoning.capabilities import get_capability
 from polythink.structured import parse_output, schema_validator
 from polythink.transports import transport_class
 from polythink.types import (
@@ -598,9 +597,7 @@ class Client:
             stacks.append(compose(self._source_layers(i), transport))
         names = [f"{source.provider} {source.model}" for source in self.sources]
         windows = [
-            cap.context_window
-            if (cap := get_capability(source.registry_model)) is not None
-            else None
+            cap.context_window if (cap := source.capability) is not None else None
             for source in self.sources
         ]
         self._chain = compose(

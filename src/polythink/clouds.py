@@ -65,7 +65,6 @@ _REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}")
 _LOCATION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:\-]{0,99}")
 _DATED = re.compile(r"20[0-9]{2}-[01][0-9]-[0-3][0-9](?:-preview)?")
-_VENDOR = re.compile(r"[a-z][a-z0-9\-]*")
 
 
 def first_env(names: tuple[str, ...], environ: Mapping[str, str] | None = None) -> str | None:
@@ -171,32 +170,16 @@ def azure_url(root: str, path: str, deployment: str, api_version: str | None) ->
 
 
 def model_vendor(model: str) -> str | None:
-    """The vendor a cloud model id names, or ``None`` when it names none.
+    """The vendor a cloud model id names, or ``None`` when it names none: the model id
+    normaliser's reading (:func:`polythink.reasoning.ids.parse_model_id`): a Bedrock id's
+    vendor part after an inference profile's geography (``anthropic.claude-opus-4-8``,
+    ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``, the same behind an ARN), a Vertex
+    publisher (``anthropic/claude-opus-4-8``, ``publishers/anthropic/models/…``). A bare name
+    (``claude-opus-4-8``, an Azure deployment's name) gives ``None``: its registry entry's
+    provider says more (:func:`vendor_of`)."""
+    from polythink.reasoning.ids import parse_model_id
 
-    Bedrock ids carry it as their first dotted part after an inference profile's geography
-    (``anthropic.claude-opus-4-8``, ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``,
-    ``global.openai.gpt-oss-120b-1:0``, the same behind an ARN's ``…/``); Vertex ids may name
-    their publisher (``anthropic/claude-opus-4-8``,
-    ``publishers/anthropic/models/claude-opus-4-8``). A bare name (``claude-opus-4-8``,
-    ``gemini-3-pro``, an Azure deployment's name) gives ``None``: its registry entry's provider
-    says more (:meth:`polythink.config.Source.vendor`).
-    """
-    name = model.strip()
-    if name.startswith("publishers/"):
-        publisher = name.split("/")[1] if name.count("/") >= 1 else ""
-        return publisher or None
-    if name.startswith("arn:"):
-        name = name.rsplit("/", 1)[-1]
-    elif "/" in name:
-        publisher = name.split("/", 1)[0]
-        return publisher if _VENDOR.fullmatch(publisher) else None
-    parts = name.split(".")
-    if len(parts) < 2:
-        return None
-    if parts[0] in GEO_PREFIXES and len(parts) >= 3:
-        parts = parts[1:]
-    vendor = parts[0]
-    return vendor if _VENDOR.fullmatch(vendor) and not vendor[-1].isdigit() else None
+    return parse_model_id(None, model).vendor
 
 
 def vendor_of(model: str, base_model: str | None = None) -> str | None:
@@ -210,7 +193,7 @@ def vendor_of(model: str, base_model: str | None = None) -> str | None:
                 return found
     from polythink.reasoning.capabilities import get_capability
 
-    capability = get_capability(base_model or model)
+    capability = get_capability(base_model or model, None)
     return capability.provider if capability is not None else None
 
 

@@ -32,7 +32,7 @@ from polythink.providers import (
     get_provider,
     suggest_provider,
 )
-from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.capabilities import Capability, get_capability
 from polythink.types import Effort, check_extra_body, fields_repr, redacted
 
 if TYPE_CHECKING:
@@ -519,6 +519,19 @@ class Source:
         """The id the capability registry and the price table know this source's model by:
         ``base_model``, else ``model``."""
         return self.base_model or self.model
+
+    @property
+    def registry_provider(self) -> str | None:
+        """The provider the registry reads :attr:`registry_model` for: ``None`` for a
+        ``base_model`` (a model id, read by its shape), else the source's provider (an Azure
+        id is a deployment name, which names no model)."""
+        return None if self.base_model else self.provider
+
+    @property
+    def capability(self) -> Capability | None:
+        """The registry's entry for this source's model (:attr:`registry_model` on
+        :attr:`registry_provider`), or ``None``."""
+        return get_capability(self.registry_model, self.registry_provider)
 
     @property
     def profile(self) -> ProviderProfile:

@@ -114,7 +114,9 @@ class ReasoningMiddleware:
         self.model = source.registry_model
         self.endpoint = source.endpoint
         self.store = store if store is not None else CapabilityStore(None)
-        known = self.store.lookup(profile.id, self.model, self.endpoint)
+        # A base_model is a model id read by its shape; an Azure id is a deployment name.
+        self._lookup_provider = profile.id if source.base_model is None else None
+        known = self.store.lookup(self._lookup_provider, self.model, self.endpoint)
         self.capability: Capability | None = known.capability
         self.takes_parameter = known.takes_parameter
         self.origin = known.origin
@@ -405,7 +407,7 @@ class ReasoningMiddleware:
         self._adopt_served = False
         if not served or served == self.model:
             return None
-        known = self.store.lookup(self.profile.id, served, self.endpoint)
+        known = self.store.lookup(None, served, self.endpoint)
         if known.capability is None:
             return None
         deployment = self.model

@@ -21,32 +21,32 @@ The dialects, with their sources (read 2026-12-04):
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 __all__ = ["DIALECTS", "ConverseDialect", "converse_dialect"]
 
 ConverseDialect = Literal["anthropic", "reasoning_effort", "reasoning", "reasoningConfig"]
 
-DIALECTS: tuple[tuple[str, ConverseDialect], ...] = (
-    (r"(?:^|[./])(?:openai\.)?gpt-oss", "reasoning_effort"),
-    (r"(?:^|[./])anthropic\.", "anthropic"),
-    (r"(?:^|[./])openai\.", "reasoning"),
-    (r"(?:^|[./])amazon\.nova", "reasoningConfig"),
+DIALECTS: tuple[tuple[str, str, ConverseDialect], ...] = (
+    ("openai", "gpt-oss", "reasoning_effort"),
+    ("openai", "", "reasoning"),
+    ("anthropic", "", "anthropic"),
+    ("amazon", "nova", "reasoningConfig"),
 )
-"""``(pattern searched in the model id, dialect)``, first match wins: the Bedrock id names its
-vendor (``us.anthropic.…``, ``openai.gpt-oss-120b-1:0``, ``global.amazon.nova-2-lite-v1:0``)."""
-
-_BY_PROVIDER: dict[str, ConverseDialect] = {"anthropic": "anthropic", "openai": "reasoning"}
-"""The dialect of a model the table does not match, by its registry entry's provider."""
-
-_COMPILED = tuple((re.compile(pattern), dialect) for pattern, dialect in DIALECTS)
+"""``(vendor, model name prefix, dialect)``, first match wins. The vendor is the one the
+Bedrock id names (``us.anthropic.…``, ``openai.gpt-oss-120b-1:0``,
+``global.amazon.nova-2-lite-v1:0``: :func:`polythink.reasoning.ids.parse_model_id`), else the
+provider of the model's registry entry; the name is the id's base model."""
 
 
 def converse_dialect(model: str, registry_provider: str | None = None) -> ConverseDialect:
-    """The reasoning dialect Converse takes for ``model``: by :data:`DIALECTS`, else by the
-    provider its registry entry names (``registry_provider``), else ``reasoning_effort``."""
-    for pattern, dialect in _COMPILED:
-        if pattern.search(model):
+    """The reasoning dialect Converse takes for ``model`` (:data:`DIALECTS`), else
+    ``reasoning_effort``; ``registry_provider`` is the provider its registry entry names."""
+    from polythink.reasoning.ids import parse_model_id
+
+    parsed = parse_model_id(None, model)
+    vendor = parsed.vendor or registry_provider
+    for wanted, prefix, dialect in DIALECTS:
+        if vendor == wanted and parsed.base.startswith(prefix):
             return dialect
-    return _BY_PROVIDER.get(registry_provider or "", "reasoning_effort")
+    return "reasoning_effort"

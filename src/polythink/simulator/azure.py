@@ -46,8 +46,13 @@ def _results(filtered: str | None = None) -> dict[str, Any]:
 
 
 def matches(path: str) -> bool:
-    """Whether ``path`` is an Azure OpenAI route."""
-    return "/openai/" in path and path.endswith(("/chat/completions", "/responses"))
+    """Whether ``path`` is an Azure OpenAI route (under a base URL named ``azure…``)."""
+    provider, _, rest = path.lstrip("/").partition("/")
+    return (
+        provider.startswith("azure")
+        and rest.startswith("openai/")
+        and path.endswith(("/chat/completions", "/responses"))
+    )
 
 
 def bad_request(message: str) -> dict[str, Any]:

@@ -38,7 +38,6 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -1118,7 +1117,7 @@ class AnthropicTransport(HTTPTransport):
         self.url = f"{self.source.endpoint}/messages"
         self.stream_url = self.url
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.registry_model)
+        capability = self.source.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS

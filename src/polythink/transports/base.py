@@ -42,7 +42,6 @@ from polythink.errors import (
     holds_secret,
 )
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.transports.carry import ttl_notes
 from polythink.transports.error_map import (
     error_from_body,
@@ -215,7 +214,8 @@ class HTTPTransport:
         ``None``; httpx runs it on each request once built."""
         self._auth: Any = self.auth if self.auth is not None else httpx.USE_CLIENT_DEFAULT
         self._logged_drops: set[str] = set()
-        capability = get_capability(source.registry_model) if profile.strict_sampling else None
+        strict = profile.strict_sampling
+        capability = source.capability if strict else None
         self._sampling = capability.sampling if capability is not None else "any"
         self._capability_for_cache = capability if "key" in profile.prompt_cache else None
         self._reasons_by_default = capability is not None and capability.default_reasons
@@ -567,7 +567,7 @@ class HTTPTransport:
         :class:`~polythink.errors.ModelNotFoundError`; return ``error``."""
         if isinstance(error, ModelNotFoundError) and error.model is None:
             error.model = self.source.model
-            capability = get_capability(self.source.registry_model)
+            capability = self.source.capability
             if capability is not None and capability.replacement:
                 error.replacement = capability.replacement
                 error.message = (

@@ -39,7 +39,6 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import responses_route
 from polythink.transports.base import (
     DONE,
@@ -1178,7 +1177,7 @@ class OpenAIChatTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = self.api_url("/chat/completions")
         self._extra_body = self.source.extra_body
-        self._capability = get_capability(self.source.registry_model)
+        self._capability = self.source.capability
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:
