@@ -50,7 +50,8 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.transports.anthropic import AnthropicTransport
+from polythink.reasoning.converse import converse_dialect
+from polythink.transports.anthropic import AnthropicTransport, thinking_conflicts
 from polythink.transports.base import (
     HTTPTransport,
     apply_overrides,
@@ -812,6 +813,14 @@ class BedrockConverseTransport(HTTPTransport):
         self.stream_url = f"{root}/converse-stream"
         self._extra_body = self.source.extra_body
         self.stream_headers = {**self.headers, "accept": _EVENT_STREAM}
+        capability = self.source.capability
+        self._claude = (
+            converse_dialect(
+                self.source.registry_model, capability.provider if capability else None
+            )
+            == "anthropic"
+        )
+        self._thinks_by_default = capability is not None and capability.default_reasons
 
     def body(self, request: Request) -> dict[str, Any]:
         """Return the exact body this transport sends for ``request`` (see
@@ -827,7 +836,51 @@ class BedrockConverseTransport(HTTPTransport):
             left_out=left_out,
             source_index=self.index,
         )
-        return body, left_out.notes()
+        notes = self._claude_rules(body, request) if self._claude else []
+        return body, notes + left_out.notes()
+
+    def _claude_rules(self, body: dict[str, Any], request: Request) -> list[str]:
+        """Claude's refusals, as on the Messages API, of the Converse fields that carry them:
+        the model's sampling rule, and with thinking on a non-default ``temperature``, a
+        ``topP`` below 0.95, a ``top_k``, and with manual thinking a forced ``toolChoice``
+        (:func:`polythink.transports.anthropic.thinking_conflicts`). Refused before sending,
+        or dropped with ``drop_params``; returns the notes.
+
+        Raises:
+            ThinkingUnsupportedError: a conflict while ``drop_params`` is off.
+        """
+        fields = body.get("additionalModelRequestFields") or {}
+        inference = body.get("inferenceConfig") or {}
+        tools = body.get("toolConfig") or {}
+        choice = tools.get("toolChoice")
+        projected: dict[str, Any] = {
+            key: value
+            for key, value in (
+                ("thinking", fields.get("thinking")),
+                ("temperature", inference.get("temperature")),
+                ("top_p", inference.get("topP")),
+                ("top_k", fields.get("top_k")),
+                ("tool_choice", {"type": next(iter(choice))} if choice else None),
+            )
+            if value is not None
+        }
+        kept = dict(projected)
+        notes = self.sampling_notes(projected, request)
+        conflicts = thinking_conflicts(projected, thinking_by_default=self._thinks_by_default)
+        notes += self.refuse_or_drop(
+            projected, conflicts, "while thinking is on", "thinking_parameter_conflict"
+        )
+        for name, where, key in (
+            ("temperature", inference, "temperature"),
+            ("top_p", inference, "topP"),
+            ("top_k", fields, "top_k"),
+            ("tool_choice", tools, "toolChoice"),
+        ):
+            if name in kept and name not in projected:
+                del where[key]
+        if "inferenceConfig" in body and not inference:
+            del body["inferenceConfig"]
+        return notes
 
     async def complete(self, request: Request) -> Response:
         """Send a Converse call and parse the answer.
