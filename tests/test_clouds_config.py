@@ -295,10 +295,10 @@ def test_invoke_model_body_and_path() -> None:
         "anthropic_beta"
     ] == ["b2", "b1"]
     assert model_path("anthropic.claude-haiku-4-5-20251001-v1:0") == (
-        "anthropic.claude-haiku-4-5-20251001-v1%3A0"
+        "anthropic.claude-haiku-4-5-20251001-v1:0"
     )
     assert model_path("arn:aws:bedrock:us-east-1:1:inference-profile/us.x") == (
-        "arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.x"
+        "arn:aws:bedrock:us-east-1:1:inference-profile%2Fus.x"
     )
 
 

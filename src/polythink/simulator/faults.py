@@ -293,7 +293,9 @@ _MALFORMED_FRAME = b'data: {"id":"sim-malformed","choices":[{"delta":{"content":
 
 
 def _wants_stream(request: SimRequest) -> bool:
-    if ":streamGenerateContent" in request.path:
+    if request.path.endswith(
+        (":streamGenerateContent", ":streamRawPredict", "-with-response-stream", "/converse-stream")
+    ):
         return True
     try:
         body = request.json()

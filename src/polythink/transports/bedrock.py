@@ -3,8 +3,7 @@
 InvokeModel (``POST {endpoint}/model/{modelId}/invoke``, ``…/invoke-with-response-stream``)
 takes the Anthropic Messages body with these differences (CLOUDS.md §1.2, from botocore
 1.44.8's service model and the Anthropic SDK's Bedrock client, read 2026-12-04): no ``model``
-(it is the URL's path segment, percent-encoded whole: ``:`` as ``%3A``, an ARN's ``/`` as
-``%2F``) and no ``stream`` (the path chooses); ``"anthropic_version": "bedrock-2023-05-31"`` in
+(it is the URL's path segment, an ARN's ``/`` as ``%2F``, ``:`` kept: :func:`model_path`) and no ``stream`` (the path chooses); ``"anthropic_version": "bedrock-2023-05-31"`` in
 the body instead of the header; betas as ``"anthropic_beta": [...]`` in the body instead of
 the ``anthropic-beta`` header. The answer is the Messages JSON; a stream is AWS event-stream
 frames (:mod:`polythink.transports.eventstream`) whose ``chunk`` events carry one Anthropic
@@ -113,9 +112,16 @@ _EXCEPTION_STATUS = {
 botocore's own ``to_response_dict`` says 400 for every one, CLOUDS.md §1.7)."""
 
 
+_PCHAR = "!$&'()*+,;=:@"
+"""What a path segment may hold unencoded besides the unreserved characters (RFC 3986
+``pchar``): kept as they are, since an HTTP layer may decode their escapes (aiohttp's yarl
+turns ``%3A`` back into ``:``), and SigV4 signs the path as sent."""
+
+
 def model_path(model: str) -> str:
-    """``model`` as one path segment: every character but the unreserved ones
-    percent-encoded (``:`` -> ``%3A``, ``/`` -> ``%2F``), as ``encodeURIComponent`` does.
+    """``model`` as one path segment: ``/`` (an ARN's) and what a path cannot hold
+    percent-encoded, ``:`` and the other ``pchar`` s kept (the Anthropic SDK's Bedrock client
+    keeps ``:`` too; Bedrock takes either form, CLOUDS.md §1.2).
 
     Raises:
         RequestRejectedError: ``.`` or ``..`` (which a path normaliser would remove; the
@@ -125,7 +131,7 @@ def model_path(model: str) -> str:
         raise RequestRejectedError(
             f"a Bedrock model id cannot be {model!r}", error_type="invalid_request"
         )
-    return quote(model, safe="")
+    return quote(model, safe=_PCHAR)
 
 
 def _betas(headers: Mapping[str, str]) -> list[str]:
