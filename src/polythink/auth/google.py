@@ -78,19 +78,24 @@ class GoogleAuth(TokenAuth):
         return (
             credentials is not None
             and self._token is not None
+            and self._token == credentials.token
             and credentials.token_state is TokenState.FRESH
         )
 
     async def fetch(self) -> tuple[str, float | None]:
-        """Find the credentials (first time), refresh them, return their token.
+        """Find the credentials (first time), refresh them unless their token is fresh, return
+        their token.
 
         Raises:
             AuthError: no Application Default Credentials, or a refresh that failed.
         """
+        from google.auth.credentials import TokenState
+
         if self._credentials is None:
             self._credentials = await anyio.to_thread.run_sync(self._default)
         credentials = self._credentials
-        await anyio.to_thread.run_sync(self._refresh, credentials)
+        if credentials.token_state is not TokenState.FRESH:
+            await anyio.to_thread.run_sync(self._refresh, credentials)
         token = credentials.token
         if not isinstance(token, str) or not token:
             raise auth_error(
