@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from polythink.cli import DEMO_CALLS, DemoCall, main
+from polythink.cli import DEMO_CALLS, DemoCall, _demo_source, main
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import PROVIDERS
 from polythink.reasoning import all_capabilities, resolve
@@ -642,9 +642,17 @@ def test_simulate_port_in_use_exits_1(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.parametrize("call", DEMO_CALLS, ids=lambda c: f"{c.provider}:{c.model}:{c.effort}")
 def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
-    # Rows of every protocol are checked here, also those whose transport is not built yet.
+    # Rows of every protocol are checked here, also those whose transport is not built yet;
+    # each resolved as its source is (a cloud source by the profile that serves its model,
+    # an Azure deployment by the model it serves).
+    source = _demo_source(call, "http://127.0.0.1:9")
     try:
-        applied = resolve(call.effort, provider=call.provider, model=call.model).applied_effort
+        applied = resolve(
+            call.effort,
+            provider=source.profile,
+            model=source.registry_model,
+            capability=source.capability,
+        ).applied_effort
     except ThinkingUnsupportedError:
         assert call.expect == "ThinkingUnsupportedError"
     else:

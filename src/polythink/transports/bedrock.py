@@ -3,8 +3,9 @@
 InvokeModel (``POST {endpoint}/model/{modelId}/invoke``, ``…/invoke-with-response-stream``)
 takes the Anthropic Messages body with these differences (CLOUDS.md §1.2, from botocore
 1.44.8's service model and the Anthropic SDK's Bedrock client, read 2026-12-04): no ``model``
-(it is the URL's path segment, an ARN's ``/`` as ``%2F``, ``:`` kept: :func:`model_path`) and no ``stream`` (the path chooses); ``"anthropic_version": "bedrock-2023-05-31"`` in
-the body instead of the header; betas as ``"anthropic_beta": [...]`` in the body instead of
+(it is the URL's path segment, an ARN's ``/`` as ``%2F``, ``:`` kept: :func:`model_path`)
+and no ``stream`` (the path chooses); ``"anthropic_version": "bedrock-2023-05-31"`` in the
+body instead of the header; betas as ``"anthropic_beta": [...]`` in the body instead of
 the ``anthropic-beta`` header. The answer is the Messages JSON; a stream is AWS event-stream
 frames (:mod:`polythink.transports.eventstream`) whose ``chunk`` events carry one Anthropic
 stream event each, base64-encoded in ``bytes``. Everything else (thinking blocks and their
