@@ -94,7 +94,15 @@ def _client(source: Source, wire: Wire) -> tuple[httpx.AsyncClient, Client]:
     return http, Client([source], http_client=http, cache=False)
 
 
-ADAPTIVE = {"thinking": {"type": "adaptive", "display": "summarized"}}
+def _adaptive(effort: str | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {"thinking": {"type": "adaptive", "display": "summarized"}}
+    if effort is not None:
+        fields["output_config"] = {"effort": effort}
+    return {"max_tokens": 4096, **fields}
+
+
+def _manual(max_tokens: int, budget: int) -> dict[str, Any]:
+    return {"max_tokens": max_tokens, "thinking": {"type": "enabled", "budget_tokens": budget}}
 
 
 @pytest.mark.anyio
@@ -104,24 +112,24 @@ ADAPTIVE = {"thinking": {"type": "adaptive", "display": "summarized"}}
         # Opus 4.8: adaptive thinking with output_config.effort; thinking is off by default,
         # so "none" sends no thinking field; "minimal" is not a tier of it (nearest: low).
         (CLAUDE, "none", "none", {"max_tokens": 4096}),
-        (CLAUDE, "minimal", "low", {"max_tokens": 4096, **ADAPTIVE, "output_config": {"effort": "low"}}),
-        (CLAUDE, "low", "low", {"max_tokens": 4096, **ADAPTIVE, "output_config": {"effort": "low"}}),
-        (CLAUDE, "medium", "medium", {"max_tokens": 4096, **ADAPTIVE, "output_config": {"effort": "medium"}}),
-        (CLAUDE, "high", "high", {"max_tokens": 4096, **ADAPTIVE, "output_config": {"effort": "high"}}),
-        (CLAUDE, "xhigh", "xhigh", {"max_tokens": 4096, **ADAPTIVE, "output_config": {"effort": "xhigh"}}),
-        (CLAUDE, "max", "max", {"max_tokens": 4096, **ADAPTIVE, "output_config": {"effort": "max"}}),
-        (CLAUDE, "auto", "auto", {"max_tokens": 4096, **ADAPTIVE}),
+        (CLAUDE, "minimal", "low", _adaptive("low")),
+        (CLAUDE, "low", "low", _adaptive("low")),
+        (CLAUDE, "medium", "medium", _adaptive("medium")),
+        (CLAUDE, "high", "high", _adaptive("high")),
+        (CLAUDE, "xhigh", "xhigh", _adaptive("xhigh")),
+        (CLAUDE, "max", "max", _adaptive("max")),
+        (CLAUDE, "auto", "auto", _adaptive(None)),
         # Sonnet 4.5 (dated, v1:0): manual budgets, max_tokens raised by the budget.
         (MANUAL, "none", "none", {"max_tokens": 4096}),
-        (MANUAL, "minimal", "minimal", {"max_tokens": 5120, "thinking": {"type": "enabled", "budget_tokens": 1024}}),
-        (MANUAL, "low", "low", {"max_tokens": 6144, "thinking": {"type": "enabled", "budget_tokens": 2048}}),
-        (MANUAL, "medium", "medium", {"max_tokens": 12288, "thinking": {"type": "enabled", "budget_tokens": 8192}}),
-        (MANUAL, "high", "high", {"max_tokens": 20480, "thinking": {"type": "enabled", "budget_tokens": 16384}}),
-        (MANUAL, "xhigh", "xhigh", {"max_tokens": 28672, "thinking": {"type": "enabled", "budget_tokens": 24576}}),
-        (MANUAL, "max", "max", {"max_tokens": 36864, "thinking": {"type": "enabled", "budget_tokens": 32768}}),
-        (MANUAL, "auto", "medium", {"max_tokens": 12288, "thinking": {"type": "enabled", "budget_tokens": 8192}}),
+        (MANUAL, "minimal", "minimal", _manual(5120, 1024)),
+        (MANUAL, "low", "low", _manual(6144, 2048)),
+        (MANUAL, "medium", "medium", _manual(12288, 8192)),
+        (MANUAL, "high", "high", _manual(20480, 16384)),
+        (MANUAL, "xhigh", "xhigh", _manual(28672, 24576)),
+        (MANUAL, "max", "max", _manual(36864, 32768)),
+        (MANUAL, "auto", "medium", _manual(12288, 8192)),
     ],
-)  # fmt: skip
+)
 async def test_claude_on_invoke_model_at_every_tier(
     sim: Simulator, model: str, tier: str, applied: str, fields: dict[str, Any]
 ) -> None:

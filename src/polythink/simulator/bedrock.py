@@ -22,7 +22,8 @@ Operations (CLOUDS.md §1.2, §1.3, §1.7, §1.9):
   (thinking -> ``reasoningContent.reasoningText`` with its signature, redacted thinking ->
   ``redactedContent``, tool use -> ``toolUse``); for other vendors from the registry's tiers
   (``reasoning_effort``, ``reasoning.effort`` or ``reasoningConfig``, refused with Bedrock's
-  wrapped model error when the model lacks the tier), with unsigned reasoning text. A stream
+  wrapped model error when the model lacks the tier), with unsigned reasoning text and, when
+  tools are offered, a ``toolUse`` of the first one for ``tool_rounds`` turns. A stream
   sends Converse's events, text and reasoning without a start event, the signature as its own
   delta before the block's stop, usage last in ``metadata``.
 """
@@ -43,7 +44,7 @@ from polythink.simulator.clouds import (
     event,
     sigv4_problem,
 )
-from polythink.simulator.server import SimRequest, SimResponse
+from polythink.simulator.server import Settings, SimRequest, SimResponse
 from polythink.types import Effort
 
 __all__ = ["error_body", "handle", "matches"]
@@ -356,8 +357,30 @@ def _prompt(body: Mapping[str, Any]) -> str:
     return ""
 
 
+def _tool_use(body: Mapping[str, Any], messages: list[Any], rounds: int) -> dict[str, Any] | None:
+    """A ``toolUse`` block for the first offered tool, for ``rounds`` assistant turns."""
+    tools = (body.get("toolConfig") or {}).get("tools") or []
+    specs = [t["toolSpec"] for t in tools if isinstance(t, Mapping) and "toolSpec" in t]
+    done = sum(
+        1
+        for m in messages
+        if m.get("role") == "assistant" and any("toolUse" in b for b in m.get("content", []))
+    )
+    if not specs or done >= rounds:
+        return None
+    seed = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
+    arguments = behaviour.tool_arguments(specs[0].get("inputSchema", {}).get("json"))
+    return {
+        "toolUse": {
+            "toolUseId": f"tooluse_sim_{seed}",
+            "name": specs[0]["name"],
+            "input": json.loads(arguments),
+        }
+    }
+
+
 def _other_vendor(
-    request: SimRequest, body: Mapping[str, Any], model: str
+    request: SimRequest, body: Mapping[str, Any], model: str, settings: Settings
 ) -> tuple[int, dict[str, Any]]:
     """A Converse answer of a non-Claude model: its tier from the vendor's field, checked
     against the registry, unsigned reasoning text and the simulator's words."""
@@ -379,17 +402,19 @@ def _other_vendor(
             "The model returned the following errors: Invalid reasoning effort "
             f"{raw!r}; supported values are {listed}"
         )
-    settings = request.headers
-    words = int(float(settings.get("x-sim-answer-words", "12")))
+    words = int(request.header_float("x-sim-answer-words", settings.answer_words))
+    rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
     prompt = _prompt(body)
-    answer = behaviour.answer_for(model, prompt, tier, words, body.get("messages", []))
+    messages = body.get("messages", [])
+    answer = behaviour.answer_for(model, prompt, tier, words, messages)
     content: list[dict[str, Any]] = []
     if answer.reasoning_tokens:
         content.append({"reasoningContent": {"reasoningText": {"text": answer.reasoning}}})
-    content.append({"text": answer.text})
+    call = _tool_use(body, messages, rounds)
+    content.append({"text": answer.text} if call is None else call)
     return 200, {
         "output": {"message": {"role": "assistant", "content": content}},
-        "stopReason": "end_turn",
+        "stopReason": "end_turn" if call is None else "tool_use",
         "usage": {
             "inputTokens": answer.prompt_tokens,
             "outputTokens": answer.completion_tokens,
@@ -452,7 +477,7 @@ async def _converse(
             "metrics": {"latencyMs": 1},
         }
     else:
-        status, data = _other_vendor(request, body, model)
+        status, data = _other_vendor(request, body, model, response.settings)
         if status != 200:
             await _fail(response, status, data["message"])
             return
