@@ -76,6 +76,11 @@ class TokenAuth(httpx.Auth):
         self._clock = clock
         self._lock: anyio.Lock | None = None
 
+    @property
+    def secret(self) -> str | None:
+        """The last token sent (redacted from every error of the source that sent it)."""
+        return self._token
+
     async def fetch(self) -> tuple[str, float | None]:
         """A fresh token and its expiry (wall-clock seconds, ``None`` = none)."""
         raise NotImplementedError
@@ -125,6 +130,8 @@ class TokenAuth(httpx.Auth):
                 "fix the provider, or give the cloud library's credential object",
                 exc,
             ) from None
+        if isinstance(token, str):
+            self._token = token.strip()
         if not isinstance(token, str) or not token.strip() or not token.isprintable():
             what = (
                 "a blank or unprintable string"

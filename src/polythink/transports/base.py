@@ -254,7 +254,7 @@ class HTTPTransport:
     def _secrets(self) -> tuple[str | None, ...]:
         """The credentials redacted from every error: the key, credential headers, and the
         bearer token a cloud signer sends now."""
-        token = getattr(self.auth, "_token", None)
+        token = getattr(self.auth, "secret", None)
         return (*self._keys, token) if token else self._keys
 
     def extra_headers(self) -> dict[str, str]:
