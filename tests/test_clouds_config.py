@@ -14,6 +14,7 @@ from polythink.config import sources_from_env
 from polythink.middleware.cost import price_names
 from polythink.providers import get_provider, suggest_provider
 from polythink.reasoning.converse import converse_dialect
+from polythink.reasoning.resolve import resolve
 from polythink.transports.bedrock import invoke_body, model_path
 from polythink.transports.vertex import model_resource
 
@@ -354,3 +355,51 @@ def test_cloud_sources_from_the_environment() -> None:
         "gpt-5.5",
         "gpt-5.5",
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "payload"),
+    [
+        (
+            "us.amazon.nova-2-lite-v1:0",
+            {
+                "additionalModelRequestFields": {
+                    "reasoningConfig": {"type": "enabled", "maxReasoningEffort": "high"}
+                }
+            },
+        ),
+        (
+            "global.openai.gpt-6-luna",
+            {"additionalModelRequestFields": {"reasoning": {"effort": "high"}}},
+        ),
+        ("deepseek.v3-v1:0", {"additionalModelRequestFields": {"reasoning_effort": "high"}}),
+        (
+            "us.anthropic.claude-opus-4-8",
+            {
+                "additionalModelRequestFields": {
+                    "thinking": {"type": "adaptive", "display": "summarized"},
+                    "output_config": {"effort": "high"},
+                }
+            },
+        ),
+        (
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            {
+                "additionalModelRequestFields": {
+                    "thinking": {"type": "enabled", "budget_tokens": 16384}
+                },
+                "inferenceConfig": {"maxTokens": 16384 + 1000},
+            },
+        ),
+    ],
+)
+def test_converse_reasoning_fields_per_vendor(model: str, payload: dict[str, object]) -> None:
+    resolution = resolve("high", provider="bedrock-converse", model=model, max_tokens=1000)
+    assert resolution.payload == payload
+
+
+def test_nova_switched_off_on_converse() -> None:
+    resolution = resolve("none", provider="bedrock-converse", model="amazon.nova-2-lite-v1:0")
+    assert resolution.payload == {
+        "additionalModelRequestFields": {"reasoningConfig": {"type": "disabled"}}
+    }
