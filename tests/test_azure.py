@@ -10,23 +10,18 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
-from polythink import Client, ContentFilterError, Message, Source, Tool
+from polythink import Client, ContentFilterError, Message, Source
 from polythink.auth.azure import COGNITIVE_SERVICES_SCOPE, EntraAuth
 from polythink.errors import AuthError, RateLimitedError
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.azure import FILTERED_COMPLETION, FILTERED_PROMPT
 from polythink.simulator.clouds import AZURE_API_KEY, AZURE_TOKEN_PREFIX
 from polythink.simulator.faults import Fault, FaultPlan
+from tests.cloud_support import WEATHER, Wire, recorded
 
 HI = [{"role": "user", "content": "Hi"}]
-WEATHER = Tool(
-    name="get_weather",
-    description="Current weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 
 
 @pytest.fixture(scope="module")
@@ -42,28 +37,11 @@ def no_azure_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-class Wire:
-    def __init__(self) -> None:
-        self.requests: list[httpx.Request] = []
-
-    async def hook(self, request: httpx.Request) -> None:
-        self.requests.append(request)
-
-    @property
-    def body(self) -> Any:
-        return json.loads(self.requests[-1].content)
-
-
 def _source(sim: Simulator, model: str = "prod-chat", **options: Any) -> Source:
     if "credentials" not in options:
         options.setdefault("api_key", AZURE_API_KEY)
     provider = options.pop("provider", "azure")
     return Source(provider, model, base_url=sim.base_url("azure"), **options)
-
-
-def _client(source: Source, wire: Wire) -> tuple[httpx.AsyncClient, Client]:
-    http = httpx.AsyncClient(event_hooks={"request": [wire.hook]})
-    return http, Client([source], http_client=http, cache=False)
 
 
 @pytest.mark.anyio
@@ -85,7 +63,7 @@ async def test_gpt_on_azure_at_every_tier(
     sim: Simulator, tier: str, applied: str, effort: str | None
 ) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, base_model="gpt-5.5"), wire)
+    http, client = recorded(_source(sim, base_model="gpt-5.5"), wire)
     async with http, client:
         response = await client.complete(HI, reasoning_effort=tier)
     assert response.applied_effort is not None
@@ -106,7 +84,7 @@ async def test_gpt_on_azure_at_every_tier(
 async def test_the_deployments_api_takes_a_dated_api_version(sim: Simulator) -> None:
     wire = Wire()
     source = _source(sim, base_model="gpt-5.5", api_version="2025-04-01-preview")
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
         response = await client.complete(HI, reasoning_effort="high")
     root = sim.base_url("azure").removesuffix("/v1")
@@ -124,7 +102,7 @@ async def test_the_deployments_api_takes_a_dated_api_version(sim: Simulator) -> 
 )
 async def test_responses_on_azure(sim: Simulator, tier: str, applied: str, effort: str) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, provider="azure-responses", base_model="gpt-5.5"), wire)
+    http, client = recorded(_source(sim, provider="azure-responses", base_model="gpt-5.5"), wire)
     async with http, client:
         response = await client.complete(HI, reasoning_effort=tier)
     assert str(wire.requests[-1].url) == f"{sim.base_url('azure')}/responses"
@@ -139,7 +117,7 @@ async def test_responses_on_azure(sim: Simulator, tier: str, applied: str, effor
 @pytest.mark.anyio
 async def test_a_responses_tool_loop_sends_its_encrypted_reasoning_back(sim: Simulator) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, provider="azure-responses", base_model="gpt-5.5"), wire)
+    http, client = recorded(_source(sim, provider="azure-responses", base_model="gpt-5.5"), wire)
     async with http, client:
         messages: list[Any] = [Message(role="user", content="What is the weather in Paris?")]
         first = await client.complete(messages, reasoning_effort="high", tools=[WEATHER])
@@ -157,7 +135,7 @@ async def test_a_responses_tool_loop_sends_its_encrypted_reasoning_back(sim: Sim
 @pytest.mark.anyio
 async def test_a_deployment_learns_its_model_from_the_first_answer(sim: Simulator) -> None:
     wire = Wire()
-    http, client = _client(_source(sim), wire)
+    http, client = recorded(_source(sim), wire)
     async with http, client:
         first = await client.complete(HI, reasoning_effort="max")
         second = await client.complete(HI, reasoning_effort="max")
@@ -179,7 +157,7 @@ async def test_an_entra_token_provider_authorises_each_request(sim: Simulator) -
     tokens = iter([AZURE_TOKEN_PREFIX + "a", AZURE_TOKEN_PREFIX + "b"])
     wire = Wire()
     source = _source(sim, base_model="gpt-5.5", credentials=lambda: next(tokens))
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
         await client.complete(HI)
         await client.complete(HI)

@@ -9,10 +9,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
-from polythink import Client, Message, Source, Tool
+from polythink import Client, Source
 from polythink.errors import AuthError, RateLimitedError
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.clouds import (
@@ -25,6 +24,7 @@ from polythink.simulator.clouds import (
 )
 from polythink.simulator.faults import Fault, FaultPlan
 from polythink.transports.eventstream import EXCEPTION, EventStreamDecoder, MalformedFrame
+from tests.cloud_support import WEATHER, Wire, recorded, tool_loop
 
 credentials_module = pytest.importorskip("botocore.credentials")
 
@@ -33,11 +33,6 @@ MANUAL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 GPT_OSS = "openai.gpt-oss-120b-1:0"
 HI = [{"role": "user", "content": "Hi"}]
 USER_TURN = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
-WEATHER = Tool(
-    name="get_weather",
-    description="Current weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 
 
 @pytest.fixture(scope="module")
@@ -73,25 +68,6 @@ def _keys(secret: str = AWS_SECRET_ACCESS_KEY) -> Any:
 def _source(sim: Simulator, model: str, **options: Any) -> Source:
     options.setdefault("credentials", _keys())
     return Source("bedrock", model, base_url=sim.base_url("bedrock"), region="us-east-1", **options)
-
-
-class Wire:
-    """The requests polythink sent (after signing), as httpx's request hook sees them."""
-
-    def __init__(self) -> None:
-        self.requests: list[httpx.Request] = []
-
-    async def hook(self, request: httpx.Request) -> None:
-        self.requests.append(request)
-
-    @property
-    def body(self) -> Any:
-        return json.loads(self.requests[-1].content)
-
-
-def _client(source: Source, wire: Wire) -> tuple[httpx.AsyncClient, Client]:
-    http = httpx.AsyncClient(event_hooks={"request": [wire.hook]})
-    return http, Client([source], http_client=http, cache=False)
 
 
 def _adaptive(effort: str | None) -> dict[str, Any]:
@@ -134,7 +110,7 @@ async def test_claude_on_invoke_model_at_every_tier(
     sim: Simulator, model: str, tier: str, applied: str, fields: dict[str, Any]
 ) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, model), wire)
+    http, client = recorded(_source(sim, model), wire)
     async with http, client:
         response = await client.complete(HI, reasoning_effort=tier)
     assert response.applied_effort is not None
@@ -177,7 +153,7 @@ async def test_the_path_signed_is_the_path_sent_on_each_http_layer(
 @pytest.mark.anyio
 async def test_a_stream_reads_the_event_stream_frames_as_the_answer(sim: Simulator) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, CLAUDE), wire)
+    http, client = recorded(_source(sim, CLAUDE), wire)
     async with http, client:
         complete = await client.complete(HI, reasoning_effort="high")
         events = [e async for e in client.stream(HI, reasoning_effort="high")]
@@ -206,7 +182,7 @@ async def test_betas_go_in_the_body_on_bedrock(sim: Simulator) -> None:
         headers={"anthropic-beta": "interleaved-thinking-2025-05-14, context-1m-2025-08-07"},
         extra_body={"anthropic_beta": ["fine-grained-tool-streaming-2025-05-14"]},
     )
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
         await client.complete(HI)
     assert wire.body["anthropic_beta"] == [
@@ -217,35 +193,15 @@ async def test_betas_go_in_the_body_on_bedrock(sim: Simulator) -> None:
     assert "anthropic-beta" not in wire.requests[-1].headers
 
 
-async def _tool_loop(client: Client, *, stream: bool) -> list[Any]:
-    messages: list[Any] = [Message(role="user", content="What is the weather in Paris?")]
-    responses = []
-    for _ in range(3):
-        if stream:
-            events = [
-                e async for e in client.stream(messages, reasoning_effort="high", tools=[WEATHER])
-            ]
-            response = events[-1].response
-        else:
-            response = await client.complete(messages, reasoning_effort="high", tools=[WEATHER])
-        responses.append(response)
-        if not response.tool_calls:
-            break
-        messages.append(response.message)
-        for call in response.tool_calls:
-            messages.append(Message(role="tool", tool_call_id=call.id, content='{"sky":"clear"}'))
-    return responses
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_thinking_tool_loop_sends_its_signature_back_on_invoke_model(
     sim: Simulator, stream: bool
 ) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, MANUAL), wire)
+    http, client = recorded(_source(sim, MANUAL), wire)
     async with http, client:
-        first, second = await _tool_loop(client, stream=stream)
+        first, second = await tool_loop(client, stream=stream)
     assert first.finish_reason == "tool_calls"
     assert second.finish_reason == "stop"
     thinking = first.message.reasoning_items[0]
@@ -274,7 +230,7 @@ async def test_other_vendors_on_converse_carry_reasoning_in_additional_fields(
     sim: Simulator, tier: str, applied: str, fields: dict[str, Any]
 ) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, GPT_OSS), wire)
+    http, client = recorded(_source(sim, GPT_OSS), wire)
     async with http, client:
         response = await client.complete(HI, reasoning_effort=tier, max_tokens=300)
     assert response.provider == "bedrock-converse"
@@ -305,9 +261,9 @@ async def test_claude_on_converse_replays_its_reasoning_content_blocks(
         region="us-east-1",
         credentials=_keys(),
     )
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
-        first, second = await _tool_loop(client, stream=stream)
+        first, second = await tool_loop(client, stream=stream)
     sent = json.loads(wire.requests[0].content)
     assert sent["additionalModelRequestFields"] == {
         "thinking": {"type": "enabled", "budget_tokens": 16384}
@@ -341,7 +297,7 @@ async def test_a_bedrock_api_key_is_a_bearer_token(sim: Simulator) -> None:
         "bedrock", CLAUDE, base_url=sim.base_url("bedrock"), region="us-east-1",
         api_key=BEDROCK_API_KEY,
     )  # fmt: skip
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
         response = await client.complete(HI)
     assert wire.requests[-1].headers["authorization"] == f"Bearer {BEDROCK_API_KEY}"
@@ -368,7 +324,7 @@ async def test_temporary_credentials_from_the_environment_sign_with_their_token(
     monkeypatch.setenv("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN)
     wire = Wire()
     source = Source("bedrock", CLAUDE, base_url=sim.base_url("bedrock"), region="us-east-1")
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
         response = await client.complete(HI)
     assert wire.requests[-1].headers["x-amz-security-token"] == AWS_SESSION_TOKEN

@@ -6,19 +6,18 @@ wrong or missing credentials."""
 from __future__ import annotations
 
 import datetime
-import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
-from polythink import Client, Message, Source, Tool
+from polythink import Client, Source
 from polythink.errors import AuthError, RateLimitedError
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.clouds import GOOGLE_TOKEN_PREFIX, VERTEX_API_KEY
 from polythink.simulator.faults import Fault, FaultPlan
+from tests.cloud_support import Wire, recorded, tool_loop
 
 google_credentials = pytest.importorskip("google.auth.credentials")
 
@@ -26,11 +25,6 @@ HI = [{"role": "user", "content": "Hi"}]
 CLAUDE_TURN = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
 GEMINI_TURN = [{"role": "user", "parts": [{"text": "Hi"}]}]
 TOKEN = GOOGLE_TOKEN_PREFIX + "fixed"
-WEATHER = Tool(
-    name="get_weather",
-    description="Current weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 
 
 @pytest.fixture(scope="module")
@@ -53,27 +47,10 @@ def no_google_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Non
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
 
 
-class Wire:
-    def __init__(self) -> None:
-        self.requests: list[httpx.Request] = []
-
-    async def hook(self, request: httpx.Request) -> None:
-        self.requests.append(request)
-
-    @property
-    def body(self) -> Any:
-        return json.loads(self.requests[-1].content)
-
-
 def _source(sim: Simulator, model: str, **options: Any) -> Source:
     options.setdefault("credentials", lambda: TOKEN)
     options.setdefault("project", "proj-1")
     return Source("vertex", model, base_url=sim.base_url("vertex"), **options)
-
-
-def _client(source: Source, wire: Wire) -> tuple[httpx.AsyncClient, Client]:
-    http = httpx.AsyncClient(event_hooks={"request": [wire.hook]})
-    return http, Client([source], http_client=http, cache=False)
 
 
 def _level(level: str | None) -> dict[str, Any]:
@@ -111,7 +88,7 @@ async def test_gemini_on_vertex_at_every_tier(
     sim: Simulator, model: str, tier: str, applied: str, fields: dict[str, Any]
 ) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, model, region="us-central1"), wire)
+    http, client = recorded(_source(sim, model, region="us-central1"), wire)
     async with http, client:
         response = await client.complete(HI, reasoning_effort=tier)
     assert response.applied_effort is not None
@@ -149,7 +126,7 @@ async def test_claude_on_vertex_at_every_tier(
     sim: Simulator, tier: str, applied: str, fields: dict[str, Any]
 ) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, "claude-opus-4-8", region="us-east5"), wire)
+    http, client = recorded(_source(sim, "claude-opus-4-8", region="us-east5"), wire)
     async with http, client:
         response = await client.complete(HI, reasoning_effort=tier)
     assert response.applied_effort is not None
@@ -177,7 +154,7 @@ async def test_claude_streams_over_stream_raw_predict_past_vertex_events(sim: Si
     source = _source(
         sim, "claude-opus-4-8", headers={"anthropic-beta": "interleaved-thinking-2025-05-14"}
     )
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
         complete = await client.complete(HI, reasoning_effort="high")
         events = [e async for e in client.stream(HI, reasoning_effort="high")]
@@ -197,39 +174,15 @@ async def test_claude_streams_over_stream_raw_predict_past_vertex_events(sim: Si
     )
 
 
-async def _tool_loop(client: Client, stream: bool) -> list[Any]:
-    messages: list[Any] = [Message(role="user", content="What is the weather in Paris?")]
-    responses = []
-    for _ in range(3):
-        if stream:
-            events = [
-                e async for e in client.stream(messages, reasoning_effort="high", tools=[WEATHER])
-            ]
-            response = events[-1].response
-        else:
-            response = await client.complete(messages, reasoning_effort="high", tools=[WEATHER])
-        responses.append(response)
-        if not response.tool_calls:
-            break
-        messages.append(response.message)
-        for call in response.tool_calls:
-            messages.append(
-                Message(
-                    role="tool", tool_call_id=call.id, name=call.name, content='{"sky":"clear"}'
-                )
-            )
-    return responses
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_gemini_tool_loop_sends_its_thought_signatures_back(
     sim: Simulator, stream: bool
 ) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, "gemini-3-pro-preview"), wire)
+    http, client = recorded(_source(sim, "gemini-3-pro-preview"), wire)
     async with http, client:
-        first, second = await _tool_loop(client, stream)
+        first, second = await tool_loop(client, stream=stream)
     assert first.message.reasoning_format == "vertex"
     call_part = next(p for p in first.message.reasoning_items if "functionCall" in p)
     assert call_part["thoughtSignature"]
@@ -243,9 +196,9 @@ async def test_a_gemini_tool_loop_sends_its_thought_signatures_back(
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_claude_tool_loop_sends_its_signature_back(sim: Simulator, stream: bool) -> None:
     wire = Wire()
-    http, client = _client(_source(sim, "claude-sonnet-4-5@20250929"), wire)
+    http, client = recorded(_source(sim, "claude-sonnet-4-5@20250929"), wire)
     async with http, client:
-        first, second = await _tool_loop(client, stream)
+        first, second = await tool_loop(client, stream=stream)
     assert str(wire.requests[0].url).endswith("models/claude-sonnet-4-5@20250929:rawPredict") or (
         stream and str(wire.requests[0].url).endswith(":streamRawPredict")
     )
@@ -284,7 +237,7 @@ async def test_a_token_about_to_expire_is_refreshed_first_and_off_the_event_loop
     # Within google-auth's refresh threshold (3 min 45 s) of its expiry: stale.
     credentials = RefreshingCredentials(expires_in=120)
     wire = Wire()
-    http, client = _client(_source(sim, "gemini-3-pro-preview", credentials=credentials), wire)
+    http, client = recorded(_source(sim, "gemini-3-pro-preview", credentials=credentials), wire)
     async with http, client:
         await client.complete(HI)
         await client.complete(HI)
@@ -313,7 +266,7 @@ async def test_express_mode_sends_the_key_without_a_project(sim: Simulator) -> N
     source = Source(
         "vertex", "gemini-3-pro-preview", base_url=sim.base_url("vertex"), api_key=VERTEX_API_KEY
     )
-    http, client = _client(source, wire)
+    http, client = recorded(source, wire)
     async with http, client:
         response = await client.complete(HI)
     request = wire.requests[-1]
