@@ -403,3 +403,50 @@ def test_nova_switched_off_on_converse() -> None:
     assert resolution.payload == {
         "additionalModelRequestFields": {"reasoningConfig": {"type": "disabled"}}
     }
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "message"),
+    [
+        (
+            Source("bedrock", "us.anthropic.claude-opus-4-8", region="us-east-1", api_key="k" * 20),
+            "botocore",
+            "provider 'bedrock' signs its calls and reads its streams with botocore, which is not "
+            "installed: pip install 'polythink[bedrock]'",
+        ),
+        (
+            Source("vertex", "gemini-3-pro", project="p1"),
+            "google",
+            "provider 'vertex' signs its calls with google.auth, which is not installed: pip "
+            "install 'polythink[vertex]' (or give an API key)",
+        ),
+        (
+            Source("azure", "prod-chat", base_url="https://r.openai.azure.com"),
+            "azure",
+            "provider 'azure' signs its calls with azure.identity, which is not installed: pip "
+            "install 'polythink[azure]' (or give an API key)",
+        ),
+    ],
+)
+def test_a_missing_cloud_library_names_its_extra_when_the_client_is_built(
+    monkeypatch: pytest.MonkeyPatch, source: Source, module: str, message: str
+) -> None:
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == module else found(name)
+    )
+    expected = f"sources[0] ({source.provider}/{source.model}): {message}"
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        Client([source])
+
+
+def test_a_token_function_needs_no_cloud_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "google" else found(name)
+    )
+    Client([Source("vertex", "gemini-3-pro", project="p1", credentials=lambda: "token")])

@@ -45,6 +45,11 @@ LIBRARIES: dict[str, tuple[str, str]] = {
 
 def missing_library(extra: str, module: str, provider: str) -> ValueError:
     """The error for a cloud library that is not installed, naming the extra that brings it."""
+    if extra == "bedrock":
+        return ValueError(
+            f"provider {provider!r} signs its calls and reads its streams with {module}, which "
+            "is not installed: pip install 'polythink[bedrock]'"
+        )
     return ValueError(
         f"provider {provider!r} signs its calls with {module}, which is not installed: "
         f"pip install 'polythink[{extra}]' (or give an API key)"
@@ -54,8 +59,9 @@ def missing_library(extra: str, module: str, provider: str) -> ValueError:
 def check_cloud(source: Source, profile: ProviderProfile, api_key: str | None, index: int) -> None:
     """Refuse, when the client is built, a cloud source that cannot work: a missing region,
     project or resource endpoint (:attr:`polythink.config.Source.endpoint` names where to set
-    it), or, without a key, a cloud library that is not installed (naming the extra). The
-    library is looked for, not imported.
+    it), or a cloud library it needs that is not installed (naming the extra): botocore for
+    every Bedrock source (its streams are AWS event streams), google-auth and azure-identity
+    for sources without a key or a token function. The library is looked for, not imported.
 
     Raises:
         ValueError: naming ``sources[index]`` and what to set or install.
@@ -70,7 +76,8 @@ def check_cloud(source: Source, profile: ProviderProfile, api_key: str | None, i
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     cloud = profile.cloud
-    if cloud is None or api_key is not None:
+    # Bedrock's streams are AWS event streams, read with botocore whatever signs the calls.
+    if cloud is None or (api_key is not None and cloud != "aws"):
         return
     given = source.credentials
     if cloud != "aws" and callable(given) and not hasattr(given, "get_token"):

@@ -42,7 +42,8 @@ class EventStreamDecoder:
     Raises (from :meth:`feed`):
         MalformedFrame: a frame botocore refuses (checksum mismatch, bad lengths, duplicate
             header); ``error_type`` ``"malformed_event"``.
-        ValueError: botocore is not installed (naming the extra).
+        ValueError: botocore is not installed (naming the extra; a client refuses a Bedrock
+            source without it when it is built, :func:`polythink.auth.check_cloud`).
     """
 
     __slots__ = ("_buffer", "_left", "_parser_error", "closed", "pending")
