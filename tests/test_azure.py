@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from polythink import Client, ContentFilterError, Message, Source
+from polythink import Budget, Client, ContentFilterError, Message, Source
 from polythink.auth.azure import COGNITIVE_SERVICES_SCOPE, EntraAuth
 from polythink.errors import AuthError, RateLimitedError
 from polythink.simulator import Settings, Simulator
@@ -269,3 +269,17 @@ async def test_throttling_with_retry_after_ms_is_a_rate_limit_with_its_wait(
     finally:
         sim.settings.faults = None
     assert caught.value.retry_after == 1.5
+
+
+@pytest.mark.anyio
+async def test_a_budget_prices_a_deployment_by_the_model_it_serves(sim: Simulator) -> None:
+    budget = Budget(1.0, "day", name="azure")
+    source = _source(sim, base_model="gpt-5.5")
+    async with Client([source], cache=False, budgets=[budget]) as client:
+        response = await client.complete(HI, reasoning_effort="low", max_tokens=200)
+        (plan,) = await client.plan(HI, reasoning_effort="low", max_tokens=200)
+    assert response.cost is not None
+    assert plan.fits is True
+    assert plan.worst_case is not None
+    (state,) = plan.budgets
+    assert state.spent == pytest.approx(response.cost.total, rel=1e-6, abs=1e-9)
