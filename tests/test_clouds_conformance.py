@@ -9,6 +9,7 @@ openai SDK's (Azure)."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, Required
@@ -157,8 +158,14 @@ def _messages_request(exchange: Exchange, version: str) -> list[str]:
     return out + check_request(params, full, ANTHROPIC_VERSION_FIELDS["2023-06-01"])
 
 
+@functools.cache
+def _service() -> Any:
+    """botocore's ``bedrock-runtime`` service model (read once)."""
+    return botocore_session.get_session().get_service_model("bedrock-runtime")
+
+
 def _converse_request(exchange: Exchange) -> list[str]:
-    service = botocore_session.get_session().get_service_model("bedrock-runtime")
+    service = _service()
     stream = exchange.path.endswith("-stream")
     shape = service.operation_model("ConverseStream" if stream else "Converse").input_shape
     model = unquote(exchange.path.rsplit("/model/", 1)[-1].rsplit("/", 1)[0])
@@ -169,7 +176,7 @@ def _converse_request(exchange: Exchange) -> list[str]:
 def _converse_answer(exchange: Exchange) -> list[str]:
     if exchange.status != 200:
         return []
-    service = botocore_session.get_session().get_service_model("bedrock-runtime")
+    service = _service()
     validator = botocore_validate.ParamValidator()
     if not _streamed(exchange):
         shape = service.operation_model("Converse").output_shape
