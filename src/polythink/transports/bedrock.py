@@ -75,6 +75,7 @@ from polythink.transports.eventstream import EXCEPTION, EventStreamDecoder
 from polythink.transports.finish import CONVERSE, map_finish
 from polythink.types import (
     Message,
+    NativeRelay,
     Request,
     Response,
     StreamEvent,
@@ -201,10 +202,9 @@ class BedrockTransport(AnthropicTransport):
     def _version(self) -> str:
         return self.source.api_version or BEDROCK_ANTHROPIC_VERSION
 
-    @staticmethod
-    def _headers(headers: dict[str, str], request: Request) -> dict[str, str]:
+    def _headers(self, headers: dict[str, str], request: Request) -> dict[str, str]:
         """The call's headers without ``anthropic-beta`` (its betas go in the body)."""
-        merged = HTTPTransport._headers(headers, request)
+        merged = super()._headers(headers, request)
         if "anthropic-beta" in merged:
             return {name: value for name, value in merged.items() if name != "anthropic-beta"}
         return merged
@@ -218,8 +218,12 @@ class BedrockTransport(AnthropicTransport):
             betas += [beta for beta in _betas(lowered) if beta not in betas]
         return invoke_body(body, version=self._version(), betas=betas)
 
-    async def events(self, response: httpx.Response) -> AsyncGenerator[Mapping[str, Any], None]:
+    async def events(
+        self, response: httpx.Response, relay: NativeRelay | None = None
+    ) -> AsyncGenerator[Mapping[str, Any], None]:
         """The Anthropic events inside the event-stream frames (``chunk.bytes``, base64).
+        ``relay`` is never set here: a body written for the Messages API is not sent to
+        InvokeModel as written.
 
         Raises:
             PolythinkError: an exception frame, mapped by its type; a frame that is not what
