@@ -57,7 +57,10 @@ class Simulator:
         ``vertex``'s for ``https://{host}/v1`` (polythink appends the project and location),
         ``azure``'s for the resource's ``/openai/v1`` (a dated ``api_version`` moves to the
         deployments API under ``/openai``)."""
-        if provider.startswith("azure"):
+        from polythink.providers import PROVIDERS
+
+        profile = PROVIDERS.get(provider)
+        if profile is not None and profile.cloud == "azure":
             return f"http://127.0.0.1:{self.port}/{provider}/openai/v1"
         return f"http://127.0.0.1:{self.port}/{provider}/v1"
 

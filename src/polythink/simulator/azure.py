@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from polythink.clouds import dated_api_version
+from polythink.providers import PROVIDERS
 from polythink.simulator import openai_chat, openai_responses
 from polythink.simulator.clouds import AZURE_API_KEY, AZURE_TOKEN_PREFIX, Relay
 from polythink.simulator.server import SimRequest, SimResponse
@@ -46,10 +47,12 @@ def _results(filtered: str | None = None) -> dict[str, Any]:
 
 
 def matches(path: str) -> bool:
-    """Whether ``path`` is an Azure OpenAI route (under a base URL named ``azure…``)."""
+    """Whether ``path`` is an Azure OpenAI route (under the base URL of an Azure profile)."""
     provider, _, rest = path.lstrip("/").partition("/")
+    profile = PROVIDERS.get(provider)
     return (
-        provider.startswith("azure")
+        profile is not None
+        and profile.cloud == "azure"
         and rest.startswith("openai/")
         and path.endswith(("/chat/completions", "/responses"))
     )
