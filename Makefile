@@ -1,4 +1,4 @@
-# Two entry points: `make demo` and `make test`. Each creates .venv and installs the
+# Two entry points: `make demo` and `make test` (`make docs` builds the documentation site). Each creates .venv and installs the
 # project with its dev extra the first time (or when pyproject.toml changes).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -23,8 +23,8 @@ bench: $(STAMP)
 	$(VENV)/bin/polythink bench --quick
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks docs
+	$(VENV)/bin/ruff format --check src tests benchmarks docs
 	$(VENV)/bin/mypy --strict src
 
 # The documentation site (mkdocs.yml, docs/): built offline into site/, warnings are errors.

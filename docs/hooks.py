@@ -194,6 +194,22 @@ def api_nav(pages: dict[str, list[str]]) -> list[dict[str, str]]:
     return [{api_title(slug).strip("`"): f"{API_DIR}/{slug}.md"} for slug in slugs]
 
 
+_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj):`(~?)([^`]+)`")
+
+
+def markdown_roles(text: str, documented: set[str]) -> str:
+    """``text`` with each Sphinx role of a docstring (``:class:`~polythink.Client```) as an
+    inline code span of the name it shows (the last dotted part after ``~``, else the whole
+    target), linked to its reference when the target is ``documented``."""
+
+    def replace(match: re.Match[str]) -> str:
+        short, target = match[1] == "~", match[2].strip()
+        shown = target.rsplit(".", 1)[-1] if short else target
+        return f"[`{shown}`][{target}]" if target in documented else f"`{shown}`"
+
+    return _ROLE.sub(replace, text)
+
+
 # ---------------------------------------------------------------------------- CLI
 
 
@@ -239,7 +255,7 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[str]:
         name = formatter._format_action_invocation(action)
         help_text = action.help or ""
         choices = [str(c) for c in action.choices or ()]
-        if choices and not all(c in help_text for c in choices):
+        if choices and action.metavar and not all(c in help_text for c in choices):
             help_text += " (one of " + ", ".join(f"`{c}`" for c in choices) + ")"
         default = action.default
         if isinstance(default, Path) and default.is_relative_to(ROOT):
@@ -332,9 +348,7 @@ def providers_page() -> str:
             if profile.serves in listed
             else f"`{profile.id}`"
         )
-        lines.append(
-            f"| {models} | {wire} | {fields} | `{profile.base_url}` | {keys} |"
-        )
+        lines.append(f"| {models} | {wire} | {fields} | `{profile.base_url}` | {keys} |")
     lines += [
         "",
         "`openai-responses` serves the `openai` models on the Responses API with the same key, "
@@ -411,7 +425,7 @@ def models_page(today: datetime.date | None = None) -> str:
         "reasons at a strength it picks, with no tiers to choose. A tier it lacks is mapped "
         "by the source's `effort_fallback` ([how](../guides/reasoning.md)).",
         "- **default**: what the model does when no reasoning field is sent.",
-        "- **off**: whether `reasoning_effort=\"none\"` can switch reasoning off.",
+        '- **off**: whether `reasoning_effort="none"` can switch reasoning off.',
         "- **checked**: the day the entry was last compared with its sources; the evidence "
         "under each table says where each fact comes from, with its date.",
         "",
@@ -425,8 +439,7 @@ def models_page(today: datetime.date | None = None) -> str:
         lines += [f"## {catalogue}", ""]
         if served:
             wires = ", ".join(
-                f"`{pid}` ({WIRES.get(PROVIDERS[pid].wire, PROVIDERS[pid].wire)})"
-                for pid in served
+                f"`{pid}` ({WIRES.get(PROVIDERS[pid].wire, PROVIDERS[pid].wire)})" for pid in served
             )
             lines += [f"Served by {wires}.", ""]
         if members:
@@ -454,7 +467,7 @@ def models_page(today: datetime.date | None = None) -> str:
         if rules:
             lines += [
                 f"Models of {catalogue} the registry does not list yet get their family's "
-                "rules (evidence \"inferred from family …\"), matched in order on the "
+                'rules (evidence "inferred from family …"), matched in order on the '
                 "normalised id:",
                 "",
                 "| family | matches | tiers | default | evidence |",
@@ -531,7 +544,9 @@ def error_tree() -> str:
     def walk(cls: type, depth: int) -> None:
         others = [b.__name__ for b in cls.__bases__ if b.__name__ not in names and b is not object]
         extra = f" (also a `{'`, `'.join(others)}`)" if others and depth else ""
-        lines.append(f"{'    ' * depth}- [`{cls.__name__}`][polythink.errors.{cls.__name__}]{extra}")
+        lines.append(
+            f"{'    ' * depth}- [`{cls.__name__}`][polythink.errors.{cls.__name__}]{extra}"
+        )
         for sub in classes:
             if cls in sub.__bases__ and _primary(sub, names) is cls:
                 walk(sub, depth + 1)

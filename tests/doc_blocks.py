@@ -85,7 +85,9 @@ def blocks(path: Path) -> list[Block]:
         end = i + 1
         while end < len(lines) and lines[end].strip() != "```":
             end += 1
-        body = [line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : end]]
+        body = [
+            line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : end]
+        ]
         found.append(
             Block(page, i + 1, match["lang"], match["info"].strip(), "\n".join(body) + "\n")
         )

@@ -4,11 +4,12 @@
 One mypy run covers every ``python`` block of the README that is a whole module (it begins
 with an import; shorter blocks continue an example above and are not programs on their
 own), every ``python`` block of ``docs/**/*.md`` (each a whole module, see
-``tests/doc_blocks.py``), plus a file of known misuses whose errors prove the stream events are typed per kind
-(not ``Any``) and ``Response.parsed`` is the ``response_format``'s model class, with correct
-uses that must pass (``StreamInterruptedError.partial`` is a ``Response``; ``parsed`` of the
-``done`` event is the model too; a dict format's ``parsed`` is ``Any``), and that the
-synchronous client and a middleware's ``call_next`` are typed as strictly as the async client.
+``tests/doc_blocks.py``), plus a file of known misuses whose errors prove the stream events
+are typed per kind (not ``Any``) and ``Response.parsed`` is the ``response_format``'s model
+class, with correct uses that must pass (``StreamInterruptedError.partial`` is a
+``Response``; ``parsed`` of the ``done`` event is the model too; a dict format's ``parsed``
+is ``Any``), and that the synchronous client and a middleware's ``call_next`` are typed as
+strictly as the async client.
 """
 
 from __future__ import annotations
