@@ -233,3 +233,14 @@ def test_every_nav_page_exists_or_is_generated() -> None:
     assert listed <= generated | written
     assert written <= listed
     assert not generated & written
+
+
+def test_the_changelog_leads_with_unreleased_then_this_version() -> None:
+    import tomllib
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    versions = re.findall(r"^## \[([^\]]+)\]", text, re.M)
+    assert versions[:2] == ["Unreleased", polythink.__version__]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["version"] == polythink.__version__
+    assert hooks.changelog_page() == text

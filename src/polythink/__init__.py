@@ -66,7 +66,7 @@ from polythink.types import (
 if TYPE_CHECKING:
     from polythink.sync import SyncClient
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "EFFORT_ORDER",
