@@ -28,10 +28,14 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy --strict src
 
 # The documentation site (mkdocs.yml, docs/): built offline into site/, warnings are errors.
-docs: $(STAMP)
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-docs-serve: $(STAMP)
-	$(VENV)/bin/python -m pip install --quiet -e '.[dev,docs]'
+docs-serve: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8000

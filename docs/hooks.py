@@ -52,7 +52,7 @@ API_PAGES: dict[str, tuple[str, str]] = {
     "polythink.reasoning.resolve": ("reasoning", "Reasoning and providers"),
     "polythink.providers": ("reasoning", "Reasoning and providers"),
     "polythink.errors": ("errors", "Errors"),
-    "polythink": ("package", "Package"),
+    "polythink": ("package", "Version"),
 }
 
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -383,14 +383,13 @@ def _lifecycle(cap: Any, today: datetime.date) -> str:
     state = status(cap, today)
     if state == "current":
         return "current"
-    parts = [state]
-    if cap.deprecated:
-        parts.append(f"deprecated {cap.deprecated}")
-    if cap.shutdown:
-        parts.append(f"shutdown {cap.shutdown}")
-    if cap.replacement:
-        parts.append(f"→ `{cap.replacement}`")
-    return ", ".join(parts)
+    if state == "retired":
+        text = f"retired {cap.shutdown}"
+    elif cap.shutdown:
+        text = f"deprecated, shuts down {cap.shutdown}"
+    else:
+        text = f"deprecated {cap.deprecated}"
+    return text + (f" → `{cap.replacement}`" if cap.replacement else "")
 
 
 def _switch_off(cap: Any) -> str:
@@ -400,7 +399,13 @@ def _switch_off(cap: Any) -> str:
 
 
 def _tokens(value: int | None) -> str:
-    return f"{value:,}" if value else ""
+    """``400,000`` as ``400K``, ``1,050,000`` as ``1.05M``: compact, and exact."""
+    if not value:
+        return ""
+    for size, unit in ((1_000_000, "M"), (1_000, "K")):
+        if value >= size and (value * 100) % size == 0:
+            return f"{value / size:g}{unit}"
+    return f"{value:,}"
 
 
 def models_page(today: datetime.date | None = None) -> str:
@@ -426,6 +431,8 @@ def models_page(today: datetime.date | None = None) -> str:
         "by the source's `effort_fallback` ([how](../guides/reasoning.md)).",
         "- **default**: what the model does when no reasoning field is sent.",
         '- **off**: whether `reasoning_effort="none"` can switch reasoning off.',
+        "- **context**, **output**: the context window and the most output tokens, where "
+        "documented (`K` = 1,000 tokens).",
         "- **checked**: the day the entry was last compared with its sources; the evidence "
         "under each table says where each fact comes from, with its date.",
         "",
@@ -443,20 +450,22 @@ def models_page(today: datetime.date | None = None) -> str:
             )
             lines += [f"Served by {wires}.", ""]
         if members:
+            styled = any(c.thinking for c in members)
             lines += [
-                "| model | tiers | default | off | style | context | max output | lifecycle "
-                "| checked |",
-                "|---|---|---|---|---|--:|--:|---|---|",
+                "| model | tiers | default | off |"
+                + (" style |" if styled else "")
+                + " context | output | lifecycle | checked |",
+                "|---|---|---|---|" + ("---|" if styled else "") + "--:|--:|---|---|",
             ]
             for cap in members:
                 name = f"`{cap.model}`"
                 if cap.aliases:
                     name += " (" + ", ".join(f"`{a}`" for a in cap.aliases) + ")"
                 default = cap.default_effort.value if cap.default_effort else ""
-                style = THINKING_STYLES.get(cap.thinking or "", "")
+                style = f" {THINKING_STYLES.get(cap.thinking or '', '')} |" if styled else ""
                 lines.append(
                     f"| {name} | {_tiers(cap.supported_efforts)} | {default} | "
-                    f"{_switch_off(cap)} | {style} | {_tokens(cap.context_window)} | "
+                    f"{_switch_off(cap)} |{style} {_tokens(cap.context_window)} | "
                     f"{_tokens(cap.max_output_tokens)} | {_lifecycle(cap, day)} | "
                     f"{cap.checked or ''} |"
                 )

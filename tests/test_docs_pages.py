@@ -148,17 +148,22 @@ def test_the_models_page_has_each_models_tiers_lifecycle_and_evidence() -> None:
         "minimal low medium high",
         "medium",
         "no",
-        "",
-        "400,000",
-        "128,000",
-        "deprecated, shutdown 2026-12-11, → `gpt-6.1-sol`",
+        "400K",
+        "128K",
+        "deprecated, shuts down 2026-12-11 → `gpt-6.1-sol`",
         "2026-12-01",
     ]
+    # Anthropic's table has a style column (manual budgets or adaptive thinking).
     (sonnet,) = _rows(page, "`claude-sonnet-5-5`")
-    assert sonnet[1:4] == ["low medium high xhigh max", "high", "no"]
-    assert "current" in sonnet[7]
+    assert sonnet[1:5] == [
+        "low medium high xhigh max",
+        "high",
+        "no",
+        "adaptive + `output_config.effort`",
+    ]
+    assert sonnet[7] == "current"
     later = hooks.models_page(today=datetime.date(2026, 12, 11))
-    assert _rows(later, "`gpt-5`")[0][7] == "retired, shutdown 2026-12-11, → `gpt-6.1-sol`"
+    assert _rows(later, "`gpt-5`")[0][6] == "retired 2026-12-11 → `gpt-6.1-sol`"
     assert "| GPT-6.2 | `^gpt-6-2-` | low medium high xhigh max | medium |" in page
     assert "## openai\n\nServed by `openai` (OpenAI Chat Completions), `openai-responses`" in page
 
