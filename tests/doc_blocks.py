@@ -107,6 +107,21 @@ def doc_blocks() -> tuple[Block, ...]:
     return tuple(block for page in doc_pages() for block in blocks(page))
 
 
+def block_with(marker: str, lang: str = "python") -> str:
+    """The one ``lang`` block holding ``marker``: the README's if it has one, else the
+    documentation's, so a README example keeps its test when it moves into the docs.
+
+    Raises:
+        AssertionError: no block, or more than one in the README or in the docs, holds it.
+    """
+    for found in (blocks(README), doc_blocks()):
+        matching = [b for b in found if b.lang == lang and marker in b.code]
+        if matching:
+            assert len(matching) == 1, f"{marker!r} is in {[b.id for b in matching]}"
+            return matching[0].code
+    raise AssertionError(f"no {lang} block of the README or the docs holds {marker!r}")
+
+
 def programs() -> list[tuple[Block, Block | None]]:
     """Each program of the documentation with the output block that follows it, if any."""
     found = []

@@ -95,15 +95,16 @@ def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
 def test_the_cli_page_has_every_command_and_option_of_the_parser() -> None:
     page = hooks.cli_page()
     parsers = _parsers(build_parser())
-    assert [p.prog for p in parsers] == [
-        "polythink",
+    progs = [p.prog for p in parsers]
+    # Every command of today's parser (a command added later is checked the same way).
+    assert {
         "polythink demo",
         "polythink resolve",
         "polythink models",
         "polythink models forget",
         "polythink models import",
         "polythink simulate",
-    ]
+    } <= set(progs)
     for parser in parsers[1:]:
         assert f"## `{parser.prog}`" in page or f"### `{parser.prog}`" in page
         for action in parser._actions:

@@ -35,11 +35,9 @@ from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import Fault, FaultPlan
 from tests import doc_blocks
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-
 
 def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    block = doc_blocks.block_with("[thinking]              # default for sources", "toml")
     path = tmp_path / "polythink.toml"
     path.write_text(block, encoding="utf-8")
     first, second = sources_from_toml(path)
@@ -59,8 +57,7 @@ def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("cut", [False, True])
 async def test_the_readme_conversation_example_runs(tmp_path: Path, cut: bool) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (example,) = [b for b in blocks if "async def session" in b]
+    example = doc_blocks.block_with("async def session")
     namespace: dict[str, object] = {}
     exec(compile(example, "README.md", "exec"), namespace)
     session = namespace["session"]
@@ -84,10 +81,8 @@ async def test_the_readme_conversation_example_runs(tmp_path: Path, cut: bool) -
 
 
 def readme_block(marker: str) -> str:
-    """The one ``python`` block of the README that contains ``marker``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (block,) = [b for b in blocks if marker in b]
-    return block
+    """The one ``python`` block that contains ``marker``: the README's, else the docs'."""
+    return doc_blocks.block_with(marker)
 
 
 class Attempts(Passthrough):
@@ -187,8 +182,7 @@ async def test_the_readme_budget_example_runs() -> None:
     from polythink import Budget, BudgetExceededError
     from polythink.backends.local import LocalBudgets
 
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (example,) = [b for b in blocks if "BUDGETS = [" in b]
+    example = doc_blocks.block_with("BUDGETS = [")
     namespace: dict[str, object] = {}
     exec(compile(example, "README.md", "exec"), namespace)
     ask = namespace["ask"]

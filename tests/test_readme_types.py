@@ -87,8 +87,8 @@ def sync_structured(client: SyncClient) -> str:
 def test_the_readme_python_blocks_pass_mypy_strict(tmp_path: Path) -> None:
     found = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     blocks = [block for block in found if block.startswith(("import ", "from "))]
+    # The README's quick start streams; the rest of the examples may live in the docs.
     assert any("async for event in client.stream(" in block for block in blocks)
-    assert len(blocks) >= 2
     for i, block in enumerate(blocks):
         (tmp_path / f"readme_{i}.py").write_text(block, encoding="utf-8")
     pages = [b for b in doc_blocks.doc_blocks() if b.lang == "python"]
