@@ -197,16 +197,22 @@ def api_nav(pages: dict[str, list[str]]) -> list[dict[str, str]]:
 _ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj):`(~?)([^`]+)`")
 
 
+_LITERAL = re.compile(r"(\S)( ?)::\n(?=\n)")
+
+
 def markdown_roles(text: str, documented: set[str]) -> str:
     """``text`` with each Sphinx role of a docstring (``:class:`~polythink.Client```) as an
     inline code span of the name it shows (the last dotted part after ``~``, else the whole
-    target), linked to its reference when the target is ``documented``."""
+    target), linked to its reference when the target is ``documented``; and a paragraph
+    ending in reStructuredText's ``::`` (an indented literal block follows, which Markdown
+    shows as code too) ending in ``:``."""
 
     def replace(match: re.Match[str]) -> str:
         short, target = match[1] == "~", match[2].strip()
         shown = target.rsplit(".", 1)[-1] if short else target
         return f"[`{shown}`][{target}]" if target in documented else f"`{shown}`"
 
+    text = _LITERAL.sub(lambda m: f"{m[1]}{'' if m[2] else ':'}\n", text)
     return _ROLE.sub(replace, text)
 
 

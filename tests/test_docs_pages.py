@@ -229,6 +229,10 @@ def test_docstring_roles_become_code_and_links() -> None:
         "[`polythink.errors.AuthError`][polythink.errors.AuthError] (see "
         "`polythink.backends.share`)."
     )
+    literal = "Shape::\n\n    [thinking]\n\nthen ::\n\n    x = 1\n"
+    assert hooks.markdown_roles(literal, documented) == (
+        "Shape:\n\n    [thinking]\n\nthen\n\n    x = 1\n"
+    )
 
 
 def test_every_nav_page_exists_or_is_generated() -> None:
