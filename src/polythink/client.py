@@ -596,7 +596,9 @@ class Client:
             stacks.append(compose(self._source_layers(i), transport))
         names = [f"{source.provider} {source.model}" for source in self.sources]
         windows = [
-            cap.context_window if (cap := get_capability(source.model)) is not None else None
+            cap.context_window
+            if (cap := get_capability(source.model, source.provider)) is not None
+            else None
             for source in self.sources
         ]
         self._chain = compose(

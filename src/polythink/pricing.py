@@ -18,10 +18,12 @@ Facts used (``genai-prices`` 0.2.3, read from its code 2026-12-01):
   ``cache_write_mtok``);
 - ``requests_kcount`` is a fee per thousand requests (one per call).
 
-The model -> price lookup walks the table (tens of microseconds to milliseconds); it is done
-once per (provider, model) and kept. Pricing one call is then a few ``Decimal``
-multiplications. A model whose price depends on the time of day (DeepSeek's off-peak hours)
-or on a service tier keeps its lookup and picks the price for each call's time.
+A model id in a cloud's form (a Bedrock inference profile, an ARN) that the table does not
+know is priced as the native model it names. The model -> price lookup walks the table (tens
+of microseconds to milliseconds); it is done once per (provider, model) and kept. Pricing one
+call is then a few ``Decimal`` multiplications. A model whose price depends on the time of
+day (DeepSeek's off-peak hours) or on a service tier keeps its lookup and picks the price for
+each call's time.
 
 OpenRouter reports what it billed in ``usage.cost`` with ``usage.cost_details``
 (``upstream_inference_prompt_cost`` / ``_completions_cost`` on Chat Completions,
@@ -40,6 +42,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeGuard
 
+from polythink.reasoning.ids import parse_model_id
 from polythink.types import Cost, Usage
 
 __all__ = [
@@ -178,14 +181,16 @@ class _Table:
             return self.lookups[key]
         from genai_prices import data_snapshot
 
-        found: _Entry | None
-        try:
-            _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider, None)
-        except LookupError:
-            found = None
-        else:
+        snapshot = data_snapshot.get_snapshot()
+        found: _Entry | None = None
+        for name in _names(model):
+            try:
+                _, info = snapshot.find_provider_model(name, None, provider, None)
+            except LookupError:
+                continue
             plain = isinstance(info.prices, self.model_price)
             found = _Entry(info, _Rates.of(info.prices) if plain else None)
+            break
         if len(self.lookups) >= _LOOKUP_LIMIT:
             self.lookups.clear()
         self.lookups[key] = found
@@ -193,6 +198,17 @@ class _Table:
 
 
 _table = _Table()
+
+
+def _names(model: str) -> tuple[str, ...]:
+    """The names a price is looked up by: the model as given, then the native id it names
+    (:func:`polythink.reasoning.ids.parse_model_id`: a Bedrock ``us.anthropic.…-v1:0`` id or
+    an ARN is priced as the Anthropic model). A fine-tune is never priced as its base model
+    (fine-tuned models have prices of their own), nor an id that names no model."""
+    parsed = parse_model_id(None, model)
+    if not parsed.inferable or parsed.fine_tune is not None or parsed.model == model:
+        return (model,)
+    return (model, parsed.model)
 
 
 def price_table_version() -> str | None:

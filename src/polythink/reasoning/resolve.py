@@ -160,7 +160,7 @@ def resolve(
             provider=profile.id,
             error_type="reasoning_unsupported",
         )
-    cap = get_capability(model) if capability is _UNSET else capability
+    cap = get_capability(model, profile.id) if capability is _UNSET else capability
     if cap is None:
         payload, applied, budget = _BUILDERS[wire](requested, None, profile, max_tokens)
         warning = (

@@ -1112,7 +1112,7 @@ class AnthropicTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/messages"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
+        capability = get_capability(self.source.model, self.source.provider)
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS

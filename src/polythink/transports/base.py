@@ -196,7 +196,8 @@ class HTTPTransport:
         self.client = client
         self._secrets = (api_key, *source.secrets())
         self._logged_drops: set[str] = set()
-        capability = get_capability(source.model) if profile.strict_sampling else None
+        strict = profile.strict_sampling
+        capability = get_capability(source.model, source.provider) if strict else None
         self._sampling = capability.sampling if capability is not None else "any"
         self._capability_for_cache = capability if "key" in profile.prompt_cache else None
         self._reasons_by_default = capability is not None and capability.default_reasons
@@ -527,7 +528,7 @@ class HTTPTransport:
         :class:`~polythink.errors.ModelNotFoundError`; return ``error``."""
         if isinstance(error, ModelNotFoundError) and error.model is None:
             error.model = self.source.model
-            capability = get_capability(self.source.model)
+            capability = get_capability(self.source.model, self.source.provider)
             if capability is not None and capability.replacement:
                 error.replacement = capability.replacement
                 error.message = (

@@ -1157,7 +1157,7 @@ class OpenAIChatTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
-        self._capability = get_capability(self.source.model)
+        self._capability = get_capability(self.source.model, self.source.provider)
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:

@@ -870,7 +870,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/responses"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
+        capability = get_capability(self.source.model, self.source.provider)
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
