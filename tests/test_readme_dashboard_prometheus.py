@@ -33,7 +33,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
 
 def readme_commands() -> dict[str, list[str]]:
     """The sh block of the dashboard section: its commands by program, comments dropped."""
-    block = doc_blocks.block_with("--metrics-port", "sh")
+    block = doc_blocks.block_with("--config.file=dashboards/prometheus.yml", "sh")
     commands = {}
     for line in block.splitlines():
         words = shlex.split(line, comments=True)
