@@ -47,6 +47,7 @@ API_PAGES: dict[str, tuple[str, str]] = {
     "polythink.structured": ("types", "Messages, requests and responses"),
     "polythink.conversation": ("conversations", "Conversations"),
     "polythink.budgets": ("budgets", "Budgets"),
+    "polythink.batch": ("batch", "Batches"),
     "polythink.middleware.base": ("middleware", "Middleware"),
     "polythink.reasoning.capabilities": ("reasoning", "Reasoning and providers"),
     "polythink.reasoning.resolve": ("reasoning", "Reasoning and providers"),
