@@ -78,7 +78,7 @@ from polythink.reasoning.lifecycle import status as lifecycle_status
 from polythink.transports import transport_class
 from polythink.types import EFFORT_ORDER, Effort, Message, Response, Tool
 
-__all__ = ["DEMO_CALLS", "DemoCall", "DemoMode", "main"]
+__all__ = ["DEMO_CALLS", "DemoCall", "DemoMode", "build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -592,6 +592,16 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "serve": serve,
         "bench": bench,
     }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``polythink`` argument parser, every command and option with its help.
+
+    The documentation's command-line reference is rendered from it at build time, so the
+    page cannot drift from what the command accepts. ``bench`` hands its arguments to the
+    benchmark suite's own parser (``benchmarks/run.py``) and has none of its own here.
+    """
+    return _parser()[0]
 
 
 def _benchmarks_root() -> Path | None:
