@@ -67,12 +67,13 @@ from rich.text import Text
 from polythink import __version__
 from polythink.backends.local import LocalBudgets
 from polythink.budgets import Budget, nanos
-from polythink.capability_store import CapabilityStore, open_store
+from polythink.capability_store import CapabilityStore, open_store, resolve_known
 from polythink.client import Client
 from polythink.config import Source
 from polythink.errors import BudgetExceededError, PolythinkError
 from polythink.providers import PROVIDERS, get_provider
 from polythink.reasoning import POLICIES, Capability, all_capabilities, get_capability
+from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.lifecycle import status as lifecycle_status
 from polythink.transports import transport_class
 from polythink.types import EFFORT_ORDER, Effort, Message, Response, Tool
@@ -652,32 +653,44 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    retired: str | None = None
     try:
         # The lookup a Client makes: observed > documented > imported > inferred.
         store = open_store(args.store)
-        resolution = store.resolve(
+        profile = get_provider(args.provider)
+        known = store.lookup(profile.id, args.model, args.base_url)
+        # A retired model is named as the client names it on its first call, whatever form
+        # of its id was given (a Bedrock, Vertex or dated id finds the same entry).
+        retired = served_lifecycle_note(args.model, known.capability, store.today(), profile.serves)
+        resolution = resolve_known(
             args.effort,
-            provider=args.provider,
+            provider=profile,
             model=args.model,
+            known=known,
             policy=args.policy,
             max_tokens=args.max_tokens,
-            endpoint=args.base_url,
         )
     except ValueError as exc:
         if args.json:
             error = {"type": type(exc).__name__, "message": _message(exc)}
-            print(json.dumps({"error": error}, ensure_ascii=False))
+            out: dict[str, Any] = {"error": error}
+            if retired is not None:
+                out["warnings"] = [retired]
+            print(json.dumps(out, ensure_ascii=False))
         else:
+            if retired is not None:
+                print(f"warning    {retired}", file=sys.stderr)
             print(f"polythink resolve: {type(exc).__name__}: {_message(exc)}", file=sys.stderr)
         return EXIT_FAILED
     requested = resolution.requested_effort
     applied = resolution.applied_effort
+    warnings = [*([retired] if retired is not None else []), *resolution.warnings]
     if args.json:
         result = {
             "requested_effort": requested.value if requested else None,
             "applied_effort": applied.value if applied else None,
             "payload": resolution.payload,
-            "warnings": list(resolution.warnings),
+            "warnings": warnings,
         }
         print(json.dumps(result, ensure_ascii=False))
         return EXIT_OK
@@ -686,7 +699,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     print(f"payload    {json.dumps(resolution.payload, ensure_ascii=False)}")
     if resolution.budget_tokens is not None:
         print(f"budget     {resolution.budget_tokens} tokens")
-    for warning in resolution.warnings:
+    for warning in warnings:
         print(f"warning    {warning}")
     return EXIT_OK
 

@@ -56,7 +56,7 @@ from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
-from polythink.reasoning.lifecycle import lifecycle_note
+from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
 from polythink.types import (
     Effort,
@@ -121,12 +121,8 @@ class ReasoningMiddleware:
         self._memo: dict[tuple[Effort | None, int | None], Resolution] = {}
         self._settled: set[Effort] = set()
         self._probes: dict[Effort, anyio.Event] = {}
-        served = known.capability is not None and known.capability.provider in (
-            None,
-            profile.serves,
-        )
-        self._retired: str | None = (
-            lifecycle_note(source.model, known.capability, self.store.today()) if served else None
+        self._retired = served_lifecycle_note(
+            source.model, known.capability, self.store.today(), profile.serves
         )
         if source.effort is not None:
             try:
