@@ -40,6 +40,7 @@ from polythink.errors import (
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.parameters import parameter_conflicts, parameter_rules
 from polythink.reasoning.resolve import responses_route
 from polythink.transports.base import (
     DONE,
@@ -1158,6 +1159,30 @@ class OpenAIChatTransport(HTTPTransport):
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
         self._capability = get_capability(self.source.model, self.source.provider)
+        self._parameter_rules = parameter_rules(self.profile.id, self.source.model)
+
+    def _parameter_notes(self, body: dict[str, Any]) -> list[str]:
+        """Apply the model's parameter rules at this endpoint (:mod:`polythink.reasoning.
+        parameters`: Kimi's fixed sampling values, xAI's refused ``stop``, DashScope's JSON mode
+        while thinking) to the built body: refused before sending, or dropped with a warning
+        under ``drop_params``. Whether the call thinks is read from the body's switch, else
+        the model's default (the registry's, else the rule's).
+
+        Raises:
+            ThinkingUnsupportedError: a parameter a rule forbids while ``drop_params`` is off.
+        """
+        rules = self._parameter_rules
+        if not rules:
+            return []
+        thinking = thinking_in_body(body, self.profile.reasoning_wire)
+        if thinking is None:
+            cap = self._capability
+            if cap is not None and cap.default_effort is not None:
+                thinking = cap.default_reasons or not cap.can_disable
+            else:
+                thinking = any(rule.default_thinking for rule in rules)
+        conflicts = parameter_conflicts(rules, body, thinking)
+        return self.refuse_or_drop(body, conflicts, "at this endpoint", "parameter_conflict")
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:
@@ -1282,6 +1307,7 @@ class OpenAIChatTransport(HTTPTransport):
         notes += self.sampling_notes(body, request)
         notes += self.prompt_cache_notes(body, request)
         notes += self._tool_choice_notes(body)
+        notes += self._parameter_notes(body)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
@@ -1314,6 +1340,7 @@ class OpenAIChatTransport(HTTPTransport):
             notes += self.sampling_notes(body, request)
             notes += self.prompt_cache_notes(body, request)
             notes += self._tool_choice_notes(body)
+            notes += self._parameter_notes(body)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
                 async with aclosing(self.json_events(response)) as events:
