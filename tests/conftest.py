@@ -89,9 +89,13 @@ def instant_retry_backoff(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
 @pytest.fixture(autouse=True)
 def private_capability_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the per-user capability store at a file of this test's own temporary directory,
-    so no test reads or writes the real user cache directory."""
+    so no test reads or writes the real user cache directory, and keep the daily catalogue
+    refresh off."""
     path = tmp_path / "capabilities.json"
     monkeypatch.setenv("POLYTHINK_CAPABILITIES", str(path))
+    # No test fetches the model catalogues from the network (tests/test_refresh.py serves
+    # them on loopback and turns the refresh on itself).
+    monkeypatch.setenv("POLYTHINK_REFRESH", "off")
     return path
 
 

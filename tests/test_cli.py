@@ -480,7 +480,7 @@ ACCEPTED_EFFORTS = (
             ["models", "--frob"],
             "polythink models: error: unrecognized arguments: --frob; accepted options: --help, "
             "--provider, --evidence, --json, --base-url, --store, --learned, --levels, "
-            "--retired, --stale, --older-than",
+            "--retired, --refresh, --stale, --older-than",
         ),
         (
             ["simulate", "--port", "70000"],
