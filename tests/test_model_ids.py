@@ -7,6 +7,9 @@ finds. Forms read by their shape alone (``provider=None``) are also read with th
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import genai_prices
 import pytest
 
@@ -344,3 +347,13 @@ def test_a_bedrock_id_is_priced_as_the_model_it_names() -> None:
     )
     assert bedrock is not None
     assert bedrock.total == float(native.total_price) == 0.006
+
+
+def test_the_readme_id_example_runs() -> None:
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    (block,) = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+        if "base_model_id" in b
+    ]
+    exec(compile(block, "README.md", "exec"), {})
