@@ -628,8 +628,8 @@ def test_responses_wire(model: str, tier: str, applied: str, payload: dict[str, 
     ],
 )
 def test_vllm_wire_for_an_unregistered_model(tier: str, payload: dict[str, Any]) -> None:
-    result = resolve(tier, provider="vllm", model="Qwen/Qwen3-8B-local")
+    result = resolve(tier, provider="vllm", model="acme/local-model-7b")
     assert result.applied_effort == Effort(tier)
     assert dict(result.payload) == payload
     assert len(result.warnings) == 1
-    assert "'Qwen/Qwen3-8B-local' is not in the capability registry" in result.warnings[0]
+    assert "'acme/local-model-7b' is not in the capability registry" in result.warnings[0]
