@@ -255,12 +255,17 @@ def test_a_local_catalogue_file_refreshes_too(tmp_path: Path) -> None:
     assert report.sources[1].message.startswith(f"OpenRouter /models from file://{missing} failed")
 
 
-def test_the_client_refreshes_at_most_once_a_day_without_waiting(
-    tmp_path: Path, catalogues: Catalogues, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _refresh_on(monkeypatch: pytest.MonkeyPatch, catalogues: Catalogues) -> None:
+    """Turn the automatic refresh on, pointed at the loopback catalogues."""
     monkeypatch.setenv("POLYTHINK_REFRESH", "on")
     monkeypatch.setenv("POLYTHINK_LITELLM_URL", catalogues.urls["litellm"])
     monkeypatch.setenv("POLYTHINK_OPENROUTER_URL", catalogues.urls["openrouter"])
+
+
+def test_the_client_refreshes_at_most_once_a_day_without_waiting(
+    tmp_path: Path, catalogues: Catalogues, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _refresh_on(monkeypatch, catalogues)
     catalogues.hold.clear()  # the server answers only when released
     store = CapabilityStore(tmp_path / "capabilities.json")
     Client([Source("openai", "gpt-5.5", api_key=KEY)], capabilities_store=store)
@@ -280,9 +285,7 @@ def test_the_client_refreshes_at_most_once_a_day_without_waiting(
 def test_the_daily_schedule_follows_the_recorded_attempt(
     tmp_path: Path, catalogues: Catalogues, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("POLYTHINK_REFRESH", "on")
-    monkeypatch.setenv("POLYTHINK_LITELLM_URL", catalogues.urls["litellm"])
-    monkeypatch.setenv("POLYTHINK_OPENROUTER_URL", catalogues.urls["openrouter"])
+    _refresh_on(monkeypatch, catalogues)
     store = CapabilityStore(tmp_path / "capabilities.json")
     first = schedule_refresh(store, clock=lambda: DAY)
     assert first is not None

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from polythink.catalogues import Catalogue
+from polythink.catalogues import Catalogue, CatalogueEntry
 from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import (
     Capability,
@@ -319,7 +319,7 @@ class CapabilityStore:
         if shipped is not None and _shipped_origin(shipped) == "documented":
             return Known(shipped, "documented", evidence=shipped.evidence)
         keys = lookup_keys(provider, model)
-        imported = next(
+        imported: StoredEntry | CatalogueEntry | None = next(
             (
                 found
                 for key in ((name, *keys) if keys else ())
@@ -327,22 +327,14 @@ class CapabilityStore:
             ),
             None,
         )
+        if imported is None and keys and self.catalogue is not None:
+            imported = self.catalogue.find(provider, model)
         if imported is not None:
             return Known(
                 imported.capability,
                 "imported",
                 imported.capability is not None,
                 imported.evidence,
-            )
-        refreshed = (
-            self.catalogue.find(provider, model) if keys and self.catalogue is not None else None
-        )
-        if refreshed is not None:
-            return Known(
-                refreshed.capability,
-                "imported",
-                refreshed.capability is not None,
-                refreshed.evidence,
             )
         if shipped is not None:
             return Known(shipped, "inferred", evidence=shipped.evidence)
