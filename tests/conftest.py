@@ -31,6 +31,10 @@ respx.mocks.DEFAULT_MOCKER = "httpx"
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 
+# No test, fixture of any scope or subprocess fetches the model catalogues from the network
+# (tests/test_refresh.py serves them on loopback and turns the refresh on itself).
+os.environ["POLYTHINK_REFRESH"] = "off"
+
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
 SPECS = ROOT.parent / "shared" / "wire" / "specs"
@@ -89,13 +93,9 @@ def instant_retry_backoff(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
 @pytest.fixture(autouse=True)
 def private_capability_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the per-user capability store at a file of this test's own temporary directory,
-    so no test reads or writes the real user cache directory, and keep the daily catalogue
-    refresh off."""
+    so no test reads or writes the real user cache directory."""
     path = tmp_path / "capabilities.json"
     monkeypatch.setenv("POLYTHINK_CAPABILITIES", str(path))
-    # No test fetches the model catalogues from the network (tests/test_refresh.py serves
-    # them on loopback and turns the refresh on itself).
-    monkeypatch.setenv("POLYTHINK_REFRESH", "off")
     return path
 
 
