@@ -44,6 +44,7 @@ _SAMPLING_RULES = ("any", "without_reasoning", "one_of", "never")
 _CHAT_TOOLS = ("any", "without_reasoning", "never")
 _RETENTIONS = ("in_memory", "24h")
 _REASONING_MODES = ("standard", "pro")
+_SERVICE_TIERS = ("flex", "standard", "priority")
 _DATES = ("deprecated", "shutdown", "checked")
 
 
@@ -99,12 +100,16 @@ class Capability:
         prompt_cache_options: OpenAI takes ``prompt_cache_options`` (gpt-5.6 and later).
         reasoning_modes: the Responses ``reasoning.mode`` values the model takes
             (``standard``, ``pro``: GPT-5.6 and later); empty = none.
+        service_tiers: the service tiers the provider serves the model at (``flex``,
+            ``standard``, ``priority``) where known; empty = every tier the provider offers
+            (its :class:`~polythink.providers.TierWire`). A provider's refusal of a tier for a
+            model is learned into it, per endpoint.
 
     Raises:
         ValueError: at construction, for an empty or duplicated ``supported_efforts``, an
             unknown tier, thinking style, thinking display, sampling rule, tools rule,
-            retention or reasoning mode, a date that is not ``YYYY-MM-DD``, or a budget range
-            with ``min > max``.
+            retention, reasoning mode or service tier, a date that is not ``YYYY-MM-DD``, or
+            a budget range with ``min > max``.
     """
 
     model: str
@@ -131,6 +136,7 @@ class Capability:
     prompt_cache_retention: tuple[str, ...] = ()
     prompt_cache_options: bool = False
     reasoning_modes: tuple[str, ...] = ()
+    service_tiers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.supported_efforts, str):
@@ -171,6 +177,7 @@ class Capability:
         for name, accepted in (
             ("prompt_cache_retention", _RETENTIONS),
             ("reasoning_modes", _REASONING_MODES),
+            ("service_tiers", _SERVICE_TIERS),
         ):
             values = tuple(getattr(self, name))
             object.__setattr__(self, name, values)

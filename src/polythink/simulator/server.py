@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 WIRE_MODULES: tuple[str, ...] = (
+    "polythink.simulator.batches",
     "polythink.simulator.openai_chat",
     "polythink.simulator.openai_responses",
     "polythink.simulator.anthropic",
@@ -54,6 +55,7 @@ _REASONS = {
     413: "Payload Too Large",
     422: "Unprocessable Entity",
     429: "Too Many Requests",
+    498: "Capacity Exceeded",
     500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
@@ -93,6 +95,18 @@ class Settings:
             Anthropic, Gemini without a replacement; Groq "decommissioned"), or, on Gemini, by
             its replacement, whose id the answer's ``modelVersion`` carries (CURRENT.md §3.2).
             A model given in ``capabilities`` is played as given, never retired.
+        no_capacity: service tiers (``flex``, ``priority`` …) answered "no capacity" in the
+            provider's shape (header ``x-sim-no-capacity``, comma-separated, overrides it);
+            see ``tiers.py``.
+        service_tiers: model -> the service tiers the simulated provider serves it at
+            (others are refused where the provider's row says it refuses them, else served
+            at ``standard``); a model not listed takes every tier its provider offers.
+        batch_clock: the clock batches live on (Unix seconds; ``time.time``): a test moves a
+            clock of its own to run a batch's day in a moment (see ``batches.py``).
+        batch_timing: the seconds of a batch's phases on that clock
+            (:class:`~polythink.simulator.batches.BatchTiming`; ``None``: its defaults).
+        batch_store: what the simulated batch APIs hold (files, batches, answers); made on
+            first use.
     """
 
     latency: float = 0.0
@@ -103,6 +117,11 @@ class Settings:
     capabilities: dict[str, Any] = field(default_factory=dict)
     structured_output: str = "valid"
     today: str | None = None
+    no_capacity: tuple[str, ...] = ()
+    service_tiers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    batch_clock: Callable[[], float] = time.time
+    batch_timing: Any = None
+    batch_store: Any = field(default=None, repr=False)
 
 
 @dataclass

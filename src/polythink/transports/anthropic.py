@@ -36,7 +36,7 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -63,6 +63,7 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
 from polythink.types import (
     Effort,
@@ -720,6 +721,7 @@ def _response(
     finish: str | None = None,
     refusal: str | None = None,
     answered_by_tool: bool = False,
+    raw_usage: Any = None,
 ) -> Response:
     mapped = map_finish(raw_finish, ANTHROPIC, provider=profile.id, has_tool_calls=bool(calls))
     reason = mapped.reason
@@ -752,6 +754,10 @@ def _response(
         native_finish_reason=mapped.native,
         warnings=[mapped.note] if mapped.note else None,
         refusal=refusal,
+        service_tier=served_tier(
+            profile.service_tiers,
+            raw_usage.get("service_tier") if isinstance(raw_usage, Mapping) else None,
+        ),
     )
 
 
@@ -842,6 +848,7 @@ def parse_message(
         source_index=source_index,
         refusal=_refusal(data),
         answered_by_tool=bool(answers),
+        raw_usage=data.get("usage"),
     )
 
 
@@ -1082,6 +1089,7 @@ class AnthropicStreamAssembler:
             finish=finish,
             refusal=_refusal({"stop_reason": self.raw_finish, "stop_details": self.stop_details}),
             answered_by_tool=any(b.output for b in ordered),
+            raw_usage=self.raw_usage,
         )
 
 
@@ -1112,7 +1120,7 @@ class AnthropicTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/messages"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model, self.source.provider)
+        capability = self.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
@@ -1138,7 +1146,15 @@ class AnthropicTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool, str | None]:
         """Build the body, apply the thinking rules; return it with notes for the response,
         whether thinking was switched off for this call, and the output tool's name when
-        the answer comes through the forced-tool fallback."""
+        the answer comes through the forced-tool fallback.
+
+        A call carrying a Messages body of its own (``Request.native``) sends it as written
+        (:func:`~polythink.transports.native.native_body`): the rules above are the API's
+        to apply, with its own error, which the caller gets as the API wrote it.
+        """
+        written = written_body(self, request)
+        if written is not None:
+            return written[0], written[1], False, None
         try:
             output = output_plan(
                 request, model=self.source.model, profile=self.profile, source_index=self.index
@@ -1260,6 +1276,29 @@ class AnthropicTransport(HTTPTransport):
             applied_effort=Effort.NONE if switched_off else response.applied_effort,
         )
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Messages body a batch request carries as its ``params`` (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`); the hints name the
+        output tool of the structured-output fallback and whether thinking was switched
+        off."""
+        body, notes, switched_off, tool = self._prepare(request.with_(stream=False))
+        return body, notes, {"output_tool": tool, "switched_off": switched_off}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Messages answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and data.get("type") == "error":
+            raise self.in_band_error(data)
+        tool = hints.get("output_tool")
+        response = parse_message(
+            data,
+            profile=self.profile,
+            source_index=self.index,
+            model=self.source.model,
+            output_tool=tool if isinstance(tool, str) else None,
+        )
+        return self._noted(response, notes, None, bool(hints.get("switched_off")))
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 
@@ -1301,13 +1340,14 @@ class AnthropicTransport(HTTPTransport):
         if not request.stream:
             request = request.with_(stream=True)
         body, notes, switched_off, tool = self._prepare(request)
+        relay = self.relay(request)
         assembler = AnthropicStreamAssembler(
             self.profile, self.index, self.source.model, output_tool=tool
         )
         try:
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for _, event in events:
                         if event is DONE:
                             break
@@ -1320,7 +1360,7 @@ class AnthropicTransport(HTTPTransport):
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         done = self._noted(assembler.response(), notes, rate_limit, switched_off)

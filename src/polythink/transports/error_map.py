@@ -25,6 +25,7 @@ from polythink.errors import (
     ThinkingUnsupportedError,
     TransientError,
     holds_secret,
+    recast,
     redact,
 )
 from polythink.transports.headers import (
@@ -503,21 +504,7 @@ def context_window_error(error: PolythinkError) -> PolythinkError:
         )
     if not found:
         return error
-    mapped = ContextWindowExceededError(
-        error.message,
-        limit=limit,
-        requested=requested,
-        provider=error.provider,
-        source_index=error.source_index,
-        status_code=error.status_code,
-        error_type=error.error_type,
-        request_id=error.request_id,
-        retry_after=error.retry_after,
-        should_retry=error.should_retry,
-        body=error.body,
-    )
-    mapped.rate_limit = error.rate_limit
-    return mapped
+    return recast(error, ContextWindowExceededError, limit=limit, requested=requested)
 
 
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
