@@ -391,6 +391,7 @@ class Client:
         from polythink.middleware.cost import CostMiddleware
         from polythink.middleware.retry import RetryMiddleware
         from polythink.middleware.telemetry import TelemetryMiddleware
+        from polythink.refresh import schedule_refresh
 
         check_http_layer(http)
         if isinstance(sources, Source):
@@ -404,6 +405,8 @@ class Client:
         self.sources = sources
         self.cache = cache
         self.capabilities = open_store(capabilities_store)
+        # At most once a day, in a daemon thread: never on the path of a call.
+        schedule_refresh(self.capabilities)
         self.limits = limits
         shared = _shared_limits(limits)
         self._shared = shared
