@@ -22,6 +22,7 @@ from polythink.errors import (
     CapacityUnavailableError,
     ClientClosedError,
     ClientLoopError,
+    ContentFilterError,
     ContentUnsupportedError,
     ContextWindowExceededError,
     MiddlewareError,
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     from polythink.batch import BatchJob, BatchStatus
     from polythink.sync import SyncClient
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "EFFORT_ORDER",
@@ -92,6 +93,7 @@ __all__ = [
     "ClientClosedError",
     "ClientLoopError",
     "CompleteNext",
+    "ContentFilterError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
     "Cost",

@@ -21,12 +21,14 @@ import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import httpx
 import orjson
 
+from polythink.auth import cloud_auth
+from polythink.clouds import azure_url
 from polythink.config import Source, check_headers
 from polythink.errors import (
     ContentUnsupportedError,
@@ -42,7 +44,6 @@ from polythink.errors import (
 )
 from polythink.http import running_asyncio_loop
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.tiers import capacity_error, served_tier
 from polythink.transports.carry import ttl_notes
 from polythink.transports.error_map import (
@@ -78,6 +79,7 @@ __all__ = [
     "LIST_HEADERS",
     "NOT_WHOLE",
     "SHAPE_ERRORS",
+    "FrameDecoder",
     "HTTPTransport",
     "PartTypes",
     "answer_events",
@@ -266,6 +268,18 @@ class _Metered(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
+class FrameDecoder(Protocol):
+    """What :meth:`HTTPTransport.sse_events` reads a body with: bytes in, ``(event type,
+    data)`` pairs out (:class:`~polythink.transports.sse.SSEDecoder`, or the AWS event-stream
+    one); ``close()`` at the end of the body, after which ``closed`` is true."""
+
+    closed: bool
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]: ...
+
+    def close(self) -> list[tuple[str, str]]: ...
+
+
 class HTTPTransport:
     """Base class of the provider transports: one source, the shared client, the URL.
 
@@ -301,10 +315,15 @@ class HTTPTransport:
         self.index = index
         self.profile = profile
         self.client = client
-        self._secrets = (api_key, *source.secrets())
+        self._keys = (api_key, *source.secrets())
+        self.auth = cloud_auth(source, profile, api_key, index)
+        """The request signer of a cloud source without a key (:mod:`polythink.auth`), or
+        ``None``; httpx runs it on each request once built."""
+        self._auth: Any = self.auth if self.auth is not None else httpx.USE_CLIENT_DEFAULT
         self._logged_drops: set[str] = set()
-        self.capability = get_capability(source.model, source.provider)
-        """The model's registry entry (``None``: not registered)."""
+        self.capability = source.capability
+        """The model's registry entry (``None``: not registered; :attr:`Source.capability`:
+        an Azure deployment's is its ``base_model``'s)."""
         capability = self.capability if profile.strict_sampling else None
         self._sampling = capability.sampling if capability is not None else "any"
         self._capability_for_cache = capability if "key" in profile.prompt_cache else None
@@ -331,6 +350,22 @@ class HTTPTransport:
         self._idle = t.idle
         self._total = t.total
         self.read_limits = source.read_limits
+
+    def api_url(self, path: str) -> str:
+        """The URL of the API ``path`` (``/chat/completions``, ``/responses``) on this source:
+        ``{endpoint}{path}``; on Azure with a dated ``api_version``, the deployments API's
+        (:func:`polythink.clouds.azure_url`)."""
+        source = self.source
+        if self.profile.cloud == "azure":
+            return azure_url(source.endpoint, path, source.model, source.api_version)
+        return f"{source.endpoint}{path}"
+
+    @property
+    def _secrets(self) -> tuple[str | None, ...]:
+        """The credentials redacted from every error: the key, credential headers, and the
+        bearer token a cloud signer sends now."""
+        token = getattr(self.auth, "secret", None)
+        return (*self._keys, token) if token else self._keys
 
     def extra_headers(self) -> dict[str, str]:
         """Provider headers sent on every call (for example ``anthropic-version``)."""
@@ -484,7 +519,9 @@ class HTTPTransport:
             with deadline_scope(budget):
                 # Per request, so a caller's own http_client with follow_redirects=True
                 # cannot carry the key to another host either.
-                response = await self.client.send(req, stream=True, follow_redirects=False)
+                response = await self.client.send(
+                    req, stream=True, follow_redirects=False, auth=self._auth
+                )
                 try:
                     if response.status_code >= 300:
                         content = await self._read_error_body(response)
@@ -775,7 +812,9 @@ class HTTPTransport:
         failure: PolythinkError | None = None
         try:
             with deadline_scope(budget):
-                response = await self.client.send(req, stream=True, follow_redirects=False)
+                response = await self.client.send(
+                    req, stream=True, follow_redirects=False, auth=self._auth
+                )
         except Exception as exc:
             failure = self._transport_error(exc)
         if failure is not None:
@@ -834,12 +873,14 @@ class HTTPTransport:
                     return
 
     async def sse_events(
-        self, response: httpx.Response, decoder: SSEDecoder | None = None
+        self, response: httpx.Response, decoder: FrameDecoder | None = None
     ) -> AsyncGenerator[tuple[str, str], None]:
         """Yield ``(event_type, data)`` pairs from a streamed response.
 
         When the body ends, the event still pending in ``decoder`` (one without its closing
-        blank line) is yielded last, with ``decoder.closed`` set (see :mod:`.sse`).
+        blank line) is yielded last, with ``decoder.closed`` set (see :mod:`.sse`). A
+        decoder of another framing (:class:`~polythink.transports.eventstream.EventStreamDecoder`
+        for AWS event streams) is read the same way.
 
         Silence longer than the idle timeout fails through httpx's read timeout; the
         deadline is checked against the clock per chunk, and a cancel scope bounds a read
@@ -965,7 +1006,7 @@ class HTTPTransport:
         :class:`~polythink.errors.ModelNotFoundError`; return ``error``."""
         if isinstance(error, ModelNotFoundError) and error.model is None:
             error.model = self.source.model
-            capability = get_capability(self.source.model, self.source.provider)
+            capability = self.source.capability
             if capability is not None and capability.replacement:
                 error.replacement = capability.replacement
                 error.message = (
