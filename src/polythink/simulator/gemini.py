@@ -30,6 +30,7 @@ Reasoning behaves like Gemini's (WIRE.md §4):
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ from typing import Any
 
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
 from polythink.simulator import behaviour
+from polythink.simulator.prompt_cache import automatic, tokens_of
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.transports.schema import listed
 from polythink.types import Effort
@@ -376,6 +378,15 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     words = int(request.header_float("x-sim-answer-words", settings.answer_words))
     rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
     answer = behaviour.answer_for(model, _last_user_text(contents), depth, words, contents)
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    cache = automatic(
+        response.prompt_cache,
+        f"gemini:{request.provider}:{model}",
+        {"systemInstruction": system, "tools": body.get("tools")},
+        tokens_of(system) if system else 0,
+        contents,
+    )
+    answer = dataclasses.replace(answer, prompt_tokens=cache.total)
     call = _function_call(body, contents, rounds)
     answer_words = answer.words if call is None else []
     thoughts = answer.reasoning_tokens
@@ -412,6 +423,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
 
     def usage(candidates: int, reported_thoughts: int) -> dict[str, Any]:
         metadata: dict[str, Any] = {"promptTokenCount": answer.prompt_tokens}
+        if cache.read:
+            metadata["cachedContentTokenCount"] = cache.read
         if candidates:
             metadata["candidatesTokenCount"] = candidates
         if reported_thoughts:

@@ -47,6 +47,7 @@ from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
 from polythink.simulator import behaviour
 from polythink.simulator.behaviour import openai_error as _error
 from polythink.simulator.behaviour import quoted_list as _listing
+from polythink.simulator.prompt_cache import automatic
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
@@ -365,15 +366,26 @@ def _structured(
     return (None, refused) if refused is not None else (schema, None)
 
 
-def _missing_reasoning_content(messages: list[Any]) -> int | None:
-    for index, message in enumerate(messages):
-        if (
-            isinstance(message, Mapping)
-            and message.get("role") == "assistant"
-            and message.get("tool_calls")
-            and not isinstance(message.get("reasoning_content"), str)
-        ):
-            return index
+def _missing_reasoning_content(messages: list[Any], *, whole_exchange: bool) -> int | None:
+    """The index of the first assistant turn that must carry ``reasoning_content`` and does
+    not: a tool-call turn, and with ``whole_exchange`` (DeepSeek: "if there was a tool call
+    between two user messages, it must be passed back in all subsequent requests", DS,
+    CONTINUITY.md §3.3) every assistant turn between two user messages when one of them
+    called a tool."""
+    exchange: list[int] = []
+    called = False
+    for index, message in enumerate([*messages, {"role": "user"}]):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "user":
+            for turn in exchange:
+                if (
+                    (whole_exchange and called) or messages[turn].get("tool_calls")
+                ) and not isinstance(messages[turn].get("reasoning_content"), str):
+                    return turn
+            exchange, called = [], False
+        elif role == "assistant":
+            exchange.append(index)
+            called = called or bool(message.get("tool_calls"))
     return None
 
 
@@ -532,8 +544,22 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if forced is not None and depth is not Effort.NONE and _forces_a_tool(body.get("tool_choice")):
         await response.send_json(400, _error(forced[0], param="tool_choice", code=forced[1]))
         return
+    if provider == "kimi" and depth is not Effort.NONE:
+        index = _missing_reasoning_content(messages, whole_exchange=False)
+        if index is not None:
+            # [3rd] wording, citing Moonshot's FAQ (LIBRECHAT-KIMI, CONTINUITY.md §3.3).
+            await response.send_json(
+                400,
+                _error(
+                    "thinking is enabled but reasoning_content is missing in assistant tool "
+                    f"call message at index {index}",
+                    param="messages",
+                    code="invalid_request_error",
+                ),
+            )
+            return
     if provider == "deepseek" and depth is not Effort.NONE:
-        index = _missing_reasoning_content(messages)
+        index = _missing_reasoning_content(messages, whole_exchange=True)
         if index is not None:
             await response.send_json(
                 400,
@@ -571,11 +597,20 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             if mode == "truncated":
                 finish = "length"
     completion = reasoning_tokens + len(answer_words) + (8 if call else 0)
+    # Every prefix is cached on its own; hits in steps of 128 tokens from 1,024 (OpenAI).
+    cache = automatic(
+        response.prompt_cache,
+        f"chat:{provider}:{model}",
+        {"tools": body.get("tools")},
+        0,
+        messages,
+        increment=128,
+    )
     usage: dict[str, Any] = {
         "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": answer.prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cache.read},
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
     if provider == "xai":
