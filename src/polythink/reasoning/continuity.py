@@ -19,9 +19,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 
 from polythink.reasoning.capabilities import normalise_model_name
 
@@ -61,6 +59,9 @@ def _load() -> tuple[_Rule, ...]:
         return _rules
     with _lock:
         if _rules is None:
+            import tomllib  # with the rules, not with import polythink
+            from importlib import resources
+
             data = resources.files("polythink.reasoning").joinpath("continuity.toml")
             parsed = tomllib.loads(data.read_text(encoding="utf-8"))
             loaded = []

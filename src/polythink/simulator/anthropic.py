@@ -574,7 +574,9 @@ def _structured(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
         schema = fmt.get("schema")
         return schema if isinstance(schema, Mapping) else {}
-    return behaviour.asked_in_prompt([_text_of(body.get("system"))])
+    messages = body.get("messages")
+    texts = behaviour.instruction_texts(messages if isinstance(messages, list) else [])
+    return behaviour.asked_in_prompt([_text_of(body.get("system")), *texts])
 
 
 def _shows_thinking(body: Mapping[str, Any], model: str) -> bool:

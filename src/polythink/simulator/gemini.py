@@ -266,8 +266,13 @@ def _structured(model: str, body: Mapping[str, Any]) -> tuple[Mapping[str, Any] 
     mime = _field(generation, "responseMimeType", "response_mime_type")
     if mime != "application/json":
         instruction = _field(body, "systemInstruction", "system_instruction")
-        parts = instruction.get("parts") if isinstance(instruction, Mapping) else None
-        texts = [p["text"] for p in parts or () if isinstance(p, Mapping) and "text" in p]
+        parts = list(instruction.get("parts") or ()) if isinstance(instruction, Mapping) else []
+        contents = body.get("contents")
+        last = contents[-1] if isinstance(contents, list) and contents else None
+        if isinstance(last, Mapping) and last.get("role") == "user":
+            # Per-call instructions end the last user turn (polythink's placement).
+            parts += last.get("parts") or ()
+        texts = [p["text"] for p in parts if isinstance(p, Mapping) and "text" in p]
         return behaviour.asked_in_prompt(texts), None
     if body.get("tools") and listed("gemini", "no_json_with_tools", model):
         return None, "Function calling with a response mime type: 'application/json' is unsupported"

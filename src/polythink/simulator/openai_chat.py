@@ -340,8 +340,7 @@ def _structured(
     ``error`` is the provider's 400 body when it refuses the request."""
     fmt = body.get("response_format")
     if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema", "json_object"):
-        system = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "system"]
-        return behaviour.asked_in_prompt(behaviour.message_texts(system)), None
+        return behaviour.asked_in_prompt(behaviour.instruction_texts(messages)), None
     texts = behaviour.message_texts(messages)
     if fmt["type"] == "json_object":
         if provider in ("openai", "deepseek", "qwen") and not behaviour.mentions_json(texts):
