@@ -32,6 +32,7 @@ from polythink.errors import (
     RequestRejectedError,
     RequestTimeoutError,
     StreamInterruptedError,
+    ThinkingBindingError,
     ThinkingUnsupportedError,
     TransientError,
 )
@@ -113,6 +114,7 @@ __all__ = [
     "StreamNext",
     "SyncClient",
     "TextEvent",
+    "ThinkingBindingError",
     "ThinkingObservation",
     "ThinkingUnsupportedError",
     "Timeout",

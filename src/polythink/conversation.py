@@ -209,8 +209,8 @@ class Compaction:
 
     Attributes:
         messages: the new conversation: the original system messages, one user turn
-            carrying the summary, then the ``keep`` most recent exchanges as they were but
-            for their reasoning. Continue it by appending the next user turn's content.
+            carrying the summary, then the ``keep`` most recent turns as they were but for
+            their reasoning. Continue it by appending the next user turn's content.
         summary: the summary text (stripped).
         truncated: the summary was cut by the output ceiling (``finish_reason == "length"``)
             and may be incomplete.
@@ -284,19 +284,16 @@ def _stripped(message: Message) -> Message:
 
 
 def _tail_start(messages: Sequence[Message], keep: int) -> int:
-    """The index where the last ``keep`` exchanges start: an exchange is a user message and
-    everything after it up to the next one (assistant turns, tool calls and their results),
-    so a cut there never falls between a tool call and its result. ``len(messages)`` when
-    ``keep`` is 0; the first non-system message when there are fewer exchanges."""
+    """The index where the last ``keep`` turns start. A turn starts at a user message or
+    at an assistant message (its tool calls' results belong to it), so a cut there never
+    falls between a tool call and its result. ``len(messages)`` when ``keep`` is 0; the
+    first turn when there are fewer."""
     if keep <= 0:
         return len(messages)
-    starts = [i for i, m in enumerate(messages) if m.role == "user"]
-    if len(starts) <= keep:
-        return next(
-            (i for i, m in enumerate(messages) if m.role not in ("system", "developer")),
-            len(messages),
-        )
-    return starts[-keep]
+    starts = [i for i, m in enumerate(messages) if m.role in ("user", "assistant")]
+    if not starts:
+        return len(messages)
+    return starts[-keep] if len(starts) >= keep else starts[0]
 
 
 def _request_messages(messages: Sequence[Message], prompt: str) -> list[Message]:
@@ -332,8 +329,8 @@ async def compact(
     The result is append-only from there on, on every wire: its later turns pass
     Anthropic's prefix check (CONTINUITY.md §2.4). By default it is the documented "simple
     compaction": the original system messages and one user turn holding the summary, nothing
-    earlier replayed. ``keep=N`` keeps the last ``N`` exchanges after the summary
-    ("keep-tail": each exchange a user turn with everything after it up to the next one, so
+    earlier replayed. ``keep=N`` keeps the last ``N`` turns after the summary ("keep-tail":
+    a turn is a user message, or an assistant message with the results of its tool calls, so
     a tool call is never cut from its result), with their reasoning stripped
     (:func:`strip_reasoning`): their thinking was bound to the conversation before them,
     which the summary replaces, so a model would drop it or refuse it. The result's
@@ -361,7 +358,7 @@ async def compact(
     if type(summary_tokens) is not int or summary_tokens <= 0:
         raise ValueError(f"summary_tokens must be a positive int; got {summary_tokens!r}")
     if type(keep) is not int or keep < 0:
-        raise ValueError(f"keep must be a number of exchanges (an int >= 0); got {keep!r}")
+        raise ValueError(f"keep must be a number of turns (an int >= 0); got {keep!r}")
     original = coerce_messages(messages)
     request = _request_messages(original, prompt)
     options: dict[str, Any] = {

@@ -9,6 +9,7 @@ from polythink.reasoning.capabilities import (
     openrouter_without_reasoning,
     register_capability,
 )
+from polythink.reasoning.continuity import Reading, same_model, thinking_reading
 from polythink.reasoning.learn import (
     GENERIC_LEVELS,
     ReasoningRejection,
@@ -35,6 +36,7 @@ __all__ = [
     "TIER_BUDGET_TOKENS",
     "Capability",
     "EffortPolicy",
+    "Reading",
     "ReasoningRejection",
     "WarningThrottle",
     "all_capabilities",
@@ -51,5 +53,7 @@ __all__ = [
     "reconcile",
     "register_capability",
     "resolve",
+    "same_model",
     "settle_tier",
+    "thinking_reading",
 ]
