@@ -161,9 +161,7 @@ async def run_all(turns: int) -> list[dict[str, Any]]:
             original = get_capability(model)
             assert original is not None
             register_capability(
-                dataclasses.replace(
-                    original, per_call_instructions=placement, clear_at=clear_at
-                )
+                dataclasses.replace(original, per_call_instructions=placement, clear_at=clear_at)
             )
             sim.server.prompt_cache.clear()
             sim.settings.new_account = "older account" not in label
