@@ -22,6 +22,10 @@ import pytest
 from polythink import Client, Message, Response, Source, Tool
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.prompt_cache import tokens_of
+from tests.conftest import sdk_module
+from tests.sdk_types import check_request
+
+beta_params = sdk_module("anthropic.types.beta.message_create_params")
 
 pytestmark = pytest.mark.anyio
 
@@ -276,3 +280,12 @@ async def test_deepseek_instruction_follows_the_tool_results_as_a_user_turn(sim:
             },
             {"role": "tool", "content": f"out {turn}", "tool_call_id": call.id},
         ]
+
+
+@pytest.mark.parametrize("model", ["claude-opus-5-5", "claude-fable-5-2"])
+async def test_anthropic_bodies_fit_the_sdks_beta_types(sim: Simulator, model: str) -> None:
+    # The official SDK's beta Messages params (anthropic 2.17.0): mid-conversation system
+    # messages with clear_at (BetaSystemMessageParam), thinking.block_binding.
+    bodies, _, _ = await tool_loop(sim, "anthropic", model)
+    for body in bodies:
+        assert check_request(beta_params.MessageCreateParamsNonStreaming, body) == []

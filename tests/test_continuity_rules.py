@@ -16,12 +16,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import respx
 
 from polythink import Client, Message, MessageMetadata, Source, Tool, ToolCall
 from polythink.config import sources_from_env, sources_from_toml
@@ -31,7 +33,10 @@ from polythink.reasoning.continuity import thinking_reading
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.prompt_cache import PrefixCache, unit
 from polythink.transports.anthropic import AnthropicStreamAssembler
+from polythink.transports.carry import LeftOut
 from polythink.transports.gemini import SKIP_SIGNATURE_VALIDATION
+from polythink.transports.openai_responses import build_body
+from polythink.types import Request, coerce_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -165,9 +170,6 @@ async def test_store_false_says_which_reasoning_items_it_leaves_out() -> None:
         ),
         Message(role="user", content="again"),
     ]
-    from polythink.transports.carry import LeftOut
-    from polythink.transports.openai_responses import OpenAIResponsesTransport, build_body
-    from polythink.types import Request, coerce_messages
 
     left_out = LeftOut("openai-responses")
     body = build_body(
@@ -183,7 +185,6 @@ async def test_store_false_says_which_reasoning_items_it_leaves_out() -> None:
         "are not persisted when `store` is set to false', vercel/ai#7543): that reasoning is "
         "lost)"
     ]
-    assert OpenAIResponsesTransport  # the transport adds these notes to the response
 
 
 # ---------------------------------------------------------------- Gemini across models
@@ -193,8 +194,6 @@ async def test_a_gemini_turn_of_another_model_goes_without_its_signatures(sim: S
     bodies: list[Any] = []
 
     async def record(request: httpx.Request) -> None:
-        import json
-
         bodies.append(json.loads(request.content))
 
     messages: list[Any] = [Message(role="user", content="List the files.")]
@@ -406,3 +405,37 @@ def test_prefix_mismatch_is_checked_and_given_by_file_environment_and_client(
     assert [s.prefix_mismatch for s in client.sources] == ["drop_block", "error"]
     with pytest.raises(ValueError, match="prefix_mismatch must be one of"):
         client.request([{"role": "user", "content": "hi"}], prefix_mismatch="always")
+
+
+async def test_glm_preserved_thinking_is_clear_thinking_false_with_reasoning_on_every_turn() -> (
+    None
+):
+    made = {"reasoning_format": "glm"}
+    history = [
+        Message(role="user", content="List the files."),
+        Message(role="assistant", tool_calls=(CALL,), reasoning="look", **made),
+        Message(role="tool", tool_call_id="call_1", content="README.md"),
+        Message(role="assistant", content="One file.", reasoning="count", **made),
+        Message(role="user", content="And now?"),
+    ]
+    answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}
+    glm = Source("glm", "glm-5.2", api_key="sk-glm-0123456789")
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(f"{glm.endpoint}/chat/completions").respond(200, json=answer)
+        async with Client([glm]) as client:
+            await client.complete(
+                history,
+                reasoning_effort="high",
+                extra_body={"thinking": {"clear_thinking": False}},
+            )
+    body = json.loads(route.calls[0].request.content)
+    # The caller's clear_thinking joins polythink's thinking object (ZAI: preserved thinking).
+    assert body["thinking"] == {"type": "enabled", "clear_thinking": False}
+    # The complete reasoning, unmodified and in order, on every assistant turn.
+    assert [m.get("reasoning_content") for m in body["messages"]] == [
+        None,
+        "look",
+        None,
+        "count",
+        None,
+    ]

@@ -33,6 +33,8 @@ from polythink.errors import RequestRejectedError, ThinkingBindingError
 from polythink.simulator import Settings, Simulator
 from polythink.transports import anthropic
 from polythink.transports.instructions import InstructionPlan
+from tests.conftest import sdk_module
+from tests.sdk_types import check_response
 
 pytestmark = pytest.mark.anyio
 
@@ -339,3 +341,59 @@ async def test_callers_betas_and_block_binding_pass_through(sim: Simulator) -> N
     assert recorder.headers[0]["anthropic-beta"] == (
         "fast-mode-2026-02-01,thinking-binding-controls-2026-08-01"
     )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_simulated_answers_fit_the_sdks_beta_types(sim: Simulator, stream: bool) -> None:
+    beta = sdk_module("anthropic.types.beta")
+    url = f"{sim.base_url('anthropic')}/messages"
+    headers = {
+        "anthropic-version": "2026-10-21",
+        "anthropic-beta": "thinking-binding-controls-2026-08-01",
+    }
+    question = {"role": "user", "content": "Fix it."}
+    async with httpx.AsyncClient() as http:
+        first = await http.post(
+            url,
+            headers=headers,
+            json={
+                "model": "claude-opus-5-5",
+                "max_tokens": 512,
+                "system": "A",
+                "messages": [question],
+            },
+        )
+        replay = {
+            "model": "claude-opus-5-5",
+            "max_tokens": 512,
+            "system": "B",
+            "stream": stream,
+            "thinking": {
+                "type": "adaptive",
+                "block_binding": {"prefix_mismatch_behavior": "drop_block"},
+            },
+            "messages": [
+                question,
+                {"role": "assistant", "content": first.json()["content"]},
+                {"role": "user", "content": "Go on."},
+            ],
+        }
+        answer = await http.post(url, headers=headers, json=replay)
+    dropped = [
+        {
+            "type": "thinking_dropped",
+            "path": "messages.1.content.0",
+            "reason": "prefix_binding_mismatch",
+        }
+    ]
+    if not stream:
+        assert check_response(beta.BetaMessage, answer.json()) == []
+        assert answer.json()["input_transformations"] == dropped
+        return
+    events = [
+        json.loads(line[len("data:") :])
+        for line in answer.text.splitlines()
+        if line.startswith("data:") and '"ping"' not in line
+    ]
+    assert [check_response(beta.BetaRawMessageStreamEvent, e) for e in events] == [[]] * len(events)
+    assert events[0]["message"]["input_transformations"] == dropped
