@@ -139,8 +139,9 @@ def resume_interrupted(
     When the last assistant turn is an interrupted partial (``metadata.interrupted``, as on
     :attr:`~polythink.errors.StreamInterruptedError.partial`'s message), it is kept as text
     only: its reasoning items and tool calls are dropped, because a stream cut mid-way
-    leaves unsigned reasoning and incomplete call arguments, which providers reject. A user
-    turn ``prompt`` follows it. A conversation whose last turn is not interrupted comes back
+    leaves unsigned reasoning and incomplete call arguments, which providers reject; the
+    instructions sent before it (:attr:`Message.instructions`) stay. A user turn ``prompt``
+    follows it. A conversation whose last turn is not interrupted comes back
     unchanged. The original list is not modified.
 
     Raises:
@@ -152,7 +153,13 @@ def resume_interrupted(
     last = result[-1]
     if last.role != "assistant" or last.metadata is None or not last.metadata.interrupted:
         return result
-    result[-1] = Message(role="assistant", content=last.text(), metadata=last.metadata)
+    # The instructions it followed stay where they were: the prefix is unchanged.
+    result[-1] = Message(
+        role="assistant",
+        content=last.text(),
+        instructions=last.instructions,
+        metadata=last.metadata,
+    )
     result.append(Message(role="user", content=prompt))
     return result
 
