@@ -365,6 +365,23 @@ def _structured(
     return (None, refused) if refused is not None else (schema, None)
 
 
+_REASONING_BACK = {
+    "deepseek": (
+        True,
+        "Missing reasoning_content field in the assistant message at message index {index}. "
+        "The reasoning_content in the thinking mode must be passed back to the API.",
+    ),
+    # [3rd] wording, citing Moonshot's FAQ (LIBRECHAT-KIMI, CONTINUITY.md §3.3).
+    "kimi": (
+        False,
+        "thinking is enabled but reasoning_content is missing in assistant tool call message "
+        "at index {index}",
+    ),
+}
+"""Providers that refuse a thinking-mode conversation without ``reasoning_content`` on an
+assistant turn: whether every turn of a tool exchange needs it, and the 400's words."""
+
+
 def _missing_reasoning_content(messages: list[Any], *, whole_exchange: bool) -> int | None:
     """The index of the first assistant turn that must carry ``reasoning_content`` and does
     not: a tool-call turn, and with ``whole_exchange`` (DeepSeek: "if there was a tool call
@@ -543,32 +560,14 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if forced is not None and depth is not Effort.NONE and _forces_a_tool(body.get("tool_choice")):
         await response.send_json(400, _error(forced[0], param="tool_choice", code=forced[1]))
         return
-    if provider == "kimi" and depth is not Effort.NONE:
-        index = _missing_reasoning_content(messages, whole_exchange=False)
-        if index is not None:
-            # [3rd] wording, citing Moonshot's FAQ (LIBRECHAT-KIMI, CONTINUITY.md §3.3).
-            await response.send_json(
-                400,
-                _error(
-                    "thinking is enabled but reasoning_content is missing in assistant tool "
-                    f"call message at index {index}",
-                    param="messages",
-                    code="invalid_request_error",
-                ),
-            )
-            return
-    if provider == "deepseek" and depth is not Effort.NONE:
-        index = _missing_reasoning_content(messages, whole_exchange=True)
+    required = _REASONING_BACK.get(provider)
+    if required is not None and depth is not Effort.NONE:
+        whole_exchange, wording = required
+        index = _missing_reasoning_content(messages, whole_exchange=whole_exchange)
         if index is not None:
             await response.send_json(
                 400,
-                _error(
-                    f"Missing reasoning_content field in the assistant message at message index "
-                    f"{index}. The reasoning_content in the thinking mode must be passed back to "
-                    "the API.",
-                    param="messages",
-                    code="invalid_request_error",
-                ),
+                _error(wording.format(index=index), param="messages", code="invalid_request_error"),
             )
             return
     settings = response.settings

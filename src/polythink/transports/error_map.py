@@ -467,6 +467,20 @@ def _count(text: str) -> int:
     return int(text.replace(",", "").replace("_", ""))
 
 
+def _carried(error: PolythinkError) -> dict[str, Any]:
+    """The fields a more specific error of ``error``'s kind takes over from it."""
+    return {
+        "provider": error.provider,
+        "source_index": error.source_index,
+        "status_code": error.status_code,
+        "error_type": error.error_type,
+        "request_id": error.request_id,
+        "retry_after": error.retry_after,
+        "should_retry": error.should_retry,
+        "body": error.body,
+    }
+
+
 def context_window_error(error: PolythinkError) -> PolythinkError:
     """Return ``error`` as a :class:`ContextWindowExceededError` when it says the prompt does
     not fit the model's context window; otherwise ``error`` itself.
@@ -506,17 +520,7 @@ def context_window_error(error: PolythinkError) -> PolythinkError:
     if not found:
         return error
     mapped = ContextWindowExceededError(
-        error.message,
-        limit=limit,
-        requested=requested,
-        provider=error.provider,
-        source_index=error.source_index,
-        status_code=error.status_code,
-        error_type=error.error_type,
-        request_id=error.request_id,
-        retry_after=error.retry_after,
-        should_retry=error.should_retry,
-        body=error.body,
+        error.message, limit=limit, requested=requested, **_carried(error)
     )
     mapped.rate_limit = error.rate_limit
     return mapped
@@ -581,14 +585,7 @@ def thinking_binding_error(error: PolythinkError) -> PolythinkError:
         path=path,
         changed=changed,
         beta_missing=beta_missing,
-        provider=error.provider,
-        source_index=error.source_index,
-        status_code=error.status_code,
-        error_type=error.error_type,
-        request_id=error.request_id,
-        retry_after=error.retry_after,
-        should_retry=False,
-        body=error.body,
+        **{**_carried(error), "should_retry": False},
     )
     mapped.rate_limit = error.rate_limit
     return mapped
