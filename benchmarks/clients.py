@@ -386,8 +386,8 @@ def full_options(
     store or shared limits (Redis: ``benchmarks/budgets.py``, ``benchmarks/shared_limits.py``),
     user middleware (the user-layers row), the per-source wire options
     (``api_version``, ``thinking_display``, ``reasoning_mode``, ``prefix_mismatch``) and the
-    source order of ``reasoning_affinity`` (a conversation's, not a layer). ``response_format`` is per
-    call: no scenario here asks for structured output.
+    source order of ``reasoning_affinity`` (a conversation's, not a layer).
+    ``response_format`` is per call: no scenario here asks for structured output.
     """
     from polythink.budgets import Budget
     from polythink.client import Client

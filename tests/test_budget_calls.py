@@ -472,6 +472,7 @@ async def test_budget_metrics_and_spans(sim: Simulator, store: Recording) -> Non
         semconv.POLYTHINK_REQUESTED_EFFORT: "high",
         semconv.POLYTHINK_APPLIED_EFFORT: "medium",
         semconv.POLYTHINK_BUDGET_NAME: "metered",
+        semconv.POLYTHINK_APPLIED_SERVICE_TIER: "unset",
     }
     assert step.value == 1
     span = otel.span()

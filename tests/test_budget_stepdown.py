@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from polythink import Capability, Effort
+from polythink import Capability, Effort, ServiceTier
 from polythink.reasoning import get_capability
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
 from polythink.reasoning.stepdown import (
@@ -176,3 +176,64 @@ def test_the_output_ceiling_shrinks_by_the_tiers_allowances() -> None:
     )
     assert step is not None
     assert step.max_tokens is None
+
+
+def test_with_flex_at_the_steps_end_there_and_the_call_moves_to_flex() -> None:
+    cap = _cap("gpt-5.5")  # from high: medium low none
+    seen = []
+    for spent in (0.79, 0.8, 0.8334, 0.8667, 0.8999, 0.9, 1.0):
+        step = step_down(E.HIGH, cap, [Pressure("day", spent, 0.8, flex_at=0.9)], flex=True)
+        seen.append(
+            None
+            if step is None
+            else (step.applied, step.service_tier, step.step_down_at, step.flex_at)
+        )
+    assert seen == [
+        None,
+        (E.MEDIUM, None, 0.8, None),
+        (E.LOW, None, 0.8, None),  # 0.8 + 0.1 / 3 = 0.8333
+        (E.NONE, None, 0.8, None),  # 0.8 + 0.2 / 3 = 0.8667
+        (E.NONE, None, 0.8, None),
+        (E.NONE, ServiceTier.FLEX, 0.8, 0.9),
+        (E.NONE, ServiceTier.FLEX, 0.8, 0.9),
+    ]
+    assert steps(0.8334, 0.8, 3, until=0.9) == 2
+
+
+def test_flex_only_where_the_source_takes_it_and_without_a_reasoning_step() -> None:
+    cap = _cap("gpt-5.5")
+    # The provider or model has no flex (or the call is at flex already): the steps alone.
+    step = step_down(E.HIGH, cap, [Pressure("day", 0.95, 0.8, flex_at=0.9)], flex=False)
+    assert step is not None
+    assert (step.applied, step.service_tier) == (E.NONE, None)
+    # A budget with flex_at alone moves to flex and keeps the reasoning tier.
+    only = step_down(E.HIGH, cap, [Pressure("day", 0.95, None, flex_at=0.9)], flex=True)
+    assert only is not None
+    assert (only.requested, only.applied, only.service_tier) == (E.HIGH, E.HIGH, ServiceTier.FLEX)
+    # A model polythink knows nothing of still moves to flex (its tiers are not needed).
+    unknown = step_down(None, None, [Pressure("day", 0.95, 0.5, flex_at=0.9)], flex=True)
+    assert unknown is not None
+    assert (unknown.requested, unknown.applied, unknown.service_tier) == (
+        None,
+        None,
+        ServiceTier.FLEX,
+    )
+    assert step_down(None, None, [Pressure("day", 0.95, 0.5, flex_at=0.9)]) is None
+
+
+def test_the_budget_that_moves_to_flex_is_the_one_reported() -> None:
+    cap = _cap("gpt-5.5")
+    step = step_down(
+        E.HIGH,
+        cap,
+        [Pressure("tight", 0.89, 0.5), Pressure("flexing", 0.91, 0.8, flex_at=0.9)],
+        flex=True,
+    )
+    assert step is not None
+    # "tight" steps furthest (none); "flexing" moves to flex and is the one named.
+    assert (step.applied, step.service_tier, step.budget, step.spent) == (
+        E.NONE,
+        ServiceTier.FLEX,
+        "flexing",
+        0.91,
+    )

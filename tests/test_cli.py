@@ -414,12 +414,12 @@ ACCEPTED_EFFORTS = (
         (
             ["frob"],
             "polythink: error: argument command: invalid choice: 'frob' (choose from 'demo', "
-            "'resolve', 'models', 'simulate', 'bench')",
+            "'resolve', 'models', 'simulate', 'serve', 'bench')",
         ),
         (
             [],
             "polythink: error: a command is required; accepted: demo, resolve, models, simulate, "
-            "bench",
+            "serve, bench",
         ),
         (
             ["resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "hgih"],
@@ -727,7 +727,10 @@ def test_resolve_under_a_budget_in_json_per_tag(capsys: pytest.CaptureFixture[st
         "spent": 0.75,
         "step_down_at": 0.5,
         "max_tokens": None,
+        "service_tier": None,
+        "flex_at": None,
     }
+    assert result["service_tier"] is None
     (state,) = result["budgets"]
     assert {k: state[k] for k in ("budget", "scope", "window", "limit", "spent", "remaining")} == {
         "budget": "hour:tag=*",
@@ -738,6 +741,23 @@ def test_resolve_under_a_budget_in_json_per_tag(capsys: pytest.CaptureFixture[st
         "remaining": 0.5,
     }
     assert result["fits"] is True
+
+
+def test_resolve_under_a_budget_past_flex_at(capsys: pytest.CaptureFixture[str]) -> None:
+    code, result = resolve_json(
+        capsys,
+        "--provider", "openai", "--model", "gpt-5.5", "--effort", "high",
+        "--budget", "10/day", "--step-down-at", "0.8", "--flex-at", "0.9", "--spent", "9.2",
+    )  # fmt: skip
+    assert code == 0
+    assert (result["applied_effort"], result["service_tier"]) == ("none", "flex")
+    step = result["step_down"]
+    assert {k: step[k] for k in ("requested", "applied", "service_tier", "flex_at")} == {
+        "requested": "high",
+        "applied": "none",
+        "service_tier": "flex",
+        "flex_at": 0.9,
+    }
 
 
 @pytest.mark.parametrize(

@@ -201,7 +201,7 @@ def test_the_table_covers_the_lineup_and_no_retired_model() -> None:
         ("gpt-6.2-luna", "openai", "GPT-6.2"),
         ("gemini-4-carbon", "gemini", "Gemini 4"),
         ("google/gemini-3.9-flash", "gemini", "Gemini 3"),
-        ("gemini-2.5-flash-preview-09-2025", "gemini", "Gemini 2.5"),
+        ("gemini-2.5-computer-use-preview-10-2025", "gemini", "Gemini 2.5"),
     ],
 )
 def test_a_new_id_of_a_known_family_resolves_by_its_familys_rules(

@@ -14,7 +14,7 @@ The same calls run twice: once before the first scrape, so that every series a p
 exists (``increase`` cannot count a series' first value: Prometheus 2.42 has no created
 timestamps), and once inside the window, which is what is checked. Each run calls in two
 phases (the second answered once from the cache the first filled) and spends a small budget
-at ``high`` until it steps down and then refuses.
+at ``high`` until it steps the reasoning tier down, then moves the calls to flex, then refuses.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ PHASE_2 = [
     ("glm", "glm-5.3", "none", "complete"),
 ]
 PROMPT = [{"role": "user", "content": "Why is the sky blue? Answer in one sentence."}]
-BUDGET = Budget(0.05, step_down_at=0.5, name="dashboard")
+BUDGET = Budget(0.05, step_down_at=0.4, flex_at=0.7, name="dashboard")
 
 
 def _free_port() -> int:
@@ -92,6 +92,7 @@ class Run:
         self.slowest = 0.0
         self.budget_spent = 0.0
         self.stepped: Counter[tuple[str, str, str]] = Counter()
+        self.moved: Counter[tuple[str, str]] = Counter()
 
 
 async def _call(
@@ -139,6 +140,9 @@ async def _spend_the_budget(client: Client, run: Run) -> None:
         run.budget_spent += response.cost.total
         if response.step_down is not None:
             run.stepped[("high", applied, response.step_down.budget)] += 1
+            if response.step_down.service_tier is not None:
+                assert response.service_tier == "flex"
+                run.moved[(response.step_down.budget, applied)] += 1
     raise AssertionError("the budget never refused")
 
 
@@ -221,9 +225,14 @@ class Window:
         return self.end - self.start
 
     @property
+    def millis(self) -> int:
+        """The window in whole milliseconds, as scrapes are stamped."""
+        return round(self.seconds * 1000)
+
+    @property
     def promql(self) -> str:
         """The window as a PromQL duration, in whole milliseconds as scrapes are stamped."""
-        return f"{round(self.seconds * 1000)}ms"
+        return f"{self.millis}ms"
 
 
 @pytest.fixture(scope="module")
@@ -479,6 +488,7 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
     dollars: defaultdict[str, float] = defaultdict(float)
     per_model: defaultdict[tuple[str, str], float] = defaultdict(float)
     usage: defaultdict[str, float] = defaultdict(float)
+    per_service_tier: defaultdict[str, float] = defaultdict(float)
     for response in spent:
         assert response.usage is not None
         assert response.usage.reasoning_tokens is not None
@@ -486,6 +496,7 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
         tokens[_tier(response)] += response.usage.reasoning_tokens
         dollars[_tier(response)] += response.cost.total
         per_model[(response.provider, response.model)] += response.cost.total
+        per_service_tier[response.service_tier or "unset"] += response.cost.total
         usage["input"] += response.usage.input_tokens or 0
         usage["output"] += response.usage.output_tokens or 0
     total_calls = sum(run.calls.values())
@@ -503,7 +514,9 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
             assert _by(result, "polythink_reasoning_applied_effort") == dict(tokens)
         elif title == "Reasoning tokens per applied tier (rate)":
             rates = _by(result, "polythink_reasoning_applied_effort")
-            per_window = {tier: rate * window.seconds for tier, rate in rates.items()}
+            # The rate is over the range the query names, in whole milliseconds; the
+            # scrape timestamps' own difference carries float64 noise at 1.8e9 s (~1e-7 s).
+            per_window = {tier: rate * window.millis / 1000 for tier, rate in rates.items()}
             assert per_window == pytest.approx(dict(tokens), rel=1e-9)
         elif title == "Requested → applied tier (calls)":
             got = _by(
@@ -551,8 +564,18 @@ def test_prometheus_every_panel_shows_what_the_calls_imply(
                 "polythink_budget_name",
             )
             assert got == {key: float(n) for key, n in run.stepped.items()}
-            # gpt-5.5 from high: medium, then low, as the budget runs low.
-            assert {key[1] for key in got} >= {"medium", "low"}
+            # gpt-5.5 from high: medium, then low, then none, as the budget runs low.
+            assert {key[1] for key in got} >= {"medium", "low", "none"}
+        elif title == "Calls moved to flex by a budget":
+            got = _by(result, "polythink_budget_name", "polythink_reasoning_applied_effort")
+            assert got == {key: float(n) for key, n in run.moved.items()}
+            assert got[("dashboard", "none")] >= 1  # flex after the last reasoning step
+        elif title == "Cost per service tier (USD)":
+            got = _by(result, "polythink_service_tier_served")
+            assert got == pytest.approx(dict(per_service_tier), rel=1e-12)
+            assert set(got) == {"unset", "flex"}
+        elif title == "Calls refused by a budget":
+            assert _by(result, "") == {"": 1.0}
         else:
             raise AssertionError(f"panel {title!r} has no check here")
     assert len(checked) == len(_panels())

@@ -107,8 +107,7 @@ ROWS = [
         "medium",
         "720",
         "observed",
-        "6 calls, a system_suffix changing every call: 80% of the input read from the prompt "
-        "cache",
+        "6 calls, a system_suffix changing every call: 80% of the input read from the prompt cache",
     ),
     (
         "gpt-6.1-sol",

@@ -37,6 +37,7 @@ LAZY = (
     "polythink.middleware.cost",
     "polythink.middleware.budget",
     "polythink.cli",
+    "polythink.serve",
 )
 
 
@@ -54,6 +55,11 @@ def test_import_polythink_leaves_the_layers_libraries_unloaded() -> None:
     loaded = _loaded_by("import polythink")
     assert "polythink" in loaded
     assert sorted(name for name in LAZY if name in loaded) == []
+
+
+def test_the_command_line_loads_the_gateway_only_to_serve() -> None:
+    loaded = _loaded_by("import polythink.cli")
+    assert sorted(n for n in loaded if n.startswith(("polythink.serve", "aiohttp.web"))) == []
 
 
 def test_every_public_name_is_importable() -> None:

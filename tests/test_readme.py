@@ -37,7 +37,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    (block,) = [b for b in blocks if "[thinking]" in b]
     path = tmp_path / "polythink.toml"
     path.write_text(block, encoding="utf-8")
     first, second = sources_from_toml(path)
@@ -247,3 +248,69 @@ async def test_the_readme_append_only_example_runs_without_a_refusal(
         "tool",
     ]
     assert all(not m.reasoning_items for m in messages)
+
+
+@pytest.mark.anyio
+async def test_the_readme_service_tier_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(readme_block("async def summarise"), "README.md", "exec"), namespace)
+    summarise = namespace["summarise"]
+    with Simulator() as sim:
+        source = Source("openai", "gpt-5.5", base_url=sim.base_url("openai"), api_key="sim")
+        async with Client([source]) as client:
+            text = await summarise(client, "The sky is blue.")  # type: ignore[operator]
+        assert text.startswith("Simulated gpt-5.5 answer")
+        assert capsys.readouterr().out == "flex flex flex\n"
+        sim.settings.no_capacity = ("flex",)
+        bare = Source(
+            "openai",
+            "gpt-5.5",
+            base_url=sim.base_url("openai"),
+            api_key="sim",
+            capacity_fallback=None,
+            max_retries=0,
+        )
+        async with Client([bare]) as client:
+            text = await summarise(client, "The sky is blue.")  # type: ignore[operator]
+        assert text == "no flex capacity now (429); try later"
+
+
+@pytest.mark.anyio
+async def test_the_readme_batch_example_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(readme_block("async def overnight"), "README.md", "exec"), namespace)
+    overnight, morning = namespace["overnight"], namespace["morning"]
+    moment = [1_790_000_000.0]
+    path = str(tmp_path / "job.json")
+    with Simulator(Settings(batch_clock=lambda: moment[0])) as sim:
+        source = Source("openai", "gpt-5.5", base_url=sim.base_url("openai"), api_key="sim")
+        async with Client([source]) as client:
+            await overnight(client, ["Why is the sky blue?", "Why is grass green?"], path)  # type: ignore[operator]
+        moment[0] += 86_400.0
+        async with Client([source]) as client:
+            await morning(client, path)  # type: ignore[operator]
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:3] for line in lines] == [["q0", "batch", "low"], ["q1", "batch", "low"]]
+    assert all(float(line.split()[3]) > 0 for line in lines)
+
+
+def test_the_readme_price_figures_are_the_tables() -> None:
+    from polythink.pricing import price
+    from polythink.types import Usage
+
+    text = README.read_text(encoding="utf-8")
+    usage = Usage(input_tokens=100_000, output_tokens=10_000)
+    figures = {
+        tier: price(usage, "openai", "gpt-5.5", service_tier=tier)
+        for tier in ("standard", "flex", "priority")
+    }
+    shown = {tier: f"${cost.total:.2f}" for tier, cost in figures.items() if cost is not None}
+    assert (
+        f"costs\n  {shown['standard']} at standard, {shown['flex']} at flex and "
+        f"{shown['priority']} at priority"
+    ) in text
+    batch = price(usage, "openai", "gpt-5.5", batch=True)
+    assert batch is not None
+    assert f"costs ${batch.total:.2f} in a batch." in text

@@ -79,7 +79,12 @@ def test_lookup_does_not_confuse_a_model_with_its_variants() -> None:
         ("anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
         ("gpt-5-2025-08-07", "gpt-5"),
         ("claude-opus-4-1@20250805", "claude-opus-4-1"),
-        ("openrouter/x/Model.V2:thinking", "model-v2"),
+        # OpenRouter: a catalog variant is an entry of its own, a routing variant is not
+        # (openrouter.ai/docs/guides/routing/model-variants/overview.md, read 2026-12-04).
+        ("openrouter/x/Model.V2:thinking", "model-v2:thinking"),
+        ("openrouter/x/Model.V2:nitro", "model-v2"),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+        ("mistral-small-2506", "mistral-small-2506"),
         ("  o3  ", "o3"),
     ],
 )

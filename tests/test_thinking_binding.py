@@ -305,15 +305,17 @@ async def test_error_opts_in_to_the_check_and_an_older_account_lets_blocks_throu
 
 def test_merge_betas_keeps_every_value_once_in_order() -> None:
     assert anthropic.merge_betas(None, None, []) is None
+    # The first value as written; then each value of the others it lacks.
     assert (
         anthropic.merge_betas(
             "fast-mode-2026-02-01, thinking-binding-controls-2026-08-01",
             "my-beta-2027-01-01",
             ["thinking-binding-controls-2026-08-01", "mid-conversation-system-clear-at-2026-08-21"],
         )
-        == "fast-mode-2026-02-01,thinking-binding-controls-2026-08-01,my-beta-2027-01-01,"
+        == "fast-mode-2026-02-01, thinking-binding-controls-2026-08-01,my-beta-2027-01-01,"
         "mid-conversation-system-clear-at-2026-08-21"
     )
+    assert anthropic.merge_betas(None, "a,b", ["b", "c"]) == "a,b,c"
 
 
 async def test_callers_betas_and_block_binding_pass_through(sim: Simulator) -> None:

@@ -17,7 +17,9 @@ from polythink.config import Source, Timeout
 from polythink.conversation import compact, should_compact
 from polythink.errors import (
     AuthError,
+    BatchItemNotRunError,
     BudgetExceededError,
+    CapacityUnavailableError,
     ClientClosedError,
     ContentUnsupportedError,
     ContextWindowExceededError,
@@ -31,6 +33,7 @@ from polythink.errors import (
     RateLimitedError,
     RequestRejectedError,
     RequestTimeoutError,
+    ServiceTierUnsupportedError,
     StreamInterruptedError,
     ThinkingBindingError,
     ThinkingUnsupportedError,
@@ -53,6 +56,7 @@ from polythink.types import (
     Resolution,
     Response,
     ResponseFormat,
+    ServiceTier,
     StepDown,
     StreamEvent,
     TextEvent,
@@ -65,6 +69,7 @@ from polythink.types import (
 )
 
 if TYPE_CHECKING:
+    from polythink.batch import BatchJob, BatchStatus
     from polythink.sync import SyncClient
 
 __version__ = "0.1.0"
@@ -73,11 +78,15 @@ __all__ = [
     "EFFORT_ORDER",
     "PROVIDERS",
     "AuthError",
+    "BatchItemNotRunError",
+    "BatchJob",
+    "BatchStatus",
     "Budget",
     "BudgetExceededError",
     "BudgetState",
     "CallPlan",
     "Capability",
+    "CapacityUnavailableError",
     "Client",
     "ClientClosedError",
     "CompleteNext",
@@ -107,6 +116,8 @@ __all__ = [
     "Resolution",
     "Response",
     "ResponseFormat",
+    "ServiceTier",
+    "ServiceTierUnsupportedError",
     "Source",
     "StepDown",
     "StreamEvent",
@@ -135,9 +146,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The synchronous client loads anyio's thread machinery (about 18 ms): only when asked.
+    # The synchronous client loads anyio's thread machinery (about 18 ms), and batches the
+    # price table's module: only when asked.
     if name == "SyncClient":
         from polythink.sync import SyncClient
 
         return SyncClient
+    if name in ("BatchJob", "BatchStatus"):
+        from polythink import batch
+
+        return getattr(batch, name)
     raise AttributeError(f"module 'polythink' has no attribute {name!r}")

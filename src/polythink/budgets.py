@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
-from polythink.types import Effort, StepDown
+from polythink.types import Effort, ServiceTier, StepDown
 
 __all__ = [
     "NANO",
@@ -160,7 +160,12 @@ class Budget:
     requested tier to cheaper ones the model accepts, one more step each time spending
     crosses another equal part of the rest, down to the cheapest at the cap (for example
     with 0.8 and high → medium → low → none: medium from 80 %, low from 86.7 %, none from
-    93.3 %); the tightest budget decides.
+    93.3 %); the tightest budget decides. With ``flex_at`` too, the reasoning steps share
+    the part from ``step_down_at`` to ``flex_at`` instead (medium from 80 %, low from
+    83.3 %, none from 86.7 % with 0.8 and 0.9), and from ``flex_at`` calls also move to the
+    ``flex`` service tier where the source's provider and model take it (about half the
+    price, a slower answer), reserved and charged at the flex price; then, when even that
+    does not fit, the budget refuses.
 
     Args:
         usd: US dollars per window (> 0).
@@ -168,6 +173,9 @@ class Budget:
         account, model, tier, tag: the scope (see above).
         step_down_at: the fraction spent (0 to 1, e.g. 0.8) from which tiers step down;
             ``None``: never, the budget only refuses.
+        flex_at: the fraction spent (0 to 1, above ``step_down_at``, e.g. 0.9) from which
+            calls move to the ``flex`` service tier where their model has it; ``None``:
+            never.
         floor: the cheapest tier stepping down may reach (default: the model's cheapest
             accepted tier, ``none`` included where the model can switch reasoning off).
         unpriced: a call whose model the price table does not know: ``"refuse"`` (the
@@ -180,8 +188,9 @@ class Budget:
 
     Raises:
         ValueError: for a ``usd`` that is not a positive number, an unknown ``per``, more
-            than one scope, an unknown tier, a ``step_down_at`` outside [0, 1), an
-            ``unpriced`` other than ``"refuse"``/``"allow"``, or an empty or overlong name.
+            than one scope, an unknown tier, a ``step_down_at`` or ``flex_at`` outside
+            [0, 1), a ``flex_at`` not above ``step_down_at``, an ``unpriced`` other than
+            ``"refuse"``/``"allow"``, or an empty or overlong name.
     """
 
     usd: float
@@ -191,6 +200,7 @@ class Budget:
     tier: Effort | str | None = field(default=None, kw_only=True)
     tag: str | None = field(default=None, kw_only=True)
     step_down_at: float | None = field(default=None, kw_only=True)
+    flex_at: float | None = field(default=None, kw_only=True)
     floor: Effort | str | None = field(default=None, kw_only=True)
     unpriced: Unpriced = field(default="refuse", kw_only=True)
     name: str | None = field(default=None, kw_only=True)
@@ -224,6 +234,19 @@ class Budget:
             raise ValueError(
                 "Budget step_down_at must be a fraction from 0 to below 1 (0.8 = step down "
                 f"from 80 % spent) or None; got {start!r}"
+            )
+        flex = self.flex_at
+        if flex is not None and (
+            isinstance(flex, bool) or not isinstance(flex, int | float) or not 0 <= flex < 1
+        ):
+            raise ValueError(
+                "Budget flex_at must be a fraction from 0 to below 1 (0.9 = move calls to "
+                f"flex from 90 % spent) or None; got {flex!r}"
+            )
+        if flex is not None and start is not None and flex <= start:
+            raise ValueError(
+                f"Budget flex_at ({flex!r}) must be above step_down_at ({start!r}): reasoning "
+                "tiers step down first, then calls move to flex, then the budget refuses"
             )
         if self.unpriced not in ("refuse", "allow"):
             raise ValueError(f"Budget unpriced must be 'refuse' or 'allow'; got {self.unpriced!r}")
@@ -290,6 +313,7 @@ class BudgetState:
             the store does not answer: counted against that share).
         resets_at: the end of the window, in Unix seconds (UTC).
         step_down_at: the budget's ``step_down_at``.
+        flex_at: the budget's ``flex_at``.
     """
 
     budget: str
@@ -299,6 +323,7 @@ class BudgetState:
     spent: float
     resets_at: float
     step_down_at: float | None = None
+    flex_at: float | None = None
 
     @property
     def remaining(self) -> float:
@@ -329,6 +354,9 @@ class CallPlan:
         worst_case: the most the call could cost, in US dollars (``None``: not priced).
         fits: whether every budget can afford that now (``True`` without budgets).
         reasons: why, in words: the step-down, mapping notes, what refuses it.
+        service_tier: the service tier that would be sent (after a budget's move to flex
+            and the nearest-mapping onto what the provider and model take); ``None`` when
+            none would.
     """
 
     source_index: int
@@ -343,3 +371,4 @@ class CallPlan:
     worst_case: float | None
     fits: bool
     reasons: tuple[str, ...]
+    service_tier: ServiceTier | None = None

@@ -204,6 +204,13 @@ def _fields_around_messages(
         headers = keyed_headers(request.extra_headers)
         if headers is not None:
             fields["request_headers"] = headers
+    if request.native is not None:
+        # The caller's own body reaches a source of its wire as written, fields the typed
+        # request leaves out included, and so do the headers that go with it.
+        fields["native"] = [request.native.wire, request.native.key]
+        native_headers = keyed_headers(request.native.headers)
+        if native_headers is not None:
+            fields["native_headers"] = native_headers
     effort: list[str | None] | str | None
     if defaults is not None:
         effort = effective_efforts(request, defaults)
@@ -423,6 +430,7 @@ def _around_key(
     if (
         request.extra_body is not None
         or request.extra_headers
+        or request.native is not None
         or (choice is not None and choice.__class__ is not str)
         or (max_tokens is not None and max_tokens.__class__ is not int)
     ):

@@ -55,6 +55,7 @@ from polythink.reasoning.capabilities import (
     normalise_model_name,
     openrouter_without_reasoning,
 )
+from polythink.reasoning.ids import lookup_keys
 from polythink.reasoning.learn import default_level, reasoning_levels
 from polythink.reasoning.resolve import check_model_id, resolve
 from polythink.types import Effort, Resolution
@@ -272,9 +273,14 @@ class CapabilityStore:
     def lookup(self, provider: str | None, model: str, endpoint: str | None = None) -> Known:
         """Return the winning fact for ``model`` on ``provider`` (precedence in the module doc).
 
-        Only an observation made at ``endpoint`` (a base URL; ``None``: the provider's
-        default one) counts. ``provider`` ``None`` takes an observation made on any provider
-        at ``endpoint``, or, without one, at that provider's own default endpoint.
+        An observation counts for the model's identity
+        (:func:`~polythink.reasoning.normalise_model_name`); the registry and imported entries
+        are looked up by every form of the id, most specific first
+        (:func:`polythink.reasoning.ids.lookup_keys`), so a Bedrock, Vertex or fine-tuned id
+        finds what is known of its base model. Only an observation made at ``endpoint`` (a base
+        URL; ``None``: the provider's default one) counts. ``provider`` ``None`` takes an
+        observation made on any provider at ``endpoint``, or, without one, at that provider's
+        own default endpoint.
 
         Raises:
             ValueError: an empty model id.
@@ -302,10 +308,17 @@ class CapabilityStore:
             return Known(
                 observed.capability, "observed", observed.capability is not None, observed.evidence
             )
-        shipped = get_capability(model)
+        shipped = get_capability(model, provider)
         if shipped is not None and _shipped_origin(shipped) == "documented":
             return Known(shipped, "documented", evidence=shipped.evidence)
-        imported = self._entries.get(("imported", "*", "", name))
+        imported = next(
+            (
+                found
+                for key in (name, *lookup_keys(provider, model))
+                if (found := self._entries.get(("imported", "*", "", key))) is not None
+            ),
+            None,
+        )
         if imported is not None:
             return Known(
                 imported.capability,

@@ -402,6 +402,13 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         metavar="F",
         help="the fraction spent from which the budget steps tiers down (e.g. 0.8)",
     )
+    spend.add_argument(
+        "--flex-at",
+        type=_fraction,
+        metavar="F",
+        help="the fraction spent from which the budget moves calls to the flex service tier "
+        "(e.g. 0.9, above --step-down-at)",
+    )
     spend.add_argument("--floor", type=_effort, metavar="E", help="the cheapest tier to step to")
     spend.add_argument(
         "--tag",
@@ -549,13 +556,46 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     )
     sim.set_defaults(handler=_cmd_simulate)
 
+    serve = commands.add_parser(
+        "serve",
+        help="run the gateway: OpenAI Chat and Responses, Anthropic Messages front doors over "
+        "the configured sources",
+        description="Serve POST /v1/chat/completions, /v1/responses, /v1/messages (and "
+        "count_tokens) and GET /v1/models; a request's model names a [[route]], a configured "
+        "source's model, or provider/model-id. See the README's Gateway section.",
+    )
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the TOML file: [[source]], [thinking], limits, cache, [[budget]], [[route]], "
+        "[serve] (default: none; provider/model-id names route with the standard key "
+        "variables)",
+    )
+    serve.add_argument(
+        "--host", default=None, help="address to bind (default: [serve] host, else 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="port to bind (default: [serve] port, else 4000; 0 = any free port)",
+    )
+    serve.set_defaults(handler=_cmd_serve)
+
     bench = commands.add_parser(
         "bench",
         help="benchmark polythink against raw httpx and the peer SDKs (from a source checkout)",
         description="Run the benchmark suite of a source checkout; see benchmarks/README.md.",
         add_help=False,
     )
-    return parser, {"demo": demo, "resolve": res, "models": models, "simulate": sim, "bench": bench}
+    return parser, {
+        "demo": demo,
+        "resolve": res,
+        "models": models,
+        "simulate": sim,
+        "serve": serve,
+        "bench": bench,
+    }
 
 
 def _benchmarks_root() -> Path | None:
@@ -654,11 +694,11 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         return _resolve_under_budget(args)
     if any(
         getattr(args, name) is not None
-        for name in ("step_down_at", "floor", "tag", "budget_name", "spent", "limits")
+        for name in ("step_down_at", "flex_at", "floor", "tag", "budget_name", "spent", "limits")
     ):
         print(
-            "polythink resolve: error: --step-down-at, --floor, --tag, --budget-name, --spent "
-            "and --limits describe a budget: give it with --budget USD/WINDOW",
+            "polythink resolve: error: --step-down-at, --flex-at, --floor, --tag, --budget-name, "
+            "--spent and --limits describe a budget: give it with --budget USD/WINDOW",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -710,6 +750,7 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
             per,
             tag="*" if args.tag is not None else None,
             step_down_at=args.step_down_at,
+            flex_at=args.flex_at,
             floor=args.floor,
             name=args.budget_name,
         )
@@ -754,11 +795,15 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
     print(f"payload    {json.dumps(found.payload, ensure_ascii=False)}")
     if found.step_down is not None and found.step_down.max_tokens is not None:
         print(f"max_tokens {found.max_tokens} (the output ceiling shrinks with the tier)")
+    if found.service_tier is not None:
+        print(f"service    {found.service_tier.value}")
     for state in found.budgets:
         reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.resets_at))
         steps = (
             f", steps down from {state.step_down_at:.0%}" if state.step_down_at is not None else ""
         )
+        if state.flex_at is not None:
+            steps += f", moves calls to flex from {state.flex_at:.0%}"
         print(
             f"budget     {state.budget!r} ({state.scope}): ${state.spent:.6f} of "
             f"${state.limit:g} a {state.window} spent ({state.fraction:.1%}){steps}; "
@@ -778,15 +823,18 @@ def _plan_json(found: Any) -> dict[str, Any]:
         "applied_effort": found.applied.value if found.applied else None,
         "payload": found.payload,
         "max_tokens": found.max_tokens,
+        "service_tier": found.service_tier.value if found.service_tier else None,
         "step_down": None
         if step is None
         else {
-            "requested": step.requested.value,
-            "applied": step.applied.value,
+            "requested": step.requested.value if step.requested else None,
+            "applied": step.applied.value if step.applied else None,
             "budget": step.budget,
             "spent": step.spent,
             "step_down_at": step.step_down_at,
             "max_tokens": step.max_tokens,
+            "service_tier": step.service_tier.value if step.service_tier else None,
+            "flex_at": step.flex_at,
         },
         "budgets": [
             {
@@ -1253,6 +1301,25 @@ def _models_evidence_blocks(
             lines.append(f"  {name.ljust(label)}  {parts[0]}")
             lines.extend(" " * indent + part for part in parts[1:])
     return lines
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    # The gateway (aiohttp.web and its front doors) loads with this command only.
+    import logging
+
+    from polythink.serve import run
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("polythink.serve").setLevel(logging.INFO)
+    try:
+        return run(args.config, host=args.host, port=args.port)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"polythink serve: error: {_message(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(f"polythink serve: error: cannot listen: {reason}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ from polythink.middleware.base import Chain, Middleware, UserLayer, compose, use
 from polythink.middleware.failover import Failover
 from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
+from polythink.middleware.tiers import ServiceTierMiddleware
 from polythink.providers import get_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.structured import parse_output, schema_validator
@@ -63,6 +64,8 @@ from polythink.types import (
     Request,
     Response,
     ResponseFormat,
+    ServiceTier,
+    StreamEvent,
     Tool,
     TypedStreamEvent,
     check_extra_body,
@@ -77,9 +80,11 @@ if TYPE_CHECKING:
 
     from polythink.backends.base import BudgetBackend
     from polythink.backends.redis import RedisLimitStore
+    from polythink.batch import BatchJob
     from polythink.middleware.budget import BudgetMiddleware
     from polythink.middleware.cache import CacheMiddleware
     from polythink.middleware.retry import RetryMiddleware
+    from polythink.transports.base import HTTPTransport
 
 __all__ = ["Client"]
 
@@ -114,6 +119,7 @@ class CallOptions(TypedDict, total=False):
     prompt_cache: PromptCache | bool | None
     tag: str | None
     prefix_mismatch: str | None
+    service_tier: ServiceTier | str | None
 
 
 def _field_setter(cls: type[_T], name: str) -> Callable[[_T, Any], _T]:
@@ -436,7 +442,9 @@ class Client:
         self._closed = False
         self._keys: list[str | None] = []
         self._transport_classes: list[Any] = []
+        self._transports: list[HTTPTransport] = []
         self._reasoning: list[ReasoningMiddleware] = []
+        self._tiers: list[ServiceTierMiddleware] = []
         self._limits: list[RateLimitMiddleware] = []
         self._retry: list[RetryMiddleware] = []
         self._middleware = user_layers(middleware, "Client")
@@ -476,6 +484,8 @@ class Client:
             self._transport_classes.append(transport_class(profile.wire))
             reasoning = ReasoningMiddleware(source, i, profile, self.capabilities)
             self._reasoning.append(reasoning)
+            tiers = ServiceTierMiddleware(source, i, profile, reasoning.capability)
+            self._tiers.append(tiers)
             budget_layer = None
             if budget_backend is not None:
                 budget_layer = BudgetMiddleware(
@@ -487,6 +497,7 @@ class Client:
                     budget_backend,
                     account=account_id(source.provider, source.endpoint, key),
                     meter=budget_meter,
+                    tiers=tiers,
                 )
             self._budget_layers.append(
                 budget_layer if budget_layer is not None and budget_layer.applies else None
@@ -611,6 +622,7 @@ class Client:
         self._http = http
         redact_http_logs(self, [*self._keys, *(s for src in self.sources for s in src.secrets())])
         stacks = []
+        self._transports = []
         for i, source in enumerate(self.sources):
             transport = self._transport_classes[i](
                 source=source,
@@ -619,12 +631,15 @@ class Client:
                 client=http,
                 api_key=self._keys[i],
             )
+            self._transports.append(transport)
             # Calls its model takes only on the Responses API go there (GPT-6 tools).
             transport = with_responses_route(transport, client=http, api_key=self._keys[i])
             stacks.append(compose(self._source_layers(i), transport))
         names = [f"{source.provider} {source.model}" for source in self.sources]
         windows = [
-            cap.context_window if (cap := get_capability(source.model)) is not None else None
+            cap.context_window
+            if (cap := get_capability(source.model, source.provider)) is not None
+            else None
             for source in self.sources
         ]
         self._chain = compose(
@@ -639,21 +654,98 @@ class Client:
             ),
         )
 
+    async def send(self, request: Request) -> Response:
+        """Send a :class:`~polythink.types.Request` made by :meth:`request` (and perhaps
+        derived with ``request.with_(...)``) through the whole onion; return the response.
+
+        The lower level of :meth:`complete`, as httpx's ``send`` is of its ``post``: the
+        answer is not validated against the request's ``response_format`` (``parsed`` stays
+        ``None``; read ``text``). ``polythink serve`` sends every call this way, with the
+        caller's own body attached (``Request.native``).
+
+        Raises:
+            PolythinkError: as :meth:`complete`.
+            ClientClosedError: the client is closed.
+        """
+        if request.stream:
+            request = request.with_(stream=False)
+        chain = self._started()
+        started_at, start = _wall_clock(), _monotonic()
+        try:
+            response = await chain.complete(request)
+        except Exception as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise
+        return _recorded(response, started_at, _monotonic() - start)
+
+    async def send_stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Stream a :class:`~polythink.types.Request` through the whole onion (see
+        :meth:`send`); yield its events, ``done`` last.
+
+        Raises:
+            PolythinkError: as :meth:`stream`.
+            ClientClosedError: the client is closed, or was closed while the stream was read.
+        """
+        if not request.stream:
+            request = request.with_(stream=True)
+        async with aclosing(self._events(request, None)) as events:
+            async for event in events:
+                yield event
+
+    async def _events(
+        self, request: Request, fmt: ResponseFormat[Any] | None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The onion's events for ``request``, the ``done`` response recorded (and, with
+        ``fmt``, validated)."""
+        events = self._started().stream(request)
+        started_at, start = _wall_clock(), _monotonic()
+        try:
+            async with aclosing(events) as iterator:
+                async for event in iterator:
+                    # Either HTTP layer may still hold buffered events, or fail in its own way
+                    # (aiohttp: a bare RuntimeError), once the client is closed.
+                    if self._closed:
+                        raise self._closed_error()
+                    if event.type == "done" and event.response is not None:
+                        response = _recorded(event.response, started_at, _monotonic() - start)
+                        if fmt is not None and response.parsed is None:
+                            response = parse_output(response, fmt)
+                        event = dataclasses.replace(event, response=response)
+                    yield event
+        except StreamInterruptedError as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
+            raise
+        except ClientClosedError:
+            raise
+        except Exception as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise
+
     # The order of the onion, outermost first, is listed here and nowhere else:
     #   per call:    the client's middleware, telemetry, cache, cost, then failover
-    #   per source:  rate limit, retry, budget (when one applies), reasoning, the source's
-    #                middleware, then its transport
+    #   per source:  rate limit, retry, budget (when one applies), service tier, reasoning,
+    #                the source's middleware, then its transport
 
     def _source_layers(self, index: int) -> list[Middleware | UserLayer]:
         """Per-source layers, outermost first: rate limit, retry, spend budgets (when any
-        applies to the source: each attempt reserves, and may step its tier down before the
-        reasoning layer resolves it), reasoning, then the source's own middleware (it sees
-        each attempt as sent, with the applied tier)."""
+        applies to the source: each attempt reserves, and may step its reasoning tier down
+        or move it to flex before the inner layers resolve them), service tier (resolves
+        it; resends once after "no capacity"), reasoning, then the source's own middleware
+        (it sees each attempt as sent, with the applied tiers)."""
         layers: list[Middleware | UserLayer] = [self._limits[index], self._retry[index]]
         budget = self._budget_layers[index]
         if budget is not None:
             layers.append(budget)
-        return [*layers, self._reasoning[index], *self._source_middleware[index]]
+        return [
+            *layers,
+            self._tiers[index],
+            self._reasoning[index],
+            *self._source_middleware[index],
+        ]
 
     def _call_layers(self) -> list[Middleware | UserLayer]:
         """Per-call layers above failover, outermost first: the client's own middleware
@@ -664,6 +756,92 @@ class Client:
         if self._cost is not None:
             layers.append(self._cost)
         return layers
+
+    async def batch(
+        self,
+        requests: Mapping[str, Request] | Sequence[Request],
+        *,
+        source: int | None = None,
+        name: str | None = None,
+    ) -> BatchJob:
+        """Submit ``requests`` as one batch: answered within the provider's 24-hour window,
+        at batch prices (about half), through one source's batch API.
+
+        Build each request as a call is made: ``client.request(messages, ...)`` takes
+        :meth:`complete`'s arguments (tools, ``reasoning_effort``, ``response_format``,
+        ``max_tokens``, ``tag`` …). Each goes through the same reasoning resolution and body
+        builder as a call to that source; spend budgets reserve the batch's worst case at
+        batch prices now and are corrected request by request as results are read. See
+        :mod:`polythink.batch` for each provider's API.
+
+        Args:
+            requests: the requests, by id (1 to 64 letters, digits, ``_`` or ``-``), or a
+                list (ids ``"0"``, ``"1"`` …).
+            source: the source to submit to (its index); ``None``: the first source whose
+                provider has a batch API (``openai``, ``openai-responses``, ``anthropic``,
+                ``gemini``). A batch is not failed over: it lives at one provider.
+            name: the batch's name at the provider (OpenAI ``metadata.name``, Gemini
+                ``displayName``); default ``polythink-<unix time>``.
+
+        Returns:
+            the :class:`~polythink.batch.BatchJob`: ``await job.wait()``, ``async for id,
+            result in job.results()``, ``job.save(path)``, ``await job.cancel()``.
+
+        Raises:
+            ValueError: malformed requests or ids, no source with a batch API.
+            PolythinkError: a request this source cannot take (named by its id; nothing
+                submitted), :class:`~polythink.errors.BudgetExceededError`, or the
+                provider's refusal of the batch.
+            ClientClosedError: the client is closed.
+        """
+        from polythink.batch import submit_batch
+
+        self._started()
+        if source is None:
+            found = [
+                i
+                for i, s in enumerate(self.sources)
+                if get_provider(s.provider).batches is not None
+            ]
+            if not found:
+                raise ValueError(
+                    "no source of this client has a batch API (openai, openai-responses, "
+                    "anthropic and gemini have one)"
+                )
+            source = found[0]
+        if not 0 <= source < len(self.sources):
+            raise ValueError(f"source must be a source index from 0 to {len(self.sources) - 1}")
+        return await submit_batch(self, source, requests, name=name)
+
+    def resume_batch(
+        self, saved: str | Path | Mapping[str, Any], *, response_format: Any = None
+    ) -> BatchJob:
+        """Attach a batch job saved by :meth:`BatchJob.save` (or its ``to_dict()``), in this
+        or another process, to this client's matching source (same provider, model and
+        endpoint); its results are then read as if it had been submitted here.
+
+        ``response_format`` replaces the requests' saved formats (a model class saved with
+        the job is imported by its module path when this is not given).
+
+        Raises:
+            ValueError: not a saved job, no matching source, or a saved model class that
+                cannot be imported.
+        """
+        from polythink.batch import resume_batch
+
+        return resume_batch(self, saved, response_format=response_format)
+
+    def _source_parts(
+        self, index: int
+    ) -> tuple[HTTPTransport, ReasoningMiddleware, BudgetMiddleware | None]:
+        """The transport, reasoning layer and budget layer of source ``index`` (for batches,
+        which build and parse bodies as calls do, outside the onion).
+
+        Raises:
+            ClientClosedError: the client is closed (or RuntimeError: never started).
+        """
+        self._started()
+        return self._transports[index], self._reasoning[index], self._budget_layers[index]
 
     async def aclose(self) -> None:
         """Commit the cache entries still pending, close the HTTP client if this client
@@ -726,6 +904,7 @@ class Client:
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
         prefix_mismatch: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> Request:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
 
@@ -741,8 +920,8 @@ class Client:
                 naming one (a name becomes that shape), a ``response_format`` that is not
                 one of :class:`~polythink.types.ResponseFormat`'s forms (or whose schema is
                 not valid under its JSON Schema draft), a ``tag`` that is
-                not 1 to 128 printable characters, or a ``prefix_mismatch`` other than
-                ``"error"``, ``"drop_block"`` or ``None``.
+                not 1 to 128 printable characters, an unknown ``service_tier``, or a
+                ``prefix_mismatch`` other than ``"error"``, ``"drop_block"`` or ``None``.
         """
         check_prefix_mismatch(prefix_mismatch, "prefix_mismatch")
         if system_suffix is not None and not isinstance(system_suffix, str):
@@ -782,6 +961,7 @@ class Client:
             response_format=fmt,
             tag=check_tag(tag),
             prefix_mismatch=prefix_mismatch,
+            service_tier=ServiceTier.parse(service_tier),
         )
 
     async def plan(
@@ -793,6 +973,7 @@ class Client:
         tools: Sequence[Tool | Mapping[str, Any]] | None = None,
         prompt_cache: PromptCache | bool | None = None,
         tag: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> list[CallPlan]:
         """Say what a call would get from each source now, and why; nothing is sent or
         reserved.
@@ -818,6 +999,7 @@ class Client:
             tools=tools,
             prompt_cache=prompt_cache,
             tag=tag,
+            service_tier=service_tier,
         )
         plans = []
         for i, reasoning in enumerate(self._reasoning):
@@ -825,7 +1007,7 @@ class Client:
             if layer is not None:
                 plans.append(await layer.plan(request))
             else:
-                plans.append(plain_plan(reasoning, request, i))
+                plans.append(plain_plan(reasoning, request, i, tiers=self._tiers[i]))
         return plans
 
     @overload
@@ -874,6 +1056,7 @@ class Client:
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
         prefix_mismatch: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> Response[Any]:
         """Send a chat call and return the whole :class:`Response`.
 
@@ -912,6 +1095,11 @@ class Client:
             tag: the caller's label for the call (a tenant or customer id): budgets scoped
                 by ``tag`` count it under this value. Never sent, never part of the cache
                 key.
+            service_tier: this call's service tier (``flex``, ``standard``, ``priority``,
+                ``auto``; wins over the source's): the price and the wait, sent as each
+                provider spells it and mapped to the nearest one it takes (see
+                :class:`~polythink.Source`). ``response.service_tier`` says which served the
+                call, and its cost is priced there. Not part of the cache key.
 
         The returned ``response.message.metadata`` records provider, model as served,
         source index, start (Unix seconds) and duration (seconds) of the call; none of
@@ -946,16 +1134,9 @@ class Client:
             response_format=response_format,
             tag=tag,
             prefix_mismatch=prefix_mismatch,
+            service_tier=service_tier,
         )
-        chain = self._started()
-        started_at, start = _wall_clock(), _monotonic()
-        try:
-            response = await chain.complete(request)
-        except Exception as exc:
-            if self._closed:
-                raise self._closed_error() from exc
-            raise
-        response = _recorded(response, started_at, _monotonic() - start)
+        response = await self.send(request)
         if request.response_format is not None and response.parsed is None:
             # Not validated yet (the cache layer validates the answers it may store).
             return parse_output(response, request.response_format)
@@ -1007,6 +1188,7 @@ class Client:
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
         prefix_mismatch: str | None = None,
+        service_tier: ServiceTier | str | None = None,
     ) -> AsyncGenerator[TypedStreamEvent[Any], None]:
         """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
 
@@ -1046,31 +1228,8 @@ class Client:
             response_format=response_format,
             tag=tag,
             prefix_mismatch=prefix_mismatch,
+            service_tier=service_tier,
         )
-        fmt = request.response_format
-        events = self._started().stream(request)
-        started_at, start = _wall_clock(), _monotonic()
-        try:
-            async with aclosing(events) as iterator:
-                async for event in iterator:
-                    # Either HTTP layer may still hold buffered events, or fail in its own way
-                    # (aiohttp: a bare RuntimeError), once the client is closed.
-                    if self._closed:
-                        raise self._closed_error()
-                    if event.type == "done" and event.response is not None:
-                        response = _recorded(event.response, started_at, _monotonic() - start)
-                        if fmt is not None and response.parsed is None:
-                            response = parse_output(response, fmt)
-                        event = dataclasses.replace(event, response=response)
-                    yield cast(TypedStreamEvent[Any], event)
-        except StreamInterruptedError as exc:
-            if self._closed:
-                raise self._closed_error() from exc
-            exc.partial = _recorded(exc.partial, started_at, _monotonic() - start)
-            raise
-        except ClientClosedError:
-            raise
-        except Exception as exc:
-            if self._closed:
-                raise self._closed_error() from exc
-            raise
+        async with aclosing(self._events(request, request.response_format)) as events:
+            async for event in events:
+                yield cast(TypedStreamEvent[Any], event)

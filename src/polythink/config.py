@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any, Self
 
 from polythink.providers import PROVIDERS, get_provider, suggest_provider
 from polythink.reasoning.capabilities import get_capability
-from polythink.types import PREFIX_MISMATCH, Effort, check_extra_body, fields_repr, redacted
+from polythink.types import (
+    PREFIX_MISMATCH,
+    Effort,
+    ServiceTier,
+    check_extra_body,
+    fields_repr,
+    redacted,
+)
 
 if TYPE_CHECKING:
     from polythink.middleware.base import Middleware
@@ -40,6 +47,7 @@ __all__ = [
     "credential_header",
     "options_from_env",
     "options_from_toml",
+    "read_toml",
     "sources_from_env",
     "sources_from_toml",
     "thinking_default_for",
@@ -340,6 +348,17 @@ class Source:
             ``input_transformations`` and warnings say what was dropped. A per-call value
             wins; ``Client(prefix_mismatch=)`` and ``[thinking] prefix_mismatch`` of a
             TOML file give the default of sources without their own.
+        service_tier: this source's default service tier (``flex``, ``standard``,
+            ``priority``, ``auto``, a :class:`~polythink.types.ServiceTier`, or ``None`` =
+            unset: nothing sent); a per-call ``service_tier`` wins. Sent as the provider
+            spells it (see :func:`polythink.reasoning.tiers.resolve_tier`).
+        service_tier_fallback: ``nearest`` | ``error`` | ``drop`` for a tier the provider or
+            model does not take, as ``effort_fallback`` is for reasoning tiers.
+        capacity_fallback: the tier a call is sent again at, once, when the provider answers
+            that its tier has no capacity now (OpenAI's 429 ``resource_unavailable`` on flex,
+            Groq's 498): ``standard`` by default; ``None`` (or ``"none"``): raise
+            :class:`~polythink.errors.CapacityUnavailableError` instead, which the retry
+            layer retries with backoff at the same tier.
         middleware: layers of the caller's own around each attempt on this source, outermost
             first, just outside its transport: each sees the request as it will be sent here
             (``request.resolution`` holds the applied tier), and that attempt's response or
@@ -369,6 +388,9 @@ class Source:
     api_version: str | None = None
     thinking_display: str | None = None
     reasoning_mode: str | None = None
+    service_tier: ServiceTier | str | None = None
+    service_tier_fallback: str = "nearest"
+    capacity_fallback: ServiceTier | str | None = ServiceTier.STANDARD
     middleware: Sequence[Middleware] = field(default=(), repr=False, compare=False)
     prefix_mismatch: str | None = None
 
@@ -393,6 +415,28 @@ class Source:
                 f"Source.effort_fallback must be one of {', '.join(_POLICIES)}; "
                 f"got {self.effort_fallback!r}"
             )
+        try:
+            object.__setattr__(self, "service_tier", ServiceTier.parse(self.service_tier))
+        except ValueError as exc:
+            raise ValueError(f"Source.service_tier: {exc}") from None
+        if self.service_tier_fallback not in _POLICIES:
+            raise ValueError(
+                f"Source.service_tier_fallback must be one of {', '.join(_POLICIES)}; "
+                f"got {self.service_tier_fallback!r}"
+            )
+        spare = self.capacity_fallback
+        if isinstance(spare, str) and spare.strip().lower() in ("none", "off"):
+            spare = None
+        try:
+            spare = ServiceTier.parse(spare)
+        except ValueError as exc:
+            raise ValueError(f"Source.capacity_fallback: {exc} ('none' for no resend)") from None
+        if spare is ServiceTier.AUTO:
+            raise ValueError(
+                "Source.capacity_fallback must be flex, standard, priority or None; got 'auto' "
+                "(the tier to send a call again at when its own has no capacity)"
+            )
+        object.__setattr__(self, "capacity_fallback", spare)
         for name in ("rpm", "tpm"):
             value = getattr(self, name)
             if value is not None and not (_finite_number(value) and value > 0):
@@ -486,6 +530,23 @@ class Source:
         return value if isinstance(value, Effort) or value is None else Effort.parse(value)
 
     @property
+    def tier(self) -> ServiceTier | None:
+        """``service_tier`` as a parsed :class:`~polythink.types.ServiceTier` (``None`` =
+        unset)."""
+        value = self.service_tier
+        return (
+            value if isinstance(value, ServiceTier) or value is None else ServiceTier.parse(value)
+        )
+
+    @property
+    def spare_tier(self) -> ServiceTier | None:
+        """``capacity_fallback`` as a parsed tier (``None``: no resend on "no capacity")."""
+        value = self.capacity_fallback
+        return (
+            value if isinstance(value, ServiceTier) or value is None else ServiceTier.parse(value)
+        )
+
+    @property
     def timeouts(self) -> Timeout:
         """``timeout`` as a :class:`Timeout`."""
         value = self.timeout
@@ -543,6 +604,9 @@ _FIELDS = {
     "THINKING_DISPLAY": "thinking_display",
     "REASONING_MODE": "reasoning_mode",
     "PREFIX_MISMATCH": "prefix_mismatch",
+    "SERVICE_TIER": "service_tier",
+    "SERVICE_TIER_FALLBACK": "service_tier_fallback",
+    "CAPACITY_FALLBACK": "capacity_fallback",
 }
 _INTS = {"max_concurrency", "max_retries"}
 _FLOATS = {"rpm", "tpm", "timeout"}
@@ -759,7 +823,7 @@ def _warn_clamped(where: str, clamped: list[str]) -> None:
         )
 
 
-def _read_toml(path: str | Path) -> dict[str, Any]:
+def read_toml(path: str | Path) -> dict[str, Any]:
     """The parsed TOML file at ``path``.
 
     Raises:
@@ -789,6 +853,11 @@ def _read_toml(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
 
 
+_SERVE = ("serve", "route")
+"""Tables ``polythink serve`` reads from the same file (:mod:`polythink.serve.config`); a
+client built from it leaves them alone."""
+
+
 def sources_from_toml(path: str | Path) -> list[Source]:
     """Read sources from a TOML file.
 
@@ -803,6 +872,8 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         provider = "openai"
         model = "gpt-5.5"
         reasoning_effort = "high"
+        service_tier = "flex"          # optional: flex | standard | priority | auto
+        capacity_fallback = "standard" # optional: the tier to resend at on "no capacity"
 
     Raises:
         ValueError: for a path that is a directory, a file that is not UTF-8 or not valid
@@ -810,12 +881,12 @@ def sources_from_toml(path: str | Path) -> list[Source]:
             ``[[source]]``, or a contradiction between ``enabled`` and ``effort``.
         FileNotFoundError: no file at ``path`` (named in the message).
     """
-    data = _read_toml(path)
-    unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS})
+    data = read_toml(path)
+    unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS, *_SERVE})
     if unknown_tables:
         raise ValueError(
             f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]], "
-            "[[budget]], " + ", ".join(_OPTIONS)
+            "[[budget]], " + ", ".join(_OPTIONS) + ", and polythink serve's [serve], [[route]]"
         )
     default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
     mismatch = _thinking_mismatch(data.get("thinking"), f"{path} [thinking]")
@@ -870,6 +941,7 @@ def options_from_toml(path: str | Path) -> dict[str, Any]:
         per = "day"
         tag = "*"
         step_down_at = 0.8
+        flex_at = 0.9
 
     Raises:
         ValueError: for a ``limits`` or ``cache`` that is not a non-empty string, a budget
@@ -877,7 +949,7 @@ def options_from_toml(path: str | Path) -> dict[str, Any]:
     """
     from polythink.budgets import Budget
 
-    data = _read_toml(path)
+    data = read_toml(path)
     found: dict[str, Any] = {}
     for name in _OPTIONS:
         if name in data:

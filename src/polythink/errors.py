@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from polythink.types import KEY_SHAPES
 
@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthError",
+    "BatchItemNotRunError",
     "BudgetExceededError",
+    "CapacityUnavailableError",
     "ClientClosedError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
@@ -58,11 +60,13 @@ __all__ = [
     "RateLimitedError",
     "RequestRejectedError",
     "RequestTimeoutError",
+    "ServiceTierUnsupportedError",
     "StreamInterruptedError",
     "ThinkingBindingError",
     "ThinkingUnsupportedError",
     "TransientError",
     "holds_secret",
+    "recast",
     "redact",
 ]
 
@@ -163,6 +167,26 @@ class TransientError(PolythinkError):
     (``"malformed_body"``), or a request the HTTP layer could not send to this source at
     all (``should_retry=False``: retrying cannot help, another source may).
     """
+
+
+class CapacityUnavailableError(TransientError):
+    """The provider has no capacity at the asked service tier now; nothing was charged.
+
+    Its own kind, not a rate limit: OpenAI's 429 ``resource_unavailable`` on ``flex`` and
+    Groq's HTTP 498 ``capacity_exceeded`` on ``flex`` (each provider's pair is data on its
+    :class:`~polythink.providers.TierWire`, ``no_capacity``). It never pauses the source's
+    rate limiter nor counts against its circuit breaker: the source's other tiers are fine.
+    The tier layer sends the call once more at the source's ``capacity_fallback``
+    (``standard`` by default); without one it is retried with backoff like any
+    :class:`TransientError`, and fails over.
+
+    Attributes:
+        service_tier: the tier that had no capacity (``"flex"``), when known.
+    """
+
+    def __init__(self, message: str, *, service_tier: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.service_tier = service_tier
 
 
 class RequestTimeoutError(TransientError):
@@ -304,6 +328,17 @@ class ThinkingUnsupportedError(RequestRejectedError, ValueError):
     the cheapest tier to use instead), or when the provider's wire for the direction is
     unknown. It is a ``ValueError`` so configuration checks at client build can raise it,
     and a :class:`RequestRejectedError` so a per-call request fails over to the next source.
+    """
+
+
+class ServiceTierUnsupportedError(RequestRejectedError, ValueError):
+    """A service tier this source cannot serve, under ``service_tier_fallback="error"``.
+
+    Raised when the provider has no service tiers, or the model does not take the tier (the
+    message lists those it takes, as the registry knows them or as the provider taught by
+    refusing one); ``error_type`` ``"service_tier_unsupported"``. A ``ValueError`` so a
+    source's own tier is refused when the client is built, and a
+    :class:`RequestRejectedError` that fails over to the next source on a call.
     """
 
 
@@ -468,6 +503,23 @@ class BudgetExceededError(PolythinkError):
         self.resets_at = resets_at
 
 
+class BatchItemNotRunError(PolythinkError):
+    """A request of a batch that the provider never ran: the batch expired (its 24-hour
+    window ended first), was cancelled, or failed as a whole (its input was refused).
+    Nothing was charged for it. ``error_type`` is ``"batch_expired"``,
+    ``"batch_cancelled"`` or ``"batch_failed"``.
+
+    Attributes:
+        reason: ``"expired"``, ``"cancelled"`` or ``"failed"``.
+        custom_id: the request's id in the batch.
+    """
+
+    def __init__(self, message: str, *, reason: str, custom_id: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.reason = reason
+        self.custom_id = custom_id
+
+
 class ClientClosedError(PolythinkError, RuntimeError):
     """A call or a stream used a :class:`~polythink.Client` after it was closed.
 
@@ -501,6 +553,29 @@ class MiddlewareError(PolythinkError, TypeError):
     def __init__(self, message: str, *, layer: str, **kwargs: object) -> None:
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.layer = layer
+
+
+_E = TypeVar("_E", bound=PolythinkError)
+
+
+def recast(error: PolythinkError, cls: type[_E], message: str | None = None, **extra: Any) -> _E:
+    """``error`` as another class of the taxonomy (a provider's answer read more closely):
+    its provider, source, status, type, request id, retry hints, body and rate limits kept,
+    ``message`` replacing its message when given, ``extra`` the new class's own fields."""
+    mapped = cls(
+        error.message if message is None else message,
+        provider=error.provider,
+        source_index=error.source_index,
+        status_code=error.status_code,
+        error_type=error.error_type,
+        request_id=error.request_id,
+        retry_after=error.retry_after,
+        should_retry=error.should_retry,
+        body=error.body,
+        **extra,
+    )
+    mapped.rate_limit = error.rate_limit
+    return mapped
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

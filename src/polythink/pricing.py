@@ -18,10 +18,31 @@ Facts used (``genai-prices`` 0.2.3, read from its code 2026-12-01):
   ``cache_write_mtok``);
 - ``requests_kcount`` is a fee per thousand requests (one per call).
 
-The model -> price lookup walks the table (tens of microseconds to milliseconds); it is done
-once per (provider, model) and kept. Pricing one call is then a few ``Decimal``
-multiplications. A model whose price depends on the time of day (DeepSeek's off-peak hours)
-or on a service tier keeps its lookup and picks the price for each call's time.
+A model id in a cloud's form (a Bedrock inference profile, an ARN) that the table does not
+know is priced as the native model it names. The model -> price lookup walks the table (tens
+of microseconds to milliseconds); it is done once per (provider, model) and kept. Pricing one
+call is then a few ``Decimal`` multiplications. A model whose price depends on the time of
+day (DeepSeek's off-peak hours) or on a service tier keeps its lookup and picks the price for
+each call's time.
+
+Service tiers and batches (``genai-prices`` 0.2.5, read from its data 2026-12-04): a model's
+``price_variants`` carry the prices of a tier (``{"service_tier": "flex"}``, ``"priority"``,
+OpenAI's ``"default"``) and of its batch API (``{"processing": "batch"}``). A call is priced at
+the tier that served it (:attr:`Response.service_tier`, else the tier sent); where the table
+has no price for that tier, the provider's documented relation stands in, and where there is
+none it says so (:func:`tier_price_note`):
+
+- flex: OpenAI bills it "at Batch API rates" (developers.openai.com/api/docs/guides/
+  flex-processing), the Gemini API at 50 % off, as its batches (ai.google.dev/gemini-api/docs/
+  flex-inference): their batch prices; Groq at on-demand prices (console.groq.com/docs/
+  flex-processing); elsewhere the standard price, an upper bound (noted);
+- priority: only the table's price; without one the call has no price (``None``, noted), since
+  the premium differs by model;
+- batch: the table's batch price, else half the standard price where the provider documents a
+  flat 50 % (OpenAI: developers.openai.com/api/docs/guides/batch; Anthropic: "50% of standard
+  API prices", platform.claude.com/docs/en/build-with-claude/batch-processing; Gemini: "50% of
+  the standard cost", ai.google.dev/gemini-api/docs/batch-mode; all as cited in
+  CONTINUITY.md §4 and the pages' stored copies, read 2026-12-04).
 
 OpenRouter reports what it billed in ``usage.cost`` with ``usage.cost_details``
 (``upstream_inference_prompt_cost`` / ``_completions_cost`` on Chat Completions,
@@ -40,6 +61,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeGuard
 
+from polythink.reasoning.ids import parse_model_id
 from polythink.types import Cost, Usage
 
 __all__ = [
@@ -48,6 +70,7 @@ __all__ = [
     "price_nanos",
     "price_table_version",
     "reported_cost",
+    "tier_price_note",
     "worst_case_nanos",
 ]
 
@@ -68,6 +91,23 @@ PRICE_TABLE_PROVIDERS: dict[str, str] = {
 }
 """polythink provider id -> ``genai-prices`` provider id. Providers not listed (``qwen``,
 self-hosted ``vllm`` and ``ollama``) have no table price: their cost is ``None``."""
+
+_TIER_CONTEXT: dict[str, dict[str, str]] = {
+    "openai": {"flex": "flex", "priority": "priority", "ultrafast": "ultrafast"},
+    "google": {"flex": "flex", "priority": "priority"},
+}
+"""``genai-prices`` provider -> polythink's tier -> the ``service_tier`` price context it is
+priced under (OpenAI's ``fast`` is reported as ``priority`` and priced the same)."""
+_FLEX_AT_BATCH_RATES = frozenset({"openai", "google"})
+_FLEX_AT_STANDARD_RATES = frozenset({"groq"})
+_BATCH_DISCOUNT: dict[str, Decimal] = {
+    "openai": Decimal("0.5"),
+    "anthropic": Decimal("0.5"),
+    "google": Decimal("0.5"),
+}
+"""Providers whose batch API is documented at a flat share of the standard price."""
+_BATCH = "batch"
+_ONE = Decimal(1)
 
 _log = logging.getLogger("polythink.pricing")
 _MILLION = Decimal(1_000_000)
@@ -178,14 +218,16 @@ class _Table:
             return self.lookups[key]
         from genai_prices import data_snapshot
 
-        found: _Entry | None
-        try:
-            _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider, None)
-        except LookupError:
-            found = None
-        else:
+        snapshot = data_snapshot.get_snapshot()
+        found: _Entry | None = None
+        for name in _names(model):
+            try:
+                _, info = snapshot.find_provider_model(name, None, provider, None)
+            except LookupError:
+                continue
             plain = isinstance(info.prices, self.model_price)
             found = _Entry(info, _Rates.of(info.prices) if plain else None)
+            break
         if len(self.lookups) >= _LOOKUP_LIMIT:
             self.lookups.clear()
         self.lookups[key] = found
@@ -195,13 +237,30 @@ class _Table:
 _table = _Table()
 
 
+def _names(model: str) -> tuple[str, ...]:
+    """The names a price is looked up by: the model as given, then the native id it names
+    (:func:`polythink.reasoning.ids.parse_model_id`: a Bedrock ``us.anthropic.…-v1:0`` id or
+    an ARN is priced as the Anthropic model). A fine-tune is never priced as its base model
+    (fine-tuned models have prices of their own), nor an id that names no model."""
+    parsed = parse_model_id(None, model)
+    if not parsed.inferable or parsed.fine_tune is not None or parsed.model == model:
+        return (model,)
+    return (model, parsed.model)
+
+
 def price_table_version() -> str | None:
     """``"genai-prices X.Y.Z"`` when the price table is installed, else ``None``."""
     return _table.version if _table.load() else None
 
 
 def price(
-    usage: Usage | None, provider: str, model: str, *, at: datetime | None = None
+    usage: Usage | None,
+    provider: str,
+    model: str,
+    *,
+    at: datetime | None = None,
+    service_tier: str | None = None,
+    batch: bool = False,
 ) -> Cost | None:
     """Price ``usage`` of one call to ``model`` at ``provider`` from the price table.
 
@@ -211,31 +270,42 @@ def price(
         provider: the polythink provider id (see :data:`PRICE_TABLE_PROVIDERS`).
         model: the model name (the one the server reported, or the source's).
         at: when the call was made, for prices that change over time (``None``: now).
+        service_tier: the tier that served the call (``flex``, ``standard``, ``priority``,
+            ``batch``, or a provider's own such as ``ultrafast``); ``None``: standard.
+        batch: the call ran in a batch (priced at batch rates, whatever ``service_tier``).
 
     Returns:
         The cost in US dollars with ``source`` naming the table and its version; ``None``
         when usage or its input or output count is missing, the provider or model is not in
-        the table, the model's price uses a unit this function does not price, or the table
-        is not installed. Never a made-up 0.
+        the table, the model's price uses a unit this function does not price, the tier has
+        no price (see the module docstring), or the table is not installed. Never a made-up
+        0.
     """
     if usage is None or usage.input_tokens is None or usage.output_tokens is None:
         return None
-    rates = _rates(provider, model, at)
-    if rates is None:
+    found = _priced(provider, model, at, service_tier, batch)
+    if found is None:
         return None
-    parts = _parts(rates, usage)
+    rates, share = found
+    parts = _parts(rates, usage, share)
     return None if parts is None else _cost(rates, usage, parts)
 
 
 def price_nanos(
-    usage: Usage | None, provider: str, model: str, *, at: datetime | None = None
+    usage: Usage | None,
+    provider: str,
+    model: str,
+    *,
+    at: datetime | None = None,
+    service_tier: str | None = None,
+    batch: bool = False,
 ) -> int | None:
     """Price ``usage`` as :func:`price` does, in whole nano-dollars (10⁻⁹ USD) rounded up
     from the table's exact decimal figure; ``None`` where :func:`price` gives ``None``."""
     if usage is None or usage.input_tokens is None or usage.output_tokens is None:
         return None
-    rates = _rates(provider, model, at)
-    parts = None if rates is None else _parts(rates, usage)
+    found = _priced(provider, model, at, service_tier, batch)
+    parts = None if found is None else _parts(found[0], usage, found[1])
     return None if parts is None else _in_nanos(parts[-1])
 
 
@@ -248,6 +318,8 @@ def worst_case_nanos(
     cache_write: bool = False,
     cache_write_1h: bool = False,
     at: datetime | None = None,
+    service_tier: str | None = None,
+    batch: bool = False,
 ) -> int | None:
     """The most a call of ``input_tokens`` prompt tokens and ``output_tokens`` output tokens
     can cost, in whole nano-dollars rounded up; ``None`` when the model has no price here.
@@ -255,11 +327,13 @@ def worst_case_nanos(
     The output is priced as output, reasoning included: at the reasoning price where the
     table has one above the output price. With ``cache_write`` (the call marks a prompt
     cache prefix) the prompt is priced as cache writes where those cost more than input;
-    with ``cache_write_1h`` too (a 1-hour marker), as 1-hour writes.
+    with ``cache_write_1h`` too (a 1-hour marker), as 1-hour writes. ``service_tier`` and
+    ``batch`` price it as :func:`price` does.
     """
-    rates = _rates(provider, model, at)
-    if rates is None:
+    found = _priced(provider, model, at, service_tier, batch)
+    if found is None:
         return None
+    rates, share = found
     most: Decimal | None = None
     for reasoning in {0, output_tokens if rates.reasoning is not None else 0}:
         for written in {0, input_tokens if cache_write else 0}:
@@ -270,10 +344,116 @@ def worst_case_nanos(
                 cache_write_tokens=written,
                 cache_write_1h_tokens=written if cache_write_1h else None,
             )
-            parts = _parts(rates, usage)
+            parts = _parts(rates, usage, share)
             if parts is not None and (most is None or parts[-1] > most):
                 most = parts[-1]
     return None if most is None else _in_nanos(most)
+
+
+def tier_price_note(
+    provider: str,
+    model: str,
+    service_tier: str | None,
+    *,
+    batch: bool = False,
+    at: datetime | None = None,
+) -> str | None:
+    """Say how a call served at ``service_tier`` (or in a batch) is priced when the table
+    has no price of its own for it; ``None`` when it has one, or the call is standard."""
+    found = _entry_of(provider, model)
+    if found is None:
+        return None
+    table_provider, entry = found
+    when = at or datetime.now(tz=UTC)
+    if batch or service_tier == _BATCH:
+        if _variant(entry, {"processing": _BATCH}, when) or table_provider not in _BATCH_DISCOUNT:
+            return None
+        share = _BATCH_DISCOUNT[table_provider]
+        return (
+            f"the price table has no batch price for {provider} model {model!r}: priced at "
+            f"{share:%} of its standard price, as {provider} documents for its batches"
+        )
+    context = _TIER_CONTEXT.get(table_provider, {}).get(service_tier or "")
+    if service_tier in (None, "standard", "auto") or (
+        context is not None and _variant(entry, {"service_tier": context}, when)
+    ):
+        return None
+    if service_tier == "flex":
+        if table_provider in _FLEX_AT_BATCH_RATES:
+            return (
+                f"the price table has no flex price for {provider} model {model!r}: priced at "
+                f"its batch price, as {provider} bills flex"
+            )
+        if table_provider in _FLEX_AT_STANDARD_RATES:
+            return None
+        return (
+            f"the price table has no flex price for {provider} model {model!r}: priced at "
+            "its standard price, an upper bound"
+        )
+    return (
+        f"the price table has no {service_tier} price for {provider} model {model!r}: the "
+        "call's cost is not known (Response.cost is None)"
+    )
+
+
+def _entry_of(provider: str, model: str) -> tuple[str, _Entry] | None:
+    """The table's provider id and entry for (provider, model), or ``None``."""
+    table_provider = PRICE_TABLE_PROVIDERS.get(provider)
+    if table_provider is None or not _table.load():
+        return None
+    entry = _table.entry(table_provider, model)
+    return None if entry is None else (table_provider, entry)
+
+
+def _variant(entry: _Entry, when: Mapping[str, str], at: datetime) -> bool:
+    """Whether the table prices ``entry``'s model under the price context ``when`` at ``at``."""
+    for variant in entry.info.price_variants or ():
+        if variant.when == when and (variant.constraint is None or variant.constraint.active(at)):
+            return True
+    return False
+
+
+def _priced(
+    provider: str, model: str, at: datetime | None, tier: str | None, batch: bool
+) -> tuple[_Rates, Decimal] | None:
+    """The rates of (provider, model) at ``at`` for a call served at ``tier`` (or in a batch),
+    and the share of them billed (1, or the documented batch share); ``None`` when it has no
+    price (see the module docstring)."""
+    if tier in (None, "standard", "auto") and not batch:
+        rates = _rates(provider, model, at)
+        return None if rates is None else (rates, _ONE)
+    found = _entry_of(provider, model)
+    if found is None:
+        return None
+    table_provider, entry = found
+    when = at or datetime.now(tz=UTC)
+    if batch or tier == _BATCH:
+        return _context_rates(entry, {"processing": _BATCH}, when, table_provider)
+    context = _TIER_CONTEXT.get(table_provider, {}).get(tier or "")
+    if context is not None and _variant(entry, {"service_tier": context}, when):
+        rates = _Rates.of(entry.info.get_prices(when, {"service_tier": context}))
+        return None if rates is None else (rates, _ONE)
+    if tier == "flex":
+        if table_provider in _FLEX_AT_BATCH_RATES:
+            return _context_rates(entry, {"processing": _BATCH}, when, table_provider)
+        rates = _rates(provider, model, at)
+        return None if rates is None else (rates, _ONE)
+    return None
+
+
+def _context_rates(
+    entry: _Entry, context: dict[str, str], at: datetime, table_provider: str
+) -> tuple[_Rates, Decimal] | None:
+    """The batch rates of ``entry``: the table's own, else the standard ones at the
+    provider's documented batch share."""
+    if _variant(entry, context, at):
+        rates = _Rates.of(entry.info.get_prices(at, context))
+        return None if rates is None else (rates, _ONE)
+    share = _BATCH_DISCOUNT.get(table_provider)
+    if share is None:
+        return None
+    rates = entry.rates or _Rates.of(entry.info.get_prices(at))
+    return None if rates is None else (rates, share)
 
 
 def _in_nanos(total: Decimal) -> int:
@@ -299,8 +479,9 @@ def _rates(provider: str, model: str, at: datetime | None) -> _Rates | None:
 _Parts = tuple[Decimal, Decimal, Decimal, Decimal, Decimal, Decimal]
 
 
-def _parts(rates: _Rates, usage: Usage) -> _Parts | None:
-    """(input, cache read, cache write, output, reasoning, total) of ``usage`` in USD."""
+def _parts(rates: _Rates, usage: Usage, share: Decimal = _ONE) -> _Parts | None:
+    """(input, cache read, cache write, output, reasoning, total) of ``usage`` in USD, each
+    at ``share`` of the rates (a batch discount the table does not carry)."""
     input_tokens = usage.input_tokens or 0
     output_tokens = usage.output_tokens or 0
     cache_read = usage.cache_read_tokens or 0
@@ -330,6 +511,12 @@ def _parts(rates: _Rates, usage: Usage) -> _Parts | None:
     else:
         part_reasoning = _part(rates.output, reasoning, input_tokens)
         part_output = _part(rates.output, output_tokens, input_tokens)
+    if share != _ONE:
+        part_input *= share
+        part_read *= share
+        part_write *= share
+        part_output *= share
+        part_reasoning *= share
     total = part_input + part_read + part_write + part_output
     if rates.fee is not None:
         total += rates.fee / _THOUSAND

@@ -12,13 +12,17 @@ Facts and their sources are in ``../shared/wire/WIRE.md`` §§1-6 (snapshots up 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "AZURE_TIERS",
     "PROVIDERS",
+    "VERTEX_TIERS",
     "ProviderProfile",
     "ReasoningWire",
+    "TierWire",
     "get_provider",
     "register_provider",
     "suggest_provider",
@@ -34,6 +38,142 @@ ReasoningWire = Literal[
     "anthropic",  # "thinking": {...} (+ "output_config": {"effort"})
     "gemini",  # "generationConfig": {"thinkingConfig": {...}}
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class TierWire:
+    """How one provider spells service tiers: data, one row per profile, so a cloud profile
+    (Vertex AI, Azure) fills in its own without code.
+
+    Attributes:
+        values: polythink tier (``flex``, ``standard``, ``priority``, ``auto``) -> the value
+            sent. A tier left out is not offered by the provider; a tier mapped to ``""`` is
+            offered and sent as nothing (the provider's default: ``standard`` where the
+            provider has no value for it, ``auto`` where it has no ``auto``).
+        body_field: the body field the value goes in (``service_tier``; Gemini's
+            ``serviceTier``), or ``None`` when it goes in a header.
+        header: the header the value goes in (Vertex AI), or ``None``.
+        served: where an answer reports the tier that served it: ``("body", "service_tier")``
+            (OpenAI, Groq), ``("usage", "service_tier")`` (Anthropic),
+            ``("header", "x-gemini-service-tier")`` (Gemini API), ``("usage", "trafficType")``
+            (Vertex AI's ``usageMetadata``); ``None``: not reported.
+        served_values: a reported value -> polythink's tier; a value not listed is kept as the
+            provider sent it (``ultrafast``).
+        no_capacity: the answers that mean "no capacity at this tier now" (not a rate limit):
+            ``(status, error code)`` pairs, the code ``""`` for any body (Groq's 498).
+        refuses_unsupported: a tier the model does not take is answered with a 400 naming the
+            tier (Azure's flex on a model without it, "no fallback"), which the tier layer
+            learns per endpoint; elsewhere such a 400 is raised as it comes.
+        evidence: where these facts come from, and when they were read.
+    """
+
+    values: Mapping[str, str]
+    body_field: str | None = "service_tier"
+    header: str | None = None
+    served: tuple[str, str] | None = ("body", "service_tier")
+    served_values: Mapping[str, str] = field(default_factory=dict)
+    no_capacity: tuple[tuple[int, str], ...] = ()
+    refuses_unsupported: bool = False
+    evidence: str = ""
+
+
+_OPENAI_SERVED = {
+    "default": "standard",
+    "flex": "flex",
+    "priority": "priority",
+    "fast": "priority",
+    "scale": "priority",
+}
+"""OpenAI's reported ``service_tier`` values: ``default`` is standard; Fast mode (renamed from
+Priority on 2026-07-30) is reported as ``priority`` (SDK doc) or ``fast`` (measured on GPT-6 by
+LiteLLM; CONTINUITY §7 C6); Scale Tier is committed priority capacity."""
+
+OPENAI_TIERS = TierWire(
+    values={"flex": "flex", "standard": "default", "priority": "priority", "auto": "auto"},
+    served_values=_OPENAI_SERVED,
+    no_capacity=((429, "resource_unavailable"),),
+    evidence=(
+        "service_tier auto|default|flex|scale|priority|fast (openai-python e43b4224, "
+        "2026-08-21, ChatCompletion.service_tier, read 2026-12-04); flex answers 429 "
+        "'Resource Unavailable', not charged, error.code resource_unavailable "
+        "(developers.openai.com/api/docs/guides/flex-processing; code from third-party "
+        "reports) — CONTINUITY.md §4"
+    ),
+)
+OPENAI_RESPONSES_TIERS = TierWire(
+    values=OPENAI_TIERS.values,
+    served_values={**_OPENAI_SERVED, "ultrafast": "ultrafast"},
+    no_capacity=OPENAI_TIERS.no_capacity,
+    evidence=OPENAI_TIERS.evidence + "; Responses adds ultrafast (reported as such)",
+)
+GEMINI_TIERS = TierWire(
+    values={"flex": "flex", "standard": "standard", "priority": "priority", "auto": ""},
+    body_field="serviceTier",
+    served=("header", "x-gemini-service-tier"),
+    served_values={"standard": "standard", "flex": "flex", "priority": "priority"},
+    evidence=(
+        "top-level serviceTier flex|standard|priority (google-genai 66807187 models.py "
+        "converters, 2026-08-21); priority over capacity is served at standard and the "
+        "x-gemini-service-tier response header says so (ai.google.dev/gemini-api/docs/"
+        "priority-inference); flex's failure code was not read — CONTINUITY.md §4, read "
+        "2026-12-04"
+    ),
+)
+ANTHROPIC_TIERS = TierWire(
+    values={"standard": "standard_only", "auto": "auto"},
+    served=("usage", "service_tier"),
+    served_values={"standard": "standard", "priority": "priority", "batch": "batch"},
+    evidence=(
+        "service_tier auto|standard_only, usage.service_tier standard|priority|batch "
+        "(anthropic-sdk-python 2.17.0 MessageCreateParams, Usage); service tiers are legacy, "
+        "Priority Tier commitments can no longer be bought (platform.claude.com/docs/en/api/"
+        "service-tiers) — CONTINUITY.md §4, read 2026-12-04"
+    ),
+)
+GROQ_TIERS = TierWire(
+    values={"flex": "flex", "standard": "on_demand", "priority": "performance", "auto": "auto"},
+    served_values={"on_demand": "standard", "flex": "flex", "performance": "priority"},
+    no_capacity=((498, ""),),
+    evidence=(
+        "service_tier performance (enterprise) | on_demand (default) | flex | auto; flex fails "
+        "fast with HTTP 498 capacity_exceeded (console.groq.com/docs/service-tiers, "
+        "flex-processing); whether answers report the tier is not documented — CONTINUITY.md "
+        "§4, read 2026-12-04"
+    ),
+)
+VERTEX_TIERS = TierWire(
+    values={"flex": "flex", "standard": "", "priority": "priority", "auto": ""},
+    body_field=None,
+    header="X-Vertex-AI-LLM-Shared-Request-Type",
+    served=("usage", "trafficType"),
+    served_values={
+        "ON_DEMAND": "standard",
+        "ON_DEMAND_PRIORITY": "priority",
+        "ON_DEMAND_FLEX": "flex",
+    },
+    evidence=(
+        "header X-Vertex-AI-LLM-Shared-Request-Type: priority (docs.cloud.google.com/"
+        "vertex-ai/generative-ai/docs/priority-paygo; flex from third-party reports), "
+        "global endpoint only; usageMetadata.trafficType ON_DEMAND | ON_DEMAND_PRIORITY | "
+        "ON_DEMAND_FLEX | PROVISIONED_THROUGHPUT (google-genai 66807187 TrafficType) — "
+        "CONTINUITY.md §4, read 2026-12-04. For a Vertex AI profile to use"
+    ),
+)
+"""Vertex AI's spelling, for a Vertex profile's ``service_tiers`` (none is built in here)."""
+AZURE_TIERS = TierWire(
+    values={"flex": "flex", "standard": "default", "priority": "priority", "auto": "auto"},
+    served_values=_OPENAI_SERVED,
+    no_capacity=OPENAI_TIERS.no_capacity,
+    refuses_unsupported=True,
+    evidence=(
+        "service_tier flex (preview, 50% off) and priority processing on GlobalStandard / "
+        "DataZoneStandard deployments; flex on a model without it answers 400 "
+        "invalid_request_error with no fallback (learn.microsoft.com azure/foundry/openai "
+        "how-to/flex-processing, concepts/priority-processing) — CONTINUITY.md §4, read "
+        "2026-12-04. For an Azure profile to use"
+    ),
+)
+"""Azure OpenAI's spelling, for an Azure profile's ``service_tiers`` (none is built in here)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +299,13 @@ class ProviderProfile:
             and a system message that is not first). Anthropic keeps each
             call's instructions in place on later calls (:attr:`~polythink.Message.
             instructions`); the other wires send only the newest, after the conversation.
+        service_tiers: how the provider spells service tiers (:class:`TierWire`); ``None``:
+            it has none, and a call's tier sends nothing (see
+            :func:`polythink.reasoning.tiers.resolve_tier`).
+        batches: the provider's batch API, which :mod:`polythink.batch` speaks: ``openai``
+            (a JSONL file uploaded to ``/files``, then ``/batches``), ``anthropic`` (Message
+            Batches) or ``gemini`` (``batchGenerateContent`` with inlined requests); ``None``:
+            none.
     """
 
     id: str
@@ -189,6 +336,8 @@ class ProviderProfile:
     thinking_refuses_forced_tool_choice: bool = False
     per_call_instructions: Literal["system_message", "user_turn", "system"] = "user_turn"
     reasoning_back_tool_exchange: bool = False
+    service_tiers: TierWire | None = None
+    batches: Literal["openai", "anthropic", "gemini"] | None = None
 
     @property
     def serves(self) -> str:
@@ -211,6 +360,8 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_modes=True,
             completion_counts_reasoning=True,
             per_call_instructions="system_message",
+            service_tiers=OPENAI_TIERS,
+            batches="openai",
         ),
         ProviderProfile(
             "openai-responses",
@@ -227,6 +378,8 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_modes=True,
             completion_counts_reasoning=True,
             per_call_instructions="system_message",
+            service_tiers=OPENAI_RESPONSES_TIERS,
+            batches="openai",
         ),
         ProviderProfile(
             "openrouter-responses",
@@ -255,6 +408,8 @@ PROVIDERS: dict[str, ProviderProfile] = {
             # ThinkingConfigAdaptive/Enabled.display in the SDK (ANT-SDK 009b0353); "updates"
             # is a beta value (A-FABLE51) and goes through extra_body with its header.
             thinking_displays=("summarized", "omitted"),
+            service_tiers=ANTHROPIC_TIERS,
+            batches="anthropic",
         ),
         ProviderProfile(
             "gemini",
@@ -265,6 +420,8 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_wire="gemini",
             max_tokens_field="maxOutputTokens",
             reasoning_format="gemini",
+            service_tiers=GEMINI_TIERS,
+            batches="gemini",
         ),
         ProviderProfile(
             "openrouter",
@@ -339,6 +496,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "https://api.groq.com/openai/v1",
             ("GROQ_API_KEY",),
             inline_think_tags=True,
+            service_tiers=GROQ_TIERS,
         ),
         # Mistral's chat request schema has no stream_options and refuses fields it does not
         # define (422 "Extra inputs are not permitted"); its last streamed chunk carries

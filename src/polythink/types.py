@@ -25,7 +25,9 @@ __all__ = [
     "CONTENT_PARTS",
     "EFFORT_ORDER",
     "MANAGED_BODY_FIELDS",
+    "MESSAGE_KEYS",
     "PREFIX_MISMATCH",
+    "SERVICE_TIER_ORDER",
     "CacheMode",
     "Cost",
     "DoneEvent",
@@ -33,6 +35,8 @@ __all__ = [
     "FinishReason",
     "Message",
     "MessageMetadata",
+    "NativeBody",
+    "NativeRelay",
     "PrefixStates",
     "PromptCache",
     "RateLimit",
@@ -41,11 +45,13 @@ __all__ = [
     "Resolution",
     "Response",
     "ResponseFormat",
+    "ServiceTier",
     "StepDown",
     "StreamEvent",
     "StreamEventType",
     "TextEvent",
     "ThinkingObservation",
+    "TierResolution",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
@@ -143,6 +149,64 @@ _EFFORT_INPUT: dict[str, Effort] = {
     "false": Effort.NONE,
     "on": Effort.AUTO,
     "true": Effort.AUTO,
+}
+
+
+class ServiceTier(enum.StrEnum):
+    """One service tier of polythink's vocabulary: how fast, and at what price, a provider
+    serves a call.
+
+    Ordered cheapest to dearest: ``flex`` (slower, best effort, about half the price where
+    offered) < ``standard`` (the provider's default pay-as-you-go) < ``priority`` (faster,
+    at a premium). ``auto`` lets the provider choose (its project setting or its default)
+    and is not on that ordering. ``None`` (the Python value, "unset") sends nothing. Each
+    provider spells the tiers its own way; the transports send them as the provider's
+    :class:`~polythink.providers.TierWire` says.
+    """
+
+    FLEX = "flex"
+    STANDARD = "standard"
+    PRIORITY = "priority"
+    AUTO = "auto"
+
+    @classmethod
+    def parse(cls, value: ServiceTier | str | None) -> ServiceTier | None:
+        """Normalise user input to a ``ServiceTier`` or ``None`` (unset).
+
+        Strings ignore case and surrounding spaces; ``default`` is read as ``standard``
+        (OpenAI's name for it).
+
+        Raises:
+            ValueError: for any other value; the message lists the accepted ones.
+        """
+        if value is None or isinstance(value, ServiceTier):
+            return value
+        if isinstance(value, str):
+            found = _TIER_INPUT.get(value.strip().lower())
+            if found is not None:
+                return found
+        raise ValueError(
+            f"unknown service tier {value!r}; accepted: flex, standard, priority, auto "
+            "(alias: default = standard; or None for unset)"
+        )
+
+    @property
+    def rank(self) -> int | None:
+        """Position on the cheap-to-dear ordering (0 = ``flex``); ``None`` for ``auto``."""
+        return _TIER_RANK.get(self)
+
+
+SERVICE_TIER_ORDER: tuple[ServiceTier, ...] = (
+    ServiceTier.FLEX,
+    ServiceTier.STANDARD,
+    ServiceTier.PRIORITY,
+)
+"""The service tiers on the ordering, cheapest first (``auto`` is not among them)."""
+
+_TIER_RANK: dict[ServiceTier, int] = {t: i for i, t in enumerate(SERVICE_TIER_ORDER)}
+_TIER_INPUT: dict[str, ServiceTier] = {
+    **{t.value: t for t in ServiceTier},
+    "default": ServiceTier.STANDARD,
 }
 
 
@@ -957,6 +1021,8 @@ _MESSAGE_KEYS = frozenset(
         *(f.name for f in dataclasses.fields(Message) if f.init),
     }
 )
+MESSAGE_KEYS = _MESSAGE_KEYS
+"""The keys :meth:`Message.coerce` takes in a message dict (any other is refused)."""
 _NEEDS_CONTENT = frozenset({"system", "developer", "user", "tool"})
 _ASSISTANT_OUTPUT = (
     "tool_calls",
@@ -1478,29 +1544,60 @@ class Resolution:
     stream_only: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TierResolution:
+    """The outcome of resolving a requested service tier for one source's model.
+
+    - ``requested``: what the caller asked (``None`` = unset).
+    - ``applied``: the tier put on the wire (differs after nearest-mapping; ``None`` when
+      nothing is sent: unset, dropped, or a provider without tiers).
+    - ``body``: the request-body fragment the transport merges (``{"service_tier": "flex"}``).
+    - ``headers``: HTTP headers the transport adds (Vertex AI spells the tier as a header).
+    - ``fallback``: the tier to send the call again at, once, when the provider answers that
+      ``applied`` has no capacity (:class:`~polythink.errors.CapacityUnavailableError`);
+      ``None``: raise that error instead (it is retried like any transient error).
+    - ``warnings``: human-readable notes (nearest-mapping, a provider without tiers).
+    """
+
+    requested: ServiceTier | None
+    applied: ServiceTier | None
+    body: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    fallback: ServiceTier | None = None
+    warnings: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepDown:
-    """Why a call reasoned at a cheaper tier than the one it asked for: a spend budget ran
-    low (see :class:`polythink.Budget`, ``step_down_at``).
+    """Why a call was sent cheaper than it asked: a spend budget ran low (see
+    :class:`polythink.Budget`, ``step_down_at`` and ``flex_at``).
 
-    - ``requested``: the tier the model would have applied without the budget (the caller's
-      tier after nearest-mapping, or the model's default tier for an unset one).
-    - ``applied``: the cheaper accepted tier sent instead.
+    - ``requested``: the reasoning tier the model would have applied without the budget (the
+      caller's tier after nearest-mapping, or the model's default tier for an unset one);
+      ``None`` when the call has none (a model that does not reason, moved to flex only).
+    - ``applied``: the reasoning tier sent instead (the same as ``requested`` when only the
+      service tier changed).
     - ``reason``: why; ``"budget"``.
     - ``budget``: the name of the budget that decided (the tightest of those that apply).
     - ``spent``: the fraction of that budget spent when the call was admitted (0.85 = 85 %).
-    - ``step_down_at``: the fraction from which that budget steps tiers down.
+    - ``step_down_at``: the fraction from which that budget steps reasoning tiers down
+      (``None``: it does not; it only moves calls to flex).
     - ``max_tokens``: the output ceiling in tokens the call was sent with when the step
       shrank it, else ``None``.
+    - ``service_tier``: the service tier the budget moved the call to (``flex``), else
+      ``None``.
+    - ``flex_at``: the fraction from which that budget moves calls to flex, when it did.
     """
 
-    requested: Effort
-    applied: Effort
+    requested: Effort | None
+    applied: Effort | None
     reason: str = "budget"
     budget: str
     spent: float
-    step_down_at: float
+    step_down_at: float | None
     max_tokens: int | None = None
+    service_tier: ServiceTier | None = None
+    flex_at: float | None = None
 
 
 _RETENTIONS = ("in_memory", "24h")
@@ -1816,6 +1913,80 @@ def _schema_of(
     )
 
 
+class NativeRelay(Protocol):
+    """Where a transport hands what a provider answered to a call carrying a
+    :class:`NativeBody`, as it answered it (``polythink serve`` implements it).
+
+    A transport calls it only for an attempt it sent natively (its wire is the body's);
+    nothing it does changes the call: errors are the relay's to keep.
+
+    ``committed`` is true once part of the streamed answer reached the caller through the
+    relay: a failure after that ends the call with
+    :class:`~polythink.errors.StreamInterruptedError`, never a retry or another source.
+    """
+
+    committed: bool
+
+    def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
+        """A streamed answer's head arrived with a 2xx ``status``."""
+
+    async def event(self, event_type: str, data: str) -> None:
+        """One server-sent event of that answer, as decoded (its ``event:`` name and its
+        ``data``), before the transport reads it."""
+
+    def answered(
+        self, source_index: int, status: int, headers: Mapping[str, str], content: bytes
+    ) -> None:
+        """A non-streamed answer arrived: its 2xx ``status``, headers and body bytes."""
+
+    def failed(
+        self, source_index: int, status: int, headers: Mapping[str, str], content: bytes
+    ) -> None:
+        """The provider answered with a status of 300 or more: its headers and body bytes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeBody:
+    """A caller's own request body in one wire's format, to send as written.
+
+    ``polythink serve`` parses each request into a :class:`Request` (so every source, of any
+    wire, can take it) and carries the body it received here. A transport of the same
+    ``wire`` sends ``body`` instead of building one, changing only what polythink owns:
+    ``model`` (the source's), ``stream``, the output ceiling when a layer changed it, and the
+    reasoning fields when the source's model does not take the caller's as written (see
+    :func:`polythink.transports.native.native_body`). Unknown fields, ``system`` arrays,
+    thinking blocks with their signatures and ``cache_control`` go through untouched.
+
+    Attributes:
+        wire: the transport wire the body is written for (``anthropic``, ``openai_chat``,
+            ``openai_responses``).
+        body: the parsed JSON object, read-only.
+        key: a digest of the body (part of the cache key).
+        dialect: the reasoning dialect of the caller's own reasoning fields (a
+            :data:`polythink.providers.ReasoningWire` value), ``None`` when it sent none.
+        effort: the tier those fields ask for, in polythink's vocabulary.
+        style: Anthropic's thinking style they use (``manual`` for ``enabled`` with a
+            budget, ``adaptive``), else ``None``.
+        reasoning_paths: where those fields are, as key paths (``("thinking",)``,
+            ``("output_config", "effort")``): removed when polythink sends its own.
+        max_tokens_key: the body field holding the caller's output ceiling, if any.
+        headers: request headers of the wire that go with the body (``anthropic-beta``,
+            ``anthropic-version`` …), lowercase names; never credentials.
+        relay: where the raw answer goes (``None``: nowhere).
+    """
+
+    wire: str
+    body: Mapping[str, Any]
+    key: str = ""
+    dialect: str | None = None
+    effort: Effort | None = None
+    style: str | None = None
+    reasoning_paths: tuple[tuple[str, ...], ...] = ()
+    max_tokens_key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    relay: NativeRelay | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """One chat call as it travels through the onion, independent of any source.
@@ -1863,6 +2034,16 @@ class Request:
     """What Anthropic does with a replayed thinking block that fails its prefix check, for
     this call (``"error"`` or ``"drop_block"``; ``None``: the source's setting). See
     :attr:`polythink.Source.prefix_mismatch`."""
+    service_tier: ServiceTier | None = None
+    """The service tier this call asks for (``None``: the source's, else unset). Not part of
+    the cache key: a tier changes the price and the wait, not the answer."""
+    tier_resolution: TierResolution | None = None
+    """The source's resolution of the service tier, attached by its tier layer (or by a
+    budget that moved the call to flex) before the transport builds the body."""
+    native: NativeBody | None = field(default=None, repr=False)
+    """The caller's own body in one wire's format (``polythink serve``): a source of that
+    wire sends it as written (see :class:`NativeBody`); others build theirs from the fields
+    above. Its ``key`` is part of the cache key."""
 
     def __repr__(self) -> str:
         """The fields as the dataclass shows them, ``extra_body`` through :func:`redacted`."""
@@ -1935,8 +2116,9 @@ class Response(Generic[_ParsedT]):
     parsed: _ParsedT = None  # type: ignore[assignment]
     refusal: str | None = None
     step_down: StepDown | None = None
-    """Set when a spend budget made the call reason at a cheaper tier than requested
-    (``applied_effort`` is that tier; a warning says so too); ``None`` otherwise."""
+    """Set when a spend budget made the call reason at a cheaper tier than requested, or
+    moved it to flex (``applied_effort`` / ``applied_service_tier`` say to what; a warning
+    says so too); ``None`` otherwise."""
     input_transformations: list[Mapping[str, Any]] = field(default_factory=list)
     """What the provider did to the request's reasoning before the model read it, one entry
     per block, as the provider reported it: Anthropic's ``input_transformations``
@@ -1946,6 +2128,19 @@ class Response(Generic[_ParsedT]):
     polythink does not know are kept as sent), reported under the beta
     ``thinking-binding-controls-2026-08-01`` (CONTINUITY.md §1.6). Each entry also has a
     warning naming the path and the reason. Empty when nothing was reported."""
+    service_tier: str | None = None
+    """The service tier that served the call, as the provider reported it, in polythink's
+    vocabulary where it maps (``flex``, ``standard``, ``priority``, and ``batch`` for a
+    batch result), else the provider's own value (``ultrafast``); ``None`` when the provider
+    did not say. Read from the body's ``service_tier`` (OpenAI, Groq), Anthropic's
+    ``usage.service_tier``, Gemini's ``x-gemini-service-tier`` header or Vertex AI's
+    ``usageMetadata.trafficType``. The cost is priced at this tier."""
+    requested_service_tier: ServiceTier | None = None
+    """The service tier the call asked for (its own, else its source's; ``None``: unset)."""
+    applied_service_tier: ServiceTier | None = None
+    """The service tier sent, after nearest-mapping onto what the provider and model take,
+    a budget's move to flex, or a resend at ``standard`` after "no capacity"; ``None`` when
+    none was sent."""
 
     def with_(self, **changes: Any) -> Response[_ParsedT]:
         """Return a copy with the fields named in ``changes`` replaced (as

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from polythink.backends.base import Lease, Reservation, Tally, server_pause
-from polythink.budgets import Line, window_bounds
+from polythink.budgets import Line, fingerprint, window_bounds
 from polythink.types import RateLimit
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = [
     "LocalBudgets",
     "LocalLimits",
     "MonotonicClock",
+    "ProcessLimits",
     "StoreCache",
     "TokenBucket",
     "process_budgets",
@@ -397,6 +398,36 @@ def process_budgets() -> LocalBudgets:
     """The spend budgets of this process: every client without shared limits counts here,
     so clients naming the same budget share it."""
     return _process_budgets
+
+
+class ProcessLimits:
+    """The sources' limits in this process, shared by every client given it as ``limits``.
+
+    A client keeps one :class:`LocalLimits` per source of its own; clients that reach the
+    same account (provider, base URL and a fingerprint of the key: the unit a provider's
+    limits apply to) through this object share one, as a Redis store shares them across
+    processes. ``polythink serve`` gives it to the client of each route, so two routes to
+    one source count against one budget. The first client to name an account sets its
+    limits.
+    """
+
+    def __init__(self) -> None:
+        self._limits: dict[tuple[str, str, str], LocalLimits] = {}
+
+    def for_source(
+        self,
+        provider: str,
+        base_url: str,
+        api_key: str | None,
+        *,
+        rpm: float | None,
+        tpm: float | None,
+        max_concurrency: int | None,
+        fallback: LocalLimits,
+    ) -> LocalLimits:
+        """The account's :class:`LocalLimits`: ``fallback`` for the first source to name
+        it, the same object for every later one."""
+        return self._limits.setdefault((provider, base_url, fingerprint(api_key)), fallback)
 
 
 class StoreCache:

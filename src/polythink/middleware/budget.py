@@ -19,7 +19,14 @@ Per attempt, before it is sent:
    the tightest budget wins). A call the requested tier's worst case does not fit is
    reserved again at the stepped tier, when a budget steps; one that still does not fit
    raises :class:`~polythink.errors.BudgetExceededError` without being sent (failover then
-   tries the next source).
+   tries the next source). A budget with ``flex_at`` spent past it also moves the call to
+   the ``flex`` service tier where the source's provider and model take it (its tier layer
+   says which): the call is priced, reserved and charged at the flex price, and does not
+   fall back to ``standard`` when flex has no capacity (that would cost what the budget
+   could not afford): it is retried with backoff instead.
+
+Prices are the tier's: the worst case at the service tier the call is sent at, the charge at
+the tier that served it (:func:`polythink.pricing.price`).
 
 When the attempt ends the reservation is corrected to what it cost: the provider's billed
 figure when it reports one, else its usage priced from the table. A provider's error answer
@@ -28,7 +35,8 @@ case (the provider may have run it to the end); a stream cut or closed early, or
 stream, costs its reported usage with the output counted at least as what was streamed (4
 characters per token). A cancelled ``complete`` keeps the worst case. A stepped-down
 response reports the caller's tier as ``requested_effort``, the cheaper one as
-``applied_effort``, a :class:`~polythink.types.StepDown` and a warning saying why.
+``applied_effort`` (and ``applied_service_tier`` ``flex`` when it moved), a
+:class:`~polythink.types.StepDown` and a warning saying why.
 
 A model the price table does not know, or a call whose output ceiling is unknown (no
 ``max_tokens`` and no maximum output for the model), cannot be bounded: a budget with
@@ -50,6 +58,7 @@ from polythink.config import Source
 from polythink.errors import (
     BudgetExceededError,
     PolythinkError,
+    ServiceTierUnsupportedError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
@@ -64,14 +73,24 @@ from polythink.middleware.semconv import (
     POLYTHINK_BUDGET_SPEND,
     UNIT_USD,
 )
+from polythink.middleware.tiers import ServiceTierMiddleware
 from polythink.pricing import price_nanos, worst_case_nanos
 from polythink.providers import ProviderProfile
 from polythink.reasoning.resolve import payload_ceiling
 from polythink.reasoning.stepdown import Pressure, step_down
-from polythink.types import Effort, Request, Response, StepDown, StreamEvent, Usage
+from polythink.types import (
+    Effort,
+    Request,
+    Response,
+    ServiceTier,
+    StepDown,
+    StreamEvent,
+    Usage,
+)
 
 __all__ = [
     "MAX_SCOPE_LABELS",
+    "BatchHold",
     "BudgetMeter",
     "BudgetMiddleware",
     "plain_plan",
@@ -230,6 +249,50 @@ class _Ticket:
         self.settled = False
 
 
+@dataclasses.dataclass(slots=True)
+class BatchHold:
+    """What a batch reserved in one set of budget lines (the requests that share them):
+    the lines, the budgets' names and scope values (for the metrics), the backend's
+    reservation and the nano-dollars reserved. JSON-ready through :meth:`to_json`, so a
+    batch job saved in one process settles its results in another."""
+
+    lines: list[Line]
+    names: list[tuple[str, str]]
+    reservation: Reservation
+    reserved: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The hold as plain JSON values."""
+        return {
+            "lines": [list(line) for line in self.lines],
+            "names": [list(name) for name in self.names],
+            "reservation": [
+                self.reservation.taken,
+                [list(tally) for tally in self.reservation.tallies],
+                self.reservation.shared,
+            ],
+            "reserved": self.reserved,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> BatchHold:
+        """Read back :meth:`to_json`'s shape.
+
+        Raises:
+            ValueError: for anything else.
+        """
+        try:
+            taken, tallies, shared = data["reservation"]
+            return cls(
+                [Line(str(k), int(limit), str(per)) for k, limit, per in data["lines"]],
+                [(str(name), str(scope)) for name, scope in data["names"]],
+                Reservation(bool(taken), [Tally(*tally) for tally in tallies], bool(shared)),
+                int(data["reserved"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a saved batch's budget hold is malformed: {exc!r}") from None
+
+
 class BudgetMiddleware:
     """Reserve, step down and correct one source's calls against its spend budgets.
 
@@ -242,6 +305,9 @@ class BudgetMiddleware:
         backend: where spend is counted (:class:`~polythink.backends.base.BudgetBackend`).
         account: the source's account id (:func:`polythink.budgets.account_id`).
         meter: the client's budget metrics, or ``None``.
+        tiers: the same source's service-tier layer (the tiers its provider and model take,
+            and their resolutions), or ``None``: calls are priced at the standard tier and
+            never moved to flex.
     """
 
     def __init__(
@@ -255,8 +321,10 @@ class BudgetMiddleware:
         *,
         account: str,
         meter: BudgetMeter | None = None,
+        tiers: ServiceTierMiddleware | None = None,
     ) -> None:
         self.source = source
+        self.tiers = tiers
         self.index = index
         self.profile = profile
         self.reasoning = reasoning
@@ -301,6 +369,99 @@ class BudgetMiddleware:
                 self._made.clear()
             made = self._made[key] = _Rule(budget, value)
         return made
+
+    def batch_worst(self, request: Request) -> int | None:
+        """The most ``request`` can cost as a batch request, at batch prices, in
+        nano-dollars (the prompt estimated and the output ceiling as for a call); ``None``
+        when it has no price here."""
+        requested = request.reasoning_effort or self.source.effort
+        return self._worst(request, requested, estimate_prompt_tokens(request), batch=True)
+
+    async def hold_batch(
+        self, items: Sequence[tuple[Request, int | None]]
+    ) -> list[BatchHold | None]:
+        """Reserve a batch's worst case: each request's (``items``: the request and its
+        :meth:`batch_worst`), summed per set of budget lines that apply, all or nothing.
+
+        Returns:
+            for each item, the hold it is counted in (``None``: no budget applies to it).
+
+        Raises:
+            BudgetExceededError: a budget cannot afford its part of the batch (nothing is
+                reserved), or cannot price a request (``error_type`` ``"unpriced"``, under
+                ``unpriced="refuse"``).
+        """
+        groups: dict[tuple[str, ...], tuple[list[_Rule], int]] = {}
+        keys: list[tuple[str, ...] | None] = []
+        for request, worst in items:
+            rules = self._rules(request)
+            if not rules:
+                keys.append(None)
+                continue
+            if worst is None:
+                refusing = [r for r in rules if r.budget.unpriced == "refuse"]
+                if refusing:
+                    raise self._batch_exceeded(refusing[0], None, "unpriced")
+                worst = 0
+            key = tuple(rule.line.key for rule in rules)
+            held = groups.get(key)
+            groups[key] = (rules, (held[1] if held is not None else 0) + worst)
+            keys.append(key)
+        holds: dict[tuple[str, ...], BatchHold] = {}
+        for key, (rules, cost) in groups.items():
+            lines = [rule.line for rule in rules]
+            reservation = await self.backend.reserve(lines, cost)
+            if not reservation.taken:
+                for hold in holds.values():
+                    await self.backend.settle(hold.lines, hold.reservation, -hold.reserved)
+                short = [
+                    rule
+                    for rule, tally in zip(rules, reservation.tallies, strict=True)
+                    if not tally.known or tally.spent + cost > _limit(rule.line, tally)
+                ] or rules
+                raise self._batch_exceeded(short[0], cost, "budget_exceeded", reservation)
+            names = [(rule.budget.label, rule.scope) for rule in rules]
+            holds[key] = BatchHold(lines, names, reservation, cost)
+        return [holds[key] if key is not None else None for key in keys]
+
+    async def release_batch(self, hold: BatchHold, worst: int, charge: int) -> None:
+        """Correct what ``hold`` reserved for one request from its worst case to its
+        ``charge`` (nano-dollars), and count the charge in the budget metrics."""
+        delta = charge - worst
+        if delta:
+            await self.backend.settle(hold.lines, hold.reservation, delta)
+        if self.meter is not None:
+            for label, scope in hold.names:
+                self.meter.record(label, scope, charge, None)
+
+    def _batch_exceeded(
+        self, rule: _Rule, cost: int | None, kind: str, reservation: Reservation | None = None
+    ) -> BudgetExceededError:
+        budget, source = rule.budget, self.source
+        tally = reservation.tallies[0] if reservation is not None else None
+        spent = tally.spent / NANO if tally is not None else 0.0
+        limit = (_limit(rule.line, tally) if tally is not None else rule.line.limit) / NANO
+        why = (
+            f"cannot price a request of it (the price table has no batch price for "
+            f"{self.profile.id} model {source.model!r}, or the call gives no max_tokens)"
+            if cost is None
+            else f"has ${max(0.0, limit - spent):.6f} left, less than the batch's worst case "
+            f"at batch prices, ${cost / NANO:.6f}"
+        )
+        return BudgetExceededError(
+            f"{self.profile.id} source {self.index} ({source.model}): budget "
+            f"{budget.label!r} ({budget.per}) {why}; the batch was not submitted",
+            budget=budget.label,
+            scope=rule.scope,
+            window=budget.per,
+            limit=limit,
+            spent=spent,
+            needed=None if cost is None else cost / NANO,
+            resets_at=float(tally.end) if tally is not None else 0.0,
+            provider=self.profile.id,
+            source_index=self.index,
+            error_type="unpriced" if cost is None else kind,
+        )
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Admit the call within its budgets, send it, correct to what it cost.
@@ -381,7 +542,10 @@ class BudgetMiddleware:
         step = self._decide(request, requested, rules, reservation.tallies)
         sent = request if step is None else self._stepped(request, step)
         if not reservation.taken:
-            cheaper = None if step is None else self._worst(sent, step.applied, ticket.prompt)
+            cheaper = None
+            if step is not None:
+                stepped = step.applied if step.applied is not None else requested
+                cheaper = self._worst(sent, stepped, ticket.prompt)
             if cheaper is None or cheaper >= cost:
                 raise self._exceeded(ticket, reservation, cost, step)
             cost = cheaper
@@ -396,10 +560,35 @@ class BudgetMiddleware:
                 self.meter.record(rule.budget.label, rule.scope, None, left)
         return ticket
 
-    @staticmethod
-    def _stepped(request: Request, step: StepDown) -> Request:
+    def _stepped(self, request: Request, step: StepDown) -> Request:
         ceiling = step.max_tokens if step.max_tokens is not None else request.max_tokens
-        return request.with_(reasoning_effort=step.applied, max_tokens=ceiling)
+        changes: dict[str, Any] = {"max_tokens": ceiling}
+        if step.applied is not None and step.applied is not step.requested:
+            changes["reasoning_effort"] = step.applied
+        if step.service_tier is not None and self.tiers is not None:
+            changes["service_tier"] = step.service_tier
+            changes["tier_resolution"] = self.tiers.resolution(step.service_tier, fallback=False)
+        return request.with_(**changes)
+
+    def _sent_tier(self, request: Request) -> ServiceTier | None:
+        """The service tier ``request`` would be sent at from this source (``None``: none)."""
+        resolution = request.tier_resolution
+        if resolution is not None:
+            return resolution.applied
+        tier = request.service_tier or self.source.tier
+        if tier is None or self.tiers is None:
+            return None
+        try:
+            return self.tiers.resolution(tier).applied
+        except ServiceTierUnsupportedError:
+            return None
+
+    def _flex_ok(self, request: Request) -> bool:
+        """Whether a budget may move ``request`` to flex: the source's provider and model
+        take it, and the call is not sent at flex already."""
+        if self.tiers is None or ServiceTier.FLEX not in self.tiers.tiers():
+            return False
+        return self._sent_tier(request) is not ServiceTier.FLEX
 
     def _ceiling(self, tier: Effort | None, max_tokens: int | None) -> tuple[int | None, bool]:
         """The output ceiling a call of ``tier`` and ``max_tokens`` is sent with, and whether
@@ -419,11 +608,14 @@ class BudgetMiddleware:
         cap = self.reasoning.capability
         return (cap.max_output_tokens if cap is not None else None), True
 
-    def _worst(self, request: Request, tier: Effort | None, prompt: int) -> int | None:
+    def _worst(
+        self, request: Request, tier: Effort | None, prompt: int, *, batch: bool = False
+    ) -> int | None:
         ceiling, _ = self._ceiling(tier, request.max_tokens)
         if ceiling is None:
             return None
         cache = request.prompt_cache
+        sent = self._sent_tier(request)
         return worst_case_nanos(
             self.profile.id,
             self.source.model,
@@ -431,6 +623,8 @@ class BudgetMiddleware:
             ceiling,
             cache_write=cache is not None,
             cache_write_1h=cache is not None and cache.ttl == "1h",
+            service_tier=sent.value if sent is not None else None,
+            batch=batch,
         )
 
     def _decide(
@@ -446,9 +640,10 @@ class BudgetMiddleware:
                 tally.spent / max(1, _limit(rule.line, tally)),
                 rule.budget.step_down_at,
                 rule.budget.floor if isinstance(rule.budget.floor, Effort) else None,
+                rule.budget.flex_at,
             )
             for rule, tally in zip(rules, tallies, strict=True)
-            if rule.budget.step_down_at is not None
+            if rule.budget.step_down_at is not None or rule.budget.flex_at is not None
         ]
         if not pressures:
             return None
@@ -460,6 +655,7 @@ class BudgetMiddleware:
             policy=self.source.effort_fallback,
             max_tokens=ceiling,
             ceiling_holds_reasoning=holds,
+            flex=self._flex_ok(request),
         )
 
     async def _unpriced(self, ticket: _Ticket) -> _Ticket:
@@ -516,8 +712,10 @@ class BudgetMiddleware:
         reset = f"; it resets at {end}"
         wait: float | None = max(0.0, tally.end - datetime.now(tz=UTC).timestamp())
         tier = ticket.requested.value if ticket.requested is not None else "unset"
-        if step is not None:
+        if step is not None and step.applied is not None and step.applied is not step.requested:
             tier = f"{tier} stepped down to {step.applied.value}"
+        if step is not None and step.service_tier is not None:
+            tier = f"{tier}, service_tier={step.service_tier.value}"
         where = f"budget {budget.label!r} (${budget.usd:g} a {budget.per}, UTC)"
         kind = "budget_exceeded"
         if not tally.known:
@@ -551,28 +749,36 @@ class BudgetMiddleware:
             retry_after=wait,
         )
 
-    def _price(self, usage: Usage, model: str) -> int | None:
-        found = price_nanos(usage, self.profile.id, model)
+    def _price(self, usage: Usage, model: str, tier: str | None = None) -> int | None:
+        found = price_nanos(usage, self.profile.id, model, service_tier=tier)
         if found is None and model != self.source.model:
-            found = price_nanos(usage, self.profile.id, self.source.model)
+            found = price_nanos(usage, self.profile.id, self.source.model, service_tier=tier)
         return found
 
     def _charge(self, ticket: _Ticket, response: Response) -> int:
-        """What a finished attempt cost: the billed figure, else its usage priced, else an
-        estimate from what it returned."""
+        """What a finished attempt cost: the billed figure, else its usage priced at the tier
+        that served it, else an estimate from what it returned."""
         if response.cost is not None:
             return nanos(response.cost.total)
+        tier = response.service_tier
+        if tier is None and response.applied_service_tier is not None:
+            tier = response.applied_service_tier.value
         usage = response.usage
         if usage is not None and usage.input_tokens is not None and usage.output_tokens is not None:
-            found = self._price(usage, response.model)
+            found = self._price(usage, response.model, tier)
             if found is not None:
                 return found
         chars = len(response.text) + len(response.reasoning or "")
         chars += sum(len(c.name) + len(c.arguments) for c in response.tool_calls)
-        return self._estimate(ticket, usage, chars, response.model)
+        return self._estimate(ticket, usage, chars, response.model, tier)
 
     def _estimate(
-        self, ticket: _Ticket, usage: Usage | None, chars: int, model: str | None = None
+        self,
+        ticket: _Ticket,
+        usage: Usage | None,
+        chars: int,
+        model: str | None = None,
+        tier: str | None = None,
     ) -> int:
         """What an attempt cut short cost: its reported usage, the output counted at least as
         what was streamed, the prompt as estimated when not reported; the worst case when
@@ -589,7 +795,10 @@ class BudgetMiddleware:
             cache_read_tokens=usage.cache_read_tokens if usage is not None else None,
             cache_write_tokens=usage.cache_write_tokens if usage is not None else None,
         )
-        found = self._price(estimated, model or self.source.model)
+        if tier is None:
+            sent = self._sent_tier(ticket.request)
+            tier = sent.value if sent is not None else None
+        found = self._price(estimated, model or self.source.model, tier)
         return ticket.cost if found is None else found
 
     def _charge_error(self, ticket: _Ticket, error: PolythinkError) -> int:
@@ -631,9 +840,12 @@ class BudgetMiddleware:
         if step is None:
             return response.with_(warnings=warnings)
         warnings.append(step_note(step))
-        return dataclasses.replace(
-            response, requested_effort=ticket.requested, step_down=step, warnings=warnings
-        )
+        changes: dict[str, Any] = {"step_down": step, "warnings": warnings}
+        if step.applied is not step.requested:
+            changes["requested_effort"] = ticket.requested
+        if step.service_tier is not None:
+            changes["requested_service_tier"] = ticket.request.service_tier or self.source.tier
+        return dataclasses.replace(response, **changes)
 
     async def plan(self, request: Request) -> CallPlan:
         """What ``request`` would get from this source now (reads the budgets, reserves
@@ -655,6 +867,7 @@ class BudgetMiddleware:
                 tally.spent / NANO,
                 float(tally.end),
                 rule.budget.step_down_at,
+                rule.budget.flex_at,
             )
             for rule, tally in zip(rules, tallies, strict=True)
         )
@@ -684,7 +897,7 @@ class BudgetMiddleware:
                     f"budget {rule.budget.label!r} has ${left:.6f} left, less than this call's "
                     f"worst case of ${cost / NANO:.6f}: it would raise BudgetExceededError"
                 )
-        plan = plain_plan(self.reasoning, sent, self.index, requested=requested)
+        plan = plain_plan(self.reasoning, sent, self.index, requested=requested, tiers=self.tiers)
         return dataclasses.replace(
             plan,
             step_down=step,
@@ -704,10 +917,19 @@ def _limit(line: Line, tally: Tally) -> int:
 def step_note(step: StepDown) -> str:
     """The warning a stepped-down response carries."""
     ceiling = f" with max_tokens={step.max_tokens}" if step.max_tokens is not None else ""
-    return (
-        f"budget: {step.budget!r} is {step.spent:.1%} spent (steps down from "
-        f"{step.step_down_at:.0%}): reasoning_effort={step.requested.value!r} was sent as "
-        f"{step.applied.value!r}{ceiling}"
+    did: list[str] = []
+    from_: list[str] = []
+    if step.applied is not None and step.applied is not step.requested:
+        asked = step.requested.value if step.requested is not None else "unset"
+        did.append(f"reasoning_effort={asked!r} was sent as {step.applied.value!r}{ceiling}")
+    if step.step_down_at is not None:
+        from_.append(f"steps down from {step.step_down_at:.0%}")
+    if step.service_tier is not None:
+        did.append(f"the call was moved to service_tier={step.service_tier.value!r}")
+        if step.flex_at is not None:
+            from_.append(f"moves calls to flex from {step.flex_at:.0%}")
+    return f"budget: {step.budget!r} is {step.spent:.1%} spent ({', '.join(from_)}): " + "; ".join(
+        did
     )
 
 
@@ -717,15 +939,24 @@ def plain_plan(
     index: int,
     *,
     requested: Effort | None = None,
+    tiers: ServiceTierMiddleware | None = None,
 ) -> CallPlan:
     """What ``request`` would get from a source without budgets: its reasoning layer's
-    resolution (``requested`` defaults to the request's tier, else the source's)."""
+    resolution (``requested`` defaults to the request's tier, else the source's) and its
+    tier layer's (``tiers``)."""
     source = reasoning.source
     effort = request.reasoning_effort or source.effort
     asked = requested if requested is not None else effort
+    sent_tier: ServiceTier | None = None
+    notes: tuple[str, ...] = ()
     try:
+        if tiers is not None:
+            prepared = tiers.prepare(request)
+            if prepared.tier_resolution is not None:
+                sent_tier = prepared.tier_resolution.applied
+                notes = prepared.tier_resolution.warnings
         resolution = reasoning.resolution(effort, request.max_tokens)
-    except ThinkingUnsupportedError as exc:
+    except (ThinkingUnsupportedError, ServiceTierUnsupportedError) as exc:
         return CallPlan(
             index,
             source.provider,
@@ -752,5 +983,6 @@ def plain_plan(
         (),
         None,
         True,
-        tuple(resolution.warnings),
+        (*resolution.warnings, *notes),
+        sent_tier,
     )

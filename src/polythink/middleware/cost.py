@@ -7,7 +7,9 @@ cost of the call that filled its entry (and telemetry counts that as saved, not 
 A cost the transport already set (the provider billed the call itself: OpenRouter's
 ``usage.cost``) is kept. Otherwise the usage is priced from the table by
 :func:`polythink.pricing.price`, under the model the server reported, else the source's
-model. Streams: the ``done`` response is priced; a
+model, at the service tier that served the call (:attr:`Response.service_tier`, else the tier
+sent); when the table has no price of that tier's own, a warning says how it was priced
+(:func:`polythink.pricing.tier_price_note`). Streams: the ``done`` response is priced; a
 :class:`~polythink.errors.StreamInterruptedError` leaves with its ``partial`` response priced
 when the provider reported usage before the break. Nothing here raises into the call: a
 price that cannot be computed is ``None``.
@@ -22,7 +24,7 @@ from contextlib import aclosing
 from polythink.config import Source
 from polythink.errors import StreamInterruptedError
 from polythink.middleware.base import CompleteNext, StreamNext
-from polythink.pricing import price
+from polythink.pricing import price, tier_price_note
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = ["CostMiddleware"]
@@ -42,19 +44,31 @@ class CostMiddleware:
         self._models = tuple(source.model for source in sources)
 
     def priced(self, response: Response) -> Response:
-        """Return ``response`` with ``cost`` set when it can be priced (else unchanged)."""
+        """Return ``response`` with ``cost`` set when it can be priced (else unchanged), at
+        the tier that served it, with a warning when the table has no price of that tier's
+        own."""
         if response.cost is not None or response.usage is None:
             return response
+        tier = response.service_tier
+        if tier is None and response.applied_service_tier is not None:
+            tier = response.applied_service_tier.value
+        note = None
         try:
-            cost = price(response.usage, response.provider, response.model)
+            model = response.model
+            cost = price(response.usage, response.provider, model, service_tier=tier)
             index = response.source_index
             if cost is None and 0 <= index < len(self._models):
                 source_model = self._models[index]
                 if source_model != response.model:
-                    cost = price(response.usage, response.provider, source_model)
+                    model = source_model
+                    cost = price(response.usage, response.provider, model, service_tier=tier)
+            if tier not in (None, "standard", "auto"):
+                note = tier_price_note(response.provider, model, tier)
         except Exception:
             _log.warning("could not price a call; its cost is None", exc_info=True)
             return response
+        if note is not None:
+            return response.with_(cost=cost, warnings=[*response.warnings, note])
         return response if cost is None else response.with_(cost=cost)
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:

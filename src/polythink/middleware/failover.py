@@ -44,6 +44,7 @@ from contextlib import aclosing
 from polythink.errors import (
     AuthError,
     BudgetExceededError,
+    CapacityUnavailableError,
     ContentUnsupportedError,
     ContextWindowExceededError,
     ModelNotFoundError,
@@ -51,6 +52,7 @@ from polythink.errors import (
     PolythinkError,
     RateLimitedError,
     RequestTimeoutError,
+    ServiceTierUnsupportedError,
     StreamInterruptedError,
     ThinkingUnsupportedError,
     TransientError,
@@ -82,9 +84,10 @@ to one answer, so a cache hit of that answer leaves them out."""
 
 def fails_over(error: PolythinkError) -> bool:
     """Whether ``error`` from one source should send the call to the next source: a rate
-    limit, a transient failure, an auth failure, a request this source cannot satisfy though
-    another may (a reasoning tier, a ``response_format``, a content part, a spend budget that
-    cannot afford the call there), or a model the provider does not serve (retired there)."""
+    limit, a transient failure ("no capacity" at a service tier included), an auth failure, a
+    request this source cannot satisfy though another may (a reasoning tier, a service tier,
+    a ``response_format``, a content part, a spend budget that cannot afford the call there),
+    or a model the provider does not serve (retired there)."""
     return isinstance(
         error,
         RateLimitedError
@@ -94,7 +97,8 @@ def fails_over(error: PolythinkError) -> bool:
         | OutputFormatUnsupportedError
         | BudgetExceededError
         | ModelNotFoundError
-        | ContentUnsupportedError,
+        | ContentUnsupportedError
+        | ServiceTierUnsupportedError,
     )
 
 
@@ -105,8 +109,12 @@ def counts_against(error: PolythinkError) -> bool:
     streams cut mid-way and a model the provider does not serve (it will not come back within
     a cooldown) do. A rejected request (including a reasoning tier the model lacks) says
     nothing about the source, nor does a refusal by polythink's own rate limiter (a
-    :class:`~polythink.errors.RateLimitedError` without a status: the call was not sent).
+    :class:`~polythink.errors.RateLimitedError` without a status: the call was not sent), nor
+    "no capacity" at one service tier (:class:`~polythink.errors.CapacityUnavailableError`:
+    the source's other tiers are fine).
     """
+    if isinstance(error, CapacityUnavailableError):
+        return False
     if isinstance(error, RateLimitedError):
         return error.status_code is not None
     return isinstance(

@@ -70,10 +70,13 @@ __all__ = [
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
     "HTTP_RESPONSE_STATUS_CODE",
+    "OPENAI_REQUEST_SERVICE_TIER",
+    "OPENAI_RESPONSE_SERVICE_TIER",
     "OUTCOME_ERROR",
     "OUTCOME_SUCCESS",
     "POLYTHINK_APPLIED_EFFORT",
     "POLYTHINK_APPLIED_REASON",
+    "POLYTHINK_APPLIED_SERVICE_TIER",
     "POLYTHINK_ATTEMPTS",
     "POLYTHINK_BUDGET_NAME",
     "POLYTHINK_BUDGET_REMAINING",
@@ -94,6 +97,8 @@ __all__ = [
     "POLYTHINK_REASONING_TOKENS",
     "POLYTHINK_REASONING_TRANSFORMATION",
     "POLYTHINK_REQUESTED_EFFORT",
+    "POLYTHINK_REQUESTED_SERVICE_TIER",
+    "POLYTHINK_SERVED_SERVICE_TIER",
     "POLYTHINK_SOURCE_INDEX",
     "POLYTHINK_WARNING_COUNT",
     "POLYTHINK_WARNING_EVENT",
@@ -158,6 +163,25 @@ POLYTHINK_COST_TOTAL = "polythink.cost.total"
 POLYTHINK_COST_SOURCE = "polythink.cost.source"
 """Span attribute: :attr:`Cost.source` (``provider`` or ``genai-prices X.Y.Z``)."""
 
+POLYTHINK_REQUESTED_SERVICE_TIER = "polythink.service_tier.requested"
+"""Span attribute: the service tier the call asked for (``flex``, ``standard``, ``priority``,
+``auto``); absent when unset."""
+POLYTHINK_APPLIED_SERVICE_TIER = "polythink.service_tier.applied"
+"""The service tier sent (after nearest-mapping, a budget's move to flex, a resend after "no
+capacity"): on spans, and on the step-down counter (``unset`` when the budget did not move the
+call)."""
+POLYTHINK_SERVED_SERVICE_TIER = "polythink.service_tier.served"
+"""The service tier that served the call: as the provider reported it, else as sent, else
+``unset``. On spans and on every point of the call and cost counters, next to the reasoning
+tier, so cost can be charted per service tier. Values: ``flex``, ``standard``, ``priority``,
+``auto``, ``batch``, a provider's own (``ultrafast``), ``unset``."""
+OPENAI_REQUEST_SERVICE_TIER = "openai.request.service_tier"
+OPENAI_RESPONSE_SERVICE_TIER = "openai.response.service_tier"
+"""The OpenAI-specific conventions' names (semantic-conventions v1.41.0
+``docs/registry/attributes/openai.md``, read 2026-12-04): the value sent and the value the
+answer reported, as OpenAI spells them, on spans of the ``openai`` and ``openai-responses``
+providers."""
+
 POLYTHINK_APPLIED_REASON = "polythink.reasoning.applied_reason"
 """Span attribute: why the applied tier is cheaper than the requested one beyond the model's
 own mapping; ``budget`` when a spend budget stepped it down (absent otherwise)."""
@@ -207,8 +231,9 @@ POLYTHINK_BUDGET_REMAINING = "polythink.budget.remaining"
 """Gauge (USD) of what is left of a budget in its window, as this process last saw it
 (reservations of calls in flight counted), by budget and scope."""
 POLYTHINK_BUDGET_STEP_DOWNS = "polythink.budget.step_downs"
-"""Counter ({call}) of calls a budget stepped down, by requested and applied tier and
-budget."""
+"""Counter ({call}) of calls a budget stepped down or moved to flex, by requested and applied
+reasoning tier, budget, and the service tier it moved the call to
+(:data:`POLYTHINK_APPLIED_SERVICE_TIER`, ``unset`` when it did not)."""
 
 UNIT_SECONDS = "s"
 UNIT_TOKEN = "{token}"
@@ -226,6 +251,7 @@ CALL_METRIC_KEYS: tuple[str, ...] = (
     GEN_AI_RESPONSE_MODEL,
     POLYTHINK_REQUESTED_EFFORT,
     POLYTHINK_APPLIED_EFFORT,
+    POLYTHINK_SERVED_SERVICE_TIER,
     POLYTHINK_SOURCE_INDEX,
     POLYTHINK_CACHE_HIT,
     POLYTHINK_OUTCOME,

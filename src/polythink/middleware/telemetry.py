@@ -120,10 +120,13 @@ from polythink.middleware.semconv import (
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
     HTTP_RESPONSE_STATUS_CODE,
+    OPENAI_REQUEST_SERVICE_TIER,
+    OPENAI_RESPONSE_SERVICE_TIER,
     OUTCOME_ERROR,
     OUTCOME_SUCCESS,
     POLYTHINK_APPLIED_EFFORT,
     POLYTHINK_APPLIED_REASON,
+    POLYTHINK_APPLIED_SERVICE_TIER,
     POLYTHINK_ATTEMPTS,
     POLYTHINK_BUDGET_NAME,
     POLYTHINK_BUDGET_STEP_DOWNS,
@@ -141,6 +144,8 @@ from polythink.middleware.semconv import (
     POLYTHINK_REASONING_TOKENS,
     POLYTHINK_REASONING_TRANSFORMATION,
     POLYTHINK_REQUESTED_EFFORT,
+    POLYTHINK_REQUESTED_SERVICE_TIER,
+    POLYTHINK_SERVED_SERVICE_TIER,
     POLYTHINK_SOURCE_INDEX,
     POLYTHINK_WARNING_COUNT,
     POLYTHINK_WARNING_EVENT,
@@ -154,6 +159,7 @@ from polythink.middleware.semconv import (
     UNIT_USD,
     UNSET_TIER,
 )
+from polythink.providers import OPENAI_TIERS
 from polythink.types import Effort, Message, Request, Response, StreamEvent, Tool, Usage
 
 __all__ = [
@@ -493,6 +499,17 @@ class TelemetryMiddleware:
                 attributes[GEN_AI_TOOL_DEFINITIONS] = _dumps([_tool_json(t) for t in request.tools])
         return attributes
 
+    def count_result(self, response: Response) -> None:
+        """Count an answer that did not come through the onion (a batch request's result):
+        one call, and its cost, in ``polythink.client.calls`` and ``polythink.client.cost``
+        under its source and tiers (its served tier is ``batch``). No span and no duration:
+        the request ran at the provider, on its own time."""
+        try:
+            call = _Call(trace.INVALID_SPAN, False, 0.0, response.requested_effort)
+            self._count(call, self._source(response.source_index), response, None)
+        except Exception:
+            _log.warning("telemetry could not count a batch result", exc_info=True)
+
     def _source(self, index: int | None) -> _SourceInfo:
         if index is not None and 0 <= index < len(self._sources):
             return self._sources[index]
@@ -588,6 +605,7 @@ class TelemetryMiddleware:
             if response.step_down is not None:
                 attributes[POLYTHINK_APPLIED_REASON] = response.step_down.reason
                 attributes[POLYTHINK_BUDGET_NAME] = response.step_down.budget
+            _tier_attributes(response, attributes)
             attributes[POLYTHINK_OBSERVATION] = response.thinking.value
             attributes[POLYTHINK_WARNING_COUNT] = len(response.warnings)
             for warning in response.warnings:
@@ -666,11 +684,13 @@ class TelemetryMiddleware:
             applied = response.applied_effort
             model = response.model
             hit = response.cache_hit
+            served = served_label(response)
         else:
             requested, applied, model, hit = call.requested, None, source.model, False
+            served = _UNSET_TIER
         asked = requested.value if requested is not None else _UNSET_TIER
         tier = applied.value if applied is not None else _UNSET_TIER
-        key = (source.key, model, asked, tier, hit, kind is None)
+        key = (source.key, model, asked, tier, served, hit, kind is None)
         totals = self._totals
         point = totals.point(key)
         if point is None:
@@ -681,6 +701,7 @@ class TelemetryMiddleware:
                     GEN_AI_RESPONSE_MODEL: model,
                     POLYTHINK_REQUESTED_EFFORT: asked,
                     POLYTHINK_APPLIED_EFFORT: tier,
+                    POLYTHINK_SERVED_SERVICE_TIER: served,
                     POLYTHINK_SOURCE_INDEX: source.index,
                     POLYTHINK_CACHE_HIT: hit,
                     POLYTHINK_OUTCOME: OUTCOME_ERROR if kind is not None else OUTCOME_SUCCESS,
@@ -690,10 +711,50 @@ class TelemetryMiddleware:
         totals.add(point, cost.total if cost is not None else None, hit)
         step = response.step_down if response is not None else None
         if step is not None and not hit:
-            totals.step_down(asked, tier, step.budget)
+            moved = step.service_tier.value if step.service_tier is not None else _UNSET_TIER
+            totals.step_down(asked, tier, step.budget, moved)
         if response is not None and response.input_transformations and not hit:
             for entry in response.input_transformations:
                 totals.block(response.provider, model, entry)
+
+
+def served_label(response: Response) -> str:
+    """The service tier a call counts under in metrics: the tier that served it as reported,
+    else the tier sent, else ``unset``."""
+    if response.service_tier is not None:
+        return response.service_tier
+    if response.applied_service_tier is not None:
+        return response.applied_service_tier.value
+    return _UNSET_TIER
+
+
+_OPENAI_IDS = frozenset({"openai", "openai-responses"})
+
+
+def _tier_attributes(response: Response, attributes: dict[str, Any]) -> None:
+    """Set the service-tier attributes of a finished call's span: requested, applied,
+    served (polythink's vocabulary), and on OpenAI the conventions' own two."""
+    if response.requested_service_tier is not None:
+        attributes[POLYTHINK_REQUESTED_SERVICE_TIER] = response.requested_service_tier.value
+    if response.applied_service_tier is not None:
+        attributes[POLYTHINK_APPLIED_SERVICE_TIER] = response.applied_service_tier.value
+    served = served_label(response)
+    if served != _UNSET_TIER:
+        attributes[POLYTHINK_SERVED_SERVICE_TIER] = served
+    if response.provider in _OPENAI_IDS:
+        applied = response.applied_service_tier
+        if applied is not None:
+            wire = OPENAI_TIERS.values.get(applied.value)
+            if wire:
+                attributes[OPENAI_REQUEST_SERVICE_TIER] = wire
+        if response.service_tier is not None:
+            attributes[OPENAI_RESPONSE_SERVICE_TIER] = _OPENAI_WIRE.get(
+                response.service_tier, response.service_tier
+            )
+
+
+_OPENAI_WIRE = {"standard": "default"}
+"""polythink's served tier back in OpenAI's spelling, where they differ."""
 
 
 class _Point:
@@ -723,7 +784,7 @@ class _Totals:
     def __init__(self, meter: metrics.Meter) -> None:
         self._lock = threading.Lock()
         self._points: dict[tuple[Any, ...], _Point] = {}
-        self._step_downs: dict[tuple[str, str, str], int] = {}
+        self._step_downs: dict[tuple[str, str, str, str], int] = {}
         self._blocks: dict[tuple[str, str, str, str], int] = {}
         meter.create_observable_counter(
             POLYTHINK_REASONING_BLOCKS,
@@ -775,9 +836,10 @@ class _Totals:
                 else:
                     point.spent = (point.spent or 0.0) + cost
 
-    def step_down(self, requested: str, applied: str, budget: str) -> None:
-        """Count one call a budget stepped down."""
-        key = (requested, applied, budget)
+    def step_down(self, requested: str, applied: str, budget: str, service_tier: str) -> None:
+        """Count one call a budget stepped down or moved to flex (``service_tier``: the tier
+        it moved the call to, else ``unset``)."""
+        key = (requested, applied, budget, service_tier)
         with self._lock:
             self._step_downs[key] = self._step_downs.get(key, 0) + 1
 
@@ -839,9 +901,10 @@ class _Totals:
                         POLYTHINK_REQUESTED_EFFORT: requested,
                         POLYTHINK_APPLIED_EFFORT: applied,
                         POLYTHINK_BUDGET_NAME: budget,
+                        POLYTHINK_APPLIED_SERVICE_TIER: service_tier,
                     },
                 )
-                for (requested, applied, budget), count in self._step_downs.items()
+                for (requested, applied, budget, service_tier), count in self._step_downs.items()
             ]
 
 

@@ -10,6 +10,7 @@ from polythink.reasoning.capabilities import (
     register_capability,
 )
 from polythink.reasoning.continuity import Reading, same_model, thinking_reading
+from polythink.reasoning.ids import ModelId, base_model_id, lookup_keys, parse_model_id
 from polythink.reasoning.learn import (
     GENERIC_LEVELS,
     ReasoningRejection,
@@ -36,18 +37,22 @@ __all__ = [
     "TIER_BUDGET_TOKENS",
     "Capability",
     "EffortPolicy",
+    "ModelId",
     "Reading",
     "ReasoningRejection",
     "WarningThrottle",
     "all_capabilities",
+    "base_model_id",
     "budget_for",
     "capabilities_from_openrouter",
     "default_level",
     "get_capability",
     "learned_capability",
+    "lookup_keys",
     "normalise_model_name",
     "observe",
     "openrouter_without_reasoning",
+    "parse_model_id",
     "parse_reasoning_rejection",
     "reasoning_levels",
     "reconcile",

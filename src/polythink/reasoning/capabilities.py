@@ -6,22 +6,25 @@ this module, one entry per model with its evidence (source, date, and whether do
 measured or inferred). It is read once, on the first lookup, so ``import polythink`` stays
 cheap.
 
-Lookup order: the exact name, then a registered alias, then the *normalised* name
-(lower-cased; a provider prefix such as ``openai/`` or ``anthropic/`` removed; a date
-suffix such as ``-2025-08-07``, ``-20250929`` or ``@20250929`` removed; ``.`` read as
-``-``), compared with the normalised names and aliases of every entry.
+Lookup order: the exact name, then a registered alias, then the lookup forms of
+:func:`polythink.reasoning.ids.lookup_keys`, most specific first: the id read back to the
+model it names (Bedrock, Vertex, ARN, fine-tune, gateway and Ollama forms), then without its
+snapshot (``-2025-08-07``, ``-0309``, ``-latest`` …), then without variant suffixes that share
+the model's rules (``-highspeed`` …); each compared in lower case with ``.`` read as ``-``
+against the names and aliases of every entry. An entry is found by its own name, never by a
+shorter one: ``mistral-small-latest`` is not what ``mistral-small-2506`` names.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polythink.reasoning.ids import model_key, parse_model_id
 from polythink.types import EFFORT_ORDER, Effort
 
 __all__ = [
@@ -42,6 +45,7 @@ _SAMPLING_RULES = ("any", "without_reasoning", "one_of", "never")
 _CHAT_TOOLS = ("any", "without_reasoning", "never")
 _RETENTIONS = ("in_memory", "24h")
 _REASONING_MODES = ("standard", "pro")
+_SERVICE_TIERS = ("flex", "standard", "priority")
 _DATES = ("deprecated", "shutdown", "checked")
 _BINDINGS = ("enforced", "new_accounts", "checked")
 
@@ -122,12 +126,16 @@ class Capability:
             5.5); ``None``: no prefix check. Such a model takes
             ``thinking.block_binding`` and reports ``input_transformations`` under the beta
             ``thinking-binding-controls-2026-08-01``.
+        service_tiers: the service tiers the provider serves the model at (``flex``,
+            ``standard``, ``priority``) where known; empty = every tier the provider offers
+            (its :class:`~polythink.providers.TierWire`). A provider's refusal of a tier for a
+            model is learned into it, per endpoint.
 
     Raises:
         ValueError: at construction, for an empty or duplicated ``supported_efforts``, an
             unknown tier, thinking style, thinking display, sampling rule, tools rule,
-            retention or reasoning mode, a date that is not ``YYYY-MM-DD``, or a budget range
-            with ``min > max``.
+            retention, reasoning mode or service tier, a date that is not ``YYYY-MM-DD``, or
+            a budget range with ``min > max``.
     """
 
     model: str
@@ -157,6 +165,7 @@ class Capability:
     per_call_instructions: str | None = None
     clear_at: bool = False
     thinking_binding: str | None = None
+    service_tiers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.supported_efforts, str):
@@ -203,6 +212,7 @@ class Capability:
         for name, accepted in (
             ("prompt_cache_retention", _RETENTIONS),
             ("reasoning_modes", _REASONING_MODES),
+            ("service_tiers", _SERVICE_TIERS),
         ):
             values = tuple(getattr(self, name))
             object.__setattr__(self, name, values)
@@ -284,27 +294,28 @@ class Capability:
         return self.default_effort is not None and self.default_effort is not Effort.NONE
 
 
-_DATE_SUFFIX = re.compile(r"([-@]\d{4}-\d{2}-\d{2}|[-@]\d{8})$")
 _lock = threading.Lock()
 _entries: dict[str, Capability] | None = None
 _index: dict[str, Capability] = {}
 
 
-def normalise_model_name(name: str) -> str:
-    """Return the lookup form of a model name.
+def normalise_model_name(name: str, provider: str | None = None) -> str:
+    """Return the identity of the model ``name`` names, as stores and listings key it.
 
-    Lower-case; the part after the last ``/`` (drops ``openai/``, ``anthropic/`` …); an
-    OpenRouter variant suffix (``:thinking``, ``:free``) and a date suffix
-    (``-2025-08-07``, ``-20250929``, ``@20250929``) removed; ``.`` replaced by ``-``.
+    The id read back to its native model (:func:`polythink.reasoning.ids.parse_model_id`:
+    provider, cloud and gateway wrappers off, an OpenRouter catalog variant such as
+    ``:thinking`` kept), a full date suffix (``-2025-08-07``, ``-20250929``, ``@20250929``)
+    removed, lower case, ``.`` read as ``-``. Short dates and ``-latest`` stay: they may name
+    another generation of the model.
 
     >>> normalise_model_name("anthropic/claude-opus-5.5")
     'claude-opus-5-5'
     >>> normalise_model_name("gpt-5-2025-08-07")
     'gpt-5'
+    >>> normalise_model_name("us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    'claude-sonnet-4-5'
     """
-    base = name.strip().lower().rsplit("/", 1)[-1].split(":", 1)[0]
-    base = _DATE_SUFFIX.sub("", base)
-    return base.replace(".", "-")
+    return parse_model_id(provider, name).key
 
 
 def _load() -> dict[str, Capability]:
@@ -390,38 +401,63 @@ def capability_fields(capability: Capability) -> dict[str, Any]:
     return out
 
 
+def _entry_keys(name: str) -> tuple[str, ...]:
+    """The index keys of an entry's name or alias: the name itself, its lookup form, and the
+    most specific lookup form of the model it names (a catalogue's ``anthropic/x:thinking``
+    is found as ``x:thinking``) — never a shorter form."""
+    keys = parse_model_id(None, name).keys
+    return (name, model_key(name), *keys[:1])
+
+
 def _index_entry(cap: Capability) -> None:
     for name in (cap.model, *cap.aliases):
-        _index[name] = cap
-        _index[normalise_model_name(name)] = cap
+        for key in _entry_keys(name):
+            _index[key] = cap
 
 
-def shipped_capability(model: str) -> Capability | None:
+def shipped_capability(model: str, provider: str | None = None) -> Capability | None:
     """Look a model up in the registry itself (shipped and registered entries, no family
-    rules); ``None`` when it has no entry. Lookup order as :func:`get_capability`."""
+    rules); ``None`` when it has no entry or the id does not name its model (an Azure
+    deployment name). Lookup order as :func:`get_capability`."""
     entries = _load()
+    parsed = parse_model_id(provider, model)
+    if not parsed.inferable:
+        return None
     found = entries.get(model) or _index.get(model)
     if found is not None:
         return found
-    return _index.get(normalise_model_name(model))
+    for key in parsed.keys:
+        found = _index.get(key)
+        if found is not None:
+            return found
+    return None
 
 
-def get_capability(model: str) -> Capability | None:
+def get_capability(model: str, provider: str | None = None) -> Capability | None:
     """Look a model up in the registry, else infer it from its family; ``None`` when neither
     knows it.
 
-    Tries the exact name, then the normalised name (see :func:`normalise_model_name`), then
-    the family rules (:func:`polythink.reasoning.families.family_capability`: a new id of a
-    known family, such as a ``claude-fable-5-3``, gets that family's documented rules with
-    evidence ``inferred from family …``). A model neither knows is not an error: resolution
-    injects by the provider's wire and warns once.
+    Tries the exact name, then the lookup forms of the model the id names
+    (:func:`polythink.reasoning.ids.lookup_keys`: ``us.anthropic.claude-sonnet-4-5-…-v1:0``,
+    ``claude-sonnet-4-5@20250929`` and ``anthropic/claude-sonnet-4.5`` all find
+    ``claude-sonnet-4-5``), then the family rules
+    (:func:`polythink.reasoning.families.family_capability`: a new id of a known family, such
+    as a ``claude-fable-5-3``, gets that family's documented rules with evidence ``inferred
+    from family …``). A model neither knows is not an error: resolution injects by the
+    provider's wire and warns once.
+
+    Args:
+        model: the model id as configured.
+        provider: the provider id it is sent to, where the id's form depends on it (an
+            Ollama tag, an OpenRouter variant, an Azure deployment name, which names no
+            model); ``None`` reads the id by its shape.
     """
-    found = shipped_capability(model)
+    found = shipped_capability(model, provider)
     if found is not None:
         return found
     from polythink.reasoning.families import family_capability
 
-    return family_capability(model)
+    return family_capability(model, provider)
 
 
 def register_capability(capability: Capability) -> Capability:
@@ -435,7 +471,7 @@ def register_capability(capability: Capability) -> Capability:
         previous = entries.get(capability.model)
         if previous is not None:
             for name in (previous.model, *previous.aliases):
-                for key in (name, normalise_model_name(name)):
+                for key in _entry_keys(name):
                     if _index.get(key) is previous:
                         del _index[key]
         entries[capability.model] = capability

@@ -5,10 +5,11 @@ a new ``claude-fable-5-x`` always thinks and takes ``low``…``max`` like Fable 
 new ``gemini-4-*`` takes ``thinkingLevel`` and never ``thinkingBudget``, a Gemini 2.5 variant
 takes ``thinkingBudget`` and never ``thinkingLevel``. ``families.toml`` next to this module
 holds one ``[[family]]`` table per family: ``name``, ``match`` (a regular expression searched
-in the normalised model name, see :func:`~polythink.reasoning.capabilities.normalise_model_name`:
-lower case, provider prefix and date suffix removed, ``.`` read as ``-``), the capability
-fields every member shares, and the evidence for them. The first family that matches wins,
-so the file lists the specific families before the general ones.
+in the model's lookup forms, see :func:`polythink.reasoning.ids.lookup_keys`: the id read back
+to the model it names, lower case, ``.`` read as ``-``, tried from the most specific form —
+the dated id — to the base model), the capability fields every member shares, and the
+evidence for them. For each form in turn, the first family that matches wins, so the file
+lists the specific families before the general ones.
 
 A capability inferred here carries the evidence ``inferred from family <name>: …``; the
 capability store ranks it below imported and documented facts, and a provider's rejection
@@ -27,11 +28,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from polythink.reasoning.capabilities import (
-    Capability,
-    capability_from_fields,
-    normalise_model_name,
-)
+from polythink.reasoning.capabilities import Capability, capability_from_fields
+from polythink.reasoning.ids import lookup_keys
 
 __all__ = ["Family", "all_families", "family_capability", "family_of"]
 
@@ -61,7 +59,7 @@ class Family:
 
 _lock = threading.Lock()
 _families: tuple[Family, ...] | None = None
-_inferred: dict[str, Capability | None] = {}
+_inferred: dict[tuple[str | None, str], Capability | None] = {}
 _MEMO_LIMIT = 1024
 
 
@@ -94,24 +92,28 @@ def all_families() -> tuple[Family, ...]:
     return _load()
 
 
-def family_of(model: str) -> Family | None:
-    """The first family whose pattern matches ``model``'s normalised name, or ``None``."""
-    name = normalise_model_name(model)
-    for family in _load():
-        if family.pattern.search(name):
-            return family
+def family_of(model: str, provider: str | None = None) -> Family | None:
+    """The family of ``model`` (on ``provider``; ``None`` reads the id by its shape): for each
+    lookup form, most specific first, the first family whose pattern matches; ``None`` when
+    none does or the id does not name its model (an Azure deployment name)."""
+    families = _load()
+    for key in lookup_keys(provider, model):
+        for family in families:
+            if family.pattern.search(key):
+                return family
     return None
 
 
-def family_capability(model: str) -> Capability | None:
+def family_capability(model: str, provider: str | None = None) -> Capability | None:
     """The capability ``model`` gets from its family (see the module docstring), or ``None``
-    when it belongs to no known family. Memoised per model name."""
-    if model in _inferred:
-        return _inferred[model]
-    family = family_of(model)
+    when it belongs to no known family. Memoised per (provider, model)."""
+    memo = (provider, model)
+    if memo in _inferred:
+        return _inferred[memo]
+    family = family_of(model, provider)
     found = family.capability(model) if family is not None else None
     with _lock:
         if len(_inferred) >= _MEMO_LIMIT:
             _inferred.clear()
-        _inferred[model] = found
+        _inferred[memo] = found
     return found

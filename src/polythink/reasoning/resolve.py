@@ -61,6 +61,7 @@ model did).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -76,6 +77,7 @@ __all__ = [
     "EffortPolicy",
     "budget_for",
     "check_model_id",
+    "effort_for_budget",
     "payload_ceiling",
     "resolve",
     "responses_route",
@@ -100,6 +102,22 @@ TIER_BUDGET_TOKENS: dict[Effort, int] = {
 for Gemini 2.5 through its OpenAI-compatible endpoint (8,192 and 24,576, GEM-DOC-openai
 2026-09-02); ``max`` is Gemini 2.5 Pro's documented ceiling (32,768, GEM-DOC-thinking).
 """
+
+
+def effort_for_budget(tokens: int) -> Effort:
+    """The tier whose :data:`TIER_BUDGET_TOKENS` budget is nearest to ``tokens`` (on a log
+    scale, ties to the cheaper tier); ``none`` for 0 or less.
+
+    How a reasoning budget a caller wrote (Anthropic ``thinking.budget_tokens``, OpenRouter
+    ``reasoning.max_tokens``) reads in polythink's vocabulary.
+    """
+    if tokens <= 0:
+        return Effort.NONE
+    return min(
+        TIER_BUDGET_TOKENS,
+        key=lambda tier: (abs(math.log(TIER_BUDGET_TOKENS[tier] / tokens)), tier.rank or 0),
+    )
+
 
 ANTHROPIC_MIN_BUDGET = 1024
 """Anthropic's lower bound for ``thinking.budget_tokens`` (ANT-SDK ThinkingConfigEnabled)."""
@@ -160,7 +178,7 @@ def resolve(
             provider=profile.id,
             error_type="reasoning_unsupported",
         )
-    cap = get_capability(model) if capability is _UNSET else capability
+    cap = get_capability(model, profile.id) if capability is _UNSET else capability
     if cap is None:
         payload, applied, budget = _BUILDERS[wire](requested, None, profile, max_tokens)
         warning = (

@@ -19,6 +19,14 @@ The rule, per budget with a ``step_down_at`` fraction ``s`` spent ``f`` of its m
    len(ladder)))``. So with ``s = 0.8`` and high → medium → low → none: medium from 80 %,
    low from 86.7 %, none from 93.3 % (and the cheapest once the budget is spent).
 4. Several budgets: the one that gives the cheapest tier decides (the first listed on a tie).
+5. A budget with a ``flex_at`` fraction ``x`` as well spreads its steps over ``s`` to ``x``
+   instead of ``s`` to the cap (``steps = min(len(ladder), 1 + floor((f - s) / (x - s) *
+   len(ladder)))``: with 0.8, 0.9 and high → medium → low → none, medium from 80 %, low from
+   83.3 %, none from 86.7 %), and from ``x`` on moves the call to the ``flex`` service tier
+   where the source takes it (``flex=True``: its provider and model offer flex and the call is
+   not already cheaper). A budget with ``flex_at`` alone moves to flex and leaves the
+   reasoning tier as it is. Flex wins over any reasoning step in choosing which budget is
+   reported; the reasoning tier is the cheapest any budget asks.
 
 The output ceiling shrinks with the tier where the caller's ceiling also holds the reasoning
 (OpenAI's ``max_completion_tokens``, Anthropic adaptive thinking, Gemini levels): by the
@@ -39,7 +47,7 @@ from dataclasses import dataclass
 from polythink.errors import ThinkingUnsupportedError
 from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS, settle_tier
-from polythink.types import EFFORT_ORDER, Effort, StepDown
+from polythink.types import EFFORT_ORDER, Effort, ServiceTier, StepDown
 
 __all__ = [
     "STEP_ANSWER_TOKENS",
@@ -63,14 +71,18 @@ class Pressure:
     Attributes:
         budget: the budget's name (reported in the :class:`~polythink.types.StepDown`).
         spent: the fraction of the budget spent (0.85 = 85 %; may exceed 1).
-        step_down_at: the fraction from which it steps tiers down (0 to below 1).
+        step_down_at: the fraction from which it steps tiers down (0 to below 1); ``None``:
+            it does not step reasoning tiers.
         floor: the cheapest tier it may step to (``None``: the model's cheapest).
+        flex_at: the fraction from which it moves calls to flex (above ``step_down_at``);
+            ``None``: it does not.
     """
 
     budget: str
     spent: float
-    step_down_at: float
+    step_down_at: float | None
     floor: Effort | None = None
+    flex_at: float | None = None
 
 
 def _rank(tier: Effort) -> int:
@@ -111,12 +123,13 @@ def ladder(start: Effort, cap: Capability, floor: Effort | None = None) -> tuple
     return tuple(reversed(cheaper))
 
 
-def steps(spent: float, step_down_at: float, count: int) -> int:
+def steps(spent: float, step_down_at: float, count: int, until: float = 1.0) -> int:
     """Return how many of ``count`` steps a budget spent ``spent`` (fraction) takes when it
-    steps down from ``step_down_at`` (see the module docstring, rule 3)."""
+    steps down from ``step_down_at``, the last at ``until`` at the latest (the cap, or its
+    ``flex_at``; see the module docstring, rules 3 and 5)."""
     if count <= 0 or spent < step_down_at:
         return 0
-    part = (spent - step_down_at) / (1.0 - step_down_at) * count
+    part = (spent - step_down_at) / (until - step_down_at) * count
     return min(count, 1 + math.floor(part))
 
 
@@ -145,8 +158,10 @@ def step_down(
     policy: str = "nearest",
     max_tokens: int | None = None,
     ceiling_holds_reasoning: bool = True,
+    flex: bool = False,
 ) -> StepDown | None:
-    """Decide whether budget pressure steps a call's tier down, and to what.
+    """Decide whether budget pressure steps a call's tier down or moves it to flex, and to
+    what.
 
     Args:
         requested: the call's tier (its own, else its source's; ``None`` = unset).
@@ -158,28 +173,43 @@ def step_down(
             provider's default, else the model's maximum output), ``None`` when none.
         ceiling_holds_reasoning: whether that ceiling also holds the reasoning tokens
             (``False`` on budget wires, where the resolution adds the reasoning budget).
+        flex: whether the call may move to the ``flex`` service tier (the source's provider
+            and model take it, and the call is not sent at flex already).
 
     Returns:
         The :class:`~polythink.types.StepDown` (its ``max_tokens`` set only when the ceiling
-        shrinks), or ``None`` when the call keeps its tier.
+        shrinks, its ``service_tier`` only when the call moves to flex), or ``None`` when
+        the call keeps its tiers.
     """
-    if cap is None or not pressures:
+    if not pressures:
         return None
-    start = start_tier(requested, cap, policy)
-    if start is None:
-        return None
+    start = start_tier(requested, cap, policy) if cap is not None else None
     chosen: tuple[Effort, Pressure] | None = None
+    moved: Pressure | None = None
     for pressure in pressures:
+        at_flex = pressure.flex_at is not None and pressure.spent >= pressure.flex_at
+        if flex and at_flex and moved is None:
+            moved = pressure
+        if start is None or cap is None or pressure.step_down_at is None:
+            continue
         tiers = ladder(start, cap, pressure.floor)
-        taken = steps(pressure.spent, pressure.step_down_at, len(tiers))
+        until = pressure.flex_at if pressure.flex_at is not None else 1.0
+        taken = steps(pressure.spent, pressure.step_down_at, len(tiers), until)
         if taken and (chosen is None or _rank(tiers[taken - 1]) < _rank(chosen[0])):
             chosen = (tiers[taken - 1], pressure)
-    if chosen is None:
+    if chosen is None and moved is None:
         return None
-    applied, pressure = chosen
+    applied = chosen[0] if chosen is not None else start
+    pressure = moved if moved is not None else chosen[1] if chosen is not None else pressures[0]
     ceiling = None
-    if ceiling_holds_reasoning and max_tokens is not None:
-        shrunk = stepped_ceiling(max_tokens, start, applied, cap)
+    if (
+        chosen is not None
+        and start is not None
+        and cap is not None
+        and ceiling_holds_reasoning
+        and max_tokens is not None
+    ):
+        shrunk = stepped_ceiling(max_tokens, start, chosen[0], cap)
         ceiling = shrunk if shrunk < max_tokens else None
     return StepDown(
         requested=start,
@@ -188,4 +218,6 @@ def step_down(
         spent=pressure.spent,
         step_down_at=pressure.step_down_at,
         max_tokens=ceiling,
+        service_tier=ServiceTier.FLEX if moved is not None else None,
+        flex_at=moved.flex_at if moved is not None else None,
     )

@@ -71,7 +71,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from polythink.reasoning.resolve import ANTHROPIC_MIN_BUDGET, TIER_BUDGET_TOKENS
-from polythink.simulator import behaviour
+from polythink.simulator import behaviour, tiers
 from polythink.simulator.binding import (
     BETA_BINDING,
     BETA_CLEAR_AT,
@@ -115,8 +115,9 @@ def bad_request(message: str) -> dict[str, Any]:
 
 
 def matches(path: str) -> bool:
-    """Whether ``path`` is a Messages API route."""
-    return path.endswith("/messages")
+    """Whether ``path`` is a Messages API route (``/messages`` or
+    ``/messages/count_tokens``)."""
+    return path.endswith(("/messages", "/messages/count_tokens"))
 
 
 def signature_for(thinking: str) -> str:
@@ -587,8 +588,33 @@ def _shows_thinking(body: Mapping[str, Any], model: str) -> bool:
     return cap is None or cap.thinking_display != "omitted"
 
 
+async def _count(request: SimRequest, response: SimResponse) -> None:
+    """``POST /v1/messages/count_tokens``: the prompt's tokens as the Messages answer's
+    ``usage.input_tokens`` counts them (``MessageTokensCount``: ``{"input_tokens": N}``)."""
+    version = request.headers.get("anthropic-version")
+    try:
+        body = request.json()
+    except ValueError:
+        body = None
+    if version not in _VERSIONS:
+        await response.send_json(400, _error("anthropic-version: header is required"))
+        return
+    if not isinstance(body, Mapping) or not isinstance(body.get("model"), str):
+        await response.send_json(400, _error("model: Field required"))
+        return
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        await response.send_json(400, _error("messages: at least one message is required"))
+        return
+    conversation = [body["system"], *messages] if body.get("system") else messages
+    await response.send_json(200, {"input_tokens": behaviour.prompt_tokens(conversation)})
+
+
 async def handle(request: SimRequest, response: SimResponse) -> None:
     """Answer one Messages API request."""
+    if request.path.endswith("/count_tokens"):
+        await _count(request, response)
+        return
     try:
         try:
             body = request.json()
@@ -710,6 +736,9 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         "output_tokens": output,
         "output_tokens_details": {"thinking_tokens": thinking_tokens},
     }
+    played = tiers.play(request.provider, model, body, request, settings)
+    if played.reported is not None:
+        usage["service_tier"] = played.reported
     seed = hashlib.sha256(request.body).hexdigest()[:20]
     message: dict[str, Any] = {
         "id": f"msg_sim_{seed}",

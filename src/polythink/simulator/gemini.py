@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
-from polythink.simulator import behaviour
+from polythink.simulator import behaviour, tiers
 from polythink.simulator.prompt_cache import automatic, tokens_of
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.transports.schema import listed
@@ -380,6 +380,15 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         return
     depth = _depth(model, tier)
     settings = response.settings
+    played = tiers.play(request.provider, model, body, request, settings)
+    if played.error is not None:
+        await response.send_json(*played.error)
+        return
+    tier_header = (
+        {played.header: played.reported}
+        if played.header is not None and played.reported is not None
+        else None
+    )
     words = int(request.header_float("x-sim-answer-words", settings.answer_words))
     rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
     answer = behaviour.answer_for(model, _last_user_text(contents), depth, words, contents)
@@ -435,6 +444,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         if reported_thoughts:
             metadata["thoughtsTokenCount"] = reported_thoughts
         metadata["totalTokenCount"] = answer.prompt_tokens + candidates + reported_thoughts
+        if played.usage_key is not None:
+            metadata[played.usage_key] = played.reported
         return metadata
 
     def envelope(parts: list[dict[str, Any]], candidates: int, last: bool) -> dict[str, Any]:
@@ -449,7 +460,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         }
 
     if method == "streamGenerateContent":
-        await response.start_stream()
+        await response.start_stream(headers=tier_header)
         produced = 0
         for i, part in enumerate(chunks):
             if not part.get("thought"):
@@ -458,7 +469,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             await response.write_event(data, sep="\r\n")
         return
     merged = _merge(chunks)
-    await response.send_json(200, envelope(merged, candidates_tokens, True))
+    await response.send_json(200, envelope(merged, candidates_tokens, True), headers=tier_header)
 
 
 def _chunks(

@@ -44,7 +44,7 @@ from typing import Any
 
 from polythink.providers import PROVIDERS
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
-from polythink.simulator import behaviour
+from polythink.simulator import behaviour, tiers
 from polythink.simulator.behaviour import openai_error as _error
 from polythink.simulator.behaviour import quoted_list as _listing
 from polythink.simulator.prompt_cache import automatic
@@ -525,6 +525,10 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if behaviour.retired(model, provider, response.settings.today) is not None:
         await response.send_json(*behaviour.openai_not_found(model, provider))
         return
+    played = tiers.play(provider, model, body, request, response.settings)
+    if played.error is not None:
+        await response.send_json(*played.error)
+        return
     tier, raw = _tier(provider, body, model)
     schema, refused = _structured(provider, body, messages)
     rejection = (
@@ -631,6 +635,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             body,
             seed,
             refusal,
+            played.reported,
         )
         return
     message: dict[str, Any] = {"role": "assistant", "content": "".join(answer_words)}
@@ -646,17 +651,17 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         ]
     else:
         message.update(_reasoning_fields(provider, reasoning, seed))
-    await response.send_json(
-        200,
-        {
-            "id": response_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": usage,
-        },
-    )
+    answered: dict[str, Any] = {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
+    if played.reported is not None:
+        answered["service_tier"] = played.reported
+    await response.send_json(200, answered)
 
 
 async def _stream(
@@ -672,9 +677,11 @@ async def _stream(
     body: Mapping[str, Any],
     seed: str,
     refusal: str | None = None,
+    service_tier: str | None = None,
 ) -> None:
     await response.start_stream()
     created = int(time.time())
+    tier = {"service_tier": service_tier} if service_tier is not None else {}
 
     def chunk(
         delta: dict[str, Any],
@@ -686,6 +693,7 @@ async def _stream(
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
+            **tier,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
         }
         if chunk_usage is not None:
@@ -749,6 +757,7 @@ async def _stream(
                     "object": "chat.completion.chunk",
                     "created": created,
                     "model": model,
+                    **tier,
                     "choices": [],
                     "usage": usage,
                 },

@@ -38,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from polythink.simulator import behaviour
+from polythink.simulator import behaviour, tiers
 from polythink.simulator.behaviour import openai_error as _error
 from polythink.simulator.behaviour import quoted_list as _listing
 from polythink.simulator.prompt_cache import automatic, tokens_of
@@ -347,6 +347,10 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if behaviour.retired(model, provider, response.settings.today) is not None:
         await response.send_json(*behaviour.openai_not_found(model, provider))
         return
+    played = tiers.play(provider, model, body, request, response.settings)
+    if played.error is not None:
+        await response.send_json(*played.error)
+        return
     rejection = _reject(provider, body, model)
     if rejection is not None:
         await response.send_json(*rejection)
@@ -433,6 +437,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             "total_tokens": answer.prompt_tokens + output_tokens,
         },
     }
+    if played.reported is not None:
+        result["service_tier"] = played.reported
     if body.get("stream"):
         await _stream(response, provider, result, answer_words)
     else:

@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 WIRE_MODULES: tuple[str, ...] = (
+    "polythink.simulator.batches",
     "polythink.simulator.openai_chat",
     "polythink.simulator.openai_responses",
     "polythink.simulator.anthropic",
@@ -56,6 +57,7 @@ _REASONS = {
     413: "Payload Too Large",
     422: "Unprocessable Entity",
     429: "Too Many Requests",
+    498: "Capacity Exceeded",
     500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
@@ -103,6 +105,18 @@ class Settings:
             (Fable and Mythos 5.2) always answer with the 400; models whose default is not
             documented (``checked``: Sonnet and Haiku 5.5) are played as older accounts
             (CONTINUITY.md §1.3).
+        no_capacity: service tiers (``flex``, ``priority`` …) answered "no capacity" in the
+            provider's shape (header ``x-sim-no-capacity``, comma-separated, overrides it);
+            see ``tiers.py``.
+        service_tiers: model -> the service tiers the simulated provider serves it at
+            (others are refused where the provider's row says it refuses them, else served
+            at ``standard``); a model not listed takes every tier its provider offers.
+        batch_clock: the clock batches live on (Unix seconds; ``time.time``): a test moves a
+            clock of its own to run a batch's day in a moment (see ``batches.py``).
+        batch_timing: the seconds of a batch's phases on that clock
+            (:class:`~polythink.simulator.batches.BatchTiming`; ``None``: its defaults).
+        batch_store: what the simulated batch APIs hold (files, batches, answers); made on
+            first use.
     """
 
     latency: float = 0.0
@@ -114,6 +128,11 @@ class Settings:
     structured_output: str = "valid"
     today: str | None = None
     new_account: bool = True
+    no_capacity: tuple[str, ...] = ()
+    service_tiers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    batch_clock: Callable[[], float] = time.time
+    batch_timing: Any = None
+    batch_store: Any = field(default=None, repr=False)
 
 
 @dataclass

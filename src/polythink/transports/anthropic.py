@@ -38,14 +38,15 @@ from polythink.errors import (
     TransientError,
 )
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.continuity import Reading, thinking_reading
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
     apply_overrides,
     assistant_response,
     check_parts,
+    joined_list,
     joined_system,
     part_types,
     token_count,
@@ -70,6 +71,7 @@ from polythink.transports.carry import (
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.transports.instructions import InstructionPlan, instruction_plan, per_call_text
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
 from polythink.types import (
     Effort,
@@ -880,6 +882,7 @@ def _response(
     refusal: str | None = None,
     answered_by_tool: bool = False,
     transformations: Any = None,
+    raw_usage: Any = None,
 ) -> Response:
     mapped = map_finish(raw_finish, ANTHROPIC, provider=profile.id, has_tool_calls=bool(calls))
     reason = mapped.reason
@@ -915,6 +918,10 @@ def _response(
         native_finish_reason=mapped.native,
         warnings=warnings,
         refusal=refusal,
+        service_tier=served_tier(
+            profile.service_tiers,
+            raw_usage.get("service_tier") if isinstance(raw_usage, Mapping) else None,
+        ),
     )
     return response.with_(input_transformations=entries) if entries else response
 
@@ -1048,6 +1055,7 @@ def parse_message(
         refusal=_refusal(data),
         answered_by_tool=bool(answers),
         transformations=data.get("input_transformations"),
+        raw_usage=data.get("usage"),
     )
 
 
@@ -1296,6 +1304,7 @@ class AnthropicStreamAssembler:
             refusal=_refusal({"stop_reason": self.raw_finish, "stop_details": self.stop_details}),
             answered_by_tool=any(b.output for b in ordered),
             transformations=self.transformations,
+            raw_usage=self.raw_usage,
         )
 
 
@@ -1309,23 +1318,18 @@ BETA_CLEAR_AT = "mid-conversation-system-clear-at-2026-08-21"
 
 
 def merge_betas(*given: str | Iterable[str] | None) -> str | None:
-    """The ``anthropic-beta`` header value that carries every beta of ``given``, each once,
-    in the order first met; ``None`` when there are none.
+    """The ``anthropic-beta`` header value that carries every beta of ``given``, each once:
+    the first given as written, then the others' it lacks, in order; ``None`` when there are
+    none.
 
     Each of ``given`` is a header value (comma-separated, as the API and the official SDKs
-    join several) or a list of values: the source's ``headers``, the call's
-    ``extra_headers``, then polythink's own. Values polythink does not know pass through
-    unchanged, as Anthropic asks of libraries and gateways (CONTINUITY.md §1.9).
+    join several) or a list of values: the source's ``headers``, the caller's own (the
+    gateway's, the call's ``extra_headers``), then polythink's. Values polythink does not know
+    pass through unchanged, as Anthropic asks of libraries and gateways (CONTINUITY.md §1.9).
+    The one rule for list headers (:func:`~polythink.transports.base.joined_list`), which the
+    gateway's pass-through uses too.
     """
-    seen: dict[str, None] = {}
-    for value in given:
-        if value is None:
-            continue
-        for part in value.split(",") if isinstance(value, str) else value:
-            name = part.strip()
-            if name:
-                seen.setdefault(name, None)
-    return ",".join(seen) or None
+    return joined_list(*given)
 
 
 def _set_binding(body: dict[str, Any], behavior: str, *, adaptive: bool) -> None:
@@ -1394,7 +1398,7 @@ class AnthropicTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/messages"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
+        capability = self.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
@@ -1434,6 +1438,18 @@ class AnthropicTransport(HTTPTransport):
         for the response, whether thinking was switched off for this call, the output tool's
         name when the answer comes through the forced-tool fallback, the request carrying
         this call's ``anthropic-beta``, and what the response must remember."""
+        written = written_body(self, request)
+        if written is not None:
+            return _Call(
+                body=written[0],
+                notes=written[1],
+                switched_off=False,
+                tool=None,
+                request=self._with_betas(request, []),
+                entry=None,
+                may_drop=False,
+                remembered=None,
+            )
         try:
             output = output_plan(
                 request, model=self.source.model, profile=self.profile, source_index=self.index
@@ -1627,6 +1643,43 @@ class AnthropicTransport(HTTPTransport):
             applied_effort=Effort.NONE if call.switched_off else response.applied_effort,
         )
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Messages body a batch request carries as its ``params`` (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`); the hints name the
+        output tool of the structured-output fallback, whether thinking was switched off,
+        and the message the call's instructions went in (its answer's message keeps it)."""
+        call = self._prepare(request.with_(stream=False))
+        hints: dict[str, Any] = {"output_tool": call.tool, "switched_off": call.switched_off}
+        if call.entry is not None:
+            hints["entry"] = call.entry
+        return call.body, call.notes, hints
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Messages answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and data.get("type") == "error":
+            raise self.in_band_error(data)
+        tool = hints.get("output_tool")
+        response = parse_message(
+            data,
+            profile=self.profile,
+            source_index=self.index,
+            model=self.source.model,
+            output_tool=tool if isinstance(tool, str) else None,
+        )
+        entry = hints.get("entry")
+        call = _Call(
+            body={},
+            notes=notes,
+            switched_off=bool(hints.get("switched_off")),
+            tool=None,
+            request=Request(messages=()),
+            entry=dict(entry) if isinstance(entry, Mapping) else None,
+            may_drop=False,
+            remembered=None,
+        )
+        return self._noted(response, call)
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 
@@ -1696,13 +1749,14 @@ class AnthropicTransport(HTTPTransport):
         if not request.stream:
             request = request.with_(stream=True)
         call = self._prepare(request)
+        relay = self.relay(request)
         assembler = AnthropicStreamAssembler(
             self.profile, self.index, self.source.model, output_tool=call.tool
         )
         try:
             async with self._opened(call) as (response, call):
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for _, event in events:
                         if event is DONE:
                             break
@@ -1715,7 +1769,7 @@ class AnthropicTransport(HTTPTransport):
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 partial = self._noted(assembler.response(finish="error"), call)
                 raise self.interrupted(exc, partial) from exc
             raise

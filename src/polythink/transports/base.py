@@ -41,6 +41,7 @@ from polythink.errors import (
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.tiers import capacity_error, served_tier
 from polythink.transports.carry import ttl_notes
 from polythink.transports.error_map import (
     error_from_body,
@@ -55,6 +56,7 @@ from polythink.types import (
     Effort,
     Message,
     MessageMetadata,
+    NativeRelay,
     PromptCache,
     RateLimit,
     Request,
@@ -69,6 +71,7 @@ _log = logging.getLogger("polythink.transport")
 
 __all__ = [
     "DONE",
+    "LIST_HEADERS",
     "HTTPTransport",
     "PartTypes",
     "append_system_suffix",
@@ -77,6 +80,7 @@ __all__ = [
     "check_parts",
     "deep_merge",
     "dumps",
+    "joined_list",
     "joined_system",
     "mark_last_entry",
     "marked_content",
@@ -91,6 +95,9 @@ __all__ = [
 ]
 
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+LIST_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
+"""Request headers whose value is a comma-separated list: a caller's and a source's are
+joined (:meth:`HTTPTransport.native_headers`), never one replacing the other."""
 _SSE_ACCEPT = "text/event-stream"
 
 
@@ -123,6 +130,32 @@ def dumps(body: Any) -> bytes:
             f"{text[max(exc.start - 40, 0) : exc.start]!r}: text must be valid Unicode "
             "(UTF-8 encodable); look in extra_body and the tools' descriptions and schemas"
         ) from None
+
+
+def joined_list(*values: str | Iterable[str] | None) -> str | None:
+    """One value of a list header (:data:`LIST_HEADERS`: ``anthropic-beta``, ``OpenAI-Beta``)
+    holding every value of ``values`` once: the first one given as it was written, then each
+    value of the others (a comma-separated header value, or a list) that it lacks, in order;
+    ``None`` when there is none. Values polythink does not know pass through, as Anthropic asks
+    of libraries and gateways (CONTINUITY.md §1.9)."""
+    first: str | None = None
+    seen: set[str] = set()
+    extra: list[str] = []
+    for value in values:
+        if value is None:
+            continue
+        parts = [p.strip() for p in (value.split(",") if isinstance(value, str) else value)]
+        if first is None and isinstance(value, str) and value.strip():
+            first = value
+            seen.update(p for p in parts if p)
+            continue
+        for part in parts:
+            if part and part not in seen:
+                seen.add(part)
+                extra.append(part)
+    if first is None:
+        return ",".join(extra) or None
+    return ",".join([first, *extra]) if extra else first
 
 
 def deep_merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
@@ -196,7 +229,9 @@ class HTTPTransport:
         self.client = client
         self._secrets = (api_key, *source.secrets())
         self._logged_drops: set[str] = set()
-        capability = get_capability(source.model) if profile.strict_sampling else None
+        self.capability = get_capability(source.model, source.provider)
+        """The model's registry entry (``None``: not registered)."""
+        capability = self.capability if profile.strict_sampling else None
         self._sampling = capability.sampling if capability is not None else "any"
         self._capability_for_cache = capability if "key" in profile.prompt_cache else None
         self._reasons_by_default = capability is not None and capability.default_reasons
@@ -226,6 +261,11 @@ class HTTPTransport:
         """Provider headers sent on every call (for example ``anthropic-version``)."""
         return {}
 
+    def secrets(self) -> tuple[str | None, ...]:
+        """The credentials this transport sends: its key and the source's credential
+        headers (redacted from every error it maps)."""
+        return self._secrets
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call; subclasses implement."""
         raise NotImplementedError
@@ -234,14 +274,46 @@ class HTTPTransport:
         """Send a streaming call; subclasses implement."""
         raise NotImplementedError
 
-    @staticmethod
-    def _headers(headers: dict[str, str], request: Request) -> dict[str, str]:
-        """``headers`` with the call's ``extra_headers`` merged over them (they win).
+    def relay(self, request: Request) -> NativeRelay | None:
+        """Where this transport hands its raw answer to ``request``: the relay of its
+        :class:`~polythink.types.NativeBody` when the body is written for this wire (the
+        call is sent as written), else ``None``."""
+        native = request.native
+        if native is None or native.relay is None or native.wire != self.profile.wire:
+            return None
+        return native.relay
+
+    def native_headers(self, headers: dict[str, str], request: Request) -> dict[str, str]:
+        """``headers`` with the caller's request headers of this wire over them, when the
+        call carries a body written for this wire (:class:`~polythink.types.NativeBody`);
+        a list header (:data:`LIST_HEADERS`) joins the caller's values and the source's
+        (the caller's as given, then the source's it lacks)."""
+        native = request.native
+        if native is None or not native.headers or native.wire != self.profile.wire:
+            return headers
+        merged = dict(headers)
+        for name, value in native.headers.items():
+            lowered = name.lower()
+            current = merged.get(lowered)
+            if lowered in LIST_HEADERS and current:
+                merged[lowered] = joined_list(value, current) or value
+            else:
+                merged[lowered] = value
+        return merged
+
+    def _headers(self, headers: dict[str, str], request: Request) -> dict[str, str]:
+        """``headers`` with the caller's headers of this wire (:meth:`native_headers`), then
+        the call's ``extra_headers``, merged over them (they win).
 
         Raises:
             ValueError: ``extra_headers`` is not a mapping of strings to strings, or holds
                 a name or value that is not valid HTTP (:func:`~polythink.config.check_headers`).
         """
+        tier = request.tier_resolution
+        if tier is not None and tier.headers:
+            headers = {**headers, **{name.lower(): v for name, v in tier.headers.items()}}
+        if request.native is not None:
+            headers = self.native_headers(headers, request)
         extra = request.extra_headers
         if not extra:
             return headers
@@ -303,6 +375,17 @@ class HTTPTransport:
         Raises:
             PolythinkError: as :meth:`post_json`.
         """
+        data, headers = await self.post_json_with_headers(url, body, request)
+        return data, parse_rate_limit(headers)
+
+    async def post_json_with_headers(
+        self, url: str, body: Mapping[str, Any], request: Request
+    ) -> tuple[Any, httpx.Headers]:
+        """POST ``body``; return the parsed JSON of a 2xx answer and the answer's headers.
+
+        Raises:
+            PolythinkError: as :meth:`post_json`.
+        """
         response: httpx.Response | None = None
         content = dumps(body)
         headers = self._headers(self.headers, request)
@@ -326,10 +409,15 @@ class HTTPTransport:
             raise self._deadline_error(self._budget(request))
         content = response.content
         _unbind(response)
+        relay = self.relay(request)
         if response.status_code >= 300:
+            if relay is not None:
+                relay.failed(self.index, response.status_code, response.headers, content)
             raise self._status_error(response, content)
+        if relay is not None:
+            relay.answered(self.index, response.status_code, response.headers, content)
         try:
-            return json.loads(content), parse_rate_limit(response.headers)
+            return json.loads(content), response.headers
         except ValueError as exc:
             malformed = sealed(
                 TransientError(
@@ -347,6 +435,79 @@ class HTTPTransport:
             malformed.__cause__ = self._clean(exc)
         # Outside the handler: the decoder's error holds the whole body (its ``doc``).
         raise malformed
+
+    async def exchange(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        files: Mapping[str, Any] | None = None,
+        data: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[bytes, httpx.Headers]:
+        """Send one request of a batch's life (upload, create, poll, cancel, download) with
+        this source's credentials and headers; return a 2xx answer's body and headers.
+
+        ``json_body`` is sent as JSON; ``files`` and ``data`` as ``multipart/form-data``
+        (httpx sets its content type). ``timeout`` bounds the whole exchange, in seconds
+        (``None``: the source's total).
+
+        Raises:
+            PolythinkError: the mapped error of a non-2xx answer, a transport failure or the
+                deadline, as for a call.
+        """
+        headers = dict(self.headers)
+        if json_body is None:
+            headers.pop("content-type", None)
+        budget = timeout if timeout is not None else self._total
+        response: httpx.Response | None = None
+        failure: PolythinkError | None = None
+        try:
+            req = self.client.build_request(
+                method,
+                url,
+                content=dumps(json_body) if json_body is not None else None,
+                files=files,
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+            )
+            # A multipart body is a stream httpx encodes lazily; read it here, so every HTTP
+            # layer under httpx (aiohttp's too) is handed plain bytes.
+            req.read()
+            with deadline_scope(budget):
+                response = await self.client.send(req, follow_redirects=False)
+        except Exception as exc:
+            failure = self._transport_error(exc)
+        if failure is not None:
+            raise failure
+        if response is None:
+            raise self._deadline_error(budget)
+        content = response.content
+        _unbind(response)
+        if response.status_code >= 300:
+            raise self._status_error(response, content)
+        return content, response.headers
+
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The body a batch sends for ``request`` (the non-streamed body :meth:`complete`
+        would send), the notes its answer carries, and what :meth:`parse_answer` needs to
+        parse that answer (JSON-ready: it is saved with the batch job).
+
+        Raises:
+            PolythinkError: what :meth:`complete` raises before sending (a tier, a content
+                part or a format this source cannot take).
+        """
+        raise NotImplementedError(f"{self.profile.wire} has no batch body")
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a non-streamed answer body (a batch result) as :meth:`complete` does.
+
+        Raises:
+            PolythinkError: a body that is not an answer (mapped as :meth:`complete` maps it).
+        """
+        raise NotImplementedError(f"{self.profile.wire} parses no batch answers")
 
     @asynccontextmanager
     async def open_stream(
@@ -390,13 +551,18 @@ class HTTPTransport:
             raise failure
         if response is None:
             raise self._deadline_error(budget)
+        relay = self.relay(request)
         try:
             if response.status_code >= 300:
                 try:
                     content = await response.aread()
                 except Exception:
                     content = b""
+                if relay is not None:
+                    relay.failed(self.index, response.status_code, response.headers, content)
                 raise self._status_error(response, content)
+            if relay is not None:
+                relay.opened(self.index, response.status_code, response.headers)
             # httpcore reads the read timeout from the request's extensions when the body
             # iteration starts, so from here on it bounds the silence between chunks.
             timeouts = response.request.extensions.get("timeout")
@@ -510,24 +676,39 @@ class HTTPTransport:
         return self.about_model(mapped)
 
     def _status_error(self, response: httpx.Response, content: bytes) -> PolythinkError:
-        """The mapped error of a non-2xx answer (see :func:`error_from_status`)."""
-        return self.about_model(
-            error_from_status(
-                response.status_code,
-                response.headers,
-                content,
-                provider=self.profile.id,
-                source_index=self.index,
-                secrets=self._secrets,
-            )
+        """The mapped error of a non-2xx answer (see :func:`error_from_status`); a "no
+        capacity at this service tier" answer of this provider is a
+        :class:`~polythink.errors.CapacityUnavailableError`
+        (:func:`~polythink.reasoning.tiers.capacity_error`)."""
+        error = error_from_status(
+            response.status_code,
+            response.headers,
+            content,
+            provider=self.profile.id,
+            source_index=self.index,
+            secrets=self._secrets,
         )
+        return self.about_model(capacity_error(error, self.profile.service_tiers))
+
+    def served_tier(self, raw: object) -> str | None:
+        """The service tier an answer reported (``raw`` as the provider spelt it), in
+        polythink's vocabulary where this provider's row maps it; ``None`` for no value."""
+        return served_tier(self.profile.service_tiers, raw)
+
+    def served_tier_header(self, headers: Mapping[str, str]) -> str | None:
+        """The service tier a response header reports, where this provider's row says one
+        does (Gemini's ``x-gemini-service-tier``); ``None`` otherwise."""
+        wire = self.profile.service_tiers
+        if wire is None or wire.served is None or wire.served[0] != "header":
+            return None
+        return served_tier(wire, headers.get(wire.served[1]))
 
     def about_model(self, error: PolythinkError) -> PolythinkError:
         """Name this source's model, and its replacement when the registry knows one, on a
         :class:`~polythink.errors.ModelNotFoundError`; return ``error``."""
         if isinstance(error, ModelNotFoundError) and error.model is None:
             error.model = self.source.model
-            capability = get_capability(self.source.model)
+            capability = get_capability(self.source.model, self.source.provider)
             if capability is not None and capability.replacement:
                 error.replacement = capability.replacement
                 error.message = (
@@ -690,8 +871,13 @@ class HTTPTransport:
             _log.warning("source %d: %s", self.index, note)
         return [note]
 
-    async def json_events(self, response: httpx.Response) -> AsyncGenerator[tuple[str, Any], None]:
+    async def json_events(
+        self, response: httpx.Response, relay: NativeRelay | None = None
+    ) -> AsyncGenerator[tuple[str, Any], None]:
         """Yield ``(event_type, parsed JSON)`` for each event of a streamed response.
+
+        With ``relay`` (:meth:`relay`), each event is handed to it as decoded, before it is
+        read here, ``[DONE]`` included.
 
         Events with blank data are skipped, as are JSON values that are not objects, and
         leading data lines that are themselves SSE comments (``data: : OPENROUTER PROCESSING``: a
@@ -707,6 +893,8 @@ class HTTPTransport:
         decoder = SSEDecoder()
         async with aclosing(self.sse_events(response, decoder)) as events:
             async for event_type, data in events:
+                if relay is not None:
+                    await relay.event(event_type, data)
                 if data == "[DONE]":
                     yield event_type, DONE
                     return
@@ -1029,8 +1217,12 @@ def _unbind(response: httpx.Response) -> None:
 def apply_overrides(
     body: dict[str, Any], request: Request, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Deep-merge, in this order, the reasoning fragment of ``request.resolution``, the
-    source's ``extra_body`` and the call's ``extra_body`` into ``body`` (later wins)."""
+    """Deep-merge, in this order, the service-tier fragment of ``request.tier_resolution``,
+    the reasoning fragment of ``request.resolution``, the source's ``extra_body`` and the
+    call's ``extra_body`` into ``body`` (later wins)."""
+    tier = request.tier_resolution
+    if tier is not None and tier.body:
+        deep_merge(body, tier.body)
     if request.resolution is not None and request.resolution.payload:
         deep_merge(body, request.resolution.payload)
     if extra_body:
@@ -1150,6 +1342,7 @@ def assistant_response(
     warnings: list[str] | None = None,
     cost: Cost | None = None,
     refusal: str | None = None,
+    service_tier: str | None = None,
 ) -> Response:
     """Build a :class:`Response` and the assistant :class:`Message` it carries.
 
@@ -1164,6 +1357,7 @@ def assistant_response(
     response's warnings (an unknown finish value, for example).
     ``cost`` is what the provider said it billed (:func:`polythink.pricing.reported_cost`).
     ``refusal`` is the model's refusal message where the wire carries one apart.
+    ``service_tier`` is the tier the answer reported (see :meth:`HTTPTransport.served_tier`).
 
     A lone surrogate in the text, the reasoning or a call's arguments (JSON may escape one,
     ``"\\ud83d"``, though no UTF-8 text can hold it) becomes U+FFFD, so the turn can be
@@ -1203,4 +1397,5 @@ def assistant_response(
         warnings=list(warnings) if warnings else [],
         cost=cost,
         refusal=refusal,
+        service_tier=service_tier,
     )

@@ -26,6 +26,7 @@ from polythink.errors import (
     ThinkingUnsupportedError,
     TransientError,
     holds_secret,
+    recast,
     redact,
 )
 from polythink.transports.headers import (
@@ -467,20 +468,6 @@ def _count(text: str) -> int:
     return int(text.replace(",", "").replace("_", ""))
 
 
-def _carried(error: PolythinkError) -> dict[str, Any]:
-    """The fields a more specific error of ``error``'s kind takes over from it."""
-    return {
-        "provider": error.provider,
-        "source_index": error.source_index,
-        "status_code": error.status_code,
-        "error_type": error.error_type,
-        "request_id": error.request_id,
-        "retry_after": error.retry_after,
-        "should_retry": error.should_retry,
-        "body": error.body,
-    }
-
-
 def context_window_error(error: PolythinkError) -> PolythinkError:
     """Return ``error`` as a :class:`ContextWindowExceededError` when it says the prompt does
     not fit the model's context window; otherwise ``error`` itself.
@@ -519,11 +506,7 @@ def context_window_error(error: PolythinkError) -> PolythinkError:
         )
     if not found:
         return error
-    mapped = ContextWindowExceededError(
-        error.message, limit=limit, requested=requested, **_carried(error)
-    )
-    mapped.rate_limit = error.rate_limit
-    return mapped
+    return recast(error, ContextWindowExceededError, limit=limit, requested=requested)
 
 
 _BOUND = re.compile(
@@ -574,7 +557,9 @@ def thinking_binding_error(error: PolythinkError) -> PolythinkError:
         else "the system prompt, the tools or an earlier message changed since the model "
         "wrote it, or a thinking block before it was left out"
     )
-    mapped = ThinkingBindingError(
+    mapped = recast(
+        error,
+        ThinkingBindingError,
         f"{error.provider or 'anthropic'} answered HTTP {error.status_code}: {where} is bound "
         f"to a different conversation ({what}). Send the conversation as polythink returned "
         "it: append response.message and the new turns, keep the system prompt and tools, and "
@@ -585,9 +570,9 @@ def thinking_binding_error(error: PolythinkError) -> PolythinkError:
         path=path,
         changed=changed,
         beta_missing=beta_missing,
-        **{**_carried(error), "should_retry": False},
     )
-    mapped.rate_limit = error.rate_limit
+    # The same body fails again: never worth a retry.
+    mapped.should_retry = False
     return mapped
 
 

@@ -47,6 +47,7 @@ from polythink.errors import (
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.continuity import same_model, thinking_reading
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -788,7 +789,19 @@ def parse_response(
         source_index=source_index,
         native_finish_reason=mapped.native,
         warnings=[mapped.note] if mapped.note else None,
+        service_tier=_usage_tier(profile, data.get("usageMetadata")),
     )
+
+
+def _usage_tier(profile: ProviderProfile, metadata: Any) -> str | None:
+    """The served tier ``usageMetadata`` reports, where the profile's row reads it there
+    (Vertex AI's ``trafficType``); the Gemini API reports it in a header instead."""
+    wire = profile.service_tiers
+    if wire is None or wire.served is None or wire.served[0] != "usage":
+        return None
+    if not isinstance(metadata, Mapping):
+        return None
+    return served_tier(wire, metadata.get(wire.served[1]))
 
 
 class GeminiStreamAssembler:
@@ -917,6 +930,7 @@ class GeminiStreamAssembler:
             source_index=self.source_index,
             native_finish_reason=mapped.native,
             warnings=[mapped.note] if mapped.note else None,
+            service_tier=_usage_tier(self.profile, self._metadata),
         )
 
 
@@ -967,6 +981,22 @@ class GeminiTransport(HTTPTransport):
         notes += ttl_notes(request.prompt_cache, self.profile)
         return body, notes + left_out.notes()
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The ``GenerateContentRequest`` a batch's inlined request carries (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`)."""
+        body, notes = self._prepare(request.with_(stream=False))
+        return body, notes, {}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a ``GenerateContentResponse`` of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and data.get("error"):
+            raise self.in_band_error(data)
+        response = parse_response(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+        return with_notes(response, notes)
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 
@@ -974,7 +1004,8 @@ class GeminiTransport(HTTPTransport):
             PolythinkError: the mapped HTTP, transport or in-band error.
         """
         body, notes = self._prepare(request)
-        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
+        data, headers = await self.post_json_with_headers(self.url, body, request)
+        rate_limit = parse_rate_limit(headers)
         if isinstance(data, Mapping) and data.get("error"):
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
@@ -982,7 +1013,16 @@ class GeminiTransport(HTTPTransport):
         response = parse_response(
             data, profile=self.profile, source_index=self.index, model=self.source.model
         )
+        response = self._with_header_tier(response, headers)
         return with_notes(with_rate_limit(response, rate_limit), notes)
+
+    def _with_header_tier(self, response: Response, headers: Mapping[str, str]) -> Response:
+        """``response`` with the served tier of the ``x-gemini-service-tier`` header, where
+        this profile reads it there and the body said nothing."""
+        if response.service_tier is not None:
+            return response
+        tier = self.served_tier_header(headers)
+        return response if tier is None else response.with_(service_tier=tier)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -1005,6 +1045,7 @@ class GeminiTransport(HTTPTransport):
         try:
             async with self.open_stream(self.stream_url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
+                tier_headers = response.headers
                 async with aclosing(self.json_events(response)) as events:
                     async for _, chunk in events:
                         if chunk is DONE:
@@ -1026,5 +1067,7 @@ class GeminiTransport(HTTPTransport):
             raise
         for event in assembler.flush():
             yield event
-        done = with_rate_limit(assembler.response(), rate_limit)
+        done = with_rate_limit(
+            self._with_header_tier(assembler.response(), tier_headers), rate_limit
+        )
         yield StreamEvent("done", response=with_notes(done, notes))

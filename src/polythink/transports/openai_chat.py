@@ -39,8 +39,8 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.resolve import responses_route
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -76,6 +76,7 @@ from polythink.transports.instructions import (
     instruction_plan,
     per_call_text,
 )
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
 from polythink.types import (
     Cost,
@@ -724,6 +725,7 @@ def parse_completion(
         rate_limit=rate_limit,
         cost=reported_cost(data.get("usage")),
         refusal=refusal,
+        service_tier=served_tier(profile.service_tiers, data.get("service_tier")),
     )
 
 
@@ -785,6 +787,7 @@ def _response(
     rate_limit: RateLimit | None = None,
     cost: Cost | None = None,
     refusal: str | None = None,
+    service_tier: str | None = None,
 ) -> Response:
     mapped = map_finish(
         raw_finish, chat_table(profile.id), provider=profile.id, has_tool_calls=bool(calls)
@@ -813,6 +816,7 @@ def _response(
         native_finish_reason=mapped.native,
         warnings=notes,
         cost=cost,
+        service_tier=service_tier,
     )
 
 
@@ -949,6 +953,7 @@ class ChatStreamAssembler:
         self.cost: Cost | None = None
         self.content_seen = False
         self.rate_limit: RateLimit | None = None
+        self.service_tier: str | None = None
         self._calls_emitted = False
         self._think = _ThinkSplitter() if profile.inline_think_tags else None
 
@@ -960,6 +965,9 @@ class ChatStreamAssembler:
             self.model = model
         if self.response_id is None and chunk.get("id"):
             self.response_id = chunk["id"]
+        tier = chunk.get("service_tier")
+        if tier:
+            self.service_tier = served_tier(self.profile.service_tiers, tier)
         choice_usage: Any = None
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
@@ -1151,6 +1159,7 @@ class ChatStreamAssembler:
             rate_limit=self.rate_limit,
             cost=self.cost,
             refusal="".join(self.refusal) or None,
+            service_tier=self.service_tier,
         )
 
 
@@ -1200,7 +1209,7 @@ class OpenAIChatTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/chat/completions"
         self._extra_body = self.source.extra_body
-        self._capability = get_capability(self.source.model)
+        self._capability = self.capability
         self._instructions = instruction_plan(self.profile, self.source.model)
 
     @staticmethod
@@ -1253,6 +1262,9 @@ class OpenAIChatTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body, and the notes its ``response_format`` and what it left out of the
         messages give the response's warnings."""
+        written = written_body(self, request)
+        if written is not None:
+            return written
         self._check_route(request)
         output = output_plan(
             request, model=self.source.model, profile=self.profile, source_index=self.index
@@ -1271,6 +1283,18 @@ class OpenAIChatTransport(HTTPTransport):
         )
         notes = list(output.notes) if output is not None else []
         return body, notes + left_out.notes()
+
+    def _checked(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        """The body and notes of :meth:`_prepare`, after the provider's sampling,
+        prompt-cache and ``tool_choice`` rules; a body of the caller's own
+        (``Request.native``) is the provider's to judge, with its own error."""
+        body, notes = self._prepare(request)
+        if request.native is not None and request.native.wire == self.profile.wire:
+            return body, notes
+        notes += self.sampling_notes(body, request)
+        notes += self.prompt_cache_notes(body, request)
+        notes += self._tool_choice_notes(body)
+        return body, notes
 
     def _check_route(self, request: Request) -> None:
         if self._capability is None or not self.profile.strict_sampling:
@@ -1315,6 +1339,25 @@ class OpenAIChatTransport(HTTPTransport):
             body, [("tool_choice", reason)], "while thinking is on", "thinking_parameter_conflict"
         )
 
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Chat Completions body a batch line carries (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`)."""
+        body, notes = self._prepare(request.with_(stream=False))
+        notes += self.sampling_notes(body, request)
+        notes += self.prompt_cache_notes(body, request)
+        notes += self._tool_choice_notes(body)
+        return body, notes, {}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Chat Completions answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and _carries_error(data):
+            raise self.in_band_error(data)
+        response = parse_completion(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+        return with_notes(response, notes)
+
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
 
@@ -1323,10 +1366,7 @@ class OpenAIChatTransport(HTTPTransport):
         """
         if self._streams_under_the_hood(request):
             return await self._complete_by_stream(request)
-        body, notes = self._prepare(request)
-        notes += self.sampling_notes(body, request)
-        notes += self.prompt_cache_notes(body, request)
-        notes += self._tool_choice_notes(body)
+        body, notes = self._checked(request)
         data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
         if isinstance(data, Mapping) and _carries_error(data):
             error = self.in_band_error(data)
@@ -1352,16 +1392,14 @@ class OpenAIChatTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
+        relay = self.relay(request)
         assembler = ChatStreamAssembler(self.profile, self.index, self.source.model)
         done = False
         try:
-            body, notes = self._prepare(request)
-            notes += self.sampling_notes(body, request)
-            notes += self.prompt_cache_notes(body, request)
-            notes += self._tool_choice_notes(body)
+            body, notes = self._checked(request)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for event_type, chunk in events:
                         if chunk is DONE:
                             done = True
@@ -1378,7 +1416,7 @@ class OpenAIChatTransport(HTTPTransport):
                 if assembler.raw_finish is None and not (done and assembler.content_seen):
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         for event in assembler.flush():

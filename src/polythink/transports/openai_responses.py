@@ -48,7 +48,7 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
     HTTPTransport,
@@ -86,6 +86,7 @@ from polythink.transports.instructions import (
     instruction_plan,
     per_call_text,
 )
+from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, for_call, merge_output, responses_output
 from polythink.types import (
     Cost,
@@ -696,6 +697,7 @@ def parse_response(
         profile=profile,
         source_index=source_index,
         refusal="".join(refusals) if refusals else None,
+        service_tier=served_tier(profile.service_tiers, data.get("service_tier")),
     )
 
 
@@ -731,6 +733,7 @@ class ResponsesStreamAssembler:
         self.refused = False
         self.refusal: list[str] = []
         self.content_seen = False
+        self.service_tier: str | None = None
         self._parts: set[tuple[int, str, int]] = set()
         self._streamed: set[Any] = set()
         self._added: dict[int, Mapping[str, Any]] = {}
@@ -791,6 +794,9 @@ class ResponsesStreamAssembler:
             self.model = response["model"]
         if self.response_id is None and response.get("id"):
             self.response_id = response["id"]
+        tier = response.get("service_tier")
+        if tier:
+            self.service_tier = served_tier(self.profile.service_tiers, tier)
 
     def _text(self, delta: Any, out: list[StreamEvent]) -> None:
         if not isinstance(delta, str) or not delta:
@@ -902,6 +908,7 @@ class ResponsesStreamAssembler:
             profile=self.profile,
             source_index=self.source_index,
             refusal="".join(self.refusal) or None,
+            service_tier=self.service_tier,
         )
 
 
@@ -912,7 +919,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/responses"
         self._extra_body = self.source.extra_body
-        capability = get_capability(self.source.model)
+        capability = self.capability
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
@@ -962,7 +969,11 @@ class OpenAIResponsesTransport(HTTPTransport):
 
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and the notes for the response's warnings (:meth:`_notes`, then what
-        the body left out of the messages)."""
+        the body left out of the messages); a body of the caller's own (``Request.native``)
+        as written (:func:`~polythink.transports.native.native_body`)."""
+        written = written_body(self, request)
+        if written is not None:
+            return written
         left_out = LeftOut(self.profile.id)
         body = self._build(request, left_out)
         return body, self._notes(body, request) + left_out.notes()
@@ -994,6 +1005,24 @@ class OpenAIResponsesTransport(HTTPTransport):
             reasoning = body["reasoning"] = {}
         reasoning.setdefault("mode", mode)
         return notes
+
+    def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """The Responses body a batch line carries (see
+        :meth:`~polythink.transports.base.HTTPTransport.batch_body`)."""
+        body, notes = self._prepare(request.with_(stream=False))
+        return body, notes, {}
+
+    def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
+        """Parse a Responses answer of a batch (see
+        :meth:`~polythink.transports.base.HTTPTransport.parse_answer`)."""
+        if isinstance(data, Mapping) and (
+            data.get("status") == "failed" or (data.get("error") and not data.get("output"))
+        ):
+            raise self.in_band_error(data.get("error") or data)
+        response = parse_response(
+            data, profile=self.profile, source_index=self.index, model=self.source.model
+        )
+        return with_notes(response, notes)
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
@@ -1032,12 +1061,13 @@ class OpenAIResponsesTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
+        relay = self.relay(request)
         assembler = ResponsesStreamAssembler(self.profile, self.index, self.source.model)
         try:
             body, notes = self._prepare(request)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response)) as events:
+                async with aclosing(self.json_events(response, relay)) as events:
                     async for name, event in events:
                         if event is DONE:
                             break
@@ -1055,7 +1085,7 @@ class OpenAIResponsesTransport(HTTPTransport):
                 if not assembler.finished:
                     raise self.incomplete(response)
         except PolythinkError as exc:
-            if assembler.content_seen:
+            if assembler.content_seen or (relay is not None and relay.committed):
                 raise self.interrupted(exc, assembler.response(finish="error")) from exc
             raise
         done = with_rate_limit(assembler.response(), rate_limit)

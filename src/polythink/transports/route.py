@@ -96,7 +96,7 @@ def with_responses_route(transport: Any, *, client: httpx.AsyncClient, api_key: 
     if profile is None or profile.responses_profile is None:
         return transport
     source = transport.source
-    capability = get_capability(source.model)
+    capability = get_capability(source.model, source.provider)
     needed = source.reasoning_mode is not None or (
         capability is not None and capability.chat_tools != "any"
     )

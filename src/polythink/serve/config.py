@@ -1,0 +1,201 @@
+"""What ``polythink serve`` reads: the client's TOML file, plus routes and the server's own
+settings.
+
+The file is the one :meth:`polythink.Client.from_toml` reads (``[[source]]``, ``[thinking]``,
+``limits``, ``cache``, ``[[budget]]``; see :mod:`polythink.config`), with two more tables::
+
+    [serve]
+    host = "127.0.0.1"        # --host wins
+    port = 4000               # --port wins
+    keepalive = 15            # seconds of upstream silence before a keep-alive frame
+    max_body_bytes = 33554432 # a larger request body is answered 413
+    max_header_bytes = 16384  # the longest request line or header field
+
+    [[route]]
+    name = "claude-sonnet-4-6"                 # the model id clients send
+    aliases = ["sonnet"]                       # more ids for the same route
+    sources = ["anthropic/claude-sonnet-4-5", "deepseek/deepseek-v4"]   # tried in order
+
+A route's source ``provider/model-id`` is the configured ``[[source]]`` of that provider and
+model when there is one (its key, base URL, limits, effort), else the first configured
+source of that provider with the model replaced, else the provider's defaults (its standard
+key variable). Without a file, only ``provider/model-id`` names route (see
+:mod:`polythink.serve.routing`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polythink.config import Source, options_from_toml, read_toml, sources_from_toml
+from polythink.providers import PROVIDERS
+
+__all__ = ["GatewayConfig", "RouteConfig", "ServeSettings", "load_config", "split_model"]
+
+_MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """The server's own settings (the ``[serve]`` table).
+
+    Attributes:
+        host, port: where to listen (the command line's ``--host`` and ``--port`` win).
+        keepalive: seconds without a byte to the client, on a stream, before the gateway
+            sends a keep-alive frame (Claude Code aborts a stream silent for 300 s; Codex
+            after its ``stream_idle_timeout_ms``, 300 s by default).
+        max_body_bytes: the largest request body accepted; a larger one is answered 413 in
+            the front door's error shape (32 MiB: Anthropic's own Messages limit).
+        max_header_bytes: the longest request line or header field accepted (aiohttp
+            answers a longer one with 400 before any front door sees it).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 4000
+    keepalive: float = 15.0
+    max_body_bytes: int = 32 * _MIB
+    max_header_bytes: int = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RouteConfig:
+    """One ``[[route]]``: the model ids clients send, and the sources tried in order."""
+
+    name: str
+    sources: tuple[str, ...]
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Everything ``polythink serve`` runs from.
+
+    Attributes:
+        sources: the configured ``[[source]]`` tables, in order.
+        routes: the ``[[route]]`` tables.
+        client_options: the :class:`~polythink.Client` options of the file (``limits``,
+            ``cache``, ``budgets``).
+        settings: the ``[serve]`` table.
+    """
+
+    sources: tuple[Source, ...] = ()
+    routes: tuple[RouteConfig, ...] = ()
+    client_options: Mapping[str, Any] = field(default_factory=dict)
+    settings: ServeSettings = field(default_factory=ServeSettings)
+
+
+def split_model(name: str) -> tuple[str, str] | None:
+    """``(provider, model)`` of a ``provider/model-id`` name whose provider polythink knows
+    (``openrouter/anthropic/claude-sonnet-4.5`` is OpenRouter's ``anthropic/claude-…``),
+    else ``None``."""
+    provider, slash, model = name.partition("/")
+    if not slash or not model.strip() or provider not in PROVIDERS:
+        return None
+    return provider, model
+
+
+def _number(value: Any, where: str, *, low: float, integer: bool = False) -> Any:
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a {'whole ' if integer else ''}number; got {value!r}")
+    if value < low:
+        raise ValueError(f"{where} must be at least {low:g}; got {value!r}")
+    return value
+
+
+def _settings(table: Any, where: str) -> ServeSettings:
+    if table is None:
+        return ServeSettings()
+    if not isinstance(table, Mapping):
+        raise ValueError(f"{where} must be a table; got {table!r}")
+    known = set(ServeSettings.__dataclass_fields__)
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}; known: {sorted(known)}")
+    values: dict[str, Any] = {}
+    if "host" in table:
+        if not isinstance(table["host"], str) or not table["host"].strip():
+            raise ValueError(f"{where} host must be an address such as 127.0.0.1")
+        values["host"] = table["host"].strip()
+    if "port" in table:
+        port = _number(table["port"], f"{where} port", low=0, integer=True)
+        if port > 65535:
+            raise ValueError(f"{where} port must be from 0 to 65535; got {port}")
+        values["port"] = port
+    if "keepalive" in table:
+        values["keepalive"] = float(_number(table["keepalive"], f"{where} keepalive", low=0.01))
+    for name in ("max_body_bytes", "max_header_bytes"):
+        if name in table:
+            values[name] = _number(table[name], f"{where} {name}", low=1024, integer=True)
+    return ServeSettings(**values)
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        raise ValueError(f"{where} must be a list of strings; got {value!r}")
+    names = []
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError(f"{where} must hold non-empty strings; got {item!r}")
+        names.append(item.strip())
+    return tuple(names)
+
+
+def _routes(tables: Any, where: str) -> tuple[RouteConfig, ...]:
+    if tables is None:
+        return ()
+    if not isinstance(tables, list):
+        raise ValueError(f"{where}: routes are [[route]] tables; got {tables!r}")
+    routes: list[RouteConfig] = []
+    taken: dict[str, int] = {}
+    for i, table in enumerate(tables):
+        at = f"{where} [[route]] #{i}"
+        unknown = sorted(set(table) - {"name", "aliases", "sources"})
+        if unknown:
+            raise ValueError(f"{at}: unknown keys {unknown}; known: aliases, name, sources")
+        name = table.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{at}: a route needs a name, the model id clients send")
+        sources = _names(table.get("sources", []), f"{at} sources")
+        if not sources:
+            raise ValueError(f"{at}: a route needs at least one source")
+        for entry in sources:
+            if split_model(entry) is None:
+                raise ValueError(
+                    f"{at}: source {entry!r} is not provider/model-id with a known provider "
+                    f"(known: {', '.join(PROVIDERS)})"
+                )
+        aliases = _names(table.get("aliases", []), f"{at} aliases")
+        for taken_name in (name.strip(), *aliases):
+            if taken_name in taken:
+                raise ValueError(
+                    f"{at}: {taken_name!r} already names route #{taken[taken_name]}; a model id "
+                    "routes one way"
+                )
+            taken[taken_name] = i
+        routes.append(RouteConfig(name=name.strip(), sources=sources, aliases=aliases))
+    return tuple(routes)
+
+
+def load_config(path: str | Path | None) -> GatewayConfig:
+    """Read ``path`` (``None``: no file, the defaults) into a :class:`GatewayConfig`.
+
+    Raises:
+        ValueError: for a file that is not valid TOML, a bad source, budget, route or
+            ``[serve]`` value (naming the table and the key).
+        FileNotFoundError: no file at ``path``.
+    """
+    if path is None:
+        return GatewayConfig()
+    data = read_toml(path)
+    sources = tuple(sources_from_toml(path)) if data.get("source") else ()
+    return GatewayConfig(
+        sources=sources,
+        routes=_routes(data.get("route"), str(path)),
+        client_options=options_from_toml(path),
+        settings=_settings(data.get("serve"), f"{path} [serve]"),
+    )

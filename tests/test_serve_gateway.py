@@ -1,0 +1,404 @@
+"""``polythink serve`` with the official SDKs and raw HTTP: errors in each front door's shape
+and status (each SDK's own exception classes), count_tokens, the model list, the effort and
+cost headers, structured output across wires, keep-alive frames, Codex's WebSocket upgrade,
+size limits, and no caller key anywhere in an answer or a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from polythink.serve import RouteConfig
+from polythink.simulator.faults import Fault
+from tests.conftest import sdk_module
+from tests.gateway_support import (
+    GatewayServer,
+    Recorder,
+    gateway,
+    gateway_config,
+    recorder,
+    sim,
+)
+
+openai = sdk_module("openai")
+anthropic = sdk_module("anthropic")
+
+__all__ = ["gateway", "recorder", "sim"]
+
+CALLER_KEY = "sk-caller-secret-0123456789abcdef"
+HI = [{"role": "user", "content": "hi"}]
+
+
+def _openai(gateway: GatewayServer) -> Any:
+    return openai.OpenAI(base_url=gateway.v1, api_key=CALLER_KEY, max_retries=0)
+
+
+def _anthropic(gateway: GatewayServer) -> Any:
+    return anthropic.Anthropic(base_url=gateway.root, api_key=CALLER_KEY, max_retries=0)
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+def test_errors_are_each_sdks_own_classes(gateway: GatewayServer, recorder: Recorder) -> None:
+    chat, messages = _openai(gateway), _anthropic(gateway)
+    with pytest.raises(openai.NotFoundError) as missing:
+        chat.chat.completions.create(model="no-such-route", messages=HI)
+    assert missing.value.code == "model_not_found"
+    assert missing.value.param == "model"
+    with pytest.raises(openai.BadRequestError) as bad:
+        chat.chat.completions.create(model="to-chat", messages=[])
+    assert bad.value.param == "messages"
+    with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+        chat.responses.create(model="to-responses", input="hi", previous_response_id="resp_1")
+    with pytest.raises(anthropic.NotFoundError):
+        messages.messages.create(model="no-such-route", max_tokens=10, messages=HI)
+    with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
+        messages.messages.create(model="to-anthropic", max_tokens=0, messages=HI)
+    recorder.add(Fault.http(429), Fault.http(529))
+    with pytest.raises(openai.RateLimitError):
+        chat.chat.completions.create(model="to-chat", messages=HI)
+    with pytest.raises(anthropic.OverloadedError):
+        messages.messages.create(model="to-anthropic", max_tokens=10, messages=HI)
+    recorder.add(Fault.http(500))
+    with pytest.raises(openai.InternalServerError):
+        chat.responses.create(model="to-anthropic", input="hi")
+
+
+def test_an_upstream_error_body_comes_back_unmodified(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    """Same wire: Claude Code's recovery matches on the API's wording, so the body and the
+    status are the API's, byte for byte."""
+    body = {
+        "model": "to-anthropic",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": "x", "signature": "forged"}],
+            },
+            {"role": "user", "content": "again"},
+        ],
+    }
+    headers = {"anthropic-version": "2023-06-01", "x-api-key": CALLER_KEY}
+    answer = httpx.post(f"{gateway.root}/v1/messages", json=body, headers=headers)
+    upstream = recorder.last("/messages")
+    assert answer.status_code == 400
+    assert answer.content == bytes(upstream.answer)
+    assert b"Invalid `signature` in `thinking` block" in answer.content
+    with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+        _anthropic(gateway).messages.create(**{**body, "model": "to-anthropic"})
+
+
+def test_bad_input_gets_the_doors_error_never_a_traceback(gateway: GatewayServer) -> None:
+    for path, shape in (
+        ("/v1/chat/completions", "error"),
+        ("/v1/responses", "error"),
+        ("/v1/messages", "type"),
+    ):
+        for content in (b"{not json", b"[1, 2]", b'{"model": 7}'):
+            answer = httpx.post(gateway.root + path, content=content)
+            assert answer.status_code == 400
+            data = answer.json()
+            assert shape in data
+            assert "Traceback" not in answer.text
+    answer = httpx.post(
+        gateway.v1 + "/chat/completions",
+        json={"model": "to-chat", "messages": HI, "api_base": "http://169.254.169.254"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == "api_base"
+
+
+def test_size_limits(sim: Any) -> None:
+    config = gateway_config(sim)
+    settings = type(config.settings)(max_body_bytes=4096, max_header_bytes=2048)
+    with GatewayServer(
+        type(config)(sources=config.sources, routes=config.routes, settings=settings)
+    ) as small:
+        big = {
+            "model": "to-anthropic",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "x" * 5000}],
+        }
+        with pytest.raises(anthropic.RequestTooLargeError):
+            _anthropic(small).messages.create(**big)
+        answer = httpx.post(small.v1 + "/chat/completions", json={**big, "model": "to-chat"})
+        assert answer.status_code == 413
+        assert answer.json()["error"]["code"] == "request_too_large"
+        answer = httpx.post(
+            small.v1 + "/chat/completions", json=big, headers={"x-long": "y" * 3000}
+        )
+        assert answer.status_code == 400
+
+
+def test_no_caller_key_in_answers_or_logs(
+    gateway: GatewayServer, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    recorder.add(Fault.http(401))
+    answers = [
+        httpx.post(
+            gateway.v1 + "/chat/completions",
+            json={"model": model, "messages": HI},
+            headers={"authorization": f"Bearer {CALLER_KEY}"},
+        )
+        for model in ("to-chat", "missing", "anthropic/claude-sonnet-4-6")
+    ]
+    assert [a.status_code for a in answers] == [401, 404, 200]
+    upstream = recorder.exchanges[-1]
+    assert CALLER_KEY not in json.dumps(upstream.headers)
+    for answer in answers:
+        assert CALLER_KEY not in answer.text
+        assert CALLER_KEY not in json.dumps(dict(answer.headers))
+    assert CALLER_KEY not in caplog.text
+
+
+# -- the headers of what polythink did ----------------------------------------------------
+
+
+def test_effort_headers_and_nearest_tier_rewrite(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    raw = _openai(gateway).chat.completions.with_raw_response.create(
+        model="openai/gpt-5.5", messages=HI, reasoning_effort="minimal"
+    )
+    headers = raw.headers
+    # gpt-5.5 takes none, low, medium, high, xhigh: minimal maps to low, and the body says so.
+    assert headers["x-polythink-requested-effort"] == "minimal"
+    assert headers["x-polythink-applied-effort"] == "low"
+    assert headers["x-polythink-reasoning"] == "observed"
+    assert headers["x-polythink-source"] == "openai/gpt-5.5"
+    assert float(headers["x-polythink-cost-usd"]) > 0
+    assert float(headers["x-polythink-gateway-ms"]) >= 0
+    assert "reasoning fields rewritten" in headers["x-polythink-warnings"]
+    sent = json.loads(recorder.last("/chat/completions").body)
+    assert sent["reasoning_effort"] == "low"
+    assert raw.parse().choices[0].message.content
+
+
+def test_a_budget_in_thinking_reads_as_a_tier_and_translates(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    raw = _anthropic(gateway).messages.with_raw_response.create(
+        model="to-chat",
+        max_tokens=5000,
+        messages=HI,
+        thinking={"type": "enabled", "budget_tokens": 16000},
+    )
+    assert raw.headers["x-polythink-requested-effort"] == "high"
+    assert raw.headers["x-polythink-applied-effort"] == "high"
+    sent = json.loads(recorder.last("/chat/completions").body)
+    assert sent["thinking"] == {"type": "enabled"}
+    assert sent["reasoning_effort"] == "high"
+
+
+def test_streams_say_it_early_and_at_the_end(gateway: GatewayServer) -> None:
+    with httpx.stream(
+        "POST",
+        gateway.root + "/v1/messages",
+        json={
+            "model": "to-responses",
+            "max_tokens": 1000,
+            "messages": HI,
+            "output_config": {"effort": "xhigh"},
+            "stream": True,
+        },
+    ) as answer:
+        head = dict(answer.headers)
+        lines = [line for line in answer.iter_lines() if line]
+    assert head["x-polythink-requested-effort"] == "xhigh"
+    assert head["x-polythink-applied-effort"] == "xhigh"
+    assert head["x-polythink-source"] == "openai-responses/gpt-5.5"
+    trailer = lines[-1]
+    assert trailer.startswith(": polythink ")
+    summary = json.loads(trailer.removeprefix(": polythink "))
+    assert summary["applied_effort"] == "xhigh"
+    assert summary["reasoning"] == "observed"
+    assert summary["cost_usd"] > 0
+    assert summary["cache"] == "miss"
+
+
+# -- count_tokens, models ------------------------------------------------------------------
+
+
+def test_count_tokens(gateway: GatewayServer) -> None:
+    client = _anthropic(gateway)
+    system = "Be brief."
+    counted = client.messages.count_tokens(model="to-anthropic", system=system, messages=HI)
+    answered = client.messages.create(
+        model="to-anthropic", system=system, max_tokens=50, messages=HI
+    )
+    assert counted.input_tokens == answered.usage.input_tokens
+    raw = client.messages.with_raw_response.count_tokens(model="to-chat", messages=HI)
+    assert raw.headers["x-polythink-token-count"] == "estimate"
+    assert raw.parse().input_tokens == 4  # 2 characters -> 1 token, plus 3 of framing
+
+
+def test_models_list_in_each_sdk(gateway: GatewayServer) -> None:
+    names = ["to-anthropic", "to-chat", "to-responses", "to-gemini"]
+    assert [m.id for m in _openai(gateway).models.list()][:4] == names
+    listed = _anthropic(gateway).models.list(limit=1000)
+    assert [m.id for m in listed.data][:4] == names
+    assert listed.data[0].display_name == "to-anthropic"
+    answer = httpx.get(gateway.v1 + "/models", params={"limit": 1000}, follow_redirects=False)
+    assert answer.status_code == 200
+    assert "models" not in answer.json()
+    codex = httpx.get(gateway.v1 + "/models", params={"client_version": "0.153.4"}).json()
+    assert codex["models"] == []
+    assert (
+        _openai(gateway).models.retrieve("anthropic/claude-opus-4-5").id
+        == "anthropic/claude-opus-4-5"
+    )
+
+
+def test_codex_websocket_upgrade_is_426(gateway: GatewayServer) -> None:
+    answer = httpx.get(
+        gateway.v1 + "/responses",
+        headers={"upgrade": "websocket", "connection": "Upgrade", "sec-websocket-version": "13"},
+    )
+    assert answer.status_code == 426
+    assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+# -- structured output -----------------------------------------------------------------------
+
+
+def test_structured_output_through_each_door(gateway: GatewayServer, recorder: Recorder) -> None:
+    client = _openai(gateway)
+    parsed = (
+        client.chat.completions.parse(
+            model="to-anthropic",
+            messages=[{"role": "user", "content": "A city."}],
+            response_format=City,
+        )
+        .choices[0]
+        .message.parsed
+    )
+    assert isinstance(parsed, City)
+    assert "output_config" in json.loads(recorder.last("/messages").body)
+    answer = client.responses.parse(model="to-gemini", input="A city.", text_format=City)
+    assert isinstance(answer.output_parsed, City)
+    assert "responseJsonSchema" in recorder.last().body.decode()
+    message = _anthropic(gateway).messages.parse(
+        model="to-chat",
+        max_tokens=500,
+        messages=[{"role": "user", "content": "A city."}],
+        output_format=City,
+    )
+    assert isinstance(message.parsed_output, City)
+    # DeepSeek takes JSON mode, with the schema in the instructions (STRUCTURED.md).
+    sent = json.loads(recorder.last("/chat/completions").body)
+    assert sent["response_format"] == {"type": "json_object"}
+
+
+# -- keep-alive --------------------------------------------------------------------------
+
+
+def test_keepalive_frames_in_a_silent_stream(sim: Any) -> None:
+    config = gateway_config(sim, keepalive=0.05)
+    sim.settings.latency = 0.3
+    try:
+        with GatewayServer(config) as slow:
+            frames = {}
+            for path, body in (
+                ("/v1/messages", {"model": "to-anthropic", "max_tokens": 100, "messages": HI}),
+                ("/v1/chat/completions", {"model": "to-anthropic", "messages": HI}),
+                ("/v1/responses", {"model": "to-anthropic", "input": "hi"}),
+            ):
+                with httpx.stream(
+                    "POST", slow.root + path, json={**body, "stream": True}
+                ) as answer:
+                    frames[path] = answer.read().decode()
+    finally:
+        sim.settings.latency = 0.0
+    anthropic_stream = frames["/v1/messages"]
+    assert anthropic_stream.startswith('event: ping\ndata: {"type": "ping"}\n\n')
+    assert "event: message_stop" in anthropic_stream
+    chat_stream = frames["/v1/chat/completions"]
+    # Rendered by the door (Anthropic answered): it opens once silent, then comments.
+    opening, rest = chat_stream.split("\n\n", 1)
+    assert '"delta":{"role":"assistant","content":""}' in opening
+    assert rest.startswith(": keepalive\n\n")
+    assert "data: [DONE]" in chat_stream
+    responses_stream = frames["/v1/responses"]
+    # A typed stream opens once silent, and repeats response.in_progress.
+    assert responses_stream.count("event: response.in_progress") >= 2
+    assert "event: response.completed" in responses_stream
+
+
+def test_a_route_fails_over_across_wires(sim: Any, recorder: Recorder) -> None:
+    route = RouteConfig(
+        name="claude-or-deepseek",
+        sources=("anthropic/claude-sonnet-4-6", "deepseek/deepseek-v4-pro"),
+    )
+    with GatewayServer(gateway_config(sim, routes=(route,))) as server:
+        recorder.add(Fault.http(503))
+        raw = _anthropic(server).messages.with_raw_response.create(
+            model="claude-or-deepseek", max_tokens=2000, messages=HI
+        )
+    assert raw.headers["x-polythink-source"] == "deepseek/deepseek-v4-pro"
+    message = raw.parse()
+    assert [block.type for block in message.content] == ["thinking", "text", "redacted_thinking"]
+    assert message.stop_reason == "end_turn"
+
+
+def test_a_relayed_stream_is_retried_before_content_and_never_after(
+    sim: Any, recorder: Recorder
+) -> None:
+    body = {"model": "to-anthropic", "max_tokens": 200, "messages": HI, "stream": True}
+    with GatewayServer(gateway_config(sim, max_retries=1)) as server:
+        # Overloaded in the stream, right after message_start: retried, one stream reaches
+        # the caller.
+        start = len(recorder.exchanges)
+        recorder.add(Fault.in_band("overloaded_error", after_chunks=1))
+        with httpx.stream("POST", server.root + "/v1/messages", json=body) as answer:
+            text = answer.read().decode()
+        assert len(recorder.exchanges) - start == 2
+        assert text.count("event: message_start") == 1
+        assert "event: error" not in text
+        assert "event: message_stop" in text
+        # Cut after content reached the caller: no retry, and the stream ends in an error
+        # event, never as a finished answer.
+        start = len(recorder.exchanges)
+        recorder.add(Fault.reset(after_chunks=5))
+        client = _anthropic(server)
+        with (
+            pytest.raises(anthropic.APIStatusError, match="broke after output began"),
+            client.messages.stream(model="to-anthropic", max_tokens=200, messages=HI) as events,
+        ):
+            events.get_final_message()
+        assert len(recorder.exchanges) - start == 1
+
+
+def test_a_relayed_chat_stream_has_usage_only_when_asked(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    """polythink asks the provider for usage on every stream (cost and budgets need it); the
+    caller gets the usage chunk only when it asked for it."""
+    chunks = {}
+    for asked in (False, True):
+        body: dict[str, Any] = {"model": "openai/gpt-5.5", "messages": HI, "stream": True}
+        if asked:
+            body["stream_options"] = {"include_usage": True}
+        with httpx.stream("POST", gateway.v1 + "/chat/completions", json=body) as answer:
+            lines = [line for line in answer.iter_lines() if line.startswith("data: {")]
+        chunks[asked] = [json.loads(line[6:]) for line in lines]
+        sent = json.loads(recorder.last("/chat/completions").body)
+        assert sent["stream_options"] == {"include_usage": True}
+    assert [c for c in chunks[False] if c["choices"] == []] == []
+    (usage,) = [c for c in chunks[True] if c["choices"] == []]
+    assert usage["usage"]["completion_tokens"] > 0
