@@ -97,6 +97,16 @@ def _blocks(answer: Response) -> list[dict[str, Any]]:
     return [dict(item) for item in answer.message.reasoning_items]
 
 
+def _answered(answer: Response, turn: int) -> list[dict[str, Any]]:
+    """An Anthropic answer's turn as sent back, and its tool result."""
+    (call,) = answer.tool_calls
+    result = {"type": "tool_result", "tool_use_id": call.id, "content": f"out {turn}"}
+    return [
+        {"role": "assistant", "content": _blocks(answer)},
+        {"role": "user", "content": [result]},
+    ]
+
+
 async def test_anthropic_keeps_each_turn_scoped_instruction_in_place(sim: Simulator) -> None:
     bodies, headers, answers = await tool_loop(sim, "anthropic", "claude-opus-5-5")
     messages: list[dict[str, Any]] = [
@@ -113,17 +123,7 @@ async def test_anthropic_keeps_each_turn_scoped_instruction_in_place(sim: Simula
             "tools": ANTHROPIC_TOOLS,
             "cache_control": {"type": "ephemeral"},
         }
-        (call,) = answers[turn].tool_calls
-        messages += [
-            instruction,
-            {"role": "assistant", "content": _blocks(answers[turn])},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": call.id, "content": f"out {turn}"}
-                ],
-            },
-        ]
+        messages += [instruction, *_answered(answers[turn], turn)]
         assert headers[turn]["anthropic-beta"] == (
             "thinking-binding-controls-2026-08-01,mid-conversation-system-clear-at-2026-08-21"
         )
@@ -159,17 +159,7 @@ async def test_anthropic_without_mid_conversation_system_messages_keeps_user_tur
         instruction = {"role": "user", "content": plan(turn)}
         assert body["system"] == SYSTEM
         assert body["messages"] == [*messages, instruction]
-        (call,) = answers[turn].tool_calls
-        messages += [
-            instruction,
-            {"role": "assistant", "content": _blocks(answers[turn])},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": call.id, "content": f"out {turn}"}
-                ],
-            },
-        ]
+        messages += [instruction, *_answered(answers[turn], turn)]
         # Only the binding controls: no message carries clear_at.
         assert headers[turn]["anthropic-beta"] == "thinking-binding-controls-2026-08-01"
 

@@ -133,11 +133,16 @@ async def test_a_tool_loop_keeps_its_thinking_through_compaction(
         assert kept.instructions is not None
 
 
-async def test_editing_the_system_prompt_every_call_is_refused_with_what_changed(
-    sim: Simulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # What polythink did before: the suffix as a second system block, edited every call.
+@pytest.fixture
+def edited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What polythink did before: the suffix as a second system block, edited every call."""
     monkeypatch.setattr(anthropic, "instruction_plan", lambda *_: InstructionPlan("system"))
+
+
+@pytest.mark.usefixtures("edited")
+async def test_editing_the_system_prompt_every_call_is_refused_with_what_changed(
+    sim: Simulator,
+) -> None:
     messages = start()
     async with Client([source(sim, "claude-opus-5-5")], capabilities_store=False) as client:
         await turn(client, messages, 0)
@@ -156,10 +161,10 @@ async def test_editing_the_system_prompt_every_call_is_refused_with_what_changed
     assert json.loads(error.body or "{}")["error"]["message"] == BOUND
 
 
+@pytest.mark.usefixtures("edited")
 async def test_drop_block_is_sent_once_the_api_refuses_and_the_conversation_keeps_it(
-    sim: Simulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    sim: Simulator, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(anthropic, "instruction_plan", lambda *_: InstructionPlan("system"))
     reader = InMemoryMetricReader()
     recorder = Recorder()
     messages = start()
@@ -224,10 +229,8 @@ async def test_drop_block_is_sent_once_the_api_refuses_and_the_conversation_keep
     assert points == {("thinking_dropped", "prefix_binding_mismatch"): 3}
 
 
-async def test_strip_reasoning_is_the_recovery_without_the_beta(
-    sim: Simulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(anthropic, "instruction_plan", lambda *_: InstructionPlan("system"))
+@pytest.mark.usefixtures("edited")
+async def test_strip_reasoning_is_the_recovery_without_the_beta(sim: Simulator) -> None:
     messages = start()
     async with Client([source(sim, "claude-opus-5-5")], capabilities_store=False) as client:
         await turn(client, messages, 0)
@@ -279,10 +282,10 @@ async def test_a_model_switch_that_loses_reasoning_says_so_and_edits_nothing(
     ]
 
 
+@pytest.mark.usefixtures("edited")
 async def test_error_opts_in_to_the_check_and_an_older_account_lets_blocks_through(
-    sim: Simulator, monkeypatch: pytest.MonkeyPatch
+    sim: Simulator,
 ) -> None:
-    monkeypatch.setattr(anthropic, "instruction_plan", lambda *_: InstructionPlan("system"))
     sim.settings.new_account = False
     try:
         messages = start()
