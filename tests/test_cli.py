@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from polythink.capability_store import CapabilityStore
 from polythink.cli import DEMO_CALLS, DemoCall, main
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import PROVIDERS
@@ -57,7 +58,16 @@ def test_resolve_prints_applied_tier_and_fragment(capsys: pytest.CaptureFixture[
     ]
 
 
-def test_resolve_prints_the_budget_of_budget_wires(capsys: pytest.CaptureFixture[str]) -> None:
+def before_retirements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read the registry on 2026-03-01, before the examples below were retired (resolve names
+    a retired model in its warnings: tests/test_lifecycle.py)."""
+    monkeypatch.setattr(CapabilityStore, "today", lambda self: "2026-03-01")
+
+
+def test_resolve_prints_the_budget_of_budget_wires(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before_retirements(monkeypatch)
     code, out, _ = run(
         capsys,
         "resolve",
@@ -118,12 +128,14 @@ def test_resolve_prints_the_budget_of_budget_wires(capsys: pytest.CaptureFixture
 )
 def test_resolve_json_seed_scenarios(
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     provider: str,
     model: str,
     effort: str,
     applied: str,
     payload: dict[str, Any],
 ) -> None:
+    before_retirements(monkeypatch)
     code, result = resolve_json(
         capsys, "--provider", provider, "--model", model, "--effort", effort
     )
@@ -194,7 +206,10 @@ def test_every_provider_id_has_a_resolve_case() -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(EVERY_PROVIDER))
-def test_resolve_covers_every_provider(capsys: pytest.CaptureFixture[str], provider: str) -> None:
+def test_resolve_covers_every_provider(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    before_retirements(monkeypatch)
     model, payload = EVERY_PROVIDER[provider]
     code, result = resolve_json(
         capsys, "--provider", provider, "--model", model, "--effort", "high"
@@ -257,8 +272,13 @@ def test_resolve_policy(capsys: pytest.CaptureFixture[str], policy: str, applied
     [("glm", "glm-5.3", "low"), ("deepseek", "deepseek-reasoner", "auto")],
 )
 def test_resolve_none_on_a_model_that_cannot_switch_off(
-    capsys: pytest.CaptureFixture[str], provider: str, model: str, cheapest: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    model: str,
+    cheapest: str,
 ) -> None:
+    before_retirements(monkeypatch)
     code, result = resolve_json(
         capsys, "--provider", provider, "--model", model, "--effort", "none"
     )
@@ -460,7 +480,7 @@ ACCEPTED_EFFORTS = (
             ["models", "--frob"],
             "polythink models: error: unrecognized arguments: --frob; accepted options: --help, "
             "--provider, --evidence, --json, --base-url, --store, --learned, --levels, "
-            "--retired, --stale, --older-than",
+            "--retired, --refresh, --stale, --older-than",
         ),
         (
             ["simulate", "--port", "70000"],

@@ -406,6 +406,7 @@ class Client:
         from polythink.middleware.cost import CostMiddleware
         from polythink.middleware.retry import RetryMiddleware
         from polythink.middleware.telemetry import TelemetryMiddleware
+        from polythink.refresh import schedule_refresh
 
         check_http_layer(http)
         if isinstance(sources, Source):
@@ -432,6 +433,8 @@ class Client:
         self.reasoning_affinity = reasoning_affinity
         self.cache = cache
         self.capabilities = open_store(capabilities_store)
+        # At most once a day, in a daemon thread: never on the path of a call.
+        schedule_refresh(self.capabilities)
         self.limits = limits
         shared = _shared_limits(limits)
         self._shared = shared

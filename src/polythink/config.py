@@ -299,11 +299,12 @@ class Timeout:
 class Source:
     """One place a client may send a call: provider, model, endpoint, credentials, limits.
 
+    Every field after ``model`` is keyword-only: ``Source("openai", "gpt-5.5", "high")`` raises
+    ``TypeError`` rather than taking ``"high"`` as the key.
+
     Args:
         provider: a provider id (``openai``, ``anthropic``, ``gemini``, ``openrouter`` …).
         model: the model id as the provider names it.
-        (every later field is keyword-only: ``Source("openai", "gpt-5.5", "high")`` raises
-        ``TypeError`` rather than taking ``"high"`` as the key.)
         api_key: the key; ``None`` reads the provider's standard environment variable.
         base_url: the endpoint root, without query or fragment (polythink appends the API
             path); ``None`` uses the provider's default.

@@ -56,8 +56,9 @@ from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
-from polythink.reasoning.lifecycle import lifecycle_note
+from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
+from polythink.reasoning.parameters import stream_only_rule
 from polythink.types import (
     Effort,
     Request,
@@ -121,12 +122,8 @@ class ReasoningMiddleware:
         self._memo: dict[tuple[Effort | None, int | None], Resolution] = {}
         self._settled: set[Effort] = set()
         self._probes: dict[Effort, anyio.Event] = {}
-        served = known.capability is not None and known.capability.provider in (
-            None,
-            profile.serves,
-        )
-        self._retired: str | None = (
-            lifecycle_note(source.model, known.capability, self.store.today()) if served else None
+        self._retired = served_lifecycle_note(
+            source.model, known.capability, self.store.today(), profile.serves
         )
         if source.effort is not None:
             try:
@@ -172,7 +169,9 @@ class ReasoningMiddleware:
     def _stream_only(self, resolution: Resolution) -> bool:
         """Whether the provider answers this resolution's call only when it is streamed.
 
-        The model's capability says so (``stream_only_reasoning``) and the call reasons: its
+        The model's capability says so (``stream_only_reasoning``), or a parameter rule of
+        this endpoint (:func:`polythink.reasoning.parameters.stream_only_rule`), and the call
+        reasons: its
         applied tier is not ``none``, or, unset, the model reasons by default or cannot
         switch off. A shipped entry speaks for DashScope, where it is documented ("The
         thinking mode only supports incremental output", Alibaba Cloud Model Studio,
@@ -180,11 +179,16 @@ class ReasoningMiddleware:
         that refused a non-streamed call.
         """
         cap = self.capability
-        if cap is None or not cap.stream_only_reasoning:
+        applied = resolution.applied_effort
+        rule = stream_only_rule(self.profile.id, self.model)
+        if rule is not None and (cap is None or cap.default_effort is None):
+            # Documented for this endpoint (polythink/reasoning/parameters.toml), so known
+            # before the first refusal even for a model the registry does not list.
+            return bool(rule.default_thinking) if applied is None else applied is not Effort.NONE
+        if cap is None or not (cap.stream_only_reasoning or rule is not None):
             return False
         if self.origin != "observed" and self.profile.reasoning_wire != "qwen":
             return False
-        applied = resolution.applied_effort
         if applied is None:
             return cap.default_reasons or not cap.can_disable
         return applied is not Effort.NONE

@@ -429,8 +429,11 @@ _GEMINI_LEVELS: dict[Effort, Effort] = {
     Effort.XHIGH: Effort.HIGH,
     Effort.MAX: Effort.HIGH,
 }
-"""``thinkingLevel`` is ``MINIMAL | LOW | MEDIUM | HIGH`` (GEM-SDK ``ThinkingLevel``, 2026-08-21);
-stronger tiers are sent as ``high``, as OpenRouter maps them for Gemini 3 (OR-DOC 2026-10-05)."""
+"""``thinkingLevel`` is ``MINIMAL | LOW | MEDIUM | HIGH | XHIGH`` (``google-genai`` 3.6.1
+``ThinkingLevel``, read 2026-12-04). ``XHIGH`` is sent only to a model whose capability lists
+``xhigh`` (Gemini 4 Neon and Hydrogen: LOW MEDIUM HIGH XHIGH, Google's developer guides, read
+2026-12-04); elsewhere stronger tiers are sent as ``high``, as OpenRouter maps them for Gemini 3
+(OR-DOC 2026-10-05)."""
 
 
 def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
@@ -453,7 +456,8 @@ def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int 
         budget = budget_for(e, cap)
         config = {"thinkingBudget": budget, "includeThoughts": True}
     else:
-        e = _GEMINI_LEVELS[e]
+        takes_xhigh = cap is not None and Effort.XHIGH in cap.supported_efforts
+        e = Effort.XHIGH if takes_xhigh and e in (Effort.XHIGH, Effort.MAX) else _GEMINI_LEVELS[e]
         config = {"thinkingLevel": e.value, "includeThoughts": True}
     generation: dict[str, Any] = {"thinkingConfig": config}
     if budget is not None and mt is not None:

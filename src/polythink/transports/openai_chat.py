@@ -39,6 +39,7 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
+from polythink.reasoning.parameters import parameter_conflicts, parameter_rules
 from polythink.reasoning.resolve import responses_route
 from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
@@ -1211,6 +1212,30 @@ class OpenAIChatTransport(HTTPTransport):
         self._extra_body = self.source.extra_body
         self._capability = self.capability
         self._instructions = instruction_plan(self.profile, self.source.model)
+        self._parameter_rules = parameter_rules(self.profile.id, self.source.model)
+
+    def _parameter_notes(self, body: dict[str, Any]) -> list[str]:
+        """Apply the model's parameter rules at this endpoint (:mod:`polythink.reasoning.
+        parameters`: Kimi's fixed sampling values, xAI's refused ``stop``, DashScope's JSON mode
+        while thinking) to the built body: refused before sending, or dropped with a warning
+        under ``drop_params``. Whether the call thinks is read from the body's switch, else
+        the model's default (the registry's, else the rule's).
+
+        Raises:
+            ThinkingUnsupportedError: a parameter a rule forbids while ``drop_params`` is off.
+        """
+        rules = self._parameter_rules
+        if not rules:
+            return []
+        thinking = thinking_in_body(body, self.profile.reasoning_wire)
+        if thinking is None:
+            cap = self._capability
+            if cap is not None and cap.default_effort is not None:
+                thinking = cap.default_reasons or not cap.can_disable
+            else:
+                thinking = any(rule.default_thinking for rule in rules)
+        conflicts = parameter_conflicts(rules, body, thinking)
+        return self.refuse_or_drop(body, conflicts, "at this endpoint", "parameter_conflict")
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:
@@ -1286,14 +1311,15 @@ class OpenAIChatTransport(HTTPTransport):
 
     def _checked(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and notes of :meth:`_prepare`, after the provider's sampling,
-        prompt-cache and ``tool_choice`` rules; a body of the caller's own
-        (``Request.native``) is the provider's to judge, with its own error."""
+        prompt-cache, ``tool_choice`` and per-model parameter rules; a body of the caller's
+        own (``Request.native``) is the provider's to judge, with its own error."""
         body, notes = self._prepare(request)
         if request.native is not None and request.native.wire == self.profile.wire:
             return body, notes
         notes += self.sampling_notes(body, request)
         notes += self.prompt_cache_notes(body, request)
         notes += self._tool_choice_notes(body)
+        notes += self._parameter_notes(body)
         return body, notes
 
     def _check_route(self, request: Request) -> None:
