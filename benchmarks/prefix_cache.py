@@ -1,7 +1,7 @@
 """What a 100-turn agent loop pays for its input, per wire and per place of its per-call
 instructions.
 
-Run ``python -m benchmarks.prefix_cache`` (about a minute; needs the ``cost`` extra for the
+Run ``python -m benchmarks.prefix_cache`` (about 15 seconds; needs the ``cost`` extra for the
 dollar figures). Against the simulator (in this process), each run is one tool loop of
 ``--turns`` calls (default 100) on one model: a stable system prompt of about 3,000 tokens
 and one tool, a ``system_suffix`` that changes every call (the step, the files touched so

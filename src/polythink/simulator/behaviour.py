@@ -172,12 +172,11 @@ class Answer:
 
 
 def prompt_tokens(messages: Sequence[Any]) -> int:
-    """A stable token estimate for a prompt: 1 per 4 characters, at least 1 per message."""
-    total = 0
-    for message in messages:
-        text = json.dumps(message, separators=(",", ":"), sort_keys=True)
-        total += max(1, len(text) // 4)
-    return total
+    """A stable token estimate for a prompt: 1 per 4 bytes of each message's compact JSON,
+    at least 1 per message (:func:`polythink.simulator.prompt_cache.tokens_of`)."""
+    from polythink.simulator.prompt_cache import tokens_of
+
+    return sum(tokens_of(message) for message in messages)
 
 
 def answer_for(

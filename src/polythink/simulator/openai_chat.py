@@ -36,6 +36,7 @@ and Kimi refuse ``json_schema`` (DeepSeek's 2026 wording).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -608,6 +609,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         messages,
         increment=128,
     )
+    answer = dataclasses.replace(answer, prompt_tokens=cache.total)
     usage: dict[str, Any] = {
         "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": completion,

@@ -39,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 __all__ = [
     "CacheUse",
     "PrefixCache",
@@ -67,29 +69,42 @@ def without_marks(value: Any) -> Any:
 def canonical(value: Any) -> bytes:
     """The canonical JSON of ``value`` (keys sorted, compact): JSON formatting and key order
     do not make two contents differ, their values do (PT-FULL, CONTINUITY.md §1.2)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _compact(value)
 
 
 def tokens_of(value: Any) -> int:
-    """The simulator's token estimate of one unit: 1 per 4 characters of its JSON, at
+    """The simulator's token estimate of one unit: 1 per 4 bytes of its compact JSON, at
     least 1 (:func:`polythink.simulator.behaviour.prompt_tokens` counts a message so)."""
-    return max(1, len(json.dumps(value, separators=(",", ":"), sort_keys=True)) // 4)
+    return max(1, len(_compact(value)) // 4)
+
+
+def _compact(value: Any) -> bytes:
+    """``value``'s compact JSON, keys sorted (orjson: a long conversation is read on every
+    request, so this is the simulator's own hot path)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
 
 
 @dataclass(frozen=True, slots=True)
 class Unit:
-    """One unit of a request: the digest of its content (markers left out) and the tokens
-    it costs (0 for what the model does not read: a cleared turn-scoped system message)."""
+    """One unit of a request: its content as canonical JSON (markers left out) and the
+    tokens it costs (0 for what the model does not read: a cleared turn-scoped system
+    message)."""
 
-    digest: bytes
+    data: bytes
     tokens: int
 
 
 def unit(value: Any, tokens: int | None = None) -> Unit:
     """The :class:`Unit` of ``value``: its digest without cache markers, and its tokens
-    (:func:`tokens_of` unless given)."""
-    digest = hashlib.sha256(canonical(without_marks(value))).digest()
-    return Unit(digest, tokens_of(value) if tokens is None else tokens)
+    (:func:`tokens_of` unless given). One serialisation when it holds no marker."""
+    raw = _compact(value)
+    data = raw
+    if b"cache_control" in raw or b"prompt_cache_breakpoint" in raw:
+        data = _compact(without_marks(value))
+    return Unit(data, max(1, len(raw) // 4) if tokens is None else tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +158,14 @@ class PrefixCache:
         """
         prefixes: list[bytes] = []
         totals: list[int] = []
-        rolling = hashlib.sha256(scope.encode()).digest()
+        rolling = hashlib.sha256(scope.encode())
         running = 0
         for item in units:
-            rolling = hashlib.sha256(rolling + item.digest).digest()
+            # Each unit framed by its length, so two splits of the same bytes differ.
+            rolling.update(len(item.data).to_bytes(8, "big"))
+            rolling.update(item.data)
             running += item.tokens
-            prefixes.append(rolling)
+            prefixes.append(rolling.digest())
             totals.append(running)
         total = running
         points = sorted(set(writes)) if writes is not None else list(range(1, len(units) + 1))
