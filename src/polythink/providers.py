@@ -173,10 +173,12 @@ VERTEX_TIERS = TierWire(
         "vertex-ai/generative-ai/docs/priority-paygo; flex from third-party reports), "
         "global endpoint only; usageMetadata.trafficType ON_DEMAND | ON_DEMAND_PRIORITY | "
         "ON_DEMAND_FLEX | PROVISIONED_THROUGHPUT (google-genai 66807187 TrafficType) — "
-        "CONTINUITY.md §4, read 2026-12-04. For a Vertex AI profile to use"
+        "CONTINUITY.md §4, read 2026-12-04"
     ),
 )
-"""Vertex AI's spelling, for a Vertex profile's ``service_tiers`` (none is built in here)."""
+"""Vertex AI's spelling (the ``vertex`` profile's Gemini calls). The header is documented for the
+``global`` endpoint only: a regional endpoint serves the call at standard and reports
+``ON_DEMAND``, which the served tier then says."""
 AZURE_TIERS = TierWire(
     values={"flex": "flex", "standard": "default", "priority": "priority", "auto": "auto"},
     served_values=_OPENAI_SERVED,
@@ -187,10 +189,10 @@ AZURE_TIERS = TierWire(
         "DataZoneStandard deployments; flex on a model without it answers 400 "
         "invalid_request_error with no fallback (learn.microsoft.com azure/foundry/openai "
         "how-to/flex-processing, concepts/priority-processing) — CONTINUITY.md §4, read "
-        "2026-12-04. For an Azure profile to use"
+        "2026-12-04"
     ),
 )
-"""Azure OpenAI's spelling, for an Azure profile's ``service_tiers`` (none is built in here)."""
+"""Azure OpenAI's spelling (the ``azure`` and ``azure-responses`` profiles)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,6 +489,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_format="vertex",
             cloud="google",
             vendor_routes=(("anthropic", "vertex-anthropic"),),
+            service_tiers=VERTEX_TIERS,
         ),
         ProviderProfile(
             "vertex-anthropic",
@@ -517,6 +520,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             completion_counts_reasoning=True,
             api_versions=("v1",),
             cloud="azure",
+            service_tiers=AZURE_TIERS,
         ),
         ProviderProfile(
             "azure-responses",
@@ -534,6 +538,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             completion_counts_reasoning=True,
             api_versions=("v1",),
             cloud="azure",
+            service_tiers=AZURE_TIERS,
         ),
         ProviderProfile(
             "openrouter",
