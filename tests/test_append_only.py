@@ -21,6 +21,11 @@ import pytest
 
 from polythink import Client, Message, Response, Source, Tool
 from polythink.simulator import Settings, Simulator
+from polythink.simulator.clouds import (
+    AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY,
+    GOOGLE_TOKEN_PREFIX,
+)
 from polythink.simulator.prompt_cache import tokens_of
 from tests.conftest import sdk_module
 from tests.sdk_types import check_request
@@ -66,9 +71,10 @@ def plan(turn: int) -> str:
 
 
 async def tool_loop(
-    sim: Simulator, provider: str, model: str, turns: int = 3
+    sim: Simulator, provider: str, model: str, turns: int = 3, **options: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]], list[Response]]:
-    """Run ``turns`` turns of a tool loop; the bodies and headers sent, and the answers."""
+    """Run ``turns`` turns of a tool loop; the bodies and headers sent, and the answers
+    (``options``: the source's, a cloud's credentials and region)."""
     bodies: list[dict[str, Any]] = []
     headers: list[dict[str, str]] = []
 
@@ -76,7 +82,9 @@ async def tool_loop(
         bodies.append(json.loads(request.content))
         headers.append(dict(request.headers))
 
-    source = Source(provider, model, api_key="sim", base_url=sim.base_url(provider))
+    if not options:
+        options = {"api_key": "sim"}
+    source = Source(provider, model, base_url=sim.base_url(provider), **options)
     messages = [Message(role="system", content=SYSTEM), Message(role="user", content=QUESTION)]
     answers = []
     http = httpx.AsyncClient(event_hooks={"request": [record]})
@@ -269,6 +277,89 @@ async def test_deepseek_instruction_follows_the_tool_results_as_a_user_turn(sim:
                 "reasoning_content": answers[turn].reasoning,
             },
             {"role": "tool", "content": f"out {turn}", "tool_call_id": call.id},
+        ]
+
+
+def _aws() -> dict[str, Any]:
+    credentials = pytest.importorskip("botocore.credentials")
+    keys = credentials.Credentials(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)
+    return {"credentials": keys, "region": "us-east-1"}
+
+
+async def test_claude_on_bedrock_keeps_its_instructions_in_place_with_betas_in_the_body(
+    sim: Simulator,
+) -> None:
+    # The mid-conversation system message pages list Claude in Amazon Bedrock (CONTINUITY.md
+    # §2.2): the same placement, with the betas in the InvokeModel body.
+    model = "us.anthropic.claude-opus-5-5"
+    bodies, headers, answers = await tool_loop(sim, "bedrock", model, **_aws())
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
+    ]
+    for turn, body in enumerate(bodies):
+        instruction = {"role": "system", "content": plan(turn), "clear_at": CLEAR}
+        assert body == {
+            "anthropic_version": "bedrock-2023-05-31",
+            "max_tokens": 4096,
+            "system": SYSTEM,
+            "messages": [*messages, instruction],
+            "tools": ANTHROPIC_TOOLS,
+            "cache_control": {"type": "ephemeral"},
+            "anthropic_beta": [
+                "thinking-binding-controls-2026-08-01",
+                "mid-conversation-system-clear-at-2026-08-21",
+            ],
+        }
+        assert "anthropic-beta" not in headers[turn]
+        messages += [instruction, *_answered(answers[turn], turn)]
+    assert [b["type"] for b in _blocks(answers[0])] == ["thinking", "text", "tool_use"]
+    usage = [a.usage for a in answers if a.usage is not None]
+    assert [u.cache_read_tokens > 0 for u in usage] == [False, True, True]
+
+
+async def test_claude_on_vertex_keeps_its_instructions_in_place(sim: Simulator) -> None:
+    options = {"credentials": lambda: GOOGLE_TOKEN_PREFIX + "t", "project": "p1"}
+    options["region"] = "us-east5"
+    bodies, headers, answers = await tool_loop(sim, "vertex", "claude-opus-5-5", **options)
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
+    ]
+    for turn, body in enumerate(bodies):
+        instruction = {"role": "system", "content": plan(turn), "clear_at": CLEAR}
+        assert body["messages"] == [*messages, instruction]
+        assert body["system"] == SYSTEM
+        assert headers[turn]["anthropic-beta"] == (
+            "thinking-binding-controls-2026-08-01,mid-conversation-system-clear-at-2026-08-21"
+        )
+        messages += [instruction, *_answered(answers[turn], turn)]
+
+
+async def test_converse_ends_the_last_user_turn_with_the_instruction(sim: Simulator) -> None:
+    # Converse has no system message after the conversation: the suffix ends the last user
+    # turn, after its cache point, and the next call sends the turn without it.
+    model = "openai.gpt-oss-120b-1:0"
+    bodies, _, answers = await tool_loop(sim, "bedrock-converse", model, **_aws())
+    point = {"cachePoint": {"type": "default"}}
+    turns: list[dict[str, Any]] = [{"role": "user", "content": [{"text": QUESTION}]}]
+    for turn, body in enumerate(bodies):
+        last = turns[-1]
+        ended = {**last, "content": [*last["content"], point, {"text": plan(turn)}]}
+        assert body["messages"] == [*turns[:-1], ended]
+        assert body["system"] == [{"text": SYSTEM}, point]
+        (call,) = answers[turn].tool_calls
+        turns += [
+            {"role": "assistant", "content": _blocks(answers[turn])},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "toolResult": {
+                            "toolUseId": call.id,
+                            "content": [{"text": f"out {turn}"}],
+                        }
+                    }
+                ],
+            },
         ]
 
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from polythink.capability_store import CapabilityStore
-from polythink.cli import DEMO_CALLS, DemoCall, main
+from polythink.cli import DEMO_CALLS, DemoCall, _demo_source, main
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import PROVIDERS
 from polythink.reasoning import all_capabilities, resolve
@@ -198,7 +198,39 @@ EVERY_PROVIDER = {
         {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "high"},
     ),
     "ollama": ("gpt-oss-20b", {"reasoning_effort": "high"}),
+    "bedrock": (
+        "us.anthropic.claude-opus-4-6-v1",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ),
+    "bedrock-converse": (
+        "openai.gpt-oss-120b-1:0",
+        {"additionalModelRequestFields": {"reasoning_effort": "high"}},
+    ),
+    "vertex": (
+        "gemini-3-pro-preview",
+        {
+            "generationConfig": {
+                "thinkingConfig": {"thinkingLevel": "high", "includeThoughts": True}
+            }
+        },
+    ),
+    "vertex-anthropic": (
+        "claude-opus-4-6@default",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ),
+    "azure": ("gpt-5.5", {"reasoning_effort": "high"}),
+    "azure-responses": ("gpt-5.5", {"reasoning": {"effort": "high"}}),
 }
+
+
+def _deployment_warning(payload: dict[str, Any], wire: str) -> list[str]:
+    # An Azure id is a deployment's name, which names no model (reasoning/ids.toml [azure]).
+    return [
+        f"model 'gpt-5.5' is not in the capability registry and matches no model family; sent "
+        f"{payload} for reasoning_effort='high' by the {wire} wire without checking the tier "
+        "(register it with "
+        "polythink.register_capability once known)"
+    ]
 
 
 def test_every_provider_id_has_a_resolve_case() -> None:
@@ -219,7 +251,7 @@ def test_resolve_covers_every_provider(
         "requested_effort": "high",
         "applied_effort": "high",
         "payload": payload,
-        "warnings": [],
+        "warnings": _deployment_warning(payload, provider) if provider.startswith("azure") else [],
     }
 
 
@@ -630,9 +662,17 @@ def test_simulate_port_in_use_exits_1(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.parametrize("call", DEMO_CALLS, ids=lambda c: f"{c.provider}:{c.model}:{c.effort}")
 def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
-    # Rows of every protocol are checked here, also those whose transport is not built yet.
+    # Rows of every protocol are checked here, also those whose transport is not built yet;
+    # each resolved as its source is (a cloud source by the profile that serves its model,
+    # an Azure deployment by the model it serves).
+    source = _demo_source(call, "http://127.0.0.1:9")
     try:
-        applied = resolve(call.effort, provider=call.provider, model=call.model).applied_effort
+        applied = resolve(
+            call.effort,
+            provider=source.profile,
+            model=source.registry_model,
+            capability=source.capability,
+        ).applied_effort
     except ThinkingUnsupportedError:
         assert call.expect == "ThinkingUnsupportedError"
     else:

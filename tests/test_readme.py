@@ -215,6 +215,72 @@ async def test_the_readme_budget_example_runs() -> None:
     assert BudgetExceededError.__name__ in example
 
 
+def _cloud_options(provider: str) -> dict[str, Any]:
+    """The simulator's credentials for a README cloud source (the cloud library is imported
+    by the test that needs it)."""
+    from botocore.credentials import Credentials
+
+    from polythink.simulator import clouds
+
+    token = clouds.GOOGLE_TOKEN_PREFIX + "readme"
+    return {
+        "bedrock": {
+            "credentials": Credentials(clouds.AWS_ACCESS_KEY_ID, clouds.AWS_SECRET_ACCESS_KEY)
+        },
+        "vertex": {"credentials": lambda: token},
+        "azure": {"api_key": clouds.AZURE_API_KEY},
+    }[provider]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "name",
+    [
+        "claude_on_bedrock",
+        "gpt_oss_on_bedrock",
+        "gemini_on_vertex",
+        "claude_on_vertex",
+        "gpt_on_azure",
+    ],
+)
+def test_the_quick_start_runs_unchanged_on_each_cloud(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("botocore")
+    clouds_block = readme_block("claude_on_bedrock = Source(")
+    namespace: dict[str, Any] = {}
+    exec(compile(clouds_block, "README.md", "exec"), namespace)
+    wanted: Source = namespace[name]
+    quick_start = readme_block("async with Client(sources=sources) as client:")
+    # The quick start with this one source in place of its list.
+    program = re.sub(
+        r"    sources = \[\n.*?\n    \]\n",
+        f"    sources = [{name}]\n",
+        quick_start,
+        count=1,
+        flags=re.S,
+    )
+    assert program != quick_start
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with Simulator(Settings(answer_words=6, deployments={"prod-chat": "gpt-5.5"})) as sim:
+        import dataclasses
+
+        pointed = dataclasses.replace(
+            wanted,
+            base_url=sim.base_url(wanted.provider),
+            **_cloud_options(wanted.provider),
+        )
+        exec(compile(program, "README.md", "exec"), {"__name__": "readme", name: pointed})
+        asked = dict(sim.stats.by_provider)
+    lines = capsys.readouterr().out.splitlines()
+    model = wanted.base_model or wanted.model
+    assert lines[0].startswith(f"Simulated {model} answer ")
+    assert lines[1].startswith("high high ")
+    assert lines[-1].startswith(f"Simulated {model} answer ")
+    # The first call, the stream, the tool call and the answer after it, all to the cloud.
+    assert asked == {wanted.provider: 4}
+
+
 @pytest.mark.anyio
 async def test_the_readme_append_only_example_runs_without_a_refusal(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

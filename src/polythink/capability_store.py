@@ -375,7 +375,9 @@ class CapabilityStore:
             ThinkingUnsupportedError: the tier cannot be satisfied (for example ``none`` on a
                 model the store knows cannot switch reasoning off).
         """
-        profile = get_provider(provider)
+        from polythink.clouds import serving_profile
+
+        profile = serving_profile(provider, model)
         known = self.lookup(profile.id, model, endpoint)
         return resolve_known(
             effort, provider=profile, model=model, known=known, policy=policy, max_tokens=max_tokens

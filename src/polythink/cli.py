@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import importlib.util
 import io
 import itertools
 import json
@@ -142,6 +143,11 @@ DEMO_CALLS: tuple[DemoCall, ...] = (
     DemoCall("gemini", "gemini-3.8-flash", "low", "low", "tools"),
     DemoCall("anthropic", "claude-fable-5-2", "low", "low", "cached"),
     DemoCall("anthropic", "claude-sonnet-4-6", "high", "BudgetExceededError", "budget"),
+    DemoCall("bedrock", "anthropic.claude-opus-4-8", "high", "high", "stream"),
+    DemoCall("bedrock", "openai.gpt-oss-120b-1:0", "max", "high"),
+    DemoCall("vertex", "gemini-4-neon", "low", "low", "tools"),
+    DemoCall("vertex", "claude-opus-4-8", "medium", "medium", "tools"),
+    DemoCall("azure", "gpt-5.5", "max", "xhigh", "stream"),
 )
 """The demo's calls, one per table row; add a row to show another provider, model or tier."""
 
@@ -1532,11 +1538,14 @@ def _stepped_down(responses: Sequence[Response]) -> bool:
 
 
 def _skip_reason(call: DemoCall, served_wires: set[str] | None) -> str | None:
-    wire = get_provider(call.provider).wire
+    profile = get_provider(call.provider)
+    wire = profile.wire
     try:
         transport_class(wire)
     except ValueError:
         return "no transport in this build"
+    if profile.cloud == "aws" and importlib.util.find_spec("botocore") is None:
+        return "botocore is not installed (pip install 'polythink[bedrock]')"
     if served_wires is not None and wire not in served_wires:
         return "no simulator module in this build"
     return None
@@ -1664,15 +1673,52 @@ class _MemoryStore:
         self._entries.pop(key, None)
 
 
+def _demo_source(call: DemoCall, root: str) -> Source:
+    """The source of a demo row, pointed at the simulator: a key for the providers reached
+    with one; on the clouds, the simulator's own credentials (SigV4 keys for Bedrock, an
+    OAuth token for Vertex, an api-key for an Azure deployment named after its model)."""
+    from polythink.simulator import clouds
+
+    cloud = get_provider(call.provider).cloud
+    if cloud == "aws":
+        from botocore.credentials import Credentials
+
+        keys = Credentials(clouds.AWS_ACCESS_KEY_ID, clouds.AWS_SECRET_ACCESS_KEY)
+        return Source(
+            call.provider,
+            call.model,
+            base_url=f"{root}/{call.provider}/v1",
+            region="us-east-1",
+            credentials=keys,
+        )
+    if cloud == "google":
+        token = clouds.GOOGLE_TOKEN_PREFIX + "demo"
+        return Source(
+            call.provider,
+            call.model,
+            base_url=f"{root}/{call.provider}/v1",
+            project="polythink-demo",
+            region="us-east5",
+            credentials=lambda: token,
+        )
+    if cloud == "azure":
+        return Source(
+            call.provider,
+            call.model,
+            base_url=f"{root}/{call.provider}/openai/v1",
+            api_key=clouds.AZURE_API_KEY,
+            base_model=call.model,
+        )
+    return Source(call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1")
+
+
 async def _run_call(
     call: DemoCall, root: str, http: httpx.AsyncClient, meter_provider: Any = None
 ) -> _Outcome:
     started = time.perf_counter()
     first: Response | None = None
     try:
-        source = Source(
-            call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1"
-        )
+        source = _demo_source(call, root)
         cache = _MemoryStore() if call.mode == "cached" else None
         budgets = [_DEMO_BUDGET] if call.mode == "budget" else []
         async with Client(

@@ -112,10 +112,12 @@ class ReasoningMiddleware:
         self.source = source
         self.index = index
         self.profile = profile
-        self.model = source.model
+        self.model = source.registry_model
         self.endpoint = source.endpoint
         self.store = store if store is not None else CapabilityStore(None)
-        known = self.store.lookup(profile.id, source.model, self.endpoint)
+        # A base_model is a model id read by its shape; an Azure id is a deployment name.
+        self._lookup_provider = profile.id if source.base_model is None else None
+        known = self.store.lookup(self._lookup_provider, self.model, self.endpoint)
         self.capability: Capability | None = known.capability
         self.takes_parameter = known.takes_parameter
         self.origin = known.origin
@@ -123,7 +125,12 @@ class ReasoningMiddleware:
         self._settled: set[Effort] = set()
         self._probes: dict[Effort, anyio.Event] = {}
         self._retired = served_lifecycle_note(
-            source.model, known.capability, self.store.today(), profile.serves
+            self.model, known.capability, self.store.today(), profile.serves
+        )
+        # An Azure deployment's name need not be a model's: the model its answers report is
+        # then adopted (once) when the registry knows it.
+        self._adopt_served = (
+            profile.cloud == "azure" and source.base_model is None and known.capability is None
         )
         if source.effort is not None:
             try:
@@ -396,7 +403,36 @@ class ReasoningMiddleware:
             "nothing was changed (see polythink models --learned)"
         )
 
+    def adopt(self, served: str) -> str | None:
+        """Take ``served``, the model an answer reported, as the model of a source whose id
+        the registry does not know (an Azure deployment's name): when the registry knows it,
+        its reasoning rules apply from the next call on. Returns the note for the response
+        that taught it, else ``None``. Done once per source."""
+        self._adopt_served = False
+        if not served or served == self.model:
+            return None
+        known = self.store.lookup(None, served, self.endpoint)
+        if known.capability is None:
+            return None
+        deployment = self.model
+        self.model = served
+        self.capability = known.capability
+        self.takes_parameter = known.takes_parameter
+        self.origin = known.origin
+        self._memo.clear()
+        note = (
+            f"{self.profile.id} deployment {deployment!r} serves model {served!r} (from its "
+            "answer): its reasoning rules apply from the next call; set base_model= on the "
+            "source to apply them from the first"
+        )
+        _lifecycle_log.info("source %d: %s", self.index, note)
+        return note
+
     def _done(self, response: Response, resolution: Resolution, prepared: Request) -> Response:
+        if self._adopt_served:
+            taught = self.adopt(response.model)
+            if taught is not None:
+                response = response.with_(warnings=[*response.warnings, taught])
         finished = self.finish(response, resolution, self.overridden(prepared))
         note = self._suspect(finished)
         if note is None:

@@ -30,6 +30,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Se
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, Literal
 
+import httpx
+
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
@@ -77,6 +79,7 @@ from polythink.types import (
     Effort,
     Message,
     MessageMetadata,
+    NativeRelay,
     PromptCache,
     RateLimit,
     Request,
@@ -248,13 +251,16 @@ def _tool_input(call: ToolCall) -> Any:
     return value
 
 
-def _assistant_content(message: Message, left_out: LeftOut) -> list[dict[str, Any]]:
-    """The blocks of an assistant turn: its own blocks verbatim when it came from this wire
-    (thinking and redacted_thinking blocks with their signatures, in order), else text (a
+def _assistant_content(
+    message: Message, left_out: LeftOut, own_format: str = "anthropic"
+) -> list[dict[str, Any]]:
+    """The blocks of an assistant turn: its own blocks verbatim when it came from this
+    platform (``own_format``: Anthropic's API, or a cloud whose signatures are its own;
+    thinking and redacted_thinking blocks with their signatures, in order), else text (a
     ``refusal`` after the content: it is what the model said) and ``tool_use`` blocks. Text
     blocks the API refuses (empty or whitespace only, which adaptive thinking can produce,
     even before its thinking block) are left out either way."""
-    if message.reasoning_format == "anthropic" and message.reasoning_items:
+    if message.reasoning_format == own_format and message.reasoning_items:
         return [dict(item) for item in message.reasoning_items if not _blank(item)]
     blocks = _blocks(message.content, left_out, keep_empty=False)
     if message.refusal and message.refusal.strip():
@@ -478,7 +484,7 @@ def _messages(
                 turns.append(kept)
                 if scan is not None and "clear_at" in kept:
                     scan.clear_at = True
-            content = _assistant_content(message, left_out)
+            content = _assistant_content(message, left_out, profile.reasoning_format or "anthropic")
             # A turn left with no block says nothing; the API refuses it ("all messages must
             # have non-empty content except for the optional final assistant message"), and
             # merges the user turns around it ("consecutive user or assistant turns ... will
@@ -1358,6 +1364,9 @@ class _Call:
     """One call as the transport sends it, and what its response carries."""
 
     body: dict[str, Any]
+    """The body as sent (the platform's: :meth:`AnthropicTransport.platform_body`)."""
+    built: dict[str, Any]
+    """The Messages body before the platform's changes (sent again with ``drop_block``)."""
     notes: list[str]
     switched_off: bool
     tool: str | None
@@ -1397,6 +1406,7 @@ class AnthropicTransport(HTTPTransport):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/messages"
+        self.stream_url = self.url
         self._extra_body = self.source.extra_body
         capability = self.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
@@ -1442,6 +1452,7 @@ class AnthropicTransport(HTTPTransport):
         if written is not None:
             return _Call(
                 body=written[0],
+                built=written[0],
                 notes=written[1],
                 switched_off=False,
                 tool=None,
@@ -1532,13 +1543,14 @@ class AnthropicTransport(HTTPTransport):
         behavior = remembered or (asked if asked == "error" else None)
         if behavior is not None:
             _set_binding(body, behavior, adaptive=self._adaptive)
-        betas = self._betas(body, scan)
+        outgoing = self._with_betas(request, self._betas(body, scan))
         return _Call(
-            body=body,
+            body=self.platform_body(body, outgoing),
+            built=body,
             notes=notes,
             switched_off=switched_off,
             tool=tool,
-            request=self._with_betas(request, betas),
+            request=outgoing,
             entry=scan.entry,
             may_drop=asked == "drop_block" and remembered is None,
             remembered=remembered,
@@ -1575,17 +1587,37 @@ class AnthropicTransport(HTTPTransport):
     def _dropping(self, call: _Call) -> _Call:
         """``call`` sent again with ``drop_block``: Anthropic's documented recovery from a
         thinking block bound to a different conversation (CONTINUITY.md §1.4, FIX)."""
-        body = dict(call.body)
+        body = dict(call.built)
         thinking = body.get("thinking")
         body["thinking"] = dict(thinking) if isinstance(thinking, Mapping) else thinking
         _set_binding(body, "drop_block", adaptive=self._adaptive)
+        request = self._with_betas(call.request, [BETA_BINDING])
         return dataclasses.replace(
             call,
-            body=body,
-            request=self._with_betas(call.request, [BETA_BINDING]),
+            body=self.platform_body(body, request),
+            built=body,
+            request=request,
             remembered="drop_block",
             may_drop=False,
         )
+
+    def platform_body(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        """The Messages body as this platform takes it: unchanged on Anthropic's API; the
+        clouds that serve Claude move the model to the URL and the version into the body
+        (:mod:`polythink.transports.bedrock`, :mod:`polythink.transports.vertex`)."""
+        return body
+
+    async def events(
+        self, response: httpx.Response, relay: NativeRelay | None = None
+    ) -> AsyncGenerator[Mapping[str, Any], None]:
+        """The Messages stream events of a streamed answer, parsed (SSE here; a cloud may
+        frame them otherwise), up to ``[DONE]`` where a server sends one; each handed to
+        ``relay`` first (:meth:`~polythink.transports.base.HTTPTransport.json_events`)."""
+        async with aclosing(self.json_events(response, relay)) as events:
+            async for _, event in events:
+                if event is DONE:
+                    return
+                yield event
 
     def _unforce_output_tool(self, body: dict[str, Any], tool: str) -> list[str]:
         """Manual thinking rejects the fallback's forced tool (400 "Thinking may not be
@@ -1670,6 +1702,7 @@ class AnthropicTransport(HTTPTransport):
         entry = hints.get("entry")
         call = _Call(
             body={},
+            built={},
             notes=notes,
             switched_off=bool(hints.get("switched_off")),
             tool=None,
@@ -1756,10 +1789,8 @@ class AnthropicTransport(HTTPTransport):
         try:
             async with self._opened(call) as (response, call):
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response, relay)) as events:
-                    async for _, event in events:
-                        if event is DONE:
-                            break
+                async with aclosing(self.events(response, relay)) as events:
+                    async for event in events:
                         if event.get("type") == "error":
                             raise self.in_band_error(event, response)
                         for item in assembler.feed(event):
@@ -1783,7 +1814,7 @@ class AnthropicTransport(HTTPTransport):
         Yields the open response and the call it answers."""
         opened = False
         try:
-            async with self.open_stream(self.url, call.body, call.request) as response:
+            async with self.open_stream(self.stream_url, call.body, call.request) as response:
                 opened = True
                 yield response, call
                 return
@@ -1791,5 +1822,5 @@ class AnthropicTransport(HTTPTransport):
             if opened or not call.may_drop:
                 raise
             call = self._retried(call, exc)
-        async with self.open_stream(self.url, call.body, call.request) as response:
+        async with self.open_stream(self.stream_url, call.body, call.request) as response:
             yield response, call

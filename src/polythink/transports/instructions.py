@@ -75,12 +75,14 @@ class InstructionPlan:
 def instruction_plan(profile: ProviderProfile, model: str) -> InstructionPlan:
     """Where ``profile``'s source for ``model`` puts per-call instructions: the model's
     capability when it says and the provider serves the model natively (its ``provider`` is
-    the profile's catalogue), else the profile's own."""
+    the profile's catalogue) or is a cloud serving it through its vendor's API (Claude on
+    Bedrock's InvokeModel and Vertex's rawPredict: the mid-conversation system message
+    pages list those platforms, CONTINUITY.md §2.2), else the profile's own."""
     capability = get_capability(model)
     if (
         capability is not None
         and capability.per_call_instructions is not None
-        and capability.provider in (None, profile.serves)
+        and (capability.provider in (None, profile.serves) or profile.cloud is not None)
     ):
         placement = cast(Placement, capability.per_call_instructions)
         return InstructionPlan(

@@ -674,6 +674,21 @@ def _reasoning_field(container: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def filter_refusal(results: Any) -> str | None:
+    """The refusal of a completion a content filter stopped (``finish_reason:
+    "content_filter"``), from the choice's ``content_filter_results`` (Azure OpenAI:
+    ``{"violence": {"filtered": true, "severity": "high"}, …}``; CLOUDS.md §3.1, AZ-CF):
+    ``"content filter: violence (high)"``; ``None`` when no category says it filtered."""
+    if not isinstance(results, Mapping):
+        return None
+    flagged = []
+    for name, verdict in results.items():
+        if isinstance(verdict, Mapping) and (verdict.get("filtered") or verdict.get("detected")):
+            severity = verdict.get("severity")
+            flagged.append(f"{name} ({severity})" if isinstance(severity, str) else str(name))
+    return f"content filter: {', '.join(flagged)}" if flagged else None
+
+
 def parse_completion(
     data: Any,
     *,
@@ -704,6 +719,8 @@ def parse_completion(
     refusal = refusal if isinstance(refusal, str) and refusal else None
     if refusal is not None:
         text += refusal
+    elif choice.get("finish_reason") == "content_filter":
+        refusal = filter_refusal(choice.get("content_filter_results"))
     reasoning = _reasoning_field(message) or chunk_reasoning or None
     if reasoning is None and profile.inline_think_tags and text:
         reasoning, text = split_think(text)
@@ -1009,6 +1026,10 @@ class ChatStreamAssembler:
             if choice.get("finish_reason"):
                 self.raw_finish = choice["finish_reason"]
                 events.extend(self._complete_calls())
+                if self.raw_finish == "content_filter" and not self.refusal:
+                    filtered = filter_refusal(choice.get("content_filter_results"))
+                    if filtered is not None:
+                        self.refusal.append(filtered)
             if choice_usage is None and isinstance(choice.get("usage"), Mapping):
                 choice_usage = choice["usage"]
         usage = chunk.get("usage")
@@ -1208,7 +1229,7 @@ class OpenAIChatTransport(HTTPTransport):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.url = f"{self.source.endpoint}/chat/completions"
+        self.url = self.api_url("/chat/completions")
         self._extra_body = self.source.extra_body
         self._capability = self.capability
         self._instructions = instruction_plan(self.profile, self.source.model)
