@@ -115,23 +115,35 @@ def _answered(answer: Response, turn: int) -> list[dict[str, Any]]:
     ]
 
 
-async def test_anthropic_keeps_each_turn_scoped_instruction_in_place(sim: Simulator) -> None:
-    bodies, headers, answers = await tool_loop(sim, "anthropic", "claude-opus-5-5")
+def _kept(
+    answers: list[Response], role: str = "system"
+) -> Iterator[tuple[int, dict[str, Any], list[dict[str, Any]]]]:
+    """Each turn of an Anthropic tool loop: its instruction, and the messages its request
+    sends (the conversation as sent, every earlier instruction kept where it was)."""
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
     ]
-    for turn, body in enumerate(bodies):
-        instruction = {"role": "system", "content": plan(turn), "clear_at": CLEAR}
+    for turn, answer in enumerate(answers):
+        instruction: dict[str, Any] = {"role": role, "content": plan(turn)}
+        if role == "system":
+            instruction["clear_at"] = CLEAR
+        yield turn, instruction, [*messages, instruction]
+        messages += [instruction, *_answered(answer, turn)]
+
+
+async def test_anthropic_keeps_each_turn_scoped_instruction_in_place(sim: Simulator) -> None:
+    bodies, headers, answers = await tool_loop(sim, "anthropic", "claude-opus-5-5")
+    for turn, instruction, messages in _kept(answers):
+        body = bodies[turn]
         assert body == {
             "model": "claude-opus-5-5",
             "max_tokens": 4096,
             "system": SYSTEM,
-            "messages": [*messages, instruction],
+            "messages": messages,
             "stream": False,
             "tools": ANTHROPIC_TOOLS,
             "cache_control": {"type": "ephemeral"},
         }
-        messages += [instruction, *_answered(answers[turn], turn)]
         assert headers[turn]["anthropic-beta"] == (
             "thinking-binding-controls-2026-08-01,mid-conversation-system-clear-at-2026-08-21"
         )
@@ -160,14 +172,10 @@ async def test_anthropic_without_mid_conversation_system_messages_keeps_user_tur
     # claude-fable-5-2 is not in the models that take mid-conversation system messages
     # (CONTINUITY.md §7 C3): its instructions are a user message, kept in place the same way.
     bodies, headers, answers = await tool_loop(sim, "anthropic", "claude-fable-5-2")
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
-    ]
-    for turn, body in enumerate(bodies):
-        instruction = {"role": "user", "content": plan(turn)}
+    for turn, _, messages in _kept(answers, "user"):
+        body = bodies[turn]
         assert body["system"] == SYSTEM
-        assert body["messages"] == [*messages, instruction]
-        messages += [instruction, *_answered(answers[turn], turn)]
+        assert body["messages"] == messages
         # Only the binding controls: no message carries clear_at.
         assert headers[turn]["anthropic-beta"] == "thinking-binding-controls-2026-08-01"
 
@@ -293,16 +301,13 @@ async def test_claude_on_bedrock_keeps_its_instructions_in_place_with_betas_in_t
     # §2.2): the same placement, with the betas in the InvokeModel body.
     model = "us.anthropic.claude-opus-5-5"
     bodies, headers, answers = await tool_loop(sim, "bedrock", model, **_aws())
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
-    ]
-    for turn, body in enumerate(bodies):
-        instruction = {"role": "system", "content": plan(turn), "clear_at": CLEAR}
+    for turn, instruction, messages in _kept(answers):
+        body = bodies[turn]
         assert body == {
             "anthropic_version": "bedrock-2023-05-31",
             "max_tokens": 4096,
             "system": SYSTEM,
-            "messages": [*messages, instruction],
+            "messages": messages,
             "tools": ANTHROPIC_TOOLS,
             "cache_control": {"type": "ephemeral"},
             "anthropic_beta": [
@@ -311,7 +316,7 @@ async def test_claude_on_bedrock_keeps_its_instructions_in_place_with_betas_in_t
             ],
         }
         assert "anthropic-beta" not in headers[turn]
-        messages += [instruction, *_answered(answers[turn], turn)]
+        assert answers[turn].message.instructions == instruction
     assert [b["type"] for b in _blocks(answers[0])] == ["thinking", "text", "tool_use"]
     usage = [a.usage for a in answers if a.usage is not None]
     assert [u.cache_read_tokens > 0 for u in usage] == [False, True, True]
@@ -321,17 +326,14 @@ async def test_claude_on_vertex_keeps_its_instructions_in_place(sim: Simulator) 
     options = {"credentials": lambda: GOOGLE_TOKEN_PREFIX + "t", "project": "p1"}
     options["region"] = "us-east5"
     bodies, headers, answers = await tool_loop(sim, "vertex", "claude-opus-5-5", **options)
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
-    ]
-    for turn, body in enumerate(bodies):
-        instruction = {"role": "system", "content": plan(turn), "clear_at": CLEAR}
-        assert body["messages"] == [*messages, instruction]
+    for turn, instruction, messages in _kept(answers):
+        body = bodies[turn]
+        assert body["messages"] == messages
         assert body["system"] == SYSTEM
+        assert answers[turn].message.instructions == instruction
         assert headers[turn]["anthropic-beta"] == (
             "thinking-binding-controls-2026-08-01,mid-conversation-system-clear-at-2026-08-21"
         )
-        messages += [instruction, *_answered(answers[turn], turn)]
 
 
 async def test_converse_ends_the_last_user_turn_with_the_instruction(sim: Simulator) -> None:
