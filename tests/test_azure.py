@@ -283,3 +283,33 @@ async def test_a_budget_prices_a_deployment_by_the_model_it_serves(sim: Simulato
     assert plan.worst_case is not None
     (state,) = plan.budgets
     assert state.spent == pytest.approx(response.cost.total, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["azure", "azure-responses"])
+async def test_azure_sends_flex_and_learns_a_deployment_that_refuses_it(
+    sim: Simulator, provider: str
+) -> None:
+    """Azure takes ``service_tier`` as OpenAI spells it and answers 400 for flex on a model
+    without it (CONTINUITY.md §4, learn.microsoft.com flex-processing, read 2026-12-04): the
+    refusal is learned for the endpoint and the call goes on at standard."""
+    from polythink.reasoning.tiers import forget_refusals
+
+    wire = Wire()
+    http, client = recorded(_source(sim, provider=provider, base_model="gpt-5.5"), wire)
+    try:
+        async with http, client:
+            served = await client.complete(HI, service_tier="flex")
+            assert wire.body["service_tier"] == "flex"
+            assert (served.applied_service_tier, served.service_tier) == ("flex", "flex")
+            sim.settings.service_tiers = {"gpt-5.5": ("standard", "priority")}
+            refused = await client.complete(HI, service_tier="flex")
+            after = await client.complete(HI, service_tier="flex")
+    finally:
+        sim.settings.service_tiers = {}
+        forget_refusals()
+    sent = [json.loads(r.content).get("service_tier") for r in wire.requests]
+    # served at flex; then refused once, resent at standard; then standard at once.
+    assert sent == ["flex", "flex", "default", "default"]
+    assert (refused.applied_service_tier, refused.service_tier) == ("standard", "standard")
+    assert after.applied_service_tier == "standard"

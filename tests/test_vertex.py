@@ -204,7 +204,7 @@ async def test_a_claude_tool_loop_sends_its_signature_back(sim: Simulator, strea
     )
     assert first.message.reasoning_format == "vertex-anthropic"
     thinking = first.message.reasoning_items[0]
-    assert thinking["signature"].startswith("sim1.")
+    assert thinking["signature"].startswith("sim2.")
     assert wire.body["messages"][1]["content"][0] == thinking
     assert second.finish_reason == "stop"
 
@@ -321,3 +321,29 @@ async def test_resource_exhausted_is_a_rate_limit_with_its_retry_delay(sim: Simu
     finally:
         sim.settings.faults = None
     assert (caught.value.error_type, caught.value.retry_after) == ("RESOURCE_EXHAUSTED", 7.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("tier", "header", "served"),
+    [
+        ("flex", "flex", "flex"),
+        ("priority", "priority", "priority"),
+        ("standard", None, "standard"),
+    ],
+)
+async def test_gemini_on_vertex_sends_the_tier_as_its_header(
+    sim: Simulator, tier: str, header: str | None, served: str
+) -> None:
+    """Vertex AI takes the tier in ``X-Vertex-AI-LLM-Shared-Request-Type`` (standard is its
+    absence) and reports the one served in ``usageMetadata.trafficType`` (CONTINUITY.md §4:
+    docs.cloud.google.com/vertex-ai/generative-ai/docs/priority-paygo, read 2026-12-04)."""
+    wire = Wire()
+    http, client = recorded(_source(sim, "gemini-4-argon", region="global"), wire)
+    async with http, client:
+        response = await client.complete(HI, service_tier=tier)
+    request = wire.requests[-1]
+    assert request.headers.get("x-vertex-ai-llm-shared-request-type") == header
+    assert "serviceTier" not in wire.body
+    assert response.applied_service_tier == tier
+    assert response.service_tier == (served if header is not None else None)

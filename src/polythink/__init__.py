@@ -38,6 +38,7 @@ from polythink.errors import (
     ResponseTooLargeError,
     ServiceTierUnsupportedError,
     StreamInterruptedError,
+    ThinkingBindingError,
     ThinkingUnsupportedError,
     TransientError,
 )
@@ -131,6 +132,7 @@ __all__ = [
     "StreamNext",
     "SyncClient",
     "TextEvent",
+    "ThinkingBindingError",
     "ThinkingObservation",
     "ThinkingUnsupportedError",
     "Timeout",

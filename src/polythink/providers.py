@@ -173,10 +173,12 @@ VERTEX_TIERS = TierWire(
         "vertex-ai/generative-ai/docs/priority-paygo; flex from third-party reports), "
         "global endpoint only; usageMetadata.trafficType ON_DEMAND | ON_DEMAND_PRIORITY | "
         "ON_DEMAND_FLEX | PROVISIONED_THROUGHPUT (google-genai 66807187 TrafficType) — "
-        "CONTINUITY.md §4, read 2026-12-04. For a Vertex AI profile to use"
+        "CONTINUITY.md §4, read 2026-12-04"
     ),
 )
-"""Vertex AI's spelling, for a Vertex profile's ``service_tiers`` (none is built in here)."""
+"""Vertex AI's spelling (the ``vertex`` profile's Gemini calls). The header is documented for the
+``global`` endpoint only: a regional endpoint serves the call at standard and reports
+``ON_DEMAND``, which the served tier then says."""
 AZURE_TIERS = TierWire(
     values={"flex": "flex", "standard": "default", "priority": "priority", "auto": "auto"},
     served_values=_OPENAI_SERVED,
@@ -187,10 +189,10 @@ AZURE_TIERS = TierWire(
         "DataZoneStandard deployments; flex on a model without it answers 400 "
         "invalid_request_error with no fallback (learn.microsoft.com azure/foundry/openai "
         "how-to/flex-processing, concepts/priority-processing) — CONTINUITY.md §4, read "
-        "2026-12-04. For an Azure profile to use"
+        "2026-12-04"
     ),
 )
-"""Azure OpenAI's spelling, for an Azure profile's ``service_tiers`` (none is built in here)."""
+"""Azure OpenAI's spelling (the ``azure`` and ``azure-responses`` profiles)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +254,11 @@ class ProviderProfile:
             provider made, before a failover) sends an empty string. DeepSeek answers 400
             "Missing reasoning_content field" otherwise (DS-DOC thinking_mode, 2026;
             the empty-string fallback as used by SillyTavern PR #5545, 2026-04-28).
+        reasoning_back_tool_exchange: ``reasoning_back`` goes on every assistant turn of a
+            tool exchange (the turns between two user messages when one of them called a
+            tool), the answer after the tool results too, not only on the tool-call turns:
+            DeepSeek, "if there was a tool call between two user messages, it must be passed
+            back in all subsequent requests" (DS, CONTINUITY.md §3.3).
         reasoning_format: the ``Message.reasoning_format`` of the turns this provider's answers
             make, whose opaque items it accepts back verbatim (``openrouter`` for
             ``reasoning_details``); ``None``: the turns it makes carry the profile's id, which
@@ -325,6 +332,21 @@ class ProviderProfile:
         reasoning_modes: whether a source may set ``reasoning.mode``
             (``Source.reasoning_mode``): the Responses wire, or a profile with a
             ``responses_profile`` that sends such calls there.
+        per_call_instructions: where per-call instructions (``system_suffix``, a
+            structured-output instruction) go on this provider, unless the model's capability
+            says otherwise (:attr:`~polythink.reasoning.Capability.per_call_instructions`,
+            used where the provider serves the model natively): ``system_message``, a
+            system message after the conversation (OpenAI Chat and Responses: the API takes
+            system and developer messages at any position); ``user_turn``, a user message
+            after it (or more text in the last user message): every chat template takes one,
+            where a system message that is not first may be refused (chat templates that
+            raise "System message must be at the beginning"); ``system``, the system prompt
+            itself, edited every call (Mistral, which refuses a user message right after a
+            tool result: 400 "Unexpected role 'user' after role 'tool'",
+            ``invalid_request_message_order``, NousResearch/hermes-agent#20154, 2026-05-05,
+            and a system message that is not first). Anthropic keeps each
+            call's instructions in place on later calls (:attr:`~polythink.Message.
+            instructions`); the other wires send only the newest, after the conversation.
         service_tiers: how the provider spells service tiers (:class:`TierWire`); ``None``:
             it has none, and a call's tier sends nothing (see
             :func:`polythink.reasoning.tiers.resolve_tier`).
@@ -362,6 +384,8 @@ class ProviderProfile:
     completion_counts_reasoning: bool | None = None
     ceiling_covers_reasoning: bool = False
     thinking_refuses_forced_tool_choice: bool = False
+    per_call_instructions: Literal["system_message", "user_turn", "system"] = "user_turn"
+    reasoning_back_tool_exchange: bool = False
     service_tiers: TierWire | None = None
     batches: Literal["openai", "anthropic", "gemini"] | None = None
     cloud: Literal["aws", "google", "azure"] | None = None
@@ -390,6 +414,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_modes=True,
             completion_counts_reasoning=True,
             ceiling_covers_reasoning=True,
+            per_call_instructions="system_message",
             service_tiers=OPENAI_TIERS,
             batches="openai",
         ),
@@ -409,6 +434,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_modes=True,
             completion_counts_reasoning=True,
             ceiling_covers_reasoning=True,
+            per_call_instructions="system_message",
             service_tiers=OPENAI_RESPONSES_TIERS,
             batches="openai",
         ),
@@ -514,6 +540,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_format="vertex",
             cloud="google",
             vendor_routes=(("anthropic", "vertex-anthropic"),),
+            service_tiers=VERTEX_TIERS,
         ),
         ProviderProfile(
             "vertex-anthropic",
@@ -544,6 +571,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             completion_counts_reasoning=True,
             api_versions=("v1",),
             cloud="azure",
+            service_tiers=AZURE_TIERS,
         ),
         ProviderProfile(
             "azure-responses",
@@ -561,6 +589,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             completion_counts_reasoning=True,
             api_versions=("v1",),
             cloud="azure",
+            service_tiers=AZURE_TIERS,
         ),
         ProviderProfile(
             "openrouter",
@@ -584,6 +613,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
             reasoning_back_required=True,
+            reasoning_back_tool_exchange=True,
             reasoning_format="deepseek",
             thinking_refuses_forced_tool_choice=True,
         ),
@@ -647,6 +677,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "https://api.mistral.ai/v1",
             ("MISTRAL_API_KEY",),
             stream_usage=False,
+            per_call_instructions="system",
         ),
         ProviderProfile(
             "vllm",

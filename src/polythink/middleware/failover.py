@@ -61,7 +61,8 @@ from polythink.errors import (
 from polythink.middleware._head import read_head
 from polythink.middleware.base import Handler
 from polythink.middleware.semconv import POLYTHINK_FAILOVER_SPAN, POLYTHINK_SOURCE_INDEX
-from polythink.types import Request, Response, StreamEvent
+from polythink.reasoning.continuity import same_model
+from polythink.types import Message, Request, Response, StreamEvent
 
 __all__ = [
     "BREAKER_COOLDOWN",
@@ -71,6 +72,7 @@ __all__ = [
     "Failover",
     "counts_against",
     "fails_over",
+    "reasoning_source",
 ]
 
 BREAKER_THRESHOLD = 5
@@ -243,6 +245,7 @@ class Failover:
         threshold: int = BREAKER_THRESHOLD,
         cooldown: float = BREAKER_COOLDOWN,
         clock: Callable[[], float] = time.monotonic,
+        models: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         if not sources:
             raise ValueError("a client needs at least one source")
@@ -269,6 +272,23 @@ class Failover:
 
         self._child_span = child_span
         self._end_child = end_child
+
+        self.models = tuple(models) if models is not None else None
+        if self.models is not None and len(self.models) != len(self.sources):
+            raise ValueError("models must give (provider, model) for every source")
+        self._in_order = tuple(range(len(self.sources)))
+
+    def _order(self, request: Request) -> Sequence[int]:
+        """The sources in the order this call tries them: the client's order, except that
+        with reasoning affinity (``models`` given) the source that made the reasoning of
+        the conversation's last assistant turn comes first while its circuit lets calls
+        through (:func:`reasoning_source`)."""
+        if self.models is None:
+            return self._in_order
+        index = reasoning_source(request.messages, self.models)
+        if index is None or index == 0 or self.breakers[index].state == "open":
+            return self._in_order
+        return (index, *(i for i in self._in_order if i != index))
 
     def _passed_over(self, index: int, reason: str) -> None:
         """A failover step that sent nothing: a span at once, with its reason."""
@@ -393,7 +413,8 @@ class Failover:
         failures: list[PolythinkError] = []
         notes: list[str] = []
         need: int | None = None
-        for index, handler in enumerate(self.sources):
+        for index in self._order(request):
+            handler = self.sources[index]
             if self._too_small(index, need):
                 notes.append(self._window_note(index, need or 0))
                 self._passed_over(index, "context_window")
@@ -443,7 +464,8 @@ class Failover:
         failures: list[PolythinkError] = []
         notes: list[str] = []
         need: int | None = None
-        for index, handler in enumerate(self.sources):
+        for index in self._order(request):
+            handler = self.sources[index]
             if self._too_small(index, need):
                 notes.append(self._window_note(index, need or 0))
                 self._passed_over(index, "context_window")
@@ -513,6 +535,31 @@ def _reason(error: PolythinkError) -> str:
     """Why a failover step did not answer, for its span: the error's ``error_type``, else its
     class."""
     return error.error_type or type(error).__name__
+
+
+def reasoning_source(messages: Sequence[Message], models: Sequence[tuple[str, str]]) -> int | None:
+    """The index of the source that made the reasoning of the conversation's last assistant
+    turn: its message's ``metadata.source_index``, when that source's provider and model
+    (``models``, one ``(provider, model)`` per source) are the ones that answered; ``None``
+    when the last assistant turn has no reasoning or no such metadata. Only the turns after
+    the last assistant one are read, so the cost does not grow with the conversation."""
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message.role != "assistant":
+            continue
+        metadata = message.metadata
+        if metadata is None or not (message.reasoning_items or message.reasoning):
+            return None
+        index = metadata.source_index
+        if index is None or not 0 <= index < len(models):
+            return None
+        provider, model = models[index]
+        if metadata.provider != provider or (
+            metadata.model is not None and not same_model(metadata.model, model)
+        ):
+            return None
+        return index
+    return None
 
 
 def _details(error: PolythinkError) -> str:

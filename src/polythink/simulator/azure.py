@@ -24,7 +24,7 @@ from typing import Any
 
 from polythink.clouds import dated_api_version
 from polythink.providers import PROVIDERS
-from polythink.simulator import openai_chat, openai_responses
+from polythink.simulator import openai_chat, openai_responses, tiers
 from polythink.simulator.clouds import AZURE_API_KEY, AZURE_TOKEN_PREFIX, Relay
 from polythink.simulator.server import SimRequest, SimResponse
 
@@ -150,6 +150,12 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
                 }
             },
         )
+        return
+    # Azure refuses a tier the deployment's model lacks (400, no fallback); the OpenAI handler
+    # below then plays the tiers it takes as OpenAI does.
+    played = tiers.play(request.provider, body["model"], body, request, response.settings)
+    if played.error is not None:
+        await response.send_json(*played.error)
         return
     responses = request.path.endswith("/responses")
     inner = SimRequest(

@@ -64,9 +64,11 @@ from polythink.transports.base import (
 from polythink.transports.carry import (
     EMPTY_TURN,
     EMPTY_WHY,
+    LATER_SYSTEM,
     REASONING,
     LeftOut,
     empty_turn,
+    later_system_why,
     name_note,
     reasoning_unsent,
     refuse_chat_only,
@@ -257,6 +259,7 @@ class BedrockTransport(AnthropicTransport):
 # -- Converse -----------------------------------------------------------------------------
 
 _WIRE = "Bedrock's Converse API"
+_LATER_SYSTEM_WHY = later_system_why("Converse's messages have no system role")
 CONVERSE_PARTS = part_types(
     system=("text",),
     user=("text", "image_url"),
@@ -356,7 +359,13 @@ def _messages(
         if message.name is not None and role != "tool":
             name_note(left_out, _WIRE)
         if role in ("system", "developer"):
-            system.extend(_blocks(message.content, profile, source_index))
+            blocks = _blocks(message.content, profile, source_index)
+            if turns:
+                # After the conversation began: where the caller put it (CONTINUITY.md §1.9).
+                left_out.add(LATER_SYSTEM, _LATER_SYSTEM_WHY)
+                _append(turns, "user", blocks)
+            else:
+                system.extend(blocks)
             continue
         if role == "tool":
             content = message.content
@@ -454,7 +463,10 @@ def build_converse_body(
     ``tool_choice`` (``auto`` -> ``{"auto": {}}``, ``required`` -> ``{"any": {}}``, a named
     function -> ``{"tool": {"name"}}``; ``none`` sends no choice, with a note, since
     Converse has none and a conversation with tool blocks needs ``toolConfig``). A prompt-
-    cache marker puts ``cachePoint`` blocks after the system prompt and the last turn. Then
+    cache marker puts ``cachePoint`` blocks after the system prompt and the last turn. The
+    call's ``system_suffix`` ends the last user turn (a user turn of its own after an
+    assistant turn), after its cache point: the next call replaces it, and the conversation
+    before it stays the unchanged prefix of the next request. Then
     the reasoning fragment (``additionalModelRequestFields``, ``inferenceConfig.maxTokens``),
     the source's ``extra_body`` and the call's, deep-merged in that order.
 
@@ -484,6 +496,14 @@ def build_converse_body(
         if turns:
             last = turns[-1]
             turns[-1] = {**last, "content": [*last["content"], {"cachePoint": dict(point)}]}
+    if request.system_suffix:
+        # After the conversation (and its cache point), never in ``system``: the next call
+        # replaces it, and the prefix it was sent after stays as it was.
+        if turns and turns[-1]["role"] == "user":
+            last = turns[-1]
+            turns[-1] = {**last, "content": [*last["content"], {"text": request.system_suffix}]}
+        else:
+            turns.append({"role": "user", "content": [{"text": request.system_suffix}]})
     body: dict[str, Any] = {"messages": turns}
     if system:
         body["system"] = system

@@ -23,10 +23,15 @@ __all__ = [
     "BLANK_PARTS",
     "EMPTY_TURN",
     "EMPTY_WHY",
+    "LATER_SYSTEM",
     "REASONING",
+    "REASONING_ITEMS",
+    "REASONING_ITEMS_WHY",
     "LeftOut",
     "empty_turn",
     "extra_keys",
+    "items_unsent",
+    "later_system_why",
     "name_note",
     "part_keys",
     "reasoning_unsent",
@@ -215,6 +220,22 @@ EMPTY_WHY = (
 """The note for an empty assistant turn, the same on every wire."""
 
 
+LATER_SYSTEM = "the system role"
+"""The note for a system (or developer) message the caller put after the conversation began,
+sent as user text in its place by a wire or model that has no system message there: moved
+into the system prompt, it would change the start of every later request (the prompt
+cache's key, and the prefix Anthropic binds thinking to: CONTINUITY.md §1.9)."""
+
+
+def later_system_why(where: str) -> str:
+    """Why a later system message went as user text: ``where`` says why the wire (or model)
+    has no system message in that place."""
+    return (
+        f"sent as user text in its place: {where}; moved into the system prompt it would "
+        "change the start of every later request"
+    )
+
+
 REASONING = "the reasoning"
 """The note for an assistant turn's reasoning text a wire does not take back."""
 
@@ -228,6 +249,26 @@ def reasoning_unsent(message: Message, profile: ProviderProfile) -> bool:
     Responses encrypted items, DeepSeek ``reasoning_content`` on tool-call turns only):
     what that leaves out is the provider's design, not the caller's words lost."""
     return bool(message.reasoning) and message.reasoning_format != (
+        profile.reasoning_format or profile.id
+    )
+
+
+REASONING_ITEMS = "the reasoning items"
+"""The note for an assistant turn's opaque reasoning items another wire made."""
+
+REASONING_ITEMS_WHY = (
+    "they are another wire's signed or encrypted reasoning, which verifies only where it was "
+    "made: that reasoning is lost on this wire, and kept in the history for the next call "
+    "that goes back there"
+)
+
+
+def items_unsent(message: Message, profile: ProviderProfile) -> bool:
+    """Whether an assistant ``message`` carries opaque reasoning items (Anthropic thinking
+    blocks, Responses encrypted items, Gemini signed parts, OpenRouter details) that
+    ``profile``'s wire does not take: they come from another wire (its
+    ``reasoning_format``), so the model reads none of that reasoning."""
+    return bool(message.reasoning_items) and message.reasoning_format != (
         profile.reasoning_format or profile.id
     )
 
