@@ -245,10 +245,12 @@ async def test_a_retried_429_pauses_the_other_redis_workers_from_the_first_attem
     assert a["ok"]
     assert b["ok"]
     # At the simulator (one clock): A's retry and B both came after the 2 s pause (B sleeps
-    # out its PTTL; the upper bound leaves room for a loaded machine).
+    # out its PTTL, read in whole milliseconds; the simulator stamps an arrival once its
+    # handler runs, which a loaded machine may delay for the first more than for the others:
+    # 50 ms of slack below, and room above for a loaded machine).
     assert sim.stats.requests == 3
     first, *rest = sorted(sim.stats.arrivals)
-    assert all(2.0 <= later - first <= 2.0 + 3.0 for later in rest), (first, rest)
+    assert all(1.95 <= later - first <= 2.0 + 3.0 for later in rest), (first, rest)
     # Three requests taken from the 6 RPM bucket (A's two attempts and B's call), refilled at
     # 0.1 per second since A began.
     refill = 6 / 60 * (ts / 1000 - a["start"])
