@@ -359,7 +359,10 @@ async def test_the_price_table_loads_from_the_client_start_off_the_event_loop(
             tasks.start_soon(ticker)
             response = await client.complete(PROMPT)
             tasks.cancel_scope.cancel()
-    assert slow_table == ["polythink-price-table"]  # once
+    # Once, and not on the event loop's thread: in the start's thread, or, when the first
+    # answer came before that thread got to it (a loaded machine), in a worker thread.
+    assert len(slow_table) == 1
+    assert slow_table[0] != threading.current_thread().name
     assert response.cost is not None
     assert ticks >= 10  # the loop went on while the table loaded (0.5 s)
 
