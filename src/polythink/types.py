@@ -1958,6 +1958,10 @@ class Request:
     tag: str | None = None
     """The caller's label for this call (a tenant or customer id) that spend budgets scoped
     by tag count it under; never sent, never part of the cache key."""
+    cache_namespace: str | None = None
+    """Whose cache entries this call may read and write (``polythink serve`` gives each
+    tenant its own): part of the cache key when set, so calls in two namespaces never share
+    an entry, nor a fill; never sent."""
     service_tier: ServiceTier | None = None
     """The service tier this call asks for (``None``: the source's, else unset). Not part of
     the cache key: a tier changes the price and the wait, not the answer."""

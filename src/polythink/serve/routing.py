@@ -160,6 +160,14 @@ class Router:
             raise RuntimeError("the router is not started")
         return self._http
 
+    @property
+    def limits(self) -> Any:
+        """The limit store every route's client counts in (after :meth:`start`): the
+        configured Redis store, else one :class:`~polythink.backends.local.ProcessLimits`."""
+        if "limits" not in self._options:
+            raise RuntimeError("the router is not started")
+        return self._options["limits"]
+
     def find(self, name: str) -> Route | None:
         """The route ``name`` names, or ``None`` when it names none.
 
