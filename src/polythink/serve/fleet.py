@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import shutil
 import tempfile
@@ -103,7 +104,7 @@ def run_fleet(config: str | Path | None, *, host: str, port: int, workers: int) 
         "bind": [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"],
         "workers": workers,
         "worker_class": "aiohttp.GunicornWebWorker",
-        "graceful_timeout": settings.drain_timeout + 5,
+        "graceful_timeout": math.ceil(settings.drain_timeout) + 5,
         "timeout": _HEARTBEAT,
         "accesslog": None,
         "errorlog": "-",
