@@ -72,7 +72,11 @@ def write_toml(data: dict[str, Any]) -> str:
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             for table in value:
                 lines.append(f"\n[[{name}]]")
-                nested = {k: v for k, v in table.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+                nested = {
+                    k: v
+                    for k, v in table.items()
+                    if isinstance(v, list) and v and isinstance(v[0], dict)
+                }
                 lines += [f"{k} = {_value(v)}" for k, v in table.items() if k not in nested]
                 for inner, tables in nested.items():
                     for sub in tables:
@@ -81,7 +85,9 @@ def write_toml(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def local_config(template: dict[str, Any], *, port: int, redis: str, simulator: int) -> dict[str, Any]:
+def local_config(
+    template: dict[str, Any], *, port: int, redis: str, simulator: int
+) -> dict[str, Any]:
     """``template`` (a gateway file) for this machine: sources on the simulator, ``limits``
     and ``cache`` on the local Redis, listening on 127.0.0.1:``port``."""
     data = dict(template)
@@ -153,7 +159,9 @@ def _redis_ready(port: int, process: subprocess.Popen[bytes]) -> None:
 
 
 def _binary(name: str) -> str:
-    found = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
+    found = shutil.which(name) or (
+        f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None
+    )
     if found is None:
         raise RuntimeError(f"{name} is not installed (Debian package {name})")
     return found
@@ -169,7 +177,9 @@ class Stack:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="polythink-stack-"))
+        self.directory = (
+            Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="polythink-stack-"))
+        )
         self.directory.mkdir(parents=True, exist_ok=True)
         self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.ports = {
@@ -194,8 +204,19 @@ class Stack:
         _listening(ports["simulator"], "the simulator", simulator)
         redis = self._start(
             "redis",
-            [_binary("redis-server"), "--port", str(ports["redis"]), "--bind", "127.0.0.1",
-             "--dir", str(self.directory), "--save", "", "--appendonly", "no"],
+            [
+                _binary("redis-server"),
+                "--port",
+                str(ports["redis"]),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
         )
         _redis_ready(ports["redis"], redis)
         template = tomllib.loads(Path(self.args.config).read_text())

@@ -66,6 +66,15 @@ def run_fleet(config: str | Path | None, *, host: str, port: int, workers: int) 
     from polythink.serve.config import load_config
 
     settings = load_config(config).settings
+    # Loaded once, before the fork: every worker starts with them.
+    import aiohttp.worker  # noqa: F401
+
+    import polythink.serve.app  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import opentelemetry.exporter.prometheus
+        import opentelemetry.sdk.metrics  # noqa: F401
+        import redis.asyncio  # noqa: F401
     directory = tempfile.mkdtemp(prefix="polythink-serve-")
     path = str(config) if config is not None else None
 

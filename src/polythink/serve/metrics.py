@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from polythink.middleware import semconv
+
 __all__ = [
     "ADDED_BUCKETS",
     "REQUEST_BUCKETS",
@@ -102,13 +104,13 @@ class GatewayMetrics:
         meter = meter_provider.get_meter("polythink.serve")
         self._requests = _histogram(
             meter,
-            "http.server.request.duration",
+            semconv.HTTP_SERVER_REQUEST_DURATION,
             "Duration of HTTP server requests (streams to their last byte).",
             REQUEST_BUCKETS,
         )
         self._added = _histogram(
             meter,
-            "polythink.gateway.duration",
+            semconv.POLYTHINK_GATEWAY_DURATION,
             "Time a call spent in the gateway: its wall time less the time in the sources' "
             "transports.",
             ADDED_BUCKETS,
@@ -127,23 +129,21 @@ class GatewayMetrics:
     ) -> None:
         """Record one answer: its duration, and what the gateway added (``None``: the
         request never became a call)."""
-        attributes = {
-            "http.request.method": method,
-            "http.route": endpoint,
-            "http.response.status_code": status,
-            "polythink.route": route or _NONE,
-            "polythink.tenant": tenant or _NONE,
+        where = {
+            semconv.HTTP_ROUTE: endpoint,
+            semconv.POLYTHINK_GATEWAY_ROUTE: route or _NONE,
+            semconv.POLYTHINK_GATEWAY_TENANT: tenant or _NONE,
         }
-        self._requests.record(seconds, attributes)
+        self._requests.record(
+            seconds,
+            {
+                semconv.HTTP_REQUEST_METHOD: method,
+                semconv.HTTP_RESPONSE_STATUS_CODE: status,
+                **where,
+            },
+        )
         if added is not None:
-            self._added.record(
-                added,
-                {
-                    "http.route": endpoint,
-                    "polythink.route": route or _NONE,
-                    "polythink.tenant": tenant or _NONE,
-                },
-            )
+            self._added.record(added, where)
 
 
 class Exposition:
