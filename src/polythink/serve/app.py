@@ -139,6 +139,8 @@ class Gateway:
         self.started = time.time()
         self._counters: dict[int, AnthropicTransport] = {}
         self._own_metrics: web.AppRunner | None = None
+        self.streams: set[Exchange] = set()
+        """The streams under way (ended with an error event when the drain time is over)."""
 
     async def start(self, app: web.Application) -> None:
         """Build the routes (in the server's event loop), and serve this worker's own
@@ -155,6 +157,18 @@ class Gateway:
             self._own_metrics = web.AppRunner(own, access_log=None)
             await self._own_metrics.setup()
             await web.UnixSite(self._own_metrics, str(path)).start()
+
+    async def stopping(self, app: web.Application) -> None:
+        """The server stops accepting: streams under way get most of ``drain_timeout`` to
+        end, then each still open ends with an error event in its format (before aiohttp
+        closes the connections at ``drain_timeout``)."""
+        drain = self.config.settings.drain_timeout
+        delay = max(drain * 0.8, drain - 1.0)
+        asyncio.get_running_loop().call_later(delay, self._cut_streams)
+
+    def _cut_streams(self) -> None:
+        for exchange in list(self.streams):
+            exchange.cut()
 
     async def _own_text(self, request: web.Request) -> web.StreamResponse:
         assert self.exposition is not None
@@ -362,8 +376,12 @@ async def _run(gateway: Gateway, exchange: Exchange, tenant: Tenant | None) -> w
             ) from None
     try:
         exchange.on_error = lambda error: gateway.budget_refusal(error, tenant)
-        return await (exchange.stream() if exchange.request.stream else exchange.complete())
+        if not exchange.request.stream:
+            return await exchange.complete()
+        gateway.streams.add(exchange)
+        return await exchange.stream()
     finally:
+        gateway.streams.discard(exchange)
         exchange.http_request[ADDED] = exchange.gateway_seconds()
         if admission is not None:
             usage = exchange.final.usage if exchange.final is not None else None
@@ -806,6 +824,7 @@ def create_app(
     gateway = Gateway(config, meter_provider=meter_provider, fleet=fleet)
     app[GATEWAY] = gateway
     app.on_startup.append(gateway.start)
+    app.on_shutdown.append(gateway.stopping)
     app.on_cleanup.append(gateway.aclose)
     for method, path, handler in ENDPOINTS:
         app.router.add_route(method, path, handler)

@@ -507,6 +507,8 @@ class Exchange:
         self.relay = Relay(self)
         self.renderer: EventRenderer | None = None
         self.final: Response | None = None
+        self.cutting = False
+        self._task: asyncio.Task[Any] | None = None
         self.on_error: Callable[[PolythinkError], DoorError | None] = _no_answer
         """Answers an error its own way (a tenant's spent budget), before the default."""
         self._secrets = (
@@ -752,10 +754,18 @@ class Exchange:
                     if self.renderer is not None:
                         await output.send(self.renderer.keepalive())
 
+    def cut(self) -> None:
+        """End the stream now with an error event in its format (the gateway is stopping
+        and its drain time is over); only while :meth:`stream` runs."""
+        if self._task is not None and not self._task.done():
+            self.cutting = True
+            self._task.cancel()
+
     async def stream(self) -> web.StreamResponse:
         """Send the call as a stream and answer with the door's event stream."""
         output = self.output
         relay = self.relay
+        self._task = asyncio.current_task()
         token = _current.set(self)
         keeper = asyncio.create_task(self._keep_alive())
         final: Response | None = None
@@ -777,10 +787,15 @@ class Exchange:
         except PolythinkError as exc:
             failure = exc
         except asyncio.CancelledError:
-            # The gateway is stopping and the drain time is over (or the caller left): a
-            # stream under way ends with an error event in its format, not a cut.
+            if not self.cutting:
+                raise
+            # The gateway is stopping and the drain time is over: the stream ends with an
+            # error event in its format, not a cut connection.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
             await self._cut_short()
-            raise
+            return output.response if output.response is not None else web.Response(status=503)
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -811,10 +826,9 @@ class Exchange:
         renderer = self.renderer or self.door.renderer(self.call, self._model())
         message = "the gateway stopped before this stream ended; send the request again"
         frames = renderer.fail(503, "overloaded", message)
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(1.0):
-                await output.send(*frames)
-                await output.end()
+        async with asyncio.timeout(1.0):
+            await output.send(*frames)
+            await output.end()
 
     async def _failed_before_head(self, error: PolythinkError) -> web.StreamResponse:
         """An error before anything was sent: a relayed attempt that failed in its own
