@@ -511,10 +511,7 @@ class Exchange:
         self._task: asyncio.Task[Any] | None = None
         self.on_error: Callable[[PolythinkError], DoorError | None] = _no_answer
         """Answers an error its own way (a tenant's spent budget), before the default."""
-        self._secrets = (
-            *caller_secrets,
-            *(secret for source in route.sources for secret in source.secrets()),
-        )
+        self._secrets = (*caller_secrets, *route.secrets)
         request = call.request
         native = request.native
         if native is not None and call.native and door.wire in route.wires:
