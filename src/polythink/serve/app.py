@@ -669,26 +669,53 @@ async def _edges(
     finally:
         seconds = time.monotonic() - started
         tenant = request.get(TENANT)
-        _log.info(
-            "%s %s %d %.1f ms%s",
+        resource = request.match_info.route.resource
+        # After the answer is written (the handler's task writes it before it yields): the
+        # access line and the metrics are not on the caller's clock.
+        asyncio.get_running_loop().call_soon(
+            _account,
+            request.app[GATEWAY].metrics if request.path not in _UNCOUNTED else None,
             request.method,
             request.path,
+            resource.canonical if resource is not None else "unmatched",
             status,
-            seconds * 1000,
-            f" tenant={tenant.name}" if tenant is not None else "",
+            request.get(ROUTE),
+            tenant.name if tenant is not None else None,
+            seconds,
+            request.get(ADDED),
         )
-        gauges = request.app[GATEWAY].metrics
-        if gauges is not None and request.path not in _UNCOUNTED:
-            info = request.match_info.route.resource
-            gauges.record(
-                method=request.method,
-                endpoint=info.canonical if info is not None else "unmatched",
-                status=status,
-                route=request.get(ROUTE),
-                tenant=tenant.name if tenant is not None else None,
-                seconds=seconds,
-                added=request.get(ADDED),
-            )
+
+
+def _account(
+    gauges: GatewayMetrics | None,
+    method: str,
+    path: str,
+    endpoint: str,
+    status: int,
+    route: str | None,
+    tenant: str | None,
+    seconds: float,
+    added: float | None,
+) -> None:
+    """One answer's access line and metrics."""
+    _log.info(
+        "%s %s %d %.1f ms%s",
+        method,
+        path,
+        status,
+        seconds * 1000,
+        f" tenant={tenant}" if tenant is not None else "",
+    )
+    if gauges is not None:
+        gauges.record(
+            method=method,
+            endpoint=endpoint,
+            status=status,
+            route=route,
+            tenant=tenant,
+            seconds=seconds,
+            added=added,
+        )
 
 
 @web.middleware
