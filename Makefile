@@ -1,10 +1,10 @@
-# Two entry points: `make demo` and `make test`. Each creates .venv and installs the
+# Two entry points: `make demo` and `make test` (`make docs` builds the documentation site). Each creates .venv and installs the
 # project with its dev extra the first time (or when pyproject.toml changes).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench stack
+.PHONY: demo test lint bench stack docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,19 @@ bench: $(STAMP)
 	$(VENV)/bin/polythink bench --quick
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks deploy
-	$(VENV)/bin/ruff format --check src tests benchmarks deploy
+	$(VENV)/bin/ruff check src tests benchmarks docs deploy
+	$(VENV)/bin/ruff format --check src tests benchmarks docs deploy
 	$(VENV)/bin/mypy --strict src
+
+# The documentation site (mkdocs.yml, docs/): built offline into site/, warnings are errors.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8000

@@ -788,6 +788,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # LiteLLM fetches its model price list from the network at import unless told to use the
     # copy it ships; every process started from here inherits this.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # Nor does polythink refresh its model catalogues in a background thread while measuring.
+    os.environ.setdefault("POLYTHINK_REFRESH", "off")
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:

@@ -31,6 +31,10 @@ respx.mocks.DEFAULT_MOCKER = "httpx"
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 
+# No test, fixture of any scope or subprocess fetches the model catalogues from the network
+# (tests/test_refresh.py serves them on loopback and turns the refresh on itself).
+os.environ["POLYTHINK_REFRESH"] = "off"
+
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
 SPECS = ROOT.parent / "shared" / "wire" / "specs"

@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from polythink.cli import DEMO_CALLS, DemoCall, main
+from polythink.capability_store import CapabilityStore
+from polythink.cli import DEMO_CALLS, DemoCall, _demo_source, main
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import PROVIDERS
 from polythink.reasoning import all_capabilities, resolve
@@ -57,7 +58,16 @@ def test_resolve_prints_applied_tier_and_fragment(capsys: pytest.CaptureFixture[
     ]
 
 
-def test_resolve_prints_the_budget_of_budget_wires(capsys: pytest.CaptureFixture[str]) -> None:
+def before_retirements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read the registry on 2026-03-01, before the examples below were retired (resolve names
+    a retired model in its warnings: tests/test_lifecycle.py)."""
+    monkeypatch.setattr(CapabilityStore, "today", lambda self: "2026-03-01")
+
+
+def test_resolve_prints_the_budget_of_budget_wires(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before_retirements(monkeypatch)
     code, out, _ = run(
         capsys,
         "resolve",
@@ -118,12 +128,14 @@ def test_resolve_prints_the_budget_of_budget_wires(capsys: pytest.CaptureFixture
 )
 def test_resolve_json_seed_scenarios(
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     provider: str,
     model: str,
     effort: str,
     applied: str,
     payload: dict[str, Any],
 ) -> None:
+    before_retirements(monkeypatch)
     code, result = resolve_json(
         capsys, "--provider", provider, "--model", model, "--effort", effort
     )
@@ -186,7 +198,39 @@ EVERY_PROVIDER = {
         {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "high"},
     ),
     "ollama": ("gpt-oss-20b", {"reasoning_effort": "high"}),
+    "bedrock": (
+        "us.anthropic.claude-opus-4-6-v1",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ),
+    "bedrock-converse": (
+        "openai.gpt-oss-120b-1:0",
+        {"additionalModelRequestFields": {"reasoning_effort": "high"}},
+    ),
+    "vertex": (
+        "gemini-3-pro-preview",
+        {
+            "generationConfig": {
+                "thinkingConfig": {"thinkingLevel": "high", "includeThoughts": True}
+            }
+        },
+    ),
+    "vertex-anthropic": (
+        "claude-opus-4-6@default",
+        {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+    ),
+    "azure": ("gpt-5.5", {"reasoning_effort": "high"}),
+    "azure-responses": ("gpt-5.5", {"reasoning": {"effort": "high"}}),
 }
+
+
+def _deployment_warning(payload: dict[str, Any], wire: str) -> list[str]:
+    # An Azure id is a deployment's name, which names no model (reasoning/ids.toml [azure]).
+    return [
+        f"model 'gpt-5.5' is not in the capability registry and matches no model family; sent "
+        f"{payload} for reasoning_effort='high' by the {wire} wire without checking the tier "
+        "(register it with "
+        "polythink.register_capability once known)"
+    ]
 
 
 def test_every_provider_id_has_a_resolve_case() -> None:
@@ -194,7 +238,10 @@ def test_every_provider_id_has_a_resolve_case() -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(EVERY_PROVIDER))
-def test_resolve_covers_every_provider(capsys: pytest.CaptureFixture[str], provider: str) -> None:
+def test_resolve_covers_every_provider(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    before_retirements(monkeypatch)
     model, payload = EVERY_PROVIDER[provider]
     code, result = resolve_json(
         capsys, "--provider", provider, "--model", model, "--effort", "high"
@@ -204,7 +251,7 @@ def test_resolve_covers_every_provider(capsys: pytest.CaptureFixture[str], provi
         "requested_effort": "high",
         "applied_effort": "high",
         "payload": payload,
-        "warnings": [],
+        "warnings": _deployment_warning(payload, provider) if provider.startswith("azure") else [],
     }
 
 
@@ -257,8 +304,13 @@ def test_resolve_policy(capsys: pytest.CaptureFixture[str], policy: str, applied
     [("glm", "glm-5.3", "low"), ("deepseek", "deepseek-reasoner", "auto")],
 )
 def test_resolve_none_on_a_model_that_cannot_switch_off(
-    capsys: pytest.CaptureFixture[str], provider: str, model: str, cheapest: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    model: str,
+    cheapest: str,
 ) -> None:
+    before_retirements(monkeypatch)
     code, result = resolve_json(
         capsys, "--provider", provider, "--model", model, "--effort", "none"
     )
@@ -460,7 +512,7 @@ ACCEPTED_EFFORTS = (
             ["models", "--frob"],
             "polythink models: error: unrecognized arguments: --frob; accepted options: --help, "
             "--provider, --evidence, --json, --base-url, --store, --learned, --levels, "
-            "--retired, --stale, --older-than",
+            "--retired, --refresh, --stale, --older-than",
         ),
         (
             ["simulate", "--port", "70000"],
@@ -610,9 +662,17 @@ def test_simulate_port_in_use_exits_1(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.parametrize("call", DEMO_CALLS, ids=lambda c: f"{c.provider}:{c.model}:{c.effort}")
 def test_each_demo_row_expects_what_resolution_gives(call: DemoCall) -> None:
-    # Rows of every protocol are checked here, also those whose transport is not built yet.
+    # Rows of every protocol are checked here, also those whose transport is not built yet;
+    # each resolved as its source is (a cloud source by the profile that serves its model,
+    # an Azure deployment by the model it serves).
+    source = _demo_source(call, "http://127.0.0.1:9")
     try:
-        applied = resolve(call.effort, provider=call.provider, model=call.model).applied_effort
+        applied = resolve(
+            call.effort,
+            provider=source.profile,
+            model=source.registry_model,
+            capability=source.capability,
+        ).applied_effort
     except ThinkingUnsupportedError:
         assert call.expect == "ThinkingUnsupportedError"
     else:

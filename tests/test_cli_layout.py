@@ -76,7 +76,8 @@ def test_the_chart_sums_to_the_tables_tokens_and_cost_per_model_and_tier(
             continue
         if row.response is None:  # the refused call made none
             continue
-        tokens[row.response.model][row.result] += row.reasoning_tokens
+        if row.reasoning_tokens is not None:  # Converse reports no count: nothing to chart
+            tokens[row.response.model][row.result] += row.reasoning_tokens
         if row.spent is not None:
             dollars[row.response.model][row.result] += row.spent
     got_tokens, got_dollars = dashboard.chart_totals(charted)

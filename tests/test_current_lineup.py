@@ -69,8 +69,9 @@ LINEUP: dict[str, tuple[str, str, str]] = {
     "claude-haiku-4-5": ("anthropic", "none minimal low medium high xhigh max medium", "omit"),
     # ---- Gemini (CUR §2.3): thinkingLevel; none cannot be switched off.
     "gemini-4-argon": ("gemini", "low low low medium high high high auto", "-"),
-    # Neon: MINIMAL and thinkingBudget rejected (3rd-party); levels taken as Argon's.
-    "gemini-4-neon": ("gemini", "low low low medium high high high auto", "-"),
+    # Neon and Hydrogen: LOW MEDIUM HIGH XHIGH (Google's guides, read 2026-12-04).
+    "gemini-4-neon": ("gemini", "low low low medium high xhigh xhigh auto", "-"),
+    "gemini-4-hydrogen": ("gemini", "low low low medium high xhigh xhigh auto", "-"),
     "gemini-3.8-flash": ("gemini", "low low low medium high high high auto", "-"),
     "gemini-3.7-flash": ("gemini", "low low low medium high high high auto", "-"),
     "gemini-3.5-flash-lite": ("gemini", "minimal minimal low medium high high high auto", "-"),
@@ -79,8 +80,8 @@ LINEUP: dict[str, tuple[str, str, str]] = {
     "gemini-3.1-flash-lite": ("gemini", "minimal minimal low medium high high high auto", "-"),
     # Levels UNVERIFIED: their family's rules (Gemini 4, Gemini 3).
     "gemini-4-carbon": ("gemini", "low low low medium high high high auto", "-"),
-    "gemini-4-hydrogen": ("gemini", "low low low medium high high high auto", "-"),
-    "gemini-3.6-flash": ("gemini", "minimal minimal low medium high high high auto", "-"),
+    # Gemini 3 Flash family: MINIMAL left out since 3.7 and 3.8 Flash dropped it.
+    "gemini-3.6-flash": ("gemini", "low low low medium high high high auto", "-"),
     # ---- OpenAI-compatible providers (CUR §2.4)
     "grok-4.5": ("xai", "low low low medium high high high auto", "-"),
     # grok-4.3: none|low|medium|high, no default stated.
@@ -262,19 +263,19 @@ def test_gemini_4_never_gets_minimal() -> None:
 
 
 def test_a_rejection_still_heals_a_family_guess() -> None:
-    # The family lists none for a new GPT-6.1 model (Terra takes it); if the provider says
-    # otherwise, the learner records the model's own list.
+    # The family guesses low..max for a new GPT-6.1 model (what most GPT-6 models take); if the
+    # provider refuses one of those tiers, the learner records the model's own list.
     from polythink.reasoning import learned_capability, parse_reasoning_rejection
 
     cap = get_capability("gpt-6.1-nova")
     assert cap is not None
-    assert cap.can_disable
+    assert not cap.can_disable
     rejection = parse_reasoning_rejection(
         400,
         {
             "error": {
-                "message": "Unsupported value: 'reasoning_effort' does not support 'none' with "
-                "this model. Supported values are: 'low', 'medium', 'high', 'xhigh', and 'max'.",
+                "message": "Unsupported value: 'xhigh' is not supported with the 'gpt-6.1-nova' "
+                "model. Supported values are: 'low', 'medium', and 'high'.",
                 "param": "reasoning_effort",
                 "code": "unsupported_value",
             }
@@ -287,11 +288,11 @@ def test_a_rejection_still_heals_a_family_guess() -> None:
         model="gpt-6.1-nova",
         provider="openai",
         wire="effort",
-        sent=Effort.NONE,
-        evidence="observed 2026-12-01 on openai",
+        sent=Effort.XHIGH,
+        evidence="observed 2026-12-04 on openai",
     )
     assert healed is not None
-    assert not healed.can_disable
+    assert healed.supported_efforts == (Effort.LOW, Effort.MEDIUM, Effort.HIGH)
     assert resolve("none", provider="openai", model="x", capability=healed).applied_effort is (
         Effort.LOW
     )

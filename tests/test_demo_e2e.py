@@ -139,6 +139,46 @@ ROWS = [
         r"BudgetExceededError \[(\d+)\]; 27 calls: high ×5 → medium ×4 → low ×10 → none ×8, "
         r"refused at 88%",
     ),
+    # The clouds: Claude on Bedrock streamed as AWS event-stream frames, gpt-oss on Converse
+    # (which reports no reasoning count), Gemini and Claude tool loops on Vertex, an Azure
+    # deployment of gpt-5.5 streamed.
+    (
+        "anthropic.claude-opus-4-8",
+        "bedrock",
+        "high",
+        "high",
+        "320",
+        "observed",
+        r"streamed 117 reasoning \+ 12 text deltas",
+    ),
+    ("openai.gpt-oss-120b-1:0", "bedrock", "max", "high", "n/a", "observed", NEAREST),
+    (
+        "gemini-4-neon",
+        "vertex",
+        "low",
+        "low",
+        "80",
+        "observed",
+        "tool round trip: 2 calls, 1 tool result sent back",
+    ),
+    (
+        "claude-opus-4-8",
+        "vertex",
+        "medium",
+        "medium",
+        "240",
+        "observed",
+        "tool round trip: 2 calls, 1 tool result sent back",
+    ),
+    (
+        "gpt-5.5",
+        "azure",
+        "max",
+        "xhigh",
+        "640",
+        "observed",
+        r"streamed 0 reasoning \+ 12 text deltas; nearest tier \[(\d+)\]",
+    ),
 ]
 
 
@@ -243,6 +283,9 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
         "gemini-4-argon minimal": "model 'gemini-4-argon' does not accept "
         "reasoning_effort='minimal' (accepted: low, medium, high); applied 'low' by "
         "effort_fallback='nearest'",
+        "openai.gpt-oss-120b-1:0 max": "model 'openai.gpt-oss-120b-1:0' does not accept "
+        "reasoning_effort='max' (accepted: low, medium, high); applied 'high' by "
+        "effort_fallback='nearest'",
     }
     routed = re.fullmatch(ROWS[4][6], body[4][8])
     assert routed is not None
@@ -265,8 +308,11 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
         "anthropic": 32,
         "openai-responses": 1,
         "gemini": 3,
+        "bedrock": 2,
+        "vertex": 4,
+        "azure": 1,
     }
-    assert dict(sim.stats.by_status) == {200: 49}
+    assert dict(sim.stats.by_status) == {200: 56}
     assert sim.stats.by_path["/openai/v1/responses"] == 2
 
 

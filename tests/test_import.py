@@ -23,6 +23,17 @@ LAZY = (
     "genai_prices",
     "redis",
     "pydantic",
+    # the clouds' libraries: loaded when a source of that cloud is built without a key
+    "botocore",
+    "google.auth",
+    "azure.identity",
+    "azure.core",
+    "polythink.auth.aws",
+    "polythink.auth.google",
+    "polythink.auth.azure",
+    "polythink.transports.bedrock",
+    "polythink.transports.eventstream",
+    "polythink.transports.vertex",
     # what a configuration file, the registry or a near-name suggestion needs, when used
     "tomllib",
     "difflib",

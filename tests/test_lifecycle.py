@@ -340,3 +340,66 @@ def test_models_retired_lists_dates_and_replacements(
         "2027-01-22",
         "claude-opus-5-5",
     ]
+
+
+# ------------------------------------------------------------------ resolve on a retired id
+
+GEMINI_25_PRO_NOTE = (
+    "was shut down by its provider on 2026-12-01; use 'gemini-3.8-flash' instead (a call may "
+    "still be answered through an alias or a re-route to another model, or refused as model "
+    "not found)"
+)
+
+
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [
+        ("gemini", "gemini-2.5-pro"),
+        # The forms of its id a caller types (ids.toml): the Gemini API's resource name, a
+        # Vertex publisher path, a gateway prefix, a stable version, a -latest alias.
+        ("gemini", "models/gemini-2.5-pro"),
+        ("gemini", "projects/p/locations/global/publishers/google/models/gemini-2.5-pro"),
+        ("gemini", "google/gemini-2.5-pro"),
+        ("gemini", "gemini-2.5-pro-001"),
+        ("gemini", "gemini-2.5-pro-latest"),
+    ],
+)
+def test_resolve_says_a_retired_id_is_retired_in_every_form(
+    provider: str,
+    model: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POLYTHINK_CAPABILITIES", "off")
+    monkeypatch.setattr(CapabilityStore, "today", lambda self: "2026-12-04")
+    argv = ["resolve", "--provider", provider, "--model", model, "--effort", "high"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["warnings"] == [f"model {model!r} {GEMINI_25_PRO_NOTE}"]
+    assert out["applied_effort"] == "high"
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"warning    model {model!r} {GEMINI_25_PRO_NOTE}" in lines
+
+
+def test_resolve_names_a_retired_model_even_when_the_tier_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POLYTHINK_CAPABILITIES", "off")
+    monkeypatch.setattr(CapabilityStore, "today", lambda self: "2026-12-04")
+    argv = ["resolve", "--provider", "gemini", "--model", "gemini-2.5-pro", "--effort", "none"]
+    assert main([*argv, "--policy", "error", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["error"]["type"] == "ThinkingUnsupportedError"
+    assert out["warnings"] == [f"model 'gemini-2.5-pro' {GEMINI_25_PRO_NOTE}"]
+
+
+def test_resolve_does_not_retire_a_model_served_elsewhere(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Google retired gemini-2.5-pro; a gateway sets its own schedule.
+    monkeypatch.setenv("POLYTHINK_CAPABILITIES", "off")
+    monkeypatch.setattr(CapabilityStore, "today", lambda self: "2026-12-04")
+    argv = ["resolve", "--provider", "openrouter", "--model", "google/gemini-2.5-pro"]
+    assert main([*argv, "--effort", "high", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []

@@ -7,6 +7,9 @@ finds. Forms read by their shape alone (``provider=None``) are also read with th
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import genai_prices
 import pytest
 
@@ -14,7 +17,7 @@ from polythink.pricing import price
 from polythink.reasoning import get_capability, normalise_model_name
 from polythink.reasoning.families import family_of
 from polythink.reasoning.ids import base_model_id, lookup_keys, model_key, parse_model_id
-from polythink.types import Usage
+from polythink.types import Effort, Usage
 
 # (provider, id, native model, base model, registry entry or None); "=" repeats the column
 # before it.
@@ -297,9 +300,15 @@ def test_a_fine_tune_of_a_model_without_reasoning_is_not_sent_reasoning_effort()
 
 
 def test_a_dated_id_of_another_generation_does_not_find_the_latest_alias() -> None:
-    # mistral-small-2506 is Small 3.2; mistral-small-latest is Small 4 (takes none|high).
-    assert get_capability("mistral-small-2506", "mistral") is None
-    assert get_capability("magistral-medium-2509", "mistral") is None
+    # mistral-small-2506 is Small 3.2 (no reasoning_effort); mistral-small-latest is Small 4
+    # (none|high): the dated id gets its own generation's family rule, not the alias's entry.
+    small = get_capability("mistral-small-2506", "mistral")
+    assert small is not None
+    assert (small.model, small.supported_efforts) == ("mistral-small-2506", (Effort.NONE,))
+    assert small.evidence.startswith("inferred from family Mistral before 2026")
+    magistral = get_capability("magistral-medium-2509", "mistral")
+    assert magistral is not None
+    assert magistral.evidence.startswith("inferred from family Magistral")
 
 
 def test_lookup_keys_go_from_the_dated_id_to_the_base_model() -> None:
@@ -344,3 +353,13 @@ def test_a_bedrock_id_is_priced_as_the_model_it_names() -> None:
     )
     assert bedrock is not None
     assert bedrock.total == float(native.total_price) == 0.006
+
+
+def test_the_readme_id_example_runs() -> None:
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    (block,) = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+        if "base_model_id" in b
+    ]
+    exec(compile(block, "README.md", "exec"), {})

@@ -1,4 +1,4 @@
-"""The README's examples are valid and run as written.
+"""The examples of the README and of the documentation pages are valid and run as written.
 
 The examples that name real providers run against the simulator: ``polythink.Source`` is
 replaced, while a block runs, by one that points each source at the simulator (the block's
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,13 @@ from polythink.config import sources_from_toml
 from polythink.conversation import load_conversation
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import Fault, FaultPlan
+from tests import doc_blocks
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
-    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (block,) = [b for b in blocks if "[thinking]" in b]
+    block = doc_blocks.block_with("[thinking]              # default for sources", "toml")
     path = tmp_path / "polythink.toml"
     path.write_text(block, encoding="utf-8")
     first, second = sources_from_toml(path)
@@ -58,8 +59,7 @@ def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("cut", [False, True])
 async def test_the_readme_conversation_example_runs(tmp_path: Path, cut: bool) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (example,) = [b for b in blocks if "async def session" in b]
+    example = doc_blocks.block_with("async def session")
     namespace: dict[str, object] = {}
     exec(compile(example, "README.md", "exec"), namespace)
     session = namespace["session"]
@@ -83,10 +83,8 @@ async def test_the_readme_conversation_example_runs(tmp_path: Path, cut: bool) -
 
 
 def readme_block(marker: str) -> str:
-    """The one ``python`` block of the README that contains ``marker``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (block,) = [b for b in blocks if marker in b]
-    return block
+    """The one ``python`` block that contains ``marker``: the README's, else the docs'."""
+    return doc_blocks.block_with(marker)
 
 
 class Attempts(Passthrough):
@@ -124,10 +122,11 @@ def simulated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Attem
     with Simulator(Settings(answer_words=12)) as sim:
 
         def pointed(provider: str, model: str, **options: Any) -> Source:
+            # A block that starts a simulator of its own keeps its base_url and key.
             options["middleware"] = [*options.get("middleware", ()), attempts]
-            return Source(
-                provider, model, base_url=sim.base_url(provider), api_key="sim", **options
-            )
+            options.setdefault("base_url", sim.base_url(provider))
+            options.setdefault("api_key", "sim")
+            return Source(provider, model, **options)
 
         monkeypatch.setattr(polythink, "Source", pointed)
         yield attempts
@@ -185,8 +184,7 @@ async def test_the_readme_budget_example_runs() -> None:
     from polythink import Budget, BudgetExceededError
     from polythink.backends.local import LocalBudgets
 
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (example,) = [b for b in blocks if "BUDGETS = [" in b]
+    example = doc_blocks.block_with("BUDGETS = [")
     namespace: dict[str, object] = {}
     exec(compile(example, "README.md", "exec"), namespace)
     ask = namespace["ask"]
@@ -215,6 +213,72 @@ async def test_the_readme_budget_example_runs() -> None:
             # Another customer is not affected.
             assert (await ask(client, "Why?", "beta")).startswith("Simulated")  # type: ignore[operator]
     assert BudgetExceededError.__name__ in example
+
+
+def _cloud_options(provider: str) -> dict[str, Any]:
+    """The simulator's credentials for a README cloud source (the cloud library is imported
+    by the test that needs it)."""
+    from botocore.credentials import Credentials
+
+    from polythink.simulator import clouds
+
+    token = clouds.GOOGLE_TOKEN_PREFIX + "readme"
+    return {
+        "bedrock": {
+            "credentials": Credentials(clouds.AWS_ACCESS_KEY_ID, clouds.AWS_SECRET_ACCESS_KEY)
+        },
+        "vertex": {"credentials": lambda: token},
+        "azure": {"api_key": clouds.AZURE_API_KEY},
+    }[provider]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "name",
+    [
+        "claude_on_bedrock",
+        "gpt_oss_on_bedrock",
+        "gemini_on_vertex",
+        "claude_on_vertex",
+        "gpt_on_azure",
+    ],
+)
+def test_the_quick_start_runs_unchanged_on_each_cloud(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("botocore")
+    clouds_block = readme_block("claude_on_bedrock = Source(")
+    namespace: dict[str, Any] = {}
+    exec(compile(clouds_block, "README.md", "exec"), namespace)
+    wanted: Source = namespace[name]
+    quick_start = readme_block("async with Client(sources=sources) as client:")
+    # The quick start with this one source in place of its list.
+    program = re.sub(
+        r"    sources = \[\n.*?\n    \]\n",
+        f"    sources = [{name}]\n",
+        quick_start,
+        count=1,
+        flags=re.S,
+    )
+    assert program != quick_start
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with Simulator(Settings(answer_words=6, deployments={"prod-chat": "gpt-5.5"})) as sim:
+        import dataclasses
+
+        pointed = dataclasses.replace(
+            wanted,
+            base_url=sim.base_url(wanted.provider),
+            **_cloud_options(wanted.provider),
+        )
+        exec(compile(program, "README.md", "exec"), {"__name__": "readme", name: pointed})
+        asked = dict(sim.stats.by_provider)
+    lines = capsys.readouterr().out.splitlines()
+    model = wanted.base_model or wanted.model
+    assert lines[0].startswith(f"Simulated {model} answer ")
+    assert lines[1].startswith("high high ")
+    assert lines[-1].startswith(f"Simulated {model} answer ")
+    # The first call, the stream, the tool call and the answer after it, all to the cloud.
+    assert asked == {wanted.provider: 4}
 
 
 @pytest.mark.anyio
@@ -281,3 +345,126 @@ def test_the_readme_price_figures_are_the_tables() -> None:
     batch = price(usage, "openai", "gpt-5.5", batch=True)
     assert batch is not None
     assert f"costs ${batch.total:.2f} in a batch." in text
+
+
+# The documentation site's pages (docs/**/*.md) follow the rules of tests/doc_blocks.py: every
+# program runs here against the simulator, printing what its output block shows.
+
+PROGRAMS = doc_blocks.programs()
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A redis-server of the test's own, named in ``REDIS_URL`` as the docs' examples read it."""
+    from tests.redis_support import RedisServer
+
+    server = RedisServer(tmp_path).start()
+    try:
+        monkeypatch.setenv("REDIS_URL", server.url)
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("block", "output"), PROGRAMS, ids=[b.id for b, _ in PROGRAMS])
+def test_the_docs_programs_run_against_the_simulator(
+    block: doc_blocks.Block,
+    output: doc_blocks.Block | None,
+    simulated: Attempts,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+) -> None:
+    if "REDIS_URL" in block.code:
+        request.getfixturevalue("redis_url")
+    # Compiled as its own module: this file's `from __future__ import annotations` would
+    # otherwise turn the block's annotations into strings pydantic cannot resolve.
+    exec(compile(block.code, block.id, "exec", dont_inherit=True), {"__name__": "docs"})
+    printed = capsys.readouterr().out
+    # A program shows what it printed, or it reached the simulator at least.
+    assert output is not None or simulated.sent, f"{block.id} made no call"
+    if output is not None:
+        assert printed == output.code, f"{block.id} printed other than {output.id} shows"
+
+
+def test_every_guide_answers_with_a_program() -> None:
+    with_program = {block.page for block, _ in PROGRAMS}
+    pages = [
+        p.relative_to(doc_blocks.ROOT).as_posix()
+        for p in doc_blocks.doc_pages()
+        if p.parent.name in ("guides", "getting-started") and p.name != "cli.md"
+    ]
+    assert len(pages) >= 15
+    assert [p for p in pages if p not in with_program] == ["docs/getting-started/install.md"]
+
+
+def test_the_docs_console_sessions_print_what_they_show(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from polythink.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "100")
+    sessions = [b for b in doc_blocks.doc_blocks() if b.lang == "console"]
+    assert sessions
+    for block in sessions:
+        commands = re.split(r"^\$ ", block.code, flags=re.M)[1:]
+        assert commands, f"{block.id}: a console block holds '$ polythink ...' commands"
+        for command in commands:
+            line, _, shown = command.partition("\n")
+            words = shlex.split(line)
+            assert words[0] == "polythink", f"{block.id}: {line}"
+            code = main(words[1:])
+            assert (code, capsys.readouterr().out) == (0, shown), f"{block.id}: {line}"
+
+
+def _make_targets() -> set[str]:
+    makefile = (doc_blocks.ROOT / "Makefile").read_text(encoding="utf-8")
+    return set(re.findall(r"^([\w.-]+):", makefile, re.M))
+
+
+def test_the_docs_shell_commands_are_ones_that_exist() -> None:
+    import tomllib
+
+    from benchmarks.run import _parser as bench_parser
+    from polythink.cli import build_parser
+
+    pyproject = tomllib.loads((doc_blocks.ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(pyproject["project"]["optional-dependencies"])
+    targets = _make_targets()
+    checked = 0
+    for block in doc_blocks.doc_blocks():
+        if block.lang != "sh":
+            continue
+        for line in block.code.splitlines():
+            words = shlex.split(line, comments=True)
+            if not words:
+                continue
+            program = words[0].rsplit("/", 1)[-1]
+            if program == "polythink":
+                parser = bench_parser() if words[1:2] == ["bench"] else build_parser()
+                try:
+                    parser.parse_args(words[2:] if words[1:2] == ["bench"] else words[1:])
+                except (Exception, SystemExit) as exc:
+                    raise AssertionError(f"{block.id}: {line}: {exc}") from None
+                checked += 1
+            elif program == "make":
+                assert set(words[1:]) <= targets, f"{block.id}: {line}"
+                checked += 1
+            elif "install" in words and any("polythink[" in w for w in words):
+                for word in words:
+                    for named in re.findall(r"polythink\[([\w,-]+)\]", word):
+                        assert set(named.split(",")) <= extras, f"{block.id}: {line}"
+                checked += 1
+    assert checked >= 10
+
+
+def test_the_docs_toml_files_load(tmp_path: Path) -> None:
+    from polythink.config import options_from_toml, sources_from_toml
+
+    files = [b for b in doc_blocks.doc_blocks() if b.lang == "toml"]
+    assert files
+    for block in files:
+        path = tmp_path / "polythink.toml"
+        path.write_text(block.code, encoding="utf-8")
+        assert sources_from_toml(path), block.id
+        options_from_toml(path)

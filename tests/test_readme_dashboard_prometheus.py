@@ -10,7 +10,6 @@ first to be what the README and the shipped config say.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -25,6 +24,7 @@ import pytest
 import yaml
 
 from polythink.cli import DEMO_CALLS
+from tests import doc_blocks
 from tests.conftest import ROOT
 from tests.test_dashboard_prometheus import PROMETHEUS, _free_port, require_prometheus
 
@@ -33,8 +33,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "polythink"
 
 def readme_commands() -> dict[str, list[str]]:
     """The sh block of the dashboard section: its commands by program, comments dropped."""
-    text = (ROOT / "README.md").read_text()
-    block = next(b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if "--metrics-port" in b)
+    block = doc_blocks.block_with("--config.file=dashboards/prometheus.yml", "sh")
     commands = {}
     for line in block.splitlines():
         words = shlex.split(line, comments=True)

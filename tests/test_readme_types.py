@@ -1,12 +1,15 @@
-"""The README's Python examples type-check under ``mypy --strict`` as written.
+"""The Python examples of the README and of the documentation pages type-check under
+``mypy --strict`` as written.
 
 One mypy run covers every ``python`` block of the README that is a whole module (it begins
 with an import; shorter blocks continue an example above and are not programs on their
-own), plus a file of known misuses whose errors prove the stream events are typed per kind
-(not ``Any``) and ``Response.parsed`` is the ``response_format``'s model class, with correct
-uses that must pass (``StreamInterruptedError.partial`` is a ``Response``; ``parsed`` of the
-``done`` event is the model too; a dict format's ``parsed`` is ``Any``), and that the
-synchronous client and a middleware's ``call_next`` are typed as strictly as the async client.
+own), every ``python`` block of ``docs/**/*.md`` (each a whole module, see
+``tests/doc_blocks.py``), plus a file of known misuses whose errors prove the stream events
+are typed per kind (not ``Any``) and ``Response.parsed`` is the ``response_format``'s model
+class, with correct uses that must pass (``StreamInterruptedError.partial`` is a
+``Response``; ``parsed`` of the ``done`` event is the model too; a dict format's ``parsed``
+is ``Any``), and that the synchronous client and a middleware's ``call_next`` are typed as
+strictly as the async client.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tests import doc_blocks
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -82,10 +87,17 @@ def sync_structured(client: SyncClient) -> str:
 def test_the_readme_python_blocks_pass_mypy_strict(tmp_path: Path) -> None:
     found = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     blocks = [block for block in found if block.startswith(("import ", "from "))]
+    # The README's quick start streams; the rest of the examples may live in the docs.
     assert any("async for event in client.stream(" in block for block in blocks)
-    assert len(blocks) >= 2
     for i, block in enumerate(blocks):
         (tmp_path / f"readme_{i}.py").write_text(block, encoding="utf-8")
+    pages = [b for b in doc_blocks.doc_blocks() if b.lang == "python"]
+    assert len(pages) >= 20
+    for page in pages:
+        name = re.sub(r"\W", "_", page.id)
+        first = page.code.lstrip().split(None, 1)[0]
+        assert first in ("import", "from", "#", '"""'), f"{page.id} is not a whole module"
+        (tmp_path / f"{name}.py").write_text(page.code, encoding="utf-8")
     (tmp_path / "misuse.py").write_text(MISUSE, encoding="utf-8")
     result = subprocess.run(
         [

@@ -60,7 +60,7 @@ def test_lookup_exact_alias_and_normalised(name: str, entry: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["gpt-7", "claude-sonnet-9", "gpt-5.1-codex-ultra", "", "openai/", "gemini-2.5"]
+    "name", ["gpt-7", "claude-sonnet-9", "acme-codex-ultra", "", "openai/", "gemini-2.5"]
 )
 def test_lookup_of_unknown_names_is_none(name: str) -> None:
     assert get_capability(name) is None

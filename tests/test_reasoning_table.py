@@ -84,6 +84,7 @@ TABLE: dict[str, tuple[str, str, str]] = {
     "gpt-oss-120b":                  ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
     "gpt-oss-20b":                   ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
     "gpt-4o":                        ("none ! ! ! ! ! ! !",) * 3,
+    "gpt-4o-2024-05-13":             ("none ! ! ! ! ! ! !",) * 3,
     "gpt-4o-mini":                   ("none ! ! ! ! ! ! !",) * 3,
     "gpt-4.1":                       ("none ! ! ! ! ! ! !",) * 3,
     "claude-3-7-sonnet":             ("none minimal low medium high xhigh max medium",) * 3,
@@ -121,7 +122,8 @@ TABLE: dict[str, tuple[str, str, str]] = {
     "gemini-3.8-flash":              ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
     "gemini-3.7-flash":              ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
     "gemini-4-argon":                ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
-    "gemini-4-neon":                 ("low low low medium high high high auto", "! ! low medium high ! ! auto", "auto auto low medium high auto auto auto"),
+    "gemini-4-neon":                 ("low low low medium high xhigh xhigh auto", "! ! low medium high xhigh ! auto", "auto auto low medium high xhigh auto auto"),
+    "gemini-4-hydrogen":             ("low low low medium high xhigh xhigh auto", "! ! low medium high xhigh ! auto", "auto auto low medium high xhigh auto auto"),
     "deepseek-v4-pro":               ("none low low low high high max auto", "none ! low ! high ! max auto", "none auto low auto high auto max auto"),
     "deepseek-v4-flash":             ("none low low low high high max auto", "none ! low ! high ! max auto", "none auto low auto high auto max auto"),
     "deepseek-reasoner":             ("auto auto auto auto auto auto auto auto", "! ! ! ! ! ! ! auto", "auto auto auto auto auto auto auto auto"),
@@ -235,7 +237,14 @@ OMITTED_DISPLAY = {
     "claude-fable-5-2",
     "claude-mythos-5-2",
 }
-NOT_REASONING = {"gpt-4o", "gpt-4o-mini", "gpt-4.1", "grok-3", "grok-4.20-non-reasoning"}
+NOT_REASONING = {
+    "gpt-4o",
+    "gpt-4o-2024-05-13",
+    "gpt-4o-mini",
+    "gpt-4.1",
+    "grok-3",
+    "grok-4.20-non-reasoning",
+}
 # Qwen models that take a strength as reasoning_effort, not as a budget (DEVTO-QWEN38).
 QWEN_EFFORT = {"qwen3.8-max"}
 
@@ -619,8 +628,8 @@ def test_responses_wire(model: str, tier: str, applied: str, payload: dict[str, 
     ],
 )
 def test_vllm_wire_for_an_unregistered_model(tier: str, payload: dict[str, Any]) -> None:
-    result = resolve(tier, provider="vllm", model="Qwen/Qwen3-8B-local")
+    result = resolve(tier, provider="vllm", model="acme/local-model-7b")
     assert result.applied_effort == Effort(tier)
     assert dict(result.payload) == payload
     assert len(result.warnings) == 1
-    assert "'Qwen/Qwen3-8B-local' is not in the capability registry" in result.warnings[0]
+    assert "'acme/local-model-7b' is not in the capability registry" in result.warnings[0]

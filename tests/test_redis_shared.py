@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import re
 import time
 import zlib
 from collections.abc import Iterator
@@ -25,12 +24,12 @@ from polythink.errors import RateLimitedError
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import Fault, FaultPlan
 from polythink.types import RateLimit
+from tests import doc_blocks
 from tests.redis_support import RedisServer, go, go_together, results, spawn
 
 pytestmark = pytest.mark.anyio
 
 USER = [{"role": "user", "content": "Name three primes"}]
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -489,13 +488,10 @@ async def test_a_redis_stream_closed_early_is_not_cached_and_releases_its_lease(
 def test_the_readme_redis_example_builds_a_client_sharing_limits_and_cache(
     redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Sharing limits and cache across workers") :]
-    block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert block is not None
+    block = doc_blocks.block_with("cache=RedisCache(")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-0012")
     namespace: dict[str, Any] = {}
-    exec(block.group(1).replace("redis://redis:6379/0", redis_server.url), namespace)
+    exec(block.replace("redis://redis:6379/0", redis_server.url), namespace)
     client = namespace["client"]
     assert isinstance(client._shared, RedisLimitStore)
     assert client._shared.link.url == redis_server.url

@@ -38,8 +38,8 @@ def _source(sim: Simulator, provider: str, model: str) -> Source:
         ("openai-responses", "o4-mini", 404, None),
         # gpt-5.2-chat-latest shut down 2026-08-10, replacement gpt-5.5.
         ("openai", "gpt-5.2-chat-latest", 404, "gpt-5.5"),
-        # claude-sonnet-4-5 retired 2026-11-30.
-        ("anthropic", "claude-sonnet-4-5", 404, None),
+        # claude-sonnet-4-5 retired 2026-11-30; Anthropic names Sonnet 5.5 in its place.
+        ("anthropic", "claude-sonnet-4-5", 404, "claude-sonnet-5-5"),
         # Groq decommissioned deepseek-r1-distill-llama-70b on 2025-10-02.
         ("groq", "deepseek-r1-distill-llama-70b", 400, "gpt-oss-120b"),
     ],

@@ -10,7 +10,6 @@ cut at the output limit (``Settings.structured_output``).
 from __future__ import annotations
 
 import json
-import re
 import sys
 import types
 from collections.abc import AsyncIterator, Iterator
@@ -33,10 +32,9 @@ from polythink.errors import (
     ThinkingUnsupportedError,
 )
 from polythink.simulator import Settings, Simulator
+from tests import doc_blocks
 
 pytestmark = pytest.mark.anyio
-
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 class Line(BaseModel):
@@ -335,8 +333,7 @@ async def test_the_cache_keeps_two_schemas_apart_and_no_invalid_answer(
 async def test_the_readme_example_runs_on_every_wire(
     sim: Simulator, provider: str, model: str
 ) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    (example,) = [b for b in blocks if "response_format=Invoice" in b]
+    example = doc_blocks.block_with("async def extract(client: Client)")
     module = types.ModuleType("readme_structured_output")
     sys.modules[module.__name__] = module  # pydantic resolves the models' names through it
     try:

@@ -433,6 +433,20 @@ def test_provider_names_use_the_well_known_values() -> None:
     assert tm.provider_name("openrouter") == "openrouter"
 
 
+def test_the_clouds_report_their_well_known_provider_names() -> None:
+    # gen_ai.provider.name well-known values (semconv v1.41.0 registry).
+    assert {
+        p: tm.provider_name(p)
+        for p in ("bedrock", "bedrock-converse", "vertex", "vertex-anthropic", "azure")
+    } == {
+        "bedrock": "aws.bedrock",
+        "bedrock-converse": "aws.bedrock",
+        "vertex": "gcp.vertex_ai",
+        "vertex-anthropic": "gcp.vertex_ai",
+        "azure": "azure.ai.openai",
+    }
+
+
 # -- streams ----------------------------------------------------------------------------------
 
 

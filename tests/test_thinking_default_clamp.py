@@ -38,8 +38,8 @@ ALWAYS_ON = Capability(
 def _always_on_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make one model without a declared default visible to the config's lookup only."""
 
-    def lookup(model: str) -> Capability | None:
-        return ALWAYS_ON if model == ALWAYS_ON.model else get_capability(model)
+    def lookup(model: str, provider: str | None = None) -> Capability | None:
+        return ALWAYS_ON if model == ALWAYS_ON.model else get_capability(model, provider)
 
     monkeypatch.setattr(polythink.config, "get_capability", lookup)
 

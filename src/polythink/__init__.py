@@ -21,6 +21,7 @@ from polythink.errors import (
     BudgetExceededError,
     CapacityUnavailableError,
     ClientClosedError,
+    ContentFilterError,
     ContentUnsupportedError,
     ContextWindowExceededError,
     MiddlewareError,
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     from polythink.batch import BatchJob, BatchStatus
     from polythink.sync import SyncClient
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "EFFORT_ORDER",
@@ -89,6 +90,7 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "CompleteNext",
+    "ContentFilterError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
     "Cost",

@@ -13,8 +13,9 @@ holds model names, tiers, dates and the gist of provider error messages, never a
 
 Lookup precedence (:meth:`CapabilityStore.lookup`): **observed** on the wire (this provider,
 endpoint and model) > **documented** (the shipped registry, and entries registered in code) >
-**imported** (an OpenRouter catalogue) > **inferred** (shipped entries whose evidence says
-inferred).
+**imported** (a catalogue imported by hand, then the catalogues refreshed daily into the same
+cache directory, :mod:`polythink.refresh`) > **inferred** (shipped entries whose evidence says
+inferred, family rules).
 
 An observation is scoped by the endpoint that answered (the source's base URL, normalised by
 :func:`endpoint_scope`): it applies to later calls to that endpoint only, never to another
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from polythink.catalogues import Catalogue, CatalogueEntry
 from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import (
     Capability,
@@ -263,6 +265,11 @@ class CapabilityStore:
         self._suspicions: dict[tuple[str, str, str, str, str], Suspicion] = {}
         if self.path is not None and self.path.exists():
             self._entries, self._suspicions = _read(self.path)
+        self.catalogue: Catalogue | None = (
+            Catalogue(self.path.parent / "catalogues") if self.path is not None else None
+        )
+        """The refreshed catalogues next to the store file (:mod:`polythink.catalogues`),
+        ranked as imported after the catalogues imported by hand; ``None`` in memory."""
 
     def today(self) -> str:
         """Today's date as the store records it (ISO ``YYYY-MM-DD``, UTC)."""
@@ -311,14 +318,17 @@ class CapabilityStore:
         shipped = get_capability(model, provider)
         if shipped is not None and _shipped_origin(shipped) == "documented":
             return Known(shipped, "documented", evidence=shipped.evidence)
-        imported = next(
+        keys = lookup_keys(provider, model)
+        imported: StoredEntry | CatalogueEntry | None = next(
             (
                 found
-                for key in (name, *lookup_keys(provider, model))
+                for key in ((name, *keys) if keys else ())
                 if (found := self._entries.get(("imported", "*", "", key))) is not None
             ),
             None,
         )
+        if imported is None and keys and self.catalogue is not None:
+            imported = self.catalogue.find(provider, model)
         if imported is not None:
             return Known(
                 imported.capability,
@@ -365,7 +375,9 @@ class CapabilityStore:
             ThinkingUnsupportedError: the tier cannot be satisfied (for example ``none`` on a
                 model the store knows cannot switch reasoning off).
         """
-        profile = get_provider(provider)
+        from polythink.clouds import serving_profile
+
+        profile = serving_profile(provider, model)
         known = self.lookup(profile.id, model, endpoint)
         return resolve_known(
             effort, provider=profile, model=model, known=known, policy=policy, max_tokens=max_tokens

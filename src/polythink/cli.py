@@ -20,7 +20,9 @@
   ``--retired`` lists deprecated and retired models with their dates and replacements;
   ``--stale`` lists the entries a maintainer should review (evidence older than
   ``--older-than`` days, past their shutdown date, or contradicted on the wire or by an
-  import); ``models forget MODEL`` drops what was learned about a model; ``models import
+  import) and what the last catalogue refresh changed; ``--refresh`` refreshes the
+  catalogues now (:mod:`polythink.refresh`) and says what changed; ``models forget
+  MODEL`` drops what was learned about a model; ``models import
   openrouter FILE.json`` stores an OpenRouter ``/api/v1/models`` document as imported, and
   ``models import litellm [FILE.json]`` LiteLLM's model map (the installed ``litellm``
   package's copy when no file is given). ``--store PATH`` names the capability store file
@@ -42,6 +44,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import importlib.util
 import io
 import itertools
 import json
@@ -67,17 +70,18 @@ from rich.text import Text
 from polythink import __version__
 from polythink.backends.local import LocalBudgets
 from polythink.budgets import Budget, nanos
-from polythink.capability_store import CapabilityStore, open_store
+from polythink.capability_store import CapabilityStore, open_store, resolve_known
 from polythink.client import Client
 from polythink.config import Source
 from polythink.errors import BudgetExceededError, PolythinkError
 from polythink.providers import PROVIDERS, get_provider
 from polythink.reasoning import POLICIES, Capability, all_capabilities, get_capability
+from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.lifecycle import status as lifecycle_status
 from polythink.transports import transport_class
 from polythink.types import EFFORT_ORDER, Effort, Message, Response, Tool
 
-__all__ = ["DEMO_CALLS", "DemoCall", "DemoMode", "main"]
+__all__ = ["DEMO_CALLS", "DemoCall", "DemoMode", "build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -135,6 +139,11 @@ DEMO_CALLS: tuple[DemoCall, ...] = (
     DemoCall("gemini", "gemini-3.8-flash", "low", "low", "tools"),
     DemoCall("anthropic", "claude-fable-5-2", "low", "low", "cached"),
     DemoCall("anthropic", "claude-sonnet-4-6", "high", "BudgetExceededError", "budget"),
+    DemoCall("bedrock", "anthropic.claude-opus-4-8", "high", "high", "stream"),
+    DemoCall("bedrock", "openai.gpt-oss-120b-1:0", "max", "high"),
+    DemoCall("vertex", "gemini-4-neon", "low", "low", "tools"),
+    DemoCall("vertex", "claude-opus-4-8", "medium", "medium", "tools"),
+    DemoCall("azure", "gpt-5.5", "max", "xhigh", "stream"),
 )
 """The demo's calls, one per table row; add a row to show another provider, model or tier."""
 
@@ -470,10 +479,17 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="list deprecated and retired models with their dates and replacements",
     )
     shown.add_argument(
+        "--refresh",
+        action="store_true",
+        help="fetch LiteLLM's model map and OpenRouter's /models now (the client does it at "
+        "most once a day) and say what changed",
+    )
+    shown.add_argument(
         "--stale",
         action="store_true",
         help="list entries to review: evidence older than --older-than days, past their "
-        "shutdown date, or contradicted on the wire or by an import",
+        "shutdown date, or contradicted on the wire or by an import, and what the last "
+        "catalogue refresh changed",
     )
     models.add_argument(
         "--older-than",
@@ -605,6 +621,16 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     }
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The ``polythink`` argument parser, every command and option with its help.
+
+    The documentation's command-line reference is rendered from it at build time, so the
+    page cannot drift from what the command accepts. ``bench`` hands its arguments to the
+    benchmark suite's own parser (``benchmarks/run.py``) and has none of its own here.
+    """
+    return _parser()[0]
+
+
 def _benchmarks_root() -> Path | None:
     """The directory holding the ``benchmarks`` package: the checkout's, else the cwd's."""
     checkout = Path(__file__).resolve().parents[2]
@@ -709,32 +735,44 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    retired: str | None = None
     try:
         # The lookup a Client makes: observed > documented > imported > inferred.
         store = open_store(args.store)
-        resolution = store.resolve(
+        profile = get_provider(args.provider)
+        known = store.lookup(profile.id, args.model, args.base_url)
+        # A retired model is named as the client names it on its first call, whatever form
+        # of its id was given (a Bedrock, Vertex or dated id finds the same entry).
+        retired = served_lifecycle_note(args.model, known.capability, store.today(), profile.serves)
+        resolution = resolve_known(
             args.effort,
-            provider=args.provider,
+            provider=profile,
             model=args.model,
+            known=known,
             policy=args.policy,
             max_tokens=args.max_tokens,
-            endpoint=args.base_url,
         )
     except ValueError as exc:
         if args.json:
             error = {"type": type(exc).__name__, "message": _message(exc)}
-            print(json.dumps({"error": error}, ensure_ascii=False))
+            out: dict[str, Any] = {"error": error}
+            if retired is not None:
+                out["warnings"] = [retired]
+            print(json.dumps(out, ensure_ascii=False))
         else:
+            if retired is not None:
+                print(f"warning    {retired}", file=sys.stderr)
             print(f"polythink resolve: {type(exc).__name__}: {_message(exc)}", file=sys.stderr)
         return EXIT_FAILED
     requested = resolution.requested_effort
     applied = resolution.applied_effort
+    warnings = [*([retired] if retired is not None else []), *resolution.warnings]
     if args.json:
         result = {
             "requested_effort": requested.value if requested else None,
             "applied_effort": applied.value if applied else None,
             "payload": resolution.payload,
-            "warnings": list(resolution.warnings),
+            "warnings": warnings,
         }
         print(json.dumps(result, ensure_ascii=False))
         return EXIT_OK
@@ -743,7 +781,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     print(f"payload    {json.dumps(resolution.payload, ensure_ascii=False)}")
     if resolution.budget_tokens is not None:
         print(f"budget     {resolution.budget_tokens} tokens")
-    for warning in resolution.warnings:
+    for warning in warnings:
         print(f"warning    {warning}")
     return EXIT_OK
 
@@ -1122,6 +1160,19 @@ def _stale_rows(
             reasons[shipped.model].append(
                 f"contradicted {where} {entry.date}: {tiers} ({entry.evidence})"
             )
+    for refreshed in store.catalogue.entries() if store.catalogue is not None else ():
+        shipped = get_capability(refreshed.model)
+        if shipped is None or shipped.model not in caps:
+            continue
+        if shipped.evidence.lower().startswith("inferred"):
+            continue
+        now = refreshed.capability.supported_efforts if refreshed.capability is not None else ()
+        if now != shipped.supported_efforts:
+            tiers = " ".join(t.value for t in now) if now else "no reasoning parameter"
+            reasons[shipped.model].append(
+                f"contradicted by the refreshed {refreshed.source} catalogue: {tiers} "
+                f"({refreshed.evidence})"
+            )
     for hint in store.suspicions():
         shipped = get_capability(hint.model)
         if shipped is not None and shipped.model in caps:
@@ -1139,7 +1190,70 @@ def _cmd_stale(args: argparse.Namespace, store: CapabilityStore) -> int:
     provider = get_provider(args.provider).serves if args.provider else None
     days = _STALE_DAYS if args.older_than is None else args.older_than
     rows = _stale_rows(store, provider, days)
+    report = _last_refresh(store)
+    if report is not None:
+        rows += _refresh_rows(report, provider)
+        if not args.json:
+            for source in report.sources:
+                print(f"refresh {report.at}  {source.source}: {source.status}: {source.message}")
     return _print_rows(args, rows, f"nothing to review as of {store.today()}")
+
+
+def _last_refresh(store: CapabilityStore) -> Any:
+    from polythink.refresh import last_report
+
+    return None if store.catalogue is None else last_report(store.catalogue.directory)
+
+
+def _refresh_rows(report: Any, provider: str | None) -> list[dict[str, Any]]:
+    """The models whose tiers the last catalogue refresh changed (added and removed models
+    are counted in its message, not listed)."""
+    rows = []
+    for source in report.sources:
+        for change in source.changes:
+            if change.before is None or change.after is None:
+                continue
+            shipped = get_capability(change.model)
+            owner = shipped.provider if shipped is not None else None
+            if provider is not None and owner not in (None, provider):
+                continue
+            rows.append(
+                {
+                    "provider": owner,
+                    "model": change.model,
+                    "reasons": f"changed by the {source.source} refresh of {report.at[:10]}: "
+                    f"{change.describe().split(': ', 1)[1]}",
+                }
+            )
+    return rows
+
+
+def _cmd_refresh(args: argparse.Namespace, store: CapabilityStore) -> int:
+    from polythink.refresh import refresh
+
+    if store.catalogue is None:
+        print(
+            "polythink models: the capability store is in memory only "
+            "(POLYTHINK_CAPABILITIES=off): there is no cache directory to refresh into",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    report = refresh(store.catalogue.directory)
+    if args.json:
+        from polythink.refresh import report_json
+
+        print(json.dumps(report_json(report), ensure_ascii=False))
+        return EXIT_OK if report.ok else EXIT_FAILED
+    for source in report.sources:
+        print(f"{source.source}: {source.status}: {source.message}")
+        added = [c for c in source.changes if c.before is None]
+        removed = [c for c in source.changes if c.after is None]
+        changed = [c for c in source.changes if c.before is not None and c.after is not None]
+        if added or removed:
+            print(f"  {len(added)} added, {len(removed)} removed")
+        for change in changed:
+            print(f"  {change.describe()}")
+    return EXIT_OK if report.ok else EXIT_FAILED
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -1154,6 +1268,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return _cmd_retired(args, store)
     if args.stale:
         return _cmd_stale(args, store)
+    if args.refresh:
+        return _cmd_refresh(args, store)
     provider = get_provider(args.provider).serves if args.provider else None
     caps = all_capabilities(provider)
     known = [store.lookup(c.provider, c.model, args.base_url) for c in caps]
@@ -1446,11 +1562,14 @@ def _stepped_down(responses: Sequence[Response]) -> bool:
 
 
 def _skip_reason(call: DemoCall, served_wires: set[str] | None) -> str | None:
-    wire = get_provider(call.provider).wire
+    profile = get_provider(call.provider)
+    wire = profile.wire
     try:
         transport_class(wire)
     except ValueError:
         return "no transport in this build"
+    if profile.cloud == "aws" and importlib.util.find_spec("botocore") is None:
+        return "botocore is not installed (pip install 'polythink[bedrock]')"
     if served_wires is not None and wire not in served_wires:
         return "no simulator module in this build"
     return None
@@ -1539,15 +1658,52 @@ class _MemoryStore:
         self._entries.pop(key, None)
 
 
+def _demo_source(call: DemoCall, root: str) -> Source:
+    """The source of a demo row, pointed at the simulator: a key for the providers reached
+    with one; on the clouds, the simulator's own credentials (SigV4 keys for Bedrock, an
+    OAuth token for Vertex, an api-key for an Azure deployment named after its model)."""
+    from polythink.simulator import clouds
+
+    cloud = get_provider(call.provider).cloud
+    if cloud == "aws":
+        from botocore.credentials import Credentials
+
+        keys = Credentials(clouds.AWS_ACCESS_KEY_ID, clouds.AWS_SECRET_ACCESS_KEY)
+        return Source(
+            call.provider,
+            call.model,
+            base_url=f"{root}/{call.provider}/v1",
+            region="us-east-1",
+            credentials=keys,
+        )
+    if cloud == "google":
+        token = clouds.GOOGLE_TOKEN_PREFIX + "demo"
+        return Source(
+            call.provider,
+            call.model,
+            base_url=f"{root}/{call.provider}/v1",
+            project="polythink-demo",
+            region="us-east5",
+            credentials=lambda: token,
+        )
+    if cloud == "azure":
+        return Source(
+            call.provider,
+            call.model,
+            base_url=f"{root}/{call.provider}/openai/v1",
+            api_key=clouds.AZURE_API_KEY,
+            base_model=call.model,
+        )
+    return Source(call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1")
+
+
 async def _run_call(
     call: DemoCall, root: str, http: httpx.AsyncClient, meter_provider: Any = None
 ) -> _Outcome:
     started = time.perf_counter()
     first: Response | None = None
     try:
-        source = Source(
-            call.provider, call.model, api_key="sim", base_url=f"{root}/{call.provider}/v1"
-        )
+        source = _demo_source(call, root)
         cache = _MemoryStore() if call.mode == "cached" else None
         budgets = [_DEMO_BUDGET] if call.mode == "budget" else []
         async with Client(

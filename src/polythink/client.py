@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Self, TypedDict, cast, overload
 import httpx
 from typing_extensions import TypeVar, Unpack
 
+from polythink.auth import check_cloud
 from polythink.backends.local import LocalLimits, MonotonicClock, process_budgets
 from polythink.backends.stores import check_redis_url
 from polythink.budgets import Budget, CallPlan, account_id, check_tag
@@ -51,7 +52,6 @@ from polythink.middleware.ratelimit import RateLimitMiddleware
 from polythink.middleware.reasoning import ReasoningMiddleware
 from polythink.middleware.tiers import ServiceTierMiddleware
 from polythink.providers import get_provider
-from polythink.reasoning.capabilities import get_capability
 from polythink.structured import parse_output, schema_validator
 from polythink.transports import transport_class
 from polythink.types import (
@@ -391,6 +391,7 @@ class Client:
         from polythink.middleware.cost import CostMiddleware
         from polythink.middleware.retry import RetryMiddleware
         from polythink.middleware.telemetry import TelemetryMiddleware
+        from polythink.refresh import schedule_refresh
 
         check_http_layer(http)
         if isinstance(sources, Source):
@@ -404,6 +405,8 @@ class Client:
         self.sources = sources
         self.cache = cache
         self.capabilities = open_store(capabilities_store)
+        # At most once a day, in a daemon thread: never on the path of a call.
+        schedule_refresh(self.capabilities)
         self.limits = limits
         shared = _shared_limits(limits)
         self._shared = shared
@@ -437,13 +440,15 @@ class Client:
                 budget_backend = process_budgets()
             budget_meter = BudgetMeter(meter_provider)
         for i, source in enumerate(sources):
-            profile = get_provider(source.provider)
+            profile = source.profile
             key = source.resolve_api_key()
             if key is None and profile.key_required and source.base_url is None:
                 raise ValueError(
                     f"sources[{i}] ({source.provider}/{source.model}) has no API key: pass "
                     f"api_key= or set {' or '.join(profile.api_key_env)}"
                 )
+            if profile.cloud is not None:
+                check_cloud(source, profile, key, i)
             self._keys.append(key)
             self._source_middleware.append(
                 user_layers(
@@ -599,7 +604,7 @@ class Client:
             transport = self._transport_classes[i](
                 source=source,
                 index=i,
-                profile=get_provider(source.provider),
+                profile=source.profile,
                 client=http,
                 api_key=self._keys[i],
             )
@@ -609,9 +614,7 @@ class Client:
             stacks.append(compose(self._source_layers(i), transport))
         names = [f"{source.provider} {source.model}" for source in self.sources]
         windows = [
-            cap.context_window
-            if (cap := get_capability(source.model, source.provider)) is not None
-            else None
+            cap.context_window if (cap := source.capability) is not None else None
             for source in self.sources
         ]
         self._chain = compose(

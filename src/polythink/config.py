@@ -23,8 +23,16 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from polythink.providers import PROVIDERS, get_provider, suggest_provider
-from polythink.reasoning.capabilities import get_capability
+from polythink import clouds
+from polythink.providers import (
+    ALIASES,
+    PROVIDERS,
+    ProviderProfile,
+    canonical_provider,
+    get_provider,
+    suggest_provider,
+)
+from polythink.reasoning.capabilities import Capability, get_capability
 from polythink.types import Effort, ServiceTier, check_extra_body, fields_repr, redacted
 
 if TYPE_CHECKING:
@@ -277,11 +285,12 @@ class Timeout:
 class Source:
     """One place a client may send a call: provider, model, endpoint, credentials, limits.
 
+    Every field after ``model`` is keyword-only: ``Source("openai", "gpt-5.5", "high")`` raises
+    ``TypeError`` rather than taking ``"high"`` as the key.
+
     Args:
         provider: a provider id (``openai``, ``anthropic``, ``gemini``, ``openrouter`` …).
         model: the model id as the provider names it.
-        (every later field is keyword-only: ``Source("openai", "gpt-5.5", "high")`` raises
-        ``TypeError`` rather than taking ``"high"`` as the key.)
         api_key: the key; ``None`` reads the provider's standard environment variable.
         base_url: the endpoint root, without query or fragment (polythink appends the API
             path); ``None`` uses the provider's default.
@@ -329,6 +338,24 @@ class Source:
             error, once per retry and per failover hop (see :class:`~polythink.Middleware`).
             Code, not configuration: not compared, not in ``repr``, never read from the
             environment or a TOML file.
+        region: the cloud region: Bedrock's AWS region (``us-east-1``; else ``AWS_REGION``,
+            else ``AWS_DEFAULT_REGION``), or Vertex AI's location (``global``, ``us``, ``eu``,
+            ``us-central1``; else ``GOOGLE_CLOUD_LOCATION``, else ``CLOUD_ML_REGION``, else
+            ``global``). ``None`` on other providers.
+        project: the Google Cloud project of a ``vertex`` source (else
+            ``GOOGLE_CLOUD_PROJECT``, else ``ANTHROPIC_VERTEX_PROJECT_ID``); not needed with a
+            Vertex express-mode API key.
+        base_model: the model this source's id serves, when the id does not say: an Azure
+            deployment name (``"prod-chat"`` serving ``gpt-5.5``), a Bedrock application
+            inference profile ARN. Reasoning rules, prices and lifecycle then follow it.
+            ``None``: the id itself (on Azure, the model an answer reports is used from then
+            on when the deployment's name is not a model the registry knows).
+        credentials: the cloud credential to use instead of the standard chain, as the
+            cloud's own library makes it: a botocore ``Credentials`` or ``Session``
+            (``bedrock``), a google-auth ``Credentials`` (``vertex``), an azure-identity
+            ``TokenCredential`` (``azure``), or a callable returning a bearer token
+            (``vertex``, ``azure``; it may be async). Code, not configuration: not compared,
+            not in ``repr``. See :mod:`polythink.auth`.
 
     Raises:
         ValueError: for an unknown provider, effort or policy, or a non-positive limit.
@@ -356,6 +383,10 @@ class Source:
     service_tier_fallback: str = "nearest"
     capacity_fallback: ServiceTier | str | None = ServiceTier.STANDARD
     middleware: Sequence[Middleware] = field(default=(), repr=False, compare=False)
+    region: str | None = None
+    project: str | None = None
+    base_model: str | None = None
+    credentials: Any = field(default=None, repr=False, compare=False)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # The dataclass's own message ("takes 3 positional arguments but 4 were given")
@@ -369,9 +400,12 @@ class Source:
         return object.__new__(cls)
 
     def __post_init__(self) -> None:
+        if isinstance(self.provider, str):
+            object.__setattr__(self, "provider", canonical_provider(self.provider))
         get_provider(self.provider)
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("Source.model must be a non-empty model id")
+        self._check_cloud()
         object.__setattr__(self, "reasoning_effort", Effort.parse(self.reasoning_effort))
         if self.effort_fallback not in _POLICIES:
             raise ValueError(
@@ -458,32 +492,95 @@ class Source:
         ]
         return fields_repr(self, extra_body=redacted(self.extra_body, secrets))
 
+    def _check_cloud(self) -> None:
+        """``region``, ``project``, ``base_model`` and ``credentials`` where they mean
+        something, as strings where they are strings."""
+        cloud = get_provider(self.provider).cloud
+        for name in ("region", "project", "base_model"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"Source.{name} must be a non-empty string or None; got {value!r}")
+        if self.region is not None and cloud not in ("aws", "google"):
+            raise ValueError(
+                f"Source.region is for the bedrock and vertex providers; provider "
+                f"{self.provider!r} takes its endpoint as base_url"
+            )
+        if self.project is not None and cloud != "google":
+            raise ValueError(
+                f"Source.project is the Google Cloud project of a vertex source; provider "
+                f"{self.provider!r} has none"
+            )
+        if self.credentials is not None and cloud is None:
+            raise ValueError(
+                f"Source.credentials is for the cloud providers (bedrock, vertex, azure); "
+                f"provider {self.provider!r} takes api_key="
+            )
+
     def _check_options(self) -> None:
         """``api_version``, ``thinking_display`` and ``reasoning_mode`` against what the
         provider offers (its profile), naming what is accepted."""
-        profile = get_provider(self.provider)
+        profile = self.profile
+        dated = (
+            profile.cloud == "azure"
+            and isinstance(self.api_version, str)
+            and clouds.dated_api_version(self.api_version)
+        )
         for name, accepted in (
-            ("api_version", profile.api_versions),
+            ("api_version", () if dated else profile.api_versions),
             ("thinking_display", profile.thinking_displays),
             ("reasoning_mode", ("standard", "pro") if profile.reasoning_modes else ()),
         ):
             value = getattr(self, name)
-            if value is None or value in accepted:
+            if value is None or value in accepted or (dated and name == "api_version"):
                 continue
             if not accepted:
                 raise ValueError(
-                    f"Source.{name} is not available on provider {self.provider!r} (it has no "
+                    f"Source.{name} is not available on provider {profile.id!r} (it has no "
                     f"{name} to choose); got {value!r}"
                 )
+            date = " or a dated api-version such as '2025-04-01-preview'"
             raise ValueError(
-                f"Source.{name} must be one of {', '.join(accepted)} (or None); got {value!r}"
+                f"Source.{name} must be one of {', '.join(accepted)}"
+                f"{date if profile.cloud == 'azure' and name == 'api_version' else ''} "
+                f"(or None); got {value!r}"
             )
 
     @property
     def api_version_sent(self) -> str | None:
         """The API version this source sends: ``api_version``, else the provider's default."""
-        versions = get_provider(self.provider).api_versions
+        versions = self.profile.api_versions
         return self.api_version or (versions[0] if versions else None)
+
+    @property
+    def registry_model(self) -> str:
+        """The id the capability registry and the price table know this source's model by:
+        ``base_model``, else ``model``."""
+        return self.base_model or self.model
+
+    @property
+    def registry_provider(self) -> str | None:
+        """The provider the registry reads :attr:`registry_model` for: ``None`` for a
+        ``base_model`` (a model id, read by its shape), else the source's provider (an Azure
+        id is a deployment name, which names no model)."""
+        return None if self.base_model else self.provider
+
+    @property
+    def capability(self) -> Capability | None:
+        """The registry's entry for this source's model (:attr:`registry_model` on
+        :attr:`registry_provider`), or ``None``."""
+        return get_capability(self.registry_model, self.registry_provider)
+
+    @property
+    def profile(self) -> ProviderProfile:
+        """The profile that serves this source: the provider's own, or the one its
+        ``vendor_routes`` give for the model's vendor
+        (:func:`polythink.clouds.serving_profile`)."""
+        return clouds.serving_profile(self.provider, self.model, self.base_model)
+
+    @property
+    def vendor(self) -> str | None:
+        """The vendor of this source's model (:func:`polythink.clouds.vendor_of`)."""
+        return clouds.vendor_of(self.model, self.base_model)
 
     @property
     def effort(self) -> Effort | None:
@@ -516,11 +613,85 @@ class Source:
 
     @property
     def endpoint(self) -> str:
-        """The base URL in use: ``base_url`` or the provider's default."""
-        return self.base_url or get_provider(self.provider).base_url
+        """The base URL in use: ``base_url`` or the provider's default.
+
+        On the clouds, the root their paths are appended to: Bedrock's regional runtime
+        host; Vertex's ``…/v1/projects/{project}/locations/{location}`` (``base_url``, when
+        given, stands for ``https://{host}/v1``), or ``…/v1`` alone in express mode (an API
+        key and no project); Azure's ``{resource}/openai/v1``, or ``{resource}/openai`` for a
+        dated ``api_version`` (``base_url`` else ``AZURE_OPENAI_ENDPOINT``).
+
+        Raises:
+            ValueError: a cloud setting the endpoint needs is missing or malformed, naming
+                where to set it.
+        """
+        profile = get_provider(self.provider)
+        cloud = profile.cloud
+        if cloud is None:
+            return self.base_url or profile.base_url
+        if cloud == "aws":
+            return self.base_url or clouds.bedrock_endpoint(self.aws_region)
+        if cloud == "google":
+            if self.resolve_api_key() is not None:
+                return self.base_url or clouds.vertex_express_endpoint()
+            project = self.vertex_project
+            if project is None:
+                raise ValueError(
+                    f"the vertex source {self.model!r} needs a Google Cloud project: set "
+                    "Source(project=...) or GOOGLE_CLOUD_PROJECT (or give an express-mode API "
+                    "key as api_key=)"
+                )
+            return clouds.vertex_endpoint(project, self.vertex_location, self.base_url)
+        base = self.base_url
+        if base is None:
+            given = clouds.first_env(clouds.AZURE_ENDPOINT_ENV)
+            if given is None:
+                raise ValueError(
+                    f"the azure source {self.model!r} needs its resource endpoint: set "
+                    "Source(base_url='https://<resource>.openai.azure.com') or "
+                    "AZURE_OPENAI_ENDPOINT"
+                )
+            base = check_base_url(given, "$AZURE_OPENAI_ENDPOINT")
+        return clouds.azure_api_root(base, self.api_version)
+
+    @property
+    def aws_region(self) -> str:
+        """The AWS region of a ``bedrock`` source: ``region``, else ``AWS_REGION``, else
+        ``AWS_DEFAULT_REGION``, else the one in ``base_url``'s host
+        (``bedrock-runtime.{region}.amazonaws.com``).
+
+        Raises:
+            ValueError: none of them names one.
+        """
+        found = self.region or clouds.first_env(clouds.AWS_REGION_ENV)
+        if found is None and self.base_url is not None:
+            match = re.search(r"\.([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.", self.base_url)
+            found = match[1] if match else None
+        if found is None:
+            raise ValueError(
+                f"the bedrock source {self.model!r} needs an AWS region: set "
+                "Source(region='us-east-1') or AWS_REGION"
+            )
+        return found
+
+    @property
+    def vertex_project(self) -> str | None:
+        """The Google Cloud project of a ``vertex`` source: ``project``, else
+        ``GOOGLE_CLOUD_PROJECT``, else ``ANTHROPIC_VERTEX_PROJECT_ID``; ``None`` when unset."""
+        return self.project or clouds.first_env(clouds.VERTEX_PROJECT_ENV)
+
+    @property
+    def vertex_location(self) -> str:
+        """The Vertex location of a ``vertex`` source: ``region``, else
+        ``GOOGLE_CLOUD_LOCATION``, else ``CLOUD_ML_REGION``, else ``global``."""
+        return self.region or clouds.first_env(clouds.VERTEX_LOCATION_ENV) or "global"
 
     def resolve_api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """Return ``api_key``, else the first set environment variable of the provider.
+
+        On Vertex the environment's key (``GOOGLE_API_KEY``, express mode) is read only when
+        no project is configured, as google-genai does: a project means OAuth; and never for
+        Claude there (``rawPredict`` takes no API key).
 
         Raises:
             ValueError: the variable's key is blank or has whitespace (see :func:`check_key`).
@@ -528,7 +699,14 @@ class Source:
         if self.api_key:
             return self.api_key
         env = os.environ if environ is None else environ
-        for name in get_provider(self.provider).api_key_env:
+        profile = get_provider(self.provider)
+        if profile.cloud == "google" and (
+            self.project is not None
+            or clouds.first_env(clouds.VERTEX_PROJECT_ENV, env) is not None
+            or not self.profile.api_key_env
+        ):
+            return None
+        for name in profile.api_key_env:
             value = env.get(name)
             if value:
                 check_key(value, f"the API key in ${name}")
@@ -568,6 +746,9 @@ _FIELDS = {
     "SERVICE_TIER": "service_tier",
     "SERVICE_TIER_FALLBACK": "service_tier_fallback",
     "CAPACITY_FALLBACK": "capacity_fallback",
+    "REGION": "region",
+    "PROJECT": "project",
+    "BASE_MODEL": "base_model",
 }
 _INTS = {"max_concurrency", "max_retries"}
 _FLOATS = {"rpm", "tpm", "timeout"}
@@ -578,6 +759,8 @@ def _provider_from_env(name: str) -> str:
     for pid in PROVIDERS:
         if pid == wanted or pid.replace("-", "_") == name.lower():
             return pid
+    if wanted in ALIASES:
+        return ALIASES[wanted]
     raise ValueError(
         f"unknown provider {name!r} in environment{suggest_provider(wanted)}; known: "
         f"{', '.join(PROVIDERS)}"

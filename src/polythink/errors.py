@@ -47,6 +47,7 @@ __all__ = [
     "BudgetExceededError",
     "CapacityUnavailableError",
     "ClientClosedError",
+    "ContentFilterError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
     "MiddlewareError",
@@ -263,6 +264,42 @@ class ModelNotFoundError(RequestRejectedError):
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.model = model
         self.replacement = replacement
+
+
+class ContentFilterError(RequestRejectedError):
+    """The provider's content filter refused the prompt: Azure OpenAI's HTTP 400 with
+    ``code: "content_filter"`` ("The response was filtered due to the prompt triggering Azure
+    OpenAI's content management policy", inner code ``ResponsibleAIPolicyViolation``;
+    CLOUDS.md §3.1). Another source, without that filter, may take the call, so failover
+    moves on. A completion the filter stopped is not an error: the response's
+    ``finish_reason`` is ``content_filter`` and its ``refusal`` names the categories.
+
+    Attributes:
+        content_filter_result: the filter's verdict per category as the provider sent it
+            (``{"violence": {"filtered": True, "severity": "high"}, "jailbreak": {"filtered":
+            False, "detected": False}, …}``), or ``None`` when it sent none.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        content_filter_result: Mapping[str, Any] | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.content_filter_result = content_filter_result
+
+    @property
+    def filtered(self) -> list[str]:
+        """The categories the filter flagged (``filtered`` or ``detected`` true), in order."""
+        found = []
+        for name, verdict in (self.content_filter_result or {}).items():
+            if isinstance(verdict, Mapping) and (
+                verdict.get("filtered") or verdict.get("detected")
+            ):
+                found.append(name)
+        return found
 
 
 class AuthError(PolythinkError):

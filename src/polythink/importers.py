@@ -13,6 +13,8 @@ above family inference (observed > documented > imported > inferred, see
   located without being imported (importing it fetches the map over the network).
 
 Nothing here runs at import time; ``polythink models import …`` and the functions below do.
+The daily refresh (:mod:`polythink.refresh`) reads the same two catalogues through these
+readers, from their upstream URLs, into the cache directory instead of the store file.
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ from polythink.reasoning.ids import parse_model_id
 from polythink.types import Cost, Usage
 
 __all__ = [
+    "PRICE_TABLE_FALLBACKS",
     "PRICE_TABLE_PROVIDERS",
     "price",
     "price_nanos",
@@ -88,9 +89,33 @@ PRICE_TABLE_PROVIDERS: dict[str, str] = {
     "xai": "x-ai",
     "groq": "groq",
     "mistral": "mistral",
+    "bedrock": "aws",
+    "bedrock-converse": "aws",
+    "vertex": "google",
+    "vertex-anthropic": "google",
+    "azure": "azure",
+    "azure-responses": "azure",
 }
 """polythink provider id -> ``genai-prices`` provider id. Providers not listed (``qwen``,
-self-hosted ``vllm`` and ``ollama``) have no table price: their cost is ``None``."""
+self-hosted ``vllm`` and ``ollama``) have no table price: their cost is ``None``.
+
+The clouds, as the table has them (genai-prices 0.2.5, read 2026-12-04):
+
+- ``aws`` (Bedrock) prices cross-region (``global.``) and regional (``us.``, ``eu.`` …, and
+  the bare in-region id) profiles apart, regional ones 10% higher for the models Anthropic and
+  AWS price so (``global.anthropic.claude-opus-4-8`` $5/$25 per MTok,
+  ``us.anthropic.claude-opus-4-8`` $5.50/$27.50): a Bedrock call is priced by the id it was
+  sent to (``ProviderProfile.price_by_id``).
+- ``google`` (Vertex) has one price per model: the ``global`` endpoint's. Vertex charges
+  regional and multi-region endpoints 10% more for Claude Sonnet 4.5 and later
+  (platform.claude.com "Claude on Vertex AI", CLOUDS.md §2.3); the table does not say so, and
+  neither does the cost of such a call here.
+- ``azure`` lists few models (o-series, Phi, embeddings); a model it lacks is priced at
+  OpenAI's list price (:data:`PRICE_TABLE_FALLBACKS`), the Global Standard deployment's.
+  Data Zone and Regional deployments cost more; the table has no such prices."""
+
+PRICE_TABLE_FALLBACKS: dict[str, str] = {"azure": "openai"}
+"""``genai-prices`` provider -> the one whose price a model it does not list is given."""
 
 _TIER_CONTEXT: dict[str, dict[str, str]] = {
     "openai": {"flex": "flex", "priority": "priority", "ultrafast": "ultrafast"},
@@ -466,6 +491,9 @@ def _rates(provider: str, model: str, at: datetime | None) -> _Rates | None:
     if table_provider is None or not _table.load():
         return None
     entry = _table.entry(table_provider, model)
+    fallback = PRICE_TABLE_FALLBACKS.get(table_provider)
+    if entry is None and fallback is not None:
+        entry = _table.entry(fallback, model)
     if entry is None:
         return None
     rates = entry.rates

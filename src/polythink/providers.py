@@ -17,14 +17,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "ALIASES",
     "AZURE_TIERS",
     "PROVIDERS",
     "VERTEX_TIERS",
+    "WIRES",
     "ProviderProfile",
     "ReasoningWire",
     "TierWire",
+    "canonical_provider",
     "get_provider",
     "register_provider",
+    "routed_profile",
     "suggest_provider",
 ]
 
@@ -37,7 +41,20 @@ ReasoningWire = Literal[
     "responses",  # "reasoning": {"effort"} (OpenAI Responses; "summary" is the caller's)
     "anthropic",  # "thinking": {...} (+ "output_config": {"effort"})
     "gemini",  # "generationConfig": {"thinkingConfig": {...}}
+    "converse",  # Bedrock Converse: "additionalModelRequestFields" spelt per model vendor
 ]
+
+WIRES: tuple[str, ...] = (
+    "openai_chat",
+    "openai_responses",
+    "anthropic",
+    "gemini",
+    "bedrock",
+    "bedrock_converse",
+    "vertex",
+    "vertex_anthropic",
+)
+"""The transports a profile may name as its ``wire`` (see :mod:`polythink.transports`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,10 +173,12 @@ VERTEX_TIERS = TierWire(
         "vertex-ai/generative-ai/docs/priority-paygo; flex from third-party reports), "
         "global endpoint only; usageMetadata.trafficType ON_DEMAND | ON_DEMAND_PRIORITY | "
         "ON_DEMAND_FLEX | PROVISIONED_THROUGHPUT (google-genai 66807187 TrafficType) — "
-        "CONTINUITY.md §4, read 2026-12-04. For a Vertex AI profile to use"
+        "CONTINUITY.md §4, read 2026-12-04"
     ),
 )
-"""Vertex AI's spelling, for a Vertex profile's ``service_tiers`` (none is built in here)."""
+"""Vertex AI's spelling (the ``vertex`` profile's Gemini calls). The header is documented for the
+``global`` endpoint only: a regional endpoint serves the call at standard and reports
+``ON_DEMAND``, which the served tier then says."""
 AZURE_TIERS = TierWire(
     values={"flex": "flex", "standard": "default", "priority": "priority", "auto": "auto"},
     served_values=_OPENAI_SERVED,
@@ -170,10 +189,10 @@ AZURE_TIERS = TierWire(
         "DataZoneStandard deployments; flex on a model without it answers 400 "
         "invalid_request_error with no fallback (learn.microsoft.com azure/foundry/openai "
         "how-to/flex-processing, concepts/priority-processing) — CONTINUITY.md §4, read "
-        "2026-12-04. For an Azure profile to use"
+        "2026-12-04"
     ),
 )
-"""Azure OpenAI's spelling, for an Azure profile's ``service_tiers`` (none is built in here)."""
+"""Azure OpenAI's spelling (the ``azure`` and ``azure-responses`` profiles)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +207,20 @@ class ProviderProfile:
         api_key_env: environment variables tried in order for the key.
         key_required: whether a call to the default ``base_url`` needs a key.
         auth: how the key is sent: ``bearer`` (``Authorization: Bearer``), ``x-api-key``
-            (Anthropic) or ``x-goog-api-key`` (Gemini).
+            (Anthropic), ``x-goog-api-key`` (Gemini, Vertex express mode) or ``api-key``
+            (Azure OpenAI).
+        cloud: the cloud whose credentials sign or authorise calls when no key is given
+            (:mod:`polythink.auth`): ``aws`` (SigV4 from the standard credential chain),
+            ``google`` (OAuth tokens from Application Default Credentials) or ``azure``
+            (Entra ID tokens); ``None`` for a provider reached with a key alone.
+        vendor_routes: ``(vendor, profile id)`` pairs: a source of this provider whose model
+            is of ``vendor`` (the id's vendor, else its registry entry's provider; ``*``
+            for any other) is served by that profile instead, over its own wire (Claude on
+            Bedrock through InvokeModel, other vendors through Converse). Empty: this
+            profile serves every model.
+        price_by_id: price a call by the source's model id before the model the answer
+            names: Bedrock prices a cross-region profile (``global.``) and a regional one
+            (``us.``, ``eu.`` …) differently, and only the id says which was called.
         reasoning_wire: the reasoning request dialect (see :data:`ReasoningWire`); ``None``
             when polythink does not know how this provider expresses reasoning.
         max_tokens_field: body field for the output ceiling (``max_completion_tokens`` on
@@ -293,7 +325,7 @@ class ProviderProfile:
     base_url: str
     api_key_env: tuple[str, ...] = ()
     key_required: bool = True
-    auth: Literal["bearer", "x-api-key", "x-goog-api-key"] = "bearer"
+    auth: Literal["bearer", "x-api-key", "x-goog-api-key", "api-key"] = "bearer"
     reasoning_wire: ReasoningWire | None = "effort"
     max_tokens_field: str = "max_tokens"
     default_max_tokens: int | None = None
@@ -316,6 +348,9 @@ class ProviderProfile:
     thinking_refuses_forced_tool_choice: bool = False
     service_tiers: TierWire | None = None
     batches: Literal["openai", "anthropic", "gemini"] | None = None
+    cloud: Literal["aws", "google", "azure"] | None = None
+    vendor_routes: tuple[tuple[str, str], ...] = ()
+    price_by_id: bool = False
 
     @property
     def serves(self) -> str:
@@ -398,6 +433,112 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_format="gemini",
             service_tiers=GEMINI_TIERS,
             batches="gemini",
+        ),
+        # Amazon Bedrock: Claude through InvokeModel (the Messages body with
+        # "anthropic_version" and "anthropic_beta" in it, the model in the path), every other
+        # vendor through Converse. Auth: a Bedrock API key as a bearer token
+        # (AWS_BEARER_TOKEN_BEDROCK, which botocore also reads), else SigV4 signing with the
+        # standard credential chain (CLOUDS.md §1.2, §1.3, §1.6, §1.10).
+        ProviderProfile(
+            "bedrock",
+            "bedrock",
+            "https://bedrock-runtime.{region}.amazonaws.com",
+            ("AWS_BEARER_TOKEN_BEDROCK",),
+            key_required=False,
+            reasoning_wire="anthropic",
+            default_max_tokens=4096,
+            # Thinking signatures are bound to the AWS account that made them (CONTINUITY.md
+            # §1.8): a Bedrock turn's blocks go back to Bedrock only.
+            reasoning_format="bedrock",
+            strict_sampling=True,
+            # The body's anthropic_version: what the AWS docs, boto3 users and the Anthropic
+            # SDK's Bedrock client before 2.x send; the ARN-versioned models reject 2026-10-21
+            # there (CLOUDS.md §1.2, CURRENT.md §1.5).
+            api_versions=("bedrock-2023-05-31",),
+            thinking_displays=("summarized", "omitted"),
+            cloud="aws",
+            vendor_routes=(("anthropic", "bedrock"), ("*", "bedrock-converse")),
+            price_by_id=True,
+        ),
+        ProviderProfile(
+            "bedrock-converse",
+            "bedrock_converse",
+            "https://bedrock-runtime.{region}.amazonaws.com",
+            ("AWS_BEARER_TOKEN_BEDROCK",),
+            key_required=False,
+            reasoning_wire="converse",
+            reasoning_format="bedrock-converse",
+            cloud="aws",
+            price_by_id=True,
+        ),
+        # Vertex AI: Gemini through generateContent, Claude through rawPredict (the Messages
+        # body with "anthropic_version": "vertex-2023-10-16"). Auth: OAuth tokens from
+        # Application Default Credentials; an express-mode API key for Gemini
+        # (CLOUDS.md §2.1-§2.4).
+        ProviderProfile(
+            "vertex",
+            "vertex",
+            "https://aiplatform.googleapis.com/v1/projects/{project}/locations/{location}",
+            ("GOOGLE_API_KEY",),
+            key_required=False,
+            auth="x-goog-api-key",
+            reasoning_wire="gemini",
+            max_tokens_field="maxOutputTokens",
+            # Thought signatures are not portable between the Gemini API and Vertex
+            # (CLOUDS.md §2.2): a Vertex turn's parts go back to Vertex only.
+            reasoning_format="vertex",
+            cloud="google",
+            vendor_routes=(("anthropic", "vertex-anthropic"),),
+            service_tiers=VERTEX_TIERS,
+        ),
+        ProviderProfile(
+            "vertex-anthropic",
+            "vertex_anthropic",
+            "https://aiplatform.googleapis.com/v1/projects/{project}/locations/{location}",
+            key_required=False,
+            reasoning_wire="anthropic",
+            default_max_tokens=4096,
+            reasoning_format="vertex-anthropic",
+            strict_sampling=True,
+            api_versions=("vertex-2023-10-16",),
+            thinking_displays=("summarized", "omitted"),
+            cloud="google",
+        ),
+        # Azure OpenAI and Foundry: the v1 API (model = the deployment name) or the
+        # deployments API with a dated api-version; an api-key header or Entra ID tokens
+        # (CLOUDS.md §3.1).
+        ProviderProfile(
+            "azure",
+            "openai_chat",
+            "https://{resource}.openai.azure.com/openai/v1",
+            ("AZURE_OPENAI_API_KEY", "AZURE_API_KEY"),
+            key_required=False,
+            auth="api-key",
+            max_tokens_field="max_completion_tokens",
+            strict_sampling=True,
+            responses_profile="azure-responses",
+            completion_counts_reasoning=True,
+            api_versions=("v1",),
+            cloud="azure",
+            service_tiers=AZURE_TIERS,
+        ),
+        ProviderProfile(
+            "azure-responses",
+            "openai_responses",
+            "https://{resource}.openai.azure.com/openai/v1",
+            ("AZURE_OPENAI_API_KEY", "AZURE_API_KEY"),
+            key_required=False,
+            auth="api-key",
+            reasoning_wire="responses",
+            max_tokens_field="max_output_tokens",
+            # Encrypted reasoning is sealed by the resource that made it.
+            reasoning_format="azure-responses",
+            encrypted_reasoning=True,
+            strict_sampling=True,
+            completion_counts_reasoning=True,
+            api_versions=("v1",),
+            cloud="azure",
+            service_tiers=AZURE_TIERS,
         ),
         ProviderProfile(
             "openrouter",
@@ -505,15 +646,51 @@ PROVIDERS: dict[str, ProviderProfile] = {
 """Built-in profiles by provider id."""
 
 
+ALIASES: dict[str, str] = {
+    "aws-bedrock": "bedrock",
+    "amazon-bedrock": "bedrock",
+    "bedrock-runtime": "bedrock",
+    "bedrock-invoke": "bedrock",
+    "aws-bedrock-converse": "bedrock-converse",
+    "vertex-ai": "vertex",
+    "vertexai": "vertex",
+    "google-vertex": "vertex",
+    "google-vertex-ai": "vertex",
+    "gcp-vertex": "vertex",
+    "vertex-ai-anthropic": "vertex-anthropic",
+    "vertex-claude": "vertex-anthropic",
+    "google-vertex-anthropic": "vertex-anthropic",
+    "azure-openai": "azure",
+    "azure-foundry": "azure",
+    "azure-ai-foundry": "azure",
+    "microsoft-foundry": "azure",
+    "foundry": "azure",
+    "azure-ai": "azure",
+    "azure-openai-responses": "azure-responses",
+}
+"""Other names users give the cloud providers (peers' spellings: LiteLLM's ``vertex_ai``,
+``azure_ai``; Vercel's ``amazon-bedrock``, ``google-vertex``), accepted as their id. Like
+ids they are matched exactly; a near miss (``Vertex_AI``) is answered with a suggestion."""
+
+
+def canonical_provider(name: str) -> str:
+    """The provider id ``name`` stands for: itself when it is an id, the id of an alias
+    (:data:`ALIASES`), else ``name`` unchanged (names are matched exactly, as ids are;
+    :func:`suggest_provider` finds the near ones)."""
+    if name in PROVIDERS:
+        return name
+    return ALIASES.get(name, name)
+
+
 def get_provider(provider: str | ProviderProfile) -> ProviderProfile:
-    """Return the profile for a provider id (or the profile itself).
+    """Return the profile for a provider id or alias (or the profile itself).
 
     Raises:
         ValueError: for an unknown id; the message lists the known ones.
     """
     if isinstance(provider, ProviderProfile):
         return provider
-    profile = PROVIDERS.get(provider)
+    profile = PROVIDERS.get(provider) or PROVIDERS.get(ALIASES.get(provider, ""))
     if profile is None:
         raise ValueError(
             f"unknown provider {provider!r}{suggest_provider(provider)}; known providers: "
@@ -526,14 +703,30 @@ def suggest_provider(name: object) -> str:
     """``" (did you mean 'x'?)"`` for the provider id nearest to ``name``, or ``""``.
 
     Nearness is :func:`difflib.get_close_matches` (ratio 0.6 or more) on the lower-cased
-    name, so ``"opneai"`` and ``"Anthropic"`` find their id.
+    name, over the ids and their aliases (:data:`ALIASES`, suggested as the id they stand
+    for), so ``"opneai"``, ``"Anthropic"``, ``"bedrok"`` and ``"azure-openia"`` find theirs.
+    A name that holds an id or an alias whole (``"aws-bedrock-claude"``) suggests it.
     """
     if not isinstance(name, str):
         return ""
     import difflib  # only for a name that is not known
 
-    close = difflib.get_close_matches(name.strip().lower(), list(PROVIDERS), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    folded = "-".join(name.strip().lower().replace("_", "-").split())
+    names = {**{pid: pid for pid in PROVIDERS}, **ALIASES}
+    close = difflib.get_close_matches(folded, list(names), n=1)
+    if not close:
+        held = [alias for alias in names if len(alias) > 3 and alias in folded]
+        close = sorted(held, key=len, reverse=True)[:1]
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
+
+
+def routed_profile(profile: ProviderProfile, vendor: str | None) -> ProviderProfile:
+    """The profile that serves a model of ``vendor`` for a source of ``profile``: the
+    ``vendor_routes`` entry of that vendor, else its ``*`` entry, else ``profile`` itself
+    (``vendor`` ``None``: the ``*`` entry)."""
+    routes = dict(profile.vendor_routes)
+    target = routes.get(vendor or "*", routes.get("*"))
+    return PROVIDERS[target] if target is not None else profile
 
 
 def register_provider(profile: ProviderProfile) -> None:
@@ -542,9 +735,6 @@ def register_provider(profile: ProviderProfile) -> None:
     Raises:
         ValueError: when ``profile.wire`` is not one of polythink's transports.
     """
-    if profile.wire not in ("openai_chat", "openai_responses", "anthropic", "gemini"):
-        raise ValueError(
-            f"unknown wire {profile.wire!r}; accepted: openai_chat, openai_responses, "
-            "anthropic, gemini"
-        )
+    if profile.wire not in WIRES:
+        raise ValueError(f"unknown wire {profile.wire!r}; accepted: {', '.join(WIRES)}")
     PROVIDERS[profile.id] = profile

@@ -1304,10 +1304,14 @@ def _unencodable(value: Any, path: str = "") -> tuple[str, str]:
 
 KEY_SHAPES = re.compile(
     r"(sk-[A-Za-z0-9_\-]{8,}|sk_[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}"
-    r"|(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})"
+    r"|(?i:bearer)\s+[A-Za-z0-9._\-~+/=]{8,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,}"
+    r"|ya29\.[A-Za-z0-9._\-]{16,}|bedrock-api-key-[A-Za-z0-9+/=]{16,}"
+    r"|QmVkcm9ja0FQSUtleS[A-Za-z0-9+/=]{8,}|Signature=[0-9a-f]{64})"
 )
 """Text shaped like a provider key: ``sk-…``, ``sk_…``, ``AIza…``, ``Bearer …``, ``xai-…``,
-``gsk_…``."""
+``gsk_…``; a Google OAuth access token (``ya29.…``); a Bedrock API key (short-term
+``bedrock-api-key-…``, long-term base64 of ``BedrockAPIKey-…``: CLOUDS.md §1.10); a SigV4
+``Signature=…``."""
 
 _CREDENTIAL_WORD = re.compile(
     r"(?:^|_)(?:api_?key|key|token|secret|password|passwd|credentials?|auth|authorization"

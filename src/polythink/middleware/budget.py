@@ -615,17 +615,24 @@ class BudgetMiddleware:
         if ceiling is None:
             return None
         cache = request.prompt_cache
+        from polythink.middleware.cost import price_names
+
         sent = self._sent_tier(request)
-        return worst_case_nanos(
-            self.profile.id,
-            self.source.model,
-            prompt,
-            ceiling,
-            cache_write=cache is not None,
-            cache_write_1h=cache is not None and cache.ttl == "1h",
-            service_tier=sent.value if sent is not None else None,
-            batch=batch,
-        )
+        source = self.source
+        for name in price_names(source, source.registry_model, by_id=self.profile.price_by_id):
+            found = worst_case_nanos(
+                self.profile.id,
+                name,
+                prompt,
+                ceiling,
+                cache_write=cache is not None,
+                cache_write_1h=cache is not None and cache.ttl == "1h",
+                service_tier=sent.value if sent is not None else None,
+                batch=batch,
+            )
+            if found is not None:
+                return found
+        return None
 
     def _decide(
         self,
@@ -750,10 +757,13 @@ class BudgetMiddleware:
         )
 
     def _price(self, usage: Usage, model: str, tier: str | None = None) -> int | None:
-        found = price_nanos(usage, self.profile.id, model, service_tier=tier)
-        if found is None and model != self.source.model:
-            found = price_nanos(usage, self.profile.id, self.source.model, service_tier=tier)
-        return found
+        from polythink.middleware.cost import price_names
+
+        for name in price_names(self.source, model, by_id=self.profile.price_by_id):
+            found = price_nanos(usage, self.profile.id, name, service_tier=tier)
+            if found is not None:
+                return found
+        return None
 
     def _charge(self, ticket: _Ticket, response: Response) -> int:
         """What a finished attempt cost: the billed figure, else its usage priced at the tier

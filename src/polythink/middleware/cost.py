@@ -7,7 +7,8 @@ cost of the call that filled its entry (and telemetry counts that as saved, not 
 A cost the transport already set (the provider billed the call itself: OpenRouter's
 ``usage.cost``) is kept. Otherwise the usage is priced from the table by
 :func:`polythink.pricing.price`, under the model the server reported, else the source's
-model, at the service tier that served the call (:attr:`Response.service_tier`, else the tier
+``base_model``, else its id (:func:`price_names`; Bedrock's id
+first), at the service tier that served the call (:attr:`Response.service_tier`, else the tier
 sent); when the table has no price of that tier's own, a warning says how it was priced
 (:func:`polythink.pricing.tier_price_note`). Streams: the ``done`` response is priced; a
 :class:`~polythink.errors.StreamInterruptedError` leaves with its ``partial`` response priced
@@ -27,9 +28,26 @@ from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.pricing import price, tier_price_note
 from polythink.types import Request, Response, StreamEvent
 
-__all__ = ["CostMiddleware"]
+__all__ = ["CostMiddleware", "price_names"]
 
 _log = logging.getLogger("polythink.pricing")
+
+
+def price_names(source: Source, reported: str, *, by_id: bool = False) -> list[str]:
+    """The model names a call of ``source`` answered as ``reported`` is priced by, in order,
+    each once: the model the server reported, then the source's ``base_model``, then its id;
+    with ``by_id`` (Bedrock, whose price depends on the inference profile the id names), the
+    id first."""
+    names = (
+        [source.model, reported, source.registry_model]
+        if by_id
+        else [
+            reported,
+            source.registry_model,
+            source.model,
+        ]
+    )
+    return list(dict.fromkeys(name for name in names if name))
 
 
 class CostMiddleware:
@@ -41,7 +59,8 @@ class CostMiddleware:
     """
 
     def __init__(self, sources: Sequence[Source]) -> None:
-        self._models = tuple(source.model for source in sources)
+        self._sources = tuple(sources)
+        self._by_id = tuple(source.profile.price_by_id for source in sources)
 
     def priced(self, response: Response) -> Response:
         """Return ``response`` with ``cost`` set when it can be priced (else unchanged), at
@@ -54,14 +73,12 @@ class CostMiddleware:
             tier = response.applied_service_tier.value
         note = None
         try:
+            cost = None
             model = response.model
-            cost = price(response.usage, response.provider, model, service_tier=tier)
-            index = response.source_index
-            if cost is None and 0 <= index < len(self._models):
-                source_model = self._models[index]
-                if source_model != response.model:
-                    model = source_model
-                    cost = price(response.usage, response.provider, model, service_tier=tier)
+            for model in self._names(response):
+                cost = price(response.usage, response.provider, model, service_tier=tier)
+                if cost is not None:
+                    break
             if tier not in (None, "standard", "auto"):
                 note = tier_price_note(response.provider, model, tier)
         except Exception:
@@ -70,6 +87,13 @@ class CostMiddleware:
         if note is not None:
             return response.with_(cost=cost, warnings=[*response.warnings, note])
         return response if cost is None else response.with_(cost=cost)
+
+    def _names(self, response: Response) -> list[str]:
+        """The model names to price ``response`` by, in order (see :func:`price_names`)."""
+        index = response.source_index
+        if not 0 <= index < len(self._sources):
+            return [response.model]
+        return price_names(self._sources[index], response.model, by_id=self._by_id[index])
 
     async def complete(self, request: Request, call_next: CompleteNext) -> Response:
         """Call on, price the response."""

@@ -56,8 +56,9 @@ from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
-from polythink.reasoning.lifecycle import lifecycle_note
+from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, observe, reconcile
+from polythink.reasoning.parameters import stream_only_rule
 from polythink.types import (
     Effort,
     Request,
@@ -111,22 +112,25 @@ class ReasoningMiddleware:
         self.source = source
         self.index = index
         self.profile = profile
-        self.model = source.model
+        self.model = source.registry_model
         self.endpoint = source.endpoint
         self.store = store if store is not None else CapabilityStore(None)
-        known = self.store.lookup(profile.id, source.model, self.endpoint)
+        # A base_model is a model id read by its shape; an Azure id is a deployment name.
+        self._lookup_provider = profile.id if source.base_model is None else None
+        known = self.store.lookup(self._lookup_provider, self.model, self.endpoint)
         self.capability: Capability | None = known.capability
         self.takes_parameter = known.takes_parameter
         self.origin = known.origin
         self._memo: dict[tuple[Effort | None, int | None], Resolution] = {}
         self._settled: set[Effort] = set()
         self._probes: dict[Effort, anyio.Event] = {}
-        served = known.capability is not None and known.capability.provider in (
-            None,
-            profile.serves,
+        self._retired = served_lifecycle_note(
+            self.model, known.capability, self.store.today(), profile.serves
         )
-        self._retired: str | None = (
-            lifecycle_note(source.model, known.capability, self.store.today()) if served else None
+        # An Azure deployment's name need not be a model's: the model its answers report is
+        # then adopted (once) when the registry knows it.
+        self._adopt_served = (
+            profile.cloud == "azure" and source.base_model is None and known.capability is None
         )
         if source.effort is not None:
             try:
@@ -172,7 +176,9 @@ class ReasoningMiddleware:
     def _stream_only(self, resolution: Resolution) -> bool:
         """Whether the provider answers this resolution's call only when it is streamed.
 
-        The model's capability says so (``stream_only_reasoning``) and the call reasons: its
+        The model's capability says so (``stream_only_reasoning``), or a parameter rule of
+        this endpoint (:func:`polythink.reasoning.parameters.stream_only_rule`), and the call
+        reasons: its
         applied tier is not ``none``, or, unset, the model reasons by default or cannot
         switch off. A shipped entry speaks for DashScope, where it is documented ("The
         thinking mode only supports incremental output", Alibaba Cloud Model Studio,
@@ -180,11 +186,16 @@ class ReasoningMiddleware:
         that refused a non-streamed call.
         """
         cap = self.capability
-        if cap is None or not cap.stream_only_reasoning:
+        applied = resolution.applied_effort
+        rule = stream_only_rule(self.profile.id, self.model)
+        if rule is not None and (cap is None or cap.default_effort is None):
+            # Documented for this endpoint (polythink/reasoning/parameters.toml), so known
+            # before the first refusal even for a model the registry does not list.
+            return bool(rule.default_thinking) if applied is None else applied is not Effort.NONE
+        if cap is None or not (cap.stream_only_reasoning or rule is not None):
             return False
         if self.origin != "observed" and self.profile.reasoning_wire != "qwen":
             return False
-        applied = resolution.applied_effort
         if applied is None:
             return cap.default_reasons or not cap.can_disable
         return applied is not Effort.NONE
@@ -392,7 +403,36 @@ class ReasoningMiddleware:
             "nothing was changed (see polythink models --learned)"
         )
 
+    def adopt(self, served: str) -> str | None:
+        """Take ``served``, the model an answer reported, as the model of a source whose id
+        the registry does not know (an Azure deployment's name): when the registry knows it,
+        its reasoning rules apply from the next call on. Returns the note for the response
+        that taught it, else ``None``. Done once per source."""
+        self._adopt_served = False
+        if not served or served == self.model:
+            return None
+        known = self.store.lookup(None, served, self.endpoint)
+        if known.capability is None:
+            return None
+        deployment = self.model
+        self.model = served
+        self.capability = known.capability
+        self.takes_parameter = known.takes_parameter
+        self.origin = known.origin
+        self._memo.clear()
+        note = (
+            f"{self.profile.id} deployment {deployment!r} serves model {served!r} (from its "
+            "answer): its reasoning rules apply from the next call; set base_model= on the "
+            "source to apply them from the first"
+        )
+        _lifecycle_log.info("source %d: %s", self.index, note)
+        return note
+
     def _done(self, response: Response, resolution: Resolution, prepared: Request) -> Response:
+        if self._adopt_served:
+            taught = self.adopt(response.model)
+            if taught is not None:
+                response = response.with_(warnings=[*response.warnings, taught])
         finished = self.finish(response, resolution, self.overridden(prepared))
         note = self._suspect(finished)
         if note is None:

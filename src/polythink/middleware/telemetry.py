@@ -185,6 +185,12 @@ _PROVIDER_NAMES = {
     "mistral": "mistral_ai",
     "xai": "x_ai",
     "kimi": "moonshot_ai",
+    "bedrock": "aws.bedrock",
+    "bedrock-converse": "aws.bedrock",
+    "vertex": "gcp.vertex_ai",
+    "vertex-anthropic": "gcp.vertex_ai",
+    "azure": "azure.ai.openai",
+    "azure-responses": "azure.ai.openai",
 }
 
 # The output-message schema spells the tool finish reason in the singular.
@@ -199,7 +205,8 @@ def provider_name(provider: str) -> str:
 
     Well-known values where the conventions define one (``gemini`` -> ``gcp.gemini``,
     ``xai`` -> ``x_ai``, ``mistral`` -> ``mistral_ai``, ``kimi`` -> ``moonshot_ai``,
-    ``openai-responses`` -> ``openai``); otherwise the id itself (``openrouter``, ``qwen``…).
+    ``openai-responses`` -> ``openai``, the clouds ``aws.bedrock``, ``gcp.vertex_ai`` and
+    ``azure.ai.openai``); otherwise the id itself (``openrouter``, ``qwen``…).
     """
     return _PROVIDER_NAMES.get(provider, provider)
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 from polythink.reasoning.capabilities import Capability
 
-__all__ = ["Status", "lifecycle_note", "status"]
+__all__ = ["Status", "lifecycle_note", "served_lifecycle_note", "status"]
 
 Status = Literal["current", "deprecated", "retired"]
 
@@ -61,3 +61,17 @@ def lifecycle_note(
         "call may still be answered through an alias or a re-route to another model, or "
         "refused as model not found)"
     )
+
+
+def served_lifecycle_note(
+    model: str, capability: Capability | None, today: datetime.date | str, serves: str
+) -> str | None:
+    """The retirement warning for a call to ``model`` at a provider whose models are those of
+    ``serves`` (:attr:`polythink.providers.ProviderProfile.serves`): :func:`lifecycle_note`
+    when the registry entry is that provider's own (or names none), else ``None`` — a model
+    its maker retired may still be served elsewhere (a vLLM server, a gateway, a cloud with
+    its own schedule). The client's warning and ``polythink resolve`` both come from here.
+    """
+    if capability is None or capability.provider not in (None, serves):
+        return None
+    return lifecycle_note(model, capability, today)

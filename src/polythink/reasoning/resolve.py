@@ -61,6 +61,7 @@ model did).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -68,6 +69,7 @@ from typing import Any, Literal
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.reasoning.converse import ConverseDialect, converse_dialect
 from polythink.types import EFFORT_ORDER, Effort, Resolution
 
 __all__ = [
@@ -180,7 +182,7 @@ def resolve(
         )
     cap = get_capability(model, profile.id) if capability is _UNSET else capability
     if cap is None:
-        payload, applied, budget = _BUILDERS[wire](requested, None, profile, max_tokens)
+        payload, applied, budget = _builder(wire, model, None)(requested, None, profile, max_tokens)
         warning = (
             f"model {model!r} is not in the capability registry and matches no model family; "
             f"sent {payload or '{}'} for reasoning_effort={requested.value!r} by the "
@@ -189,7 +191,7 @@ def resolve(
         )
         return Resolution(requested, applied, payload, budget, (warning,))
     settled = settle_tier(requested, cap, policy=policy, model=model, provider=profile.id)
-    payload, applied, budget = _BUILDERS[wire](settled, cap, profile, max_tokens)
+    payload, applied, budget = _builder(wire, model, cap)(settled, cap, profile, max_tokens)
     warnings: list[str] = []
     if settled is not requested and requested is Effort.NONE:
         warnings.append(
@@ -429,8 +431,11 @@ _GEMINI_LEVELS: dict[Effort, Effort] = {
     Effort.XHIGH: Effort.HIGH,
     Effort.MAX: Effort.HIGH,
 }
-"""``thinkingLevel`` is ``MINIMAL | LOW | MEDIUM | HIGH`` (GEM-SDK ``ThinkingLevel``, 2026-08-21);
-stronger tiers are sent as ``high``, as OpenRouter maps them for Gemini 3 (OR-DOC 2026-10-05)."""
+"""``thinkingLevel`` is ``MINIMAL | LOW | MEDIUM | HIGH | XHIGH`` (``google-genai`` 3.6.1
+``ThinkingLevel``, read 2026-12-04). ``XHIGH`` is sent only to a model whose capability lists
+``xhigh`` (Gemini 4 Neon and Hydrogen: LOW MEDIUM HIGH XHIGH, Google's developer guides, read
+2026-12-04); elsewhere stronger tiers are sent as ``high``, as OpenRouter maps them for Gemini 3
+(OR-DOC 2026-10-05)."""
 
 
 def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None) -> Built:
@@ -453,12 +458,53 @@ def _gemini_wire(e: Effort, cap: Capability | None, p: ProviderProfile, mt: int 
         budget = budget_for(e, cap)
         config = {"thinkingBudget": budget, "includeThoughts": True}
     else:
-        e = _GEMINI_LEVELS[e]
+        takes_xhigh = cap is not None and Effort.XHIGH in cap.supported_efforts
+        e = Effort.XHIGH if takes_xhigh and e in (Effort.XHIGH, Effort.MAX) else _GEMINI_LEVELS[e]
         config = {"thinkingLevel": e.value, "includeThoughts": True}
     generation: dict[str, Any] = {"thinkingConfig": config}
     if budget is not None and mt is not None:
         generation["maxOutputTokens"] = _ceiling(mt, budget, cap)
     return {"generationConfig": generation}, e, budget
+
+
+def _converse_wire(
+    dialect: ConverseDialect, e: Effort, cap: Capability | None, p: ProviderProfile, mt: int | None
+) -> Built:
+    """Bedrock Converse: the vendor's own field in ``additionalModelRequestFields``
+    (:mod:`polythink.reasoning.converse`); an output ceiling a thinking budget raises is
+    ``inferenceConfig.maxTokens``."""
+    budget: int | None = None
+    fields: dict[str, Any]
+    if dialect == "anthropic":
+        fields, e, budget = _anthropic_wire(e, cap, p, mt)
+    elif dialect == "reasoning":
+        fields, e, budget = _responses_wire(e, cap, p, mt)
+    elif dialect == "reasoningConfig":
+        if e is Effort.NONE:
+            fields = {"reasoningConfig": {"type": "disabled"}}
+        elif e is Effort.AUTO:
+            fields = {"reasoningConfig": {"type": "enabled"}}
+        else:
+            fields = {"reasoningConfig": {"type": "enabled", "maxReasoningEffort": e.value}}
+    else:
+        fields, e, budget = _effort_wire(e, cap, p, mt)
+    fields = dict(fields)
+    ceiling = fields.pop("max_tokens", None)
+    payload: dict[str, Any] = {"additionalModelRequestFields": fields} if fields else {}
+    if ceiling is not None:
+        payload["inferenceConfig"] = {"maxTokens": ceiling}
+    return payload, e, budget
+
+
+def _builder(
+    wire: str, model: str, cap: Capability | None
+) -> Callable[[Effort, Capability | None, ProviderProfile, int | None], Built]:
+    """The fragment builder of ``wire``; on Converse, the one of ``model``'s vendor."""
+    if wire == "converse":
+        return functools.partial(
+            _converse_wire, converse_dialect(model, cap.provider if cap is not None else None)
+        )
+    return _BUILDERS[wire]
 
 
 _BUILDERS: dict[str, Callable[[Effort, Capability | None, ProviderProfile, int | None], Built]] = {
@@ -493,7 +539,10 @@ def retarget(
     wire = profile.reasoning_wire
     if wire is None:
         return dataclasses.replace(resolution, payload={})
-    payload, sent, budget = _BUILDERS[wire](applied, capability, profile, max_tokens)
+    model = capability.model if capability is not None else ""
+    payload, sent, budget = _builder(wire, model, capability)(
+        applied, capability, profile, max_tokens
+    )
     return Resolution(resolution.requested_effort, sent, payload, budget, resolution.warnings)
 
 
@@ -530,11 +579,14 @@ def responses_route(
 
 def payload_ceiling(payload: Mapping[str, Any], profile: ProviderProfile) -> int | None:
     """The output ceiling in tokens a resolution's ``payload`` sends (budget wires raise it:
-    ``max_tokens``, the profile's ceiling field, or Gemini's
-    ``generationConfig.maxOutputTokens``), or ``None`` when it sends none."""
+    ``max_tokens``, the profile's ceiling field, Gemini's ``generationConfig.maxOutputTokens``
+    or Converse's ``inferenceConfig.maxTokens``), or ``None`` when it sends none."""
     generation = payload.get("generationConfig")
+    inference = payload.get("inferenceConfig")
     if isinstance(generation, Mapping):
         value = generation.get("maxOutputTokens")
+    elif isinstance(inference, Mapping):
+        value = inference.get("maxTokens")
     else:
         value = payload.get(profile.max_tokens_field, payload.get("max_tokens"))
     return value if isinstance(value, int) else None

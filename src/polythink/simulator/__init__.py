@@ -51,7 +51,17 @@ class Simulator:
         return self.server.port
 
     def base_url(self, provider: str) -> str:
-        """The base URL that serves ``provider``'s dialect (pass it as ``Source.base_url``)."""
+        """The base URL that serves ``provider``'s dialect (pass it as ``Source.base_url``).
+
+        The clouds' stand for their hosts: ``bedrock``'s for the regional runtime host,
+        ``vertex``'s for ``https://{host}/v1`` (polythink appends the project and location),
+        ``azure``'s for the resource's ``/openai/v1`` (a dated ``api_version`` moves to the
+        deployments API under ``/openai``)."""
+        from polythink.providers import PROVIDERS
+
+        profile = PROVIDERS.get(provider)
+        if profile is not None and profile.cloud == "azure":
+            return f"http://127.0.0.1:{self.port}/{provider}/openai/v1"
         return f"http://127.0.0.1:{self.port}/{provider}/v1"
 
     def start(self) -> Simulator:

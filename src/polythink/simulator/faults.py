@@ -166,8 +166,14 @@ DEFAULT_MIX: tuple[Fault, ...] = (
 
 
 def dialect(path: str) -> str:
-    """The wire of a route: ``"openai"``, ``"responses"``, ``"anthropic"`` or ``"gemini"``."""
-    if path.endswith("/messages"):
+    """The wire of a route: ``"openai"``, ``"responses"``, ``"anthropic"``, ``"gemini"`` or
+    ``"bedrock"`` (Vertex's Claude routes speak Anthropic's errors, its Gemini ones Google's,
+    Azure's OpenAI's)."""
+    if "/model/" in path and path.endswith(
+        ("/invoke", "/invoke-with-response-stream", "/converse", "/converse-stream")
+    ):
+        return "bedrock"
+    if path.endswith(("/messages", ":rawPredict", ":streamRawPredict")):
         return "anthropic"
     if path.endswith("/responses"):
         return "responses"
@@ -209,9 +215,20 @@ _GEMINI_IN_BAND = {
 }
 
 
+_BEDROCK_TYPES = {
+    429: "ThrottlingException",
+    400: "ValidationException",
+    403: "AccessDeniedException",
+    500: "InternalServerException",
+    503: "ServiceUnavailableException",
+}
+
+
 def error_payload(wire: str, status: int, fault: Fault) -> dict[str, Any]:
     """The body a provider of ``wire`` sends with HTTP ``status``."""
     message = f"Simulated {status} error."
+    if wire == "bedrock":
+        return {"message": "Too many requests, please wait before trying again."}
     if wire == "anthropic":
         kind = fault.error_type or _ANTHROPIC_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
@@ -236,9 +253,18 @@ def error_payload(wire: str, status: int, fault: Fault) -> dict[str, Any]:
 
 
 def in_band_frame(wire: str, error_type: str, sequence: int) -> bytes:
-    """One SSE event carrying an in-stream error, in ``wire``'s shape."""
+    """One SSE event carrying an in-stream error, in ``wire``'s shape (on Bedrock, an
+    event-stream exception message: ``rate_limit_error`` is its ``throttlingException``)."""
     message = f"Simulated in-stream {error_type}."
     payload: dict[str, Any]
+    if wire == "bedrock":
+        from polythink.simulator.clouds import exception
+
+        kind = {
+            "rate_limit_error": "throttlingException",
+            "overloaded_error": "serviceUnavailableException",
+        }.get(error_type, "internalServerException")
+        return exception(kind, message)
     if wire == "anthropic":
         payload = {"type": "error", "error": {"type": error_type, "message": message}}
         return _sse(payload, "error")
@@ -267,7 +293,9 @@ _MALFORMED_FRAME = b'data: {"id":"sim-malformed","choices":[{"delta":{"content":
 
 
 def _wants_stream(request: SimRequest) -> bool:
-    if ":streamGenerateContent" in request.path:
+    if request.path.endswith(
+        (":streamGenerateContent", ":streamRawPredict", "-with-response-stream", "/converse-stream")
+    ):
         return True
     try:
         body = request.json()
@@ -565,6 +593,9 @@ class FaultPlan:
 
     def _fault_headers(self, fault: Fault, wire: str) -> dict[str, str]:
         headers = {("request-id" if wire == "anthropic" else "x-request-id"): "sim-req-fault"}
+        if wire == "bedrock":
+            kind = fault.error_type or _BEDROCK_TYPES.get(fault.status, "InternalServerException")
+            headers["x-amzn-ErrorType"] = f"{kind}:http://internal.amazon.com/coral/"
         if fault.retry_after is not None and wire != "gemini":
             headers["retry-after"] = f"{fault.retry_after:g}"
         if fault.retry_after_ms is not None:

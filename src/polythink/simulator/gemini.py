@@ -45,7 +45,7 @@ __all__ = ["handle", "matches"]
 
 _KEY = b"polythink-simulator-gemini"
 _METHODS = (":generateContent", ":streamGenerateContent")
-_LEVELS = frozenset({"minimal", "low", "medium", "high"})
+_LEVELS = frozenset({"minimal", "low", "medium", "high", "xhigh"})
 
 
 def bad_request(message: str) -> dict[str, Any]:

@@ -37,6 +37,9 @@ __all__ = [
 
 WIRE_MODULES: tuple[str, ...] = (
     "polythink.simulator.batches",
+    "polythink.simulator.bedrock",
+    "polythink.simulator.vertex",
+    "polythink.simulator.azure",
     "polythink.simulator.openai_chat",
     "polythink.simulator.openai_responses",
     "polythink.simulator.anthropic",
@@ -107,6 +110,8 @@ class Settings:
             (:class:`~polythink.simulator.batches.BatchTiming`; ``None``: its defaults).
         batch_store: what the simulated batch APIs hold (files, batches, answers); made on
             first use.
+        deployments: the simulated Azure's deployments: deployment name -> the model it
+            serves (a name not listed serves the model it names).
     """
 
     latency: float = 0.0
@@ -122,6 +127,7 @@ class Settings:
     batch_clock: Callable[[], float] = time.time
     batch_timing: Any = None
     batch_store: Any = field(default=None, repr=False)
+    deployments: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -16,6 +16,10 @@ WIRES: dict[str, str] = {
     "openai_responses": "polythink.transports.openai_responses:OpenAIResponsesTransport",
     "anthropic": "polythink.transports.anthropic:AnthropicTransport",
     "gemini": "polythink.transports.gemini:GeminiTransport",
+    "bedrock": "polythink.transports.bedrock:BedrockTransport",
+    "bedrock_converse": "polythink.transports.bedrock:BedrockConverseTransport",
+    "vertex": "polythink.transports.vertex:VertexTransport",
+    "vertex_anthropic": "polythink.transports.vertex:VertexAnthropicTransport",
 }
 """Wire name -> ``module:Class`` of its transport."""
 

@@ -29,6 +29,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
+import httpx
+
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
@@ -68,6 +70,7 @@ from polythink.transports.schema import OutputPlan, anthropic_output, merge_outp
 from polythink.types import (
     Effort,
     Message,
+    NativeRelay,
     PromptCache,
     RateLimit,
     Request,
@@ -232,13 +235,16 @@ def _tool_input(call: ToolCall) -> Any:
     return value
 
 
-def _assistant_content(message: Message, left_out: LeftOut) -> list[dict[str, Any]]:
-    """The blocks of an assistant turn: its own blocks verbatim when it came from this wire
-    (thinking and redacted_thinking blocks with their signatures, in order), else text (a
+def _assistant_content(
+    message: Message, left_out: LeftOut, own_format: str = "anthropic"
+) -> list[dict[str, Any]]:
+    """The blocks of an assistant turn: its own blocks verbatim when it came from this
+    platform (``own_format``: Anthropic's API, or a cloud whose signatures are its own;
+    thinking and redacted_thinking blocks with their signatures, in order), else text (a
     ``refusal`` after the content: it is what the model said) and ``tool_use`` blocks. Text
     blocks the API refuses (empty or whitespace only, which adaptive thinking can produce,
     even before its thinking block) are left out either way."""
-    if message.reasoning_format == "anthropic" and message.reasoning_items:
+    if message.reasoning_format == own_format and message.reasoning_items:
         return [dict(item) for item in message.reasoning_items if not _blank(item)]
     blocks = _blocks(message.content, left_out, keep_empty=False)
     if message.refusal and message.refusal.strip():
@@ -360,7 +366,7 @@ def _messages(
                 refuse_chat_only(message, position, profile, source_index)
             if reasoning_unsent(message, profile):
                 left_out.add(REASONING, _REASONING_WHY)
-            content = _assistant_content(message, left_out)
+            content = _assistant_content(message, left_out, profile.reasoning_format or "anthropic")
             # A turn left with no block says nothing; the API refuses it ("all messages must
             # have non-empty content except for the optional final assistant message"), and
             # merges the user turns around it ("consecutive user or assistant turns ... will
@@ -1119,6 +1125,7 @@ class AnthropicTransport(HTTPTransport):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.url = f"{self.source.endpoint}/messages"
+        self.stream_url = self.url
         self._extra_body = self.source.extra_body
         capability = self.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
@@ -1229,7 +1236,25 @@ class AnthropicTransport(HTTPTransport):
             and not _sets_display(request.extra_body)
         ):
             thinking["display"] = self._display
-        return body, notes, switched_off, tool
+        return self.platform_body(body, request), notes, switched_off, tool
+
+    def platform_body(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        """The Messages body as this platform takes it: unchanged on Anthropic's API; the
+        clouds that serve Claude move the model to the URL and the version into the body
+        (:mod:`polythink.transports.bedrock`, :mod:`polythink.transports.vertex`)."""
+        return body
+
+    async def events(
+        self, response: httpx.Response, relay: NativeRelay | None = None
+    ) -> AsyncGenerator[Mapping[str, Any], None]:
+        """The Messages stream events of a streamed answer, parsed (SSE here; a cloud may
+        frame them otherwise), up to ``[DONE]`` where a server sends one; each handed to
+        ``relay`` first (:meth:`~polythink.transports.base.HTTPTransport.json_events`)."""
+        async with aclosing(self.json_events(response, relay)) as events:
+            async for _, event in events:
+                if event is DONE:
+                    return
+                yield event
 
     def _unforce_output_tool(self, body: dict[str, Any], tool: str) -> list[str]:
         """Manual thinking rejects the fallback's forced tool (400 "Thinking may not be
@@ -1345,12 +1370,10 @@ class AnthropicTransport(HTTPTransport):
             self.profile, self.index, self.source.model, output_tool=tool
         )
         try:
-            async with self.open_stream(self.url, body, request) as response:
+            async with self.open_stream(self.stream_url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
-                async with aclosing(self.json_events(response, relay)) as events:
-                    async for _, event in events:
-                        if event is DONE:
-                            break
+                async with aclosing(self.events(response, relay)) as events:
+                    async for event in events:
                         if event.get("type") == "error":
                             raise self.in_band_error(event, response)
                         for item in assembler.feed(event):

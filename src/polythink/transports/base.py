@@ -21,12 +21,14 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import httpx
 import orjson
 
+from polythink.auth import cloud_auth
+from polythink.clouds import azure_url
 from polythink.config import Source, check_headers
 from polythink.errors import (
     ContentUnsupportedError,
@@ -40,7 +42,6 @@ from polythink.errors import (
     holds_secret,
 )
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.tiers import capacity_error, served_tier
 from polythink.transports.carry import ttl_notes
 from polythink.transports.error_map import (
@@ -72,6 +73,7 @@ _log = logging.getLogger("polythink.transport")
 __all__ = [
     "DONE",
     "LIST_HEADERS",
+    "FrameDecoder",
     "HTTPTransport",
     "PartTypes",
     "append_system_suffix",
@@ -165,6 +167,18 @@ DRAIN_SECONDS = 0.1
 """Longest wait, in seconds, for the end of a body after its stream's end marker."""
 
 
+class FrameDecoder(Protocol):
+    """What :meth:`HTTPTransport.sse_events` reads a body with: bytes in, ``(event type,
+    data)`` pairs out (:class:`~polythink.transports.sse.SSEDecoder`, or the AWS event-stream
+    one); ``close()`` at the end of the body, after which ``closed`` is true."""
+
+    closed: bool
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]: ...
+
+    def close(self) -> list[tuple[str, str]]: ...
+
+
 class HTTPTransport:
     """Base class of the provider transports: one source, the shared client, the URL.
 
@@ -200,10 +214,15 @@ class HTTPTransport:
         self.index = index
         self.profile = profile
         self.client = client
-        self._secrets = (api_key, *source.secrets())
+        self._keys = (api_key, *source.secrets())
+        self.auth = cloud_auth(source, profile, api_key, index)
+        """The request signer of a cloud source without a key (:mod:`polythink.auth`), or
+        ``None``; httpx runs it on each request once built."""
+        self._auth: Any = self.auth if self.auth is not None else httpx.USE_CLIENT_DEFAULT
         self._logged_drops: set[str] = set()
-        self.capability = get_capability(source.model, source.provider)
-        """The model's registry entry (``None``: not registered)."""
+        self.capability = source.capability
+        """The model's registry entry (``None``: not registered; :attr:`Source.capability`:
+        an Azure deployment's is its ``base_model``'s)."""
         capability = self.capability if profile.strict_sampling else None
         self._sampling = capability.sampling if capability is not None else "any"
         self._capability_for_cache = capability if "key" in profile.prompt_cache else None
@@ -229,6 +248,22 @@ class HTTPTransport:
         )
         self._idle = t.idle
         self._total = t.total
+
+    def api_url(self, path: str) -> str:
+        """The URL of the API ``path`` (``/chat/completions``, ``/responses``) on this source:
+        ``{endpoint}{path}``; on Azure with a dated ``api_version``, the deployments API's
+        (:func:`polythink.clouds.azure_url`)."""
+        source = self.source
+        if self.profile.cloud == "azure":
+            return azure_url(source.endpoint, path, source.model, source.api_version)
+        return f"{source.endpoint}{path}"
+
+    @property
+    def _secrets(self) -> tuple[str | None, ...]:
+        """The credentials redacted from every error: the key, credential headers, and the
+        bearer token a cloud signer sends now."""
+        token = getattr(self.auth, "secret", None)
+        return (*self._keys, token) if token else self._keys
 
     def extra_headers(self) -> dict[str, str]:
         """Provider headers sent on every call (for example ``anthropic-version``)."""
@@ -375,6 +410,7 @@ class HTTPTransport:
                     headers=headers,
                     timeout=self._timeout,
                     follow_redirects=False,
+                    auth=self._auth,
                 )
         except Exception as exc:
             failure = self._transport_error(exc)
@@ -519,7 +555,9 @@ class HTTPTransport:
         failure: PolythinkError | None = None
         try:
             with deadline_scope(budget):
-                response = await self.client.send(req, stream=True, follow_redirects=False)
+                response = await self.client.send(
+                    req, stream=True, follow_redirects=False, auth=self._auth
+                )
         except Exception as exc:
             failure = self._transport_error(exc)
         if failure is not None:
@@ -581,12 +619,14 @@ class HTTPTransport:
                     return
 
     async def sse_events(
-        self, response: httpx.Response, decoder: SSEDecoder | None = None
+        self, response: httpx.Response, decoder: FrameDecoder | None = None
     ) -> AsyncGenerator[tuple[str, str], None]:
         """Yield ``(event_type, data)`` pairs from a streamed response.
 
         When the body ends, the event still pending in ``decoder`` (one without its closing
-        blank line) is yielded last, with ``decoder.closed`` set (see :mod:`.sse`).
+        blank line) is yielded last, with ``decoder.closed`` set (see :mod:`.sse`). A
+        decoder of another framing (:class:`~polythink.transports.eventstream.EventStreamDecoder`
+        for AWS event streams) is read the same way.
 
         Silence longer than the idle timeout fails through httpx's read timeout; the
         deadline is checked against the clock per chunk, and a cancel scope bounds a read
@@ -683,7 +723,7 @@ class HTTPTransport:
         :class:`~polythink.errors.ModelNotFoundError`; return ``error``."""
         if isinstance(error, ModelNotFoundError) and error.model is None:
             error.model = self.source.model
-            capability = get_capability(self.source.model, self.source.provider)
+            capability = self.source.capability
             if capability is not None and capability.replacement:
                 error.replacement = capability.replacement
                 error.message = (

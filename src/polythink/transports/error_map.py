@@ -16,6 +16,7 @@ import httpx
 
 from polythink.errors import (
     AuthError,
+    ContentFilterError,
     ContextWindowExceededError,
     ModelNotFoundError,
     PolythinkError,
@@ -39,6 +40,8 @@ from polythink.transports.headers import (
 __all__ = [
     "RESPONSES_REJECT_CODES",
     "TRANSPORT_ERRORS",
+    "aws_error_type",
+    "content_filter_result",
     "context_window_error",
     "error_from_body",
     "error_from_status",
@@ -227,6 +230,10 @@ def error_from_status(
     except ValueError:
         parsed = None
     given, message, param, kinds = _error_fields(parsed)
+    aws_type = aws_error_type(headers, parsed)
+    if aws_type is not None:
+        given = given or aws_type
+        kinds = kinds | {aws_type.lower()}
     kinds = _plausible(kinds)
     error_type = trusted_type(given, secrets)
     if given is not None and error_type is None:
@@ -250,6 +257,10 @@ def error_from_status(
         cls = RateLimitedError
         if should_retry is None and kinds & _QUOTA_TYPES:
             should_retry = False
+    elif kinds & _QUOTA_REJECTS:
+        cls = RateLimitedError
+        if should_retry is None:
+            should_retry = False
     elif status in (401, 402, 403):
         cls = AuthError
     elif status in (408, 409) or status >= 500:
@@ -260,6 +271,10 @@ def error_from_status(
         cls = ThinkingUnsupportedError
     else:
         cls = RequestRejectedError
+    extra: dict[str, Any] = {}
+    if "content_filter" in kinds and cls is RequestRejectedError:
+        cls = ContentFilterError
+        extra["content_filter_result"] = content_filter_result(parsed)
     error = cls(
         f"{provider} answered HTTP {status}: {redact(summary, secrets)}",
         provider=provider,
@@ -270,13 +285,62 @@ def error_from_status(
         retry_after=retry_after,
         should_retry=should_retry,
         body=text,
+        **extra,
     )
     error.rate_limit = parse_rate_limit(headers)
     return sealed(context_window_error(error), secrets)
 
 
+def content_filter_result(body: Any) -> dict[str, Any] | None:
+    """The per-category verdict of an Azure content-filter refusal: ``error.innererror``
+    (``inner_error`` in newer bodies) ``.content_filter_result`` (CLOUDS.md §3.1, AZ-CF), or
+    ``None``."""
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if not isinstance(error, Mapping):
+        return None
+    for key in ("innererror", "inner_error"):
+        inner = error.get(key)
+        if isinstance(inner, Mapping):
+            found = inner.get("content_filter_result") or inner.get("content_filter_results")
+            if isinstance(found, Mapping):
+                return dict(found)
+    return None
+
+
+_QUOTA_REJECTS = frozenset({"servicequotaexceededexception"})
+"""Quota refusals sent with a status other than 429: Bedrock's
+``ServiceQuotaExceededException`` (HTTP 400, a sender fault: "Your request exceeds the service
+quota for your account"; bedrock-runtime service model, botocore 1.44.8, CLOUDS.md §1.9).
+Waiting does not lift it: a :class:`RateLimitedError` with ``should_retry=False``."""
+
+
+def aws_error_type(headers: Mapping[str, str], body: Any) -> str | None:
+    """The error type of an AWS rest-json answer (Bedrock), or ``None`` for another shape.
+
+    From the ``x-amzn-ErrorType`` header (``ValidationException:http://…``: the part before
+    ``:``), else the body's ``__type`` (``com.amazon.coral…#ThrottlingException``: the part
+    after ``#``), as botocore's rest-json parser reads them (CLOUDS.md §1.9, BOTO-CODE).
+    """
+    raw = headers.get("x-amzn-errortype")
+    if raw is None and isinstance(body, Mapping) and isinstance(body.get("__type"), str):
+        raw = body["__type"].rsplit("#", 1)[-1]
+    if not raw:
+        return None
+    found = raw.split(":", 1)[0].rsplit("#", 1)[-1].strip()
+    return found or None
+
+
 _RATE_TYPES = frozenset(
-    {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "too_many_requests", "429"}
+    {
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "resource_exhausted",
+        "too_many_requests",
+        "429",
+        # Bedrock's stream exceptions (ConverseStream, InvokeModelWithResponseStream).
+        "throttlingexception",
+        "modelnotreadyexception",
+    }
 )
 _AUTH_TYPES = frozenset(
     {
@@ -286,6 +350,7 @@ _AUTH_TYPES = frozenset(
         "invalid_api_key",
         "unauthenticated",
         "permission_denied",
+        "accessdeniedexception",
         "401",
         "402",
         "403",
@@ -295,6 +360,7 @@ _REJECT_TYPES = frozenset(
     {
         "invalid_request_error",
         "invalid_argument",
+        "validationexception",
         "not_found_error",
         "request_too_large",
         "400",
@@ -333,7 +399,7 @@ def error_from_body(
     error_type = trusted_type(given, secrets)
     cls: type[PolythinkError]
     should_retry = None
-    if kinds & _QUOTA_TYPES:
+    if kinds & (_QUOTA_TYPES | _QUOTA_REJECTS):
         cls = RateLimitedError
         should_retry = False
     elif kinds & _RATE_TYPES:
@@ -558,6 +624,10 @@ def error_from_transport(
     ``__context__`` either, so nothing reaches the request's headers.
     """
     secrets = tuple(secrets)
+    if isinstance(exc, PolythinkError):
+        # A cloud signer's own error (a credential that cannot be found or refreshed),
+        # raised from inside httpx's auth flow.
+        return sealed(exc, secrets)
     mapped = sealed(_transport_error(exc, provider, source_index, stage, secrets), secrets)
     mapped.__cause__ = None if holds_secret(exc, secrets) else exc
     return mapped

@@ -40,6 +40,10 @@ for re-checking when a value appears that no table lists):
   ``google/ai/generativelanguage/v1beta/generative_service.proto`` (googleapis f8291d2b).
 - OpenAI Responses ``incomplete_details.reason``: ``max_output_tokens, content_filter``
   (openai-openapi ``Response.incomplete_details``).
+- Bedrock Converse ``stopReason``: ``end_turn, tool_use, max_tokens, stop_sequence,
+  guardrail_intervened, content_filtered, malformed_model_output, malformed_tool_use,
+  model_context_window_exceeded`` (bedrock-runtime service model, botocore 1.44.8,
+  CLOUDS.md §1.3).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from typing import Any
 __all__ = [
     "ANTHROPIC",
     "CHAT",
+    "CONVERSE",
     "GEMINI",
     "RESPONSES_INCOMPLETE",
     "Finish",
@@ -138,6 +143,18 @@ GEMINI: Mapping[str, str] = {
     "UNEXPECTED_TOOL_CALL": "error",
     "TOO_MANY_TOOL_CALLS": "error",
     "FINISH_REASON_UNSPECIFIED": "error",
+}
+
+CONVERSE: Mapping[str, str] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+    "malformed_model_output": "error",
+    "malformed_tool_use": "error",
 }
 
 RESPONSES_INCOMPLETE: Mapping[str, str] = {

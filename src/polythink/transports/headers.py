@@ -160,7 +160,14 @@ def parse_rate_limit(
 
 
 def header_request_id(headers: Mapping[str, str]) -> str | None:
-    for name in ("x-request-id", "request-id", "x-goog-request-id", "cf-ray"):
+    for name in (
+        "x-request-id",
+        "request-id",
+        "x-amzn-requestid",
+        "apim-request-id",
+        "x-goog-request-id",
+        "cf-ray",
+    ):
         value = headers.get(name)
         if value:
             return value

@@ -39,6 +39,7 @@ from polythink.errors import (
 )
 from polythink.pricing import reported_cost
 from polythink.providers import ProviderProfile
+from polythink.reasoning.parameters import parameter_conflicts, parameter_rules
 from polythink.reasoning.resolve import responses_route
 from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
@@ -630,6 +631,21 @@ def _reasoning_field(container: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def filter_refusal(results: Any) -> str | None:
+    """The refusal of a completion a content filter stopped (``finish_reason:
+    "content_filter"``), from the choice's ``content_filter_results`` (Azure OpenAI:
+    ``{"violence": {"filtered": true, "severity": "high"}, …}``; CLOUDS.md §3.1, AZ-CF):
+    ``"content filter: violence (high)"``; ``None`` when no category says it filtered."""
+    if not isinstance(results, Mapping):
+        return None
+    flagged = []
+    for name, verdict in results.items():
+        if isinstance(verdict, Mapping) and (verdict.get("filtered") or verdict.get("detected")):
+            severity = verdict.get("severity")
+            flagged.append(f"{name} ({severity})" if isinstance(severity, str) else str(name))
+    return f"content filter: {', '.join(flagged)}" if flagged else None
+
+
 def parse_completion(
     data: Any,
     *,
@@ -660,6 +676,8 @@ def parse_completion(
     refusal = refusal if isinstance(refusal, str) and refusal else None
     if refusal is not None:
         text += refusal
+    elif choice.get("finish_reason") == "content_filter":
+        refusal = filter_refusal(choice.get("content_filter_results"))
     reasoning = _reasoning_field(message) or chunk_reasoning or None
     if reasoning is None and profile.inline_think_tags and text:
         reasoning, text = split_think(text)
@@ -965,6 +983,10 @@ class ChatStreamAssembler:
             if choice.get("finish_reason"):
                 self.raw_finish = choice["finish_reason"]
                 events.extend(self._complete_calls())
+                if self.raw_finish == "content_filter" and not self.refusal:
+                    filtered = filter_refusal(choice.get("content_filter_results"))
+                    if filtered is not None:
+                        self.refusal.append(filtered)
             if choice_usage is None and isinstance(choice.get("usage"), Mapping):
                 choice_usage = choice["usage"]
         usage = chunk.get("usage")
@@ -1164,9 +1186,33 @@ class OpenAIChatTransport(HTTPTransport):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.url = f"{self.source.endpoint}/chat/completions"
+        self.url = self.api_url("/chat/completions")
         self._extra_body = self.source.extra_body
         self._capability = self.capability
+        self._parameter_rules = parameter_rules(self.profile.id, self.source.model)
+
+    def _parameter_notes(self, body: dict[str, Any]) -> list[str]:
+        """Apply the model's parameter rules at this endpoint (:mod:`polythink.reasoning.
+        parameters`: Kimi's fixed sampling values, xAI's refused ``stop``, DashScope's JSON mode
+        while thinking) to the built body: refused before sending, or dropped with a warning
+        under ``drop_params``. Whether the call thinks is read from the body's switch, else
+        the model's default (the registry's, else the rule's).
+
+        Raises:
+            ThinkingUnsupportedError: a parameter a rule forbids while ``drop_params`` is off.
+        """
+        rules = self._parameter_rules
+        if not rules:
+            return []
+        thinking = thinking_in_body(body, self.profile.reasoning_wire)
+        if thinking is None:
+            cap = self._capability
+            if cap is not None and cap.default_effort is not None:
+                thinking = cap.default_reasons or not cap.can_disable
+            else:
+                thinking = any(rule.default_thinking for rule in rules)
+        conflicts = parameter_conflicts(rules, body, thinking)
+        return self.refuse_or_drop(body, conflicts, "at this endpoint", "parameter_conflict")
 
     @staticmethod
     def _streams_under_the_hood(request: Request) -> bool:
@@ -1241,14 +1287,15 @@ class OpenAIChatTransport(HTTPTransport):
 
     def _checked(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and notes of :meth:`_prepare`, after the provider's sampling,
-        prompt-cache and ``tool_choice`` rules; a body of the caller's own
-        (``Request.native``) is the provider's to judge, with its own error."""
+        prompt-cache, ``tool_choice`` and per-model parameter rules; a body of the caller's
+        own (``Request.native``) is the provider's to judge, with its own error."""
         body, notes = self._prepare(request)
         if request.native is not None and request.native.wire == self.profile.wire:
             return body, notes
         notes += self.sampling_notes(body, request)
         notes += self.prompt_cache_notes(body, request)
         notes += self._tool_choice_notes(body)
+        notes += self._parameter_notes(body)
         return body, notes
 
     def _check_route(self, request: Request) -> None:

@@ -875,7 +875,7 @@ class OpenAIResponsesTransport(HTTPTransport):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.url = f"{self.source.endpoint}/responses"
+        self.url = self.api_url("/responses")
         self._extra_body = self.source.extra_body
         capability = self.capability
         self._model_reasons = capability.reasons if capability is not None else None

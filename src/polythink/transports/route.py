@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from polythink.providers import get_provider
-from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.reasoning.capabilities import Capability
 from polythink.reasoning.resolve import responses_route, retarget
 from polythink.transports.base import HTTPTransport, with_notes
 from polythink.types import Request, Response, StreamEvent
@@ -96,7 +96,7 @@ def with_responses_route(transport: Any, *, client: httpx.AsyncClient, api_key: 
     if profile is None or profile.responses_profile is None:
         return transport
     source = transport.source
-    capability = get_capability(source.model, source.provider)
+    capability = source.capability
     needed = source.reasoning_mode is not None or (
         capability is not None and capability.chat_tools != "any"
     )
