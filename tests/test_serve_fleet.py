@@ -288,7 +288,8 @@ def test_the_dashboards_gateway_row_shows_the_calls(stack: Stack) -> None:
     prometheus = stack.prometheus
     prometheus.wait_scrapes_after(time.time(), count=2)
     start = prometheus.last_scrape()
-    answers = [anyio.run(functools.partial(_chat, stack, "initech", effort="low")) for _ in range(2)]
+    low = functools.partial(_chat, stack, "initech", effort="low")
+    answers = [anyio.run(low) for _ in range(2)]
     refused = [anyio.run(_chat, stack, None) for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200]
     assert [a.status_code for a in refused] == [401, 401, 401]

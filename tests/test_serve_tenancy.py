@@ -513,3 +513,20 @@ def test_on_shutdown_streams_drain_and_those_still_open_end_with_an_error_event(
             events[-1]
             == "error: the gateway stopped before this stream ended; send the request again"
         )
+
+
+def test_the_readme_tenant_table_reads_as_written(tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("### Keys and tenants") :]
+    block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    import tomllib
+
+    (table,) = tomllib.loads(block)["tenant"]
+    (tenant,) = tenants_from_toml(
+        [table], "README.md", {"TEAM_A_GATEWAY_KEY": "pt-team-a-0123456789abcdef"}
+    )
+    assert tenant.name == "team-a"
+    assert tenant.routes == frozenset({"claude-opus-4-7"})
+    assert (tenant.rpm, tenant.tpm, tenant.max_concurrency) == (600, 2000000, 16)
+    assert tenant.budgets == (Budget(50.0, per="day", tag="team-a", step_down_at=0.8),)
+    assert KeyRing([tenant]).find("pt-team-a-0123456789abcdef") is tenant
