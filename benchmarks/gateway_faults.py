@@ -218,65 +218,78 @@ async def _streams_then(
 
 
 def redis_outage(directory: Path) -> dict[str, Any]:
-    """A tenant at 120 requests a minute and a $0.02 budget, sent 10 calls a second for 30 s
-    by a 2-worker fleet; Redis is killed at 8 s and started again at 18 s (its data on disk)."""
+    """Two runs on a 2-worker fleet sharing limits through Redis (``?workers=2``), each 10
+    calls a second for 30 s with Redis killed at 8 s and started again at 18 s (its data on
+    disk): a tenant at 120 requests a minute (and a large budget), then a tenant with a
+    $0.25 budget (and no rate limit)."""
+    return {
+        "rpm": _outage_run(directory, rpm=120, usd=1000.0),
+        "budget": _outage_run(directory, rpm=100_000_000, usd=0.25),
+    }
+
+
+def _outage_run(directory: Path, *, rpm: int, usd: float) -> dict[str, Any]:
+    statuses: list[tuple[float, int, float]] = []
     with SimProcess() as sim, RedisProcess(persist=True) as redis:
-        gateway = Gateway(
-            directory, fleet_config(sim.root, redis.url, rpm=120, usd=0.02), workers=2
-        )
-        statuses: list[tuple[float, int, float]] = []
+        gateway = Gateway(directory, fleet_config(sim.root, redis.url, rpm=rpm, usd=usd), workers=2)
         try:
-
-            async def load() -> None:
-                started = time.monotonic()
-                async with aiohttp.ClientSession() as http:
-
-                    async def one(i: int) -> None:
-                        body = {
-                            "model": "bench",
-                            "messages": [{"role": "user", "content": f"hi {i} {time.time_ns()}"}],
-                            "reasoning_effort": "low",
-                            "max_completion_tokens": 64,
-                        }
-                        at = time.monotonic() - started
-                        try:
-                            async with http.post(
-                                f"{gateway.root}/v1/chat/completions", json=body, headers=HEADERS
-                            ) as answer:
-                                await answer.read()
-                                cost = float(answer.headers.get("x-polythink-cost-usd", "0") or 0)
-                                statuses.append((at, answer.status, cost))
-                        except aiohttp.ClientError:
-                            statuses.append((at, 0, 0.0))
-
-                    tasks = []
-                    for i in range(300):
-                        if i == 80:
-                            redis.stop()
-                        if i == 180:
-                            redis.start()
-                        tasks.append(asyncio.create_task(one(i)))
-                        await asyncio.sleep(0.1)
-                    await asyncio.gather(*tasks)
-
-            asyncio.run(load())
+            asyncio.run(_outage_load(gateway, redis, statuses))
         finally:
             gateway.stop()
     took = max(at for at, _, _ in statuses)
     allowed = [s for s in statuses if s[1] == 200]
-    refused_budget = sum(1 for s in statuses if s[1] == 429)
-    return {
+    row: dict[str, Any] = {
         "sent": len(statuses),
         "seconds": round(took, 1),
         "ok": len(allowed),
-        "refused_429": refused_budget,
-        "other": sum(1 for s in statuses if s[1] not in (200, 429)),
-        "rpm_limit_allows": round(120 + 120 * took / 60, 1),
+        "ok_before_outage": sum(1 for s in allowed if s[0] < 8),
         "ok_during_outage": sum(1 for s in allowed if 8 <= s[0] < 18),
-        "rpm_share_during_outage": round(120 / 60 * 10, 1),
-        "spent_usd": round(sum(s[2] for s in allowed), 6),
-        "budget_usd": 0.02,
+        "ok_after_outage": sum(1 for s in allowed if s[0] >= 18),
+        "refused_429": sum(1 for s in statuses if s[1] == 429),
+        "other": sum(1 for s in statuses if s[1] not in (200, 429)),
     }
+    if rpm < 1000:
+        row["rpm"] = rpm
+        row["rpm_limit_allows"] = round(rpm + rpm * took / 60, 1)
+    else:
+        row["budget_usd"] = usd
+        row["spent_usd"] = round(sum(s[2] for s in allowed), 6)
+    return row
+
+
+async def _outage_load(
+    gateway: Gateway, redis: RedisProcess, statuses: list[tuple[float, int, float]]
+) -> None:
+    started = time.monotonic()
+    async with aiohttp.ClientSession() as http:
+
+        async def one(i: int) -> None:
+            body = {
+                "model": "bench",
+                "messages": [{"role": "user", "content": f"hi {i} {time.time_ns()}"}],
+                "reasoning_effort": "low",
+                "max_completion_tokens": 64,
+            }
+            at = time.monotonic() - started
+            try:
+                async with http.post(
+                    f"{gateway.root}/v1/chat/completions", json=body, headers=HEADERS
+                ) as answer:
+                    await answer.read()
+                    cost = float(answer.headers.get("x-polythink-cost-usd", "0") or 0)
+                    statuses.append((at, answer.status, cost))
+            except aiohttp.ClientError:
+                statuses.append((at, 0, 0.0))
+
+        tasks = []
+        for i in range(300):
+            if i == 80:
+                redis.stop()
+            if i == 180:
+                redis.start()
+            tasks.append(asyncio.create_task(one(i)))
+            await asyncio.sleep(0.1)
+        await asyncio.gather(*tasks)
 
 
 def hanging_upstream(directory: Path) -> dict[str, Any]:
