@@ -65,36 +65,43 @@ def free_port() -> int:
         return port
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and every descendant alive now."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
+    return found
+
+
 def tree_cpu(pid: int) -> float:
     """User + system CPU seconds of ``pid`` and every descendant alive now."""
     total = 0.0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
+    for current in tree(pid):
         try:
             fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError, IndexError):
+        except FileNotFoundError:
             continue
+        total += (int(fields[11]) + int(fields[12])) / TICKS
     return total
 
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and its descendants."""
     total = 0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
+    for current in tree(pid):
         try:
-            for line in Path(f"/proc/{current}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(c) for c in (task / "children").read_text().split()]
+            status = Path(f"/proc/{current}/status").read_text()
         except FileNotFoundError:
             continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
     return total
 
 
