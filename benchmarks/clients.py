@@ -384,9 +384,10 @@ def full_options(
     debugging switch, not a layer. Not layers, so left alone: the learned-capability store
     (read when a client starts, written only when a model refuses a tier), a shared budget
     store or shared limits (Redis: ``benchmarks/budgets.py``, ``benchmarks/shared_limits.py``),
-    user middleware (the user-layers row), and the per-source wire options
-    (``api_version``, ``thinking_display``, ``reasoning_mode``). ``response_format`` is per
-    call: no scenario here asks for structured output.
+    user middleware (the user-layers row), the per-source wire options
+    (``api_version``, ``thinking_display``, ``reasoning_mode``, ``prefix_mismatch``) and the
+    source order of ``reasoning_affinity`` (a conversation's, not a layer).
+    ``response_format`` is per call: no scenario here asks for structured output.
     """
     from polythink.budgets import Budget
     from polythink.client import Client
@@ -415,6 +416,8 @@ def full_options(
         "middleware",
         "capabilities_store",
         "budget_store",
+        "prefix_mismatch",
+        "reasoning_affinity",
     }
     client_kw: dict[str, Any] = {}
     for name in inspect.signature(Client.__init__).parameters:
@@ -449,6 +452,7 @@ def full_options(
         "api_version",
         "thinking_display",
         "reasoning_mode",
+        "prefix_mismatch",
     }
     source_kw: dict[str, Any] = {}
     for spec in fields(Source):

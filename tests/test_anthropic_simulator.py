@@ -15,8 +15,9 @@ import pytest
 from polythink import Client, Message, Source, ThinkingObservation, Tool
 from polythink.errors import RequestRejectedError, ThinkingUnsupportedError
 from polythink.simulator import Simulator
-from polythink.simulator.anthropic import REDACTED_TRIGGER, signature_for
+from polythink.simulator.anthropic import REDACTED_TRIGGER
 from polythink.simulator.behaviour import REASONING_TOKENS, reasoning_text
+from polythink.simulator.binding import bound_text
 from polythink.types import Effort
 
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "sim"}
@@ -166,11 +167,11 @@ def test_manual_budget_maps_to_the_nearest_tier(sim: Simulator) -> None:
         sim, _body("claude-haiku-4-5", thinking={"type": "enabled", "budget_tokens": 3000})
     ).json()
     thinking = answer["content"][0]
-    assert thinking == {
-        "type": "thinking",
-        "thinking": reasoning_text(Effort.LOW, QUESTION),
-        "signature": signature_for(reasoning_text(Effort.LOW, QUESTION)),
-    }
+    assert (thinking["type"], thinking["thinking"]) == (
+        "thinking",
+        reasoning_text(Effort.LOW, QUESTION),
+    )
+    assert bound_text(thinking["signature"], reasoning_text(Effort.LOW, QUESTION))
     assert answer["usage"]["output_tokens_details"] == {
         "thinking_tokens": REASONING_TOKENS[Effort.LOW]
     }
@@ -180,7 +181,8 @@ def test_models_that_omit_thinking_text_by_default(sim: Simulator) -> None:
     plain = _post(sim, _body("claude-opus-5")).json()["content"][0]
     assert plain["type"] == "thinking"
     assert plain["thinking"] == ""
-    assert plain["signature"] == signature_for(reasoning_text(Effort.HIGH, QUESTION))
+    # The signature binds the full text the display left out.
+    assert bound_text(plain["signature"], reasoning_text(Effort.HIGH, QUESTION))
     shown = _post(
         sim, _body("claude-opus-5", thinking={"type": "adaptive", "display": "summarized"})
     ).json()["content"][0]
@@ -285,7 +287,7 @@ async def test_tool_loop_across_three_turns_carries_thinking(sim: Simulator, str
         kinds = [item["type"] for item in response.message.reasoning_items]
         assert kinds == ["thinking", "text", "tool_use"]
         thinking = response.message.reasoning_items[0]
-        assert thinking["signature"] == signature_for(thinking["thinking"])
+        assert bound_text(thinking["signature"], thinking["thinking"])
     assert responses[2].text.startswith("Simulated claude-haiku-4-5 answer")
     # The simulator checked every signature and the leading thinking block of each tool turn:
     # the loop only got here because polythink sent them back unchanged and in order.

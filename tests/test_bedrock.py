@@ -170,7 +170,7 @@ async def test_a_stream_reads_the_event_stream_frames_as_the_answer(sim: Simulat
         complete.usage,
     )
     assert "".join(e.text or "" for e in events if e.type == "reasoning") == complete.reasoning
-    assert done.message.reasoning_items[0]["signature"].startswith("sim1.")
+    assert done.message.reasoning_items[0]["signature"].startswith("sim2.")
 
 
 @pytest.mark.anyio
@@ -280,7 +280,7 @@ async def test_claude_on_converse_replays_its_reasoning_content_blocks(
     ]
     block = first.message.reasoning_items[0]
     assert set(block) == {"reasoningContent"}
-    assert block["reasoningContent"]["reasoningText"]["signature"].startswith("sim1.")
+    assert block["reasoningContent"]["reasoningText"]["signature"].startswith("sim2.")
     assert first.reasoning == block["reasoningContent"]["reasoningText"]["text"]
     replayed = wire.body["messages"][1]
     assert replayed == {"role": "assistant", "content": list(first.message.reasoning_items)}

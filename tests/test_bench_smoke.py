@@ -268,3 +268,21 @@ def test_the_tier_chart_shows_each_called_model_at_every_tier(
         )
         table = genai_prices.calc_price(usage, call["model"], provider_id=call["provider"])
         assert call["cost_usd"] == float(table.total_price), call
+
+
+def test_the_prefix_cache_scenario_runs_every_placement(tmp_path: Path) -> None:
+    from benchmarks import prefix_cache
+
+    out = tmp_path / "prefix_cache.json"
+    prefix_cache.main(["--turns", "3", "--out", str(out)])
+    runs = json.loads(out.read_text())["runs"]
+    assert len(runs) == len(prefix_cache.RUNS)
+    stopped = {(r["model"], r["placement"], r["label"]): r["stopped"] for r in runs}
+    # The old placement is refused at the second call where the prefix check is enforced.
+    assert stopped[("claude-fable-5-2", "system", "before")] == "call 2: ThinkingBindingError (400)"
+    assert stopped[("claude-opus-5-5", "system", "before")] == "call 2: ThinkingBindingError (400)"
+    finished = [r for r in runs if r["stopped"] is None]
+    assert all(r["calls"] == 3 for r in finished)
+    # Before, nothing is read from the cache; after, the second and third calls read the first.
+    for r in finished:
+        assert (r["cache_read_tokens"] == 0) == r["label"].startswith("before"), r

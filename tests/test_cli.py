@@ -693,7 +693,14 @@ def test_demo_rows_cover_mapping_streaming_tools_and_a_cache_hit() -> None:
     assert ("claude-sonnet-5-5", "none", "low") in {(c.model, c.effort, c.expect) for c in mapped}
     # Every call is answered; only the budget row is refused, by the budget, before sending.
     assert all(c.expect in {e.value for e in Effort} for c in DEMO_CALLS if c.mode != "budget")
-    assert {c.mode for c in DEMO_CALLS} == {"complete", "stream", "tools", "cached", "budget"}
+    assert {c.mode for c in DEMO_CALLS} == {
+        "complete",
+        "stream",
+        "tools",
+        "cached",
+        "budget",
+        "conversation",
+    }
     assert {c.provider for c in DEMO_CALLS} >= {"openai", "anthropic", "openai-responses", "gemini"}
 
 

@@ -165,17 +165,12 @@ async def test_the_compaction_request_on_the_anthropic_wire() -> None:
         async with Client([source]) as client:
             result = await compact(client, CONVERSATION, tools=[SHELL])
     body = json.loads(route.calls[0].request.content)
+    # The system prompt and the turns already sent are the prefix; the request follows them
+    # (claude-sonnet-4-5 takes no mid-conversation system message: a user message).
     assert body == {
         "model": "claude-sonnet-4-5",
         "max_tokens": 4000,
-        "system": [
-            {
-                "type": "text",
-                "text": "You are a careful coding assistant.",
-                "cache_control": {"type": "ephemeral"},
-            },
-            {"type": "text", "text": COMPACT_SYSTEM_SUFFIX},
-        ],
+        "system": "You are a careful coding assistant.",
         "messages": [
             {
                 "role": "user",
@@ -218,6 +213,7 @@ async def test_the_compaction_request_on_the_anthropic_wire() -> None:
                     {"type": "text", "text": COMPACT_PROMPT},
                 ],
             },
+            {"role": "user", "content": COMPACT_SYSTEM_SUFFIX},
         ],
         "stream": False,
         "tools": [
@@ -252,9 +248,12 @@ async def test_a_conversation_ending_with_the_assistant_gets_a_new_user_turn() -
     body = json.loads(route.calls[0].request.content)
     assert body["messages"][0] == {
         "role": "system",
-        "content": "You are a careful coding assistant.\n\n" + COMPACT_SYSTEM_SUFFIX,
+        "content": "You are a careful coding assistant.",
     }
-    assert body["messages"][-1] == {"role": "user", "content": "Summarise."}
+    assert body["messages"][-2:] == [
+        {"role": "user", "content": "Summarise."},
+        {"role": "system", "content": COMPACT_SYSTEM_SUFFIX},
+    ]
     assert body["max_completion_tokens"] == 300
     # No tools given: none declared and no tool_choice.
     assert "tools" not in body

@@ -350,7 +350,7 @@ def test_toml_thinking_default(tmp_path: Path, thinking: str, expected: Effort |
         ),
         (
             "[thinking]\nbudget = 1024\n",
-            "[thinking]: unknown keys ['budget']; known: ['effort', 'enabled']",
+            "[thinking]: unknown keys ['budget']; known: ['effort', 'enabled', 'prefix_mismatch']",
         ),
         (
             '[thinking]\neffort = "ultra"\n',

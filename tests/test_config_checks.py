@@ -318,7 +318,7 @@ def test_repr_of_a_source_redacts_credentials_in_extra_body() -> None:
         "'user': 'u1'}, 'keys': ['[REDACTED]', '[REDACTED]']}, api_version=None, "
         "thinking_display=None, reasoning_mode=None, service_tier=None, "
         "service_tier_fallback='nearest', capacity_fallback=<ServiceTier.STANDARD: 'standard'>, "
-        "region=None, project=None, base_model=None)"
+        "prefix_mismatch=None, region=None, project=None, base_model=None)"
     )
     # The values themselves are unchanged: only what is shown.
     assert source.extra_body is not None

@@ -101,6 +101,15 @@ ROWS = [
         "tool round trip: 2 calls, 1 tool result sent back",
     ),
     (
+        "claude-opus-5-5",
+        "anthropic",
+        "medium",
+        "medium",
+        "720",
+        "observed",
+        "6 calls, a system_suffix changing every call: 80% of the input read from the prompt cache",
+    ),
+    (
         "gpt-6.1-sol",
         "openai-responses",
         "medium",
@@ -228,6 +237,7 @@ def footnotes(out: str) -> dict[str, str]:
 
 def test_demo_against_a_running_simulator(sim: Simulator) -> None:
     sim.stats.reset()
+    sim.server.prompt_cache.clear()
     result = run_demo("--base-url-root", f"http://127.0.0.1:{sim.port}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr == ""
@@ -305,14 +315,14 @@ def test_demo_against_a_running_simulator(sim: Simulator) -> None:
         "openrouter": 1,
         "qwen": 1,
         "kimi": 1,
-        "anthropic": 32,
+        "anthropic": 38,
         "openai-responses": 1,
         "gemini": 3,
         "bedrock": 2,
         "vertex": 4,
         "azure": 1,
     }
-    assert dict(sim.stats.by_status) == {200: 56}
+    assert dict(sim.stats.by_status) == {200: 62}
     assert sim.stats.by_path["/openai/v1/responses"] == 2
 
 

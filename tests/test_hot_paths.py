@@ -35,6 +35,7 @@ from polythink.middleware.cache import CacheMiddleware, canonical_request
 from polythink.providers import get_provider
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses, transport_class
 from polythink.transports.base import append_system_suffix, dumps
+from polythink.transports.instructions import after_conversation, instruction_plan
 from polythink.types import (
     Effort,
     Message,
@@ -234,7 +235,11 @@ def _reference_body(transport: Any, request: Request) -> dict[str, Any]:
         # conversations have no tool results with images, the one case that adds a turn).
         messages = [openai_chat._message_body(m, transport.profile, []) for m in request.messages]
         if request.system_suffix:
-            append_system_suffix(messages, request.system_suffix, "text")
+            plan = instruction_plan(transport.profile, transport.source.model)
+            if plan.placement == "system":
+                append_system_suffix(messages, request.system_suffix, "text")
+            else:
+                after_conversation(messages, request.system_suffix, plan.placement)
         body["messages"] = messages
     return body
 
@@ -312,17 +317,21 @@ def test_bodies_and_keys_match_the_plain_code_on_every_recording(provider: str) 
     assert checked >= 20
 
 
-def test_a_system_suffix_leaves_the_memoised_system_message_alone() -> None:
-    transport = _transport("openai")
-    messages = coerce_messages(
-        [{"role": "system", "content": "Stable."}, {"role": "user", "content": "hi"}]
-    )
-    with_suffix = transport.body(Request(messages=messages, system_suffix="Plan: A."))
-    again = transport.body(Request(messages=messages, system_suffix="Plan: B."))
-    plain = transport.body(Request(messages=messages))
-    assert with_suffix["messages"][0]["content"] == "Stable.\n\nPlan: A."
-    assert again["messages"][0]["content"] == "Stable.\n\nPlan: B."
-    assert plain["messages"][0] == {"role": "system", "content": "Stable."}
+def test_a_system_suffix_leaves_the_memoised_messages_alone() -> None:
+    stable = [{"role": "system", "content": "Stable."}, {"role": "user", "content": "hi"}]
+    messages = coerce_messages(stable)
+    openai = _transport("openai")
+    with_suffix = openai.body(Request(messages=messages, system_suffix="Plan: A."))
+    again = openai.body(Request(messages=messages, system_suffix="Plan: B."))
+    plain = openai.body(Request(messages=messages))
+    assert with_suffix["messages"] == [*stable, {"role": "system", "content": "Plan: A."}]
+    assert again["messages"] == [*stable, {"role": "system", "content": "Plan: B."}]
+    assert plain["messages"] == stable
+    # Where the suffix ends the last user message, the memoised body is copied, not changed.
+    deepseek = _transport("deepseek")
+    ended = deepseek.body(Request(messages=messages, system_suffix="Plan: A."))
+    assert ended["messages"][-1] == {"role": "user", "content": "hi\n\nPlan: A."}
+    assert deepseek.body(Request(messages=messages))["messages"] == stable
 
 
 def test_a_message_keeps_what_was_derived_from_it() -> None:

@@ -10,9 +10,9 @@ from polythink import Message, Tool
 from polythink.types import coerce_messages, coerce_tools
 
 ACCEPTED = (
-    "accepted: audio, audio_id, content, function_call, metadata, name, reasoning, "
-    "reasoning_content, reasoning_details, reasoning_format, reasoning_items, refusal, role, "
-    "tool_call_id, tool_calls"
+    "accepted: audio, audio_id, content, function_call, instructions, metadata, name, "
+    "reasoning, reasoning_content, reasoning_details, reasoning_format, reasoning_items, "
+    "refusal, role, tool_call_id, tool_calls"
 )
 
 

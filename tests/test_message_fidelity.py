@@ -104,7 +104,7 @@ async def test_responses_breakpoints_sit_on_input_text_parts_and_the_system_prom
         prompt_cache=PromptCache(breakpoints="explicit"),
     )
     # instructions is a string, where no breakpoint can sit: the system prompt is an input
-    # message, its stable text marked and the suffix after the mark.
+    # message, its stable text marked; the suffix follows the conversation's mark.
     assert "instructions" not in body
     assert body["input"] == [
         {
@@ -115,7 +115,6 @@ async def test_responses_breakpoints_sit_on_input_text_parts_and_the_system_prom
                     "text": "You are terse.",
                     "prompt_cache_breakpoint": BREAKPOINT,
                 },
-                {"type": "input_text", "text": "Step 2 of 3."},
             ],
         },
         {
@@ -128,6 +127,7 @@ async def test_responses_breakpoints_sit_on_input_text_parts_and_the_system_prom
                 }
             ],
         },
+        {"role": "system", "content": "Step 2 of 3."},
     ]
     assert body["prompt_cache_options"] == {"mode": "explicit", "ttl": "30m"}
     assert notes(response) == []
@@ -185,7 +185,7 @@ async def test_a_chat_source_routed_to_responses_marks_the_last_function_output(
     ]
 
 
-async def test_chat_breakpoint_on_the_system_prompt_comes_before_the_suffix() -> None:
+async def test_chat_breakpoints_come_before_the_suffix() -> None:
     messages = [
         Message(role="system", content="You are terse."),
         Message(role="user", content="Plan the trip."),
@@ -201,7 +201,6 @@ async def test_chat_breakpoint_on_the_system_prompt_comes_before_the_suffix() ->
             "role": "system",
             "content": [
                 {"type": "text", "text": "You are terse.", "prompt_cache_breakpoint": BREAKPOINT},
-                {"type": "text", "text": "Step 2 of 3."},
             ],
         },
         {
@@ -210,6 +209,7 @@ async def test_chat_breakpoint_on_the_system_prompt_comes_before_the_suffix() ->
                 {"type": "text", "text": "Plan the trip.", "prompt_cache_breakpoint": BREAKPOINT}
             ],
         },
+        {"role": "system", "content": "Step 2 of 3."},
     ]
 
 

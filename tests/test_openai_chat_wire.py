@@ -94,7 +94,14 @@ TEXT_TURN = {"role": "assistant", "content": "done"}
     [
         ("openai", "gpt-5.5", {}, {}),
         ("xai", "grok-3-mini", {}, {}),
-        ("deepseek", "deepseek-v4-pro", {"reasoning_content": "need a lookup"}, {}),
+        # DeepSeek: every assistant turn of a tool exchange, the answer after the results
+        # too ("if there was a tool call between two user messages", DS, CONTINUITY §3.3).
+        (
+            "deepseek",
+            "deepseek-v4-pro",
+            {"reasoning_content": "need a lookup"},
+            {"reasoning_content": "summarise"},
+        ),
         # Qwen documents reasoning_content back with tool results only (docs.qwencloud.com
         # "function calling with thinking mode", cited by vercel/ai#20871, 2026-09-16).
         ("qwen", "qwen3.7-plus", {"reasoning_content": "need a lookup"}, {}),

@@ -1,9 +1,10 @@
 """Exact request bodies for prompt-cache friendly calls, image tool results and tool_choice none.
 
 Every call goes through ``Client`` to a respx route and the JSON body it sends is compared
-whole: the dynamic ``system_suffix`` (Anthropic: a second system block after the breakpoint;
-OpenAI-shaped wires: appended to the one system message; Gemini: a second
-``systemInstruction`` part), the ``prompt_cache`` marker (Anthropic ``cache_control``, OpenAI
+whole: the dynamic ``system_suffix`` after the conversation (Anthropic: a turn-scoped system
+message, or a user message on models without them; OpenAI: a system message; the compatible
+providers and Gemini: the last user turn; Mistral: the system prompt), the ``prompt_cache``
+marker (Anthropic ``cache_control``, OpenAI
 ``prompt_cache_key`` / ``prompt_cache_retention``, both passed through OpenRouter),
 ``tool_choice="none"`` with the tools still declared, and tool results carrying images.
 """
@@ -101,85 +102,139 @@ async def sent(provider: str, messages: list[Any], **call: Any) -> dict[str, Any
 
 
 # ---------------------------------------------------------------- system suffix
+# Per-call instructions go after the conversation, so what was sent stays the prefix of the
+# next call (polythink.transports.instructions).
 
 
-async def test_anthropic_suffix_is_a_second_system_block_after_the_breakpoint() -> None:
+async def test_anthropic_suffix_is_a_user_message_after_the_last_user_turn() -> None:
+    # claude-sonnet-4-5 takes no mid-conversation system message (its profile's placement).
     body = await sent(
         "anthropic", [{"role": "system", "content": STABLE}, HI], system_suffix=SUFFIX
     )
     assert body == {
         "model": "claude-sonnet-4-5",
         "max_tokens": 4096,
-        "system": [
-            {"type": "text", "text": STABLE, "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": SUFFIX},
+        "system": STABLE,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Fix the build."}]},
+            {"role": "user", "content": SUFFIX},
         ],
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "Fix the build."}]}],
         "stream": False,
     }
 
 
-async def test_anthropic_suffix_without_a_system_prompt_is_one_block() -> None:
-    body = await sent("anthropic", [HI], system_suffix=SUFFIX)
+async def test_anthropic_suffix_is_a_turn_scoped_system_message_where_the_model_takes_one() -> None:
+    source = Source("anthropic", "claude-opus-5-5", api_key="sk-test-0123456789")
+    answer = {**ANSWERS["anthropic"], "model": "claude-opus-5-5"}
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(URLS["anthropic"]).mock(return_value=httpx.Response(200, json=answer))
+        async with Client([source]) as client:
+            response = await client.complete(
+                [{"role": "system", "content": STABLE}, HI], system_suffix=SUFFIX
+            )
+    body = json.loads(route.calls[0].request.content)
+    assert body["system"] == STABLE
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Fix the build."}]},
+        {"role": "system", "content": SUFFIX, "clear_at": "next_user_message"},
+    ]
+    assert route.calls[0].request.headers["anthropic-beta"] == (
+        "thinking-binding-controls-2026-08-01,mid-conversation-system-clear-at-2026-08-21"
+    )
+    # The answer carries the message it was placed after, for the next call to send again.
+    assert response.message.instructions == {
+        "role": "system",
+        "content": SUFFIX,
+        "clear_at": "next_user_message",
+    }
+
+
+async def test_anthropic_suffix_ends_the_system_prompt_when_the_assistant_speaks_last() -> None:
+    # Nothing may follow a final assistant turn the call continues: the system prompt it is.
+    body = await sent(
+        "anthropic",
+        [HI, {"role": "assistant", "content": "Reading"}],
+        system_suffix=SUFFIX,
+    )
     assert body["system"] == [{"type": "text", "text": SUFFIX}]
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
 
 
-@pytest.mark.parametrize("provider", ["openai", "openrouter", "deepseek"])
-async def test_chat_wires_append_the_suffix_to_the_one_system_message(provider: str) -> None:
+@pytest.mark.parametrize("provider", ["openrouter", "deepseek"])
+async def test_compatible_chat_wires_end_the_last_user_message_with_the_suffix(
+    provider: str,
+) -> None:
     body = await sent(provider, [{"role": "system", "content": STABLE}, HI], system_suffix=SUFFIX)
+    assert body["messages"] == [
+        {"role": "system", "content": STABLE},
+        {"role": "user", "content": f"Fix the build.\n\n{SUFFIX}"},
+    ]
+
+
+async def test_openai_chat_gets_the_suffix_as_a_system_message_after_the_conversation() -> None:
+    body = await sent("openai", [{"role": "system", "content": STABLE}, HI], system_suffix=SUFFIX)
+    assert body == {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": STABLE},
+            {"role": "user", "content": "Fix the build."},
+            {"role": "system", "content": SUFFIX},
+        ],
+        "stream": False,
+    }
+
+
+async def test_mistral_keeps_the_suffix_in_the_system_prompt() -> None:
+    # Mistral refuses a user message after a tool result and a system message that is not
+    # first (providers.ProviderProfile.per_call_instructions): the one system message it is.
+    source = Source("mistral", "mistral-medium-latest", api_key="sk-test-0123456789")
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post("https://api.mistral.ai/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=ANSWERS["chat"])
+        )
+        async with Client([source]) as client:
+            await client.complete([{"role": "system", "content": STABLE}, HI], system_suffix=SUFFIX)
+    body = json.loads(route.calls[0].request.content)
     assert body["messages"] == [
         {"role": "system", "content": f"{STABLE}\n\n{SUFFIX}"},
         {"role": "user", "content": "Fix the build."},
     ]
 
 
-async def test_chat_suffix_opens_the_conversation_when_there_is_no_system_message() -> None:
-    body = await sent("openai", [HI], system_suffix=SUFFIX)
-    assert body == {
-        "model": "gpt-4o",
-        "messages": [
-            {"role": "system", "content": SUFFIX},
-            {"role": "user", "content": "Fix the build."},
-        ],
-        "stream": False,
-    }
-
-
-async def test_chat_suffix_goes_to_the_last_leading_system_message_with_parts() -> None:
-    messages = [
-        {"role": "system", "content": "Rules."},
-        {"role": "developer", "content": [{"type": "text", "text": STABLE}]},
+async def test_chat_suffix_after_tool_results_is_a_user_message_on_compatible_wires() -> None:
+    call = ToolCall(id="call_1", name="shell", arguments='{"cmd":"ls"}')
+    history = [
         HI,
+        Message(role="assistant", content=None, tool_calls=(call,)),
+        Message(role="tool", tool_call_id="call_1", content="README.md"),
     ]
-    body = await sent("openai", messages, system_suffix=SUFFIX)
-    assert body["messages"][:2] == [
-        {"role": "system", "content": "Rules."},
-        {
-            "role": "developer",
-            "content": [{"type": "text", "text": STABLE}, {"type": "text", "text": SUFFIX}],
-        },
+    body = await sent("deepseek", history, tools=[SHELL], system_suffix=SUFFIX)
+    assert body["messages"][-2:] == [
+        {"role": "tool", "content": "README.md", "tool_call_id": "call_1"},
+        {"role": "user", "content": SUFFIX},
     ]
-    # The caller's message is not changed by the append.
-    assert messages[1]["content"] == [{"type": "text", "text": STABLE}]
 
 
-async def test_responses_appends_the_suffix_to_instructions() -> None:
+async def test_responses_gets_the_suffix_as_a_system_message_after_the_input() -> None:
     body = await sent(
         "openai-responses", [{"role": "system", "content": STABLE}, HI], system_suffix=SUFFIX
     )
     assert body == {
         "model": "gpt-4o",
-        "input": [{"role": "user", "content": "Fix the build."}],
-        "instructions": f"{STABLE}\n\n{SUFFIX}",
+        "input": [
+            {"role": "user", "content": "Fix the build."},
+            {"role": "system", "content": SUFFIX},
+        ],
+        "instructions": STABLE,
         "stream": False,
     }
 
 
-async def test_gemini_suffix_is_a_second_system_instruction_part() -> None:
+async def test_gemini_suffix_ends_the_last_user_turn() -> None:
     body = await sent("gemini", [{"role": "system", "content": STABLE}, HI], system_suffix=SUFFIX)
     assert body == {
-        "contents": [{"role": "user", "parts": [{"text": "Fix the build."}]}],
-        "systemInstruction": {"role": "user", "parts": [{"text": STABLE}, {"text": SUFFIX}]},
+        "contents": [{"role": "user", "parts": [{"text": "Fix the build."}, {"text": SUFFIX}]}],
+        "systemInstruction": {"role": "user", "parts": [{"text": STABLE}]},
     }
 
 
@@ -212,13 +267,11 @@ async def test_anthropic_explicit_breakpoints_with_a_ttl_and_a_suffix() -> None:
         prompt_cache=PromptCache(ttl="1h", breakpoints="explicit"),
     )
     one_hour = {"type": "ephemeral", "ttl": "1h"}
+    # The breakpoints end the system prompt and the conversation; the suffix follows them.
     assert body == {
         "model": "claude-sonnet-4-5",
         "max_tokens": 4096,
-        "system": [
-            {"type": "text", "text": STABLE, "cache_control": one_hour},
-            {"type": "text", "text": SUFFIX},
-        ],
+        "system": [{"type": "text", "text": STABLE, "cache_control": one_hour}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "Fix the build."}]},
             {"role": "assistant", "content": [{"type": "text", "text": "Reading the test."}]},
@@ -226,6 +279,7 @@ async def test_anthropic_explicit_breakpoints_with_a_ttl_and_a_suffix() -> None:
                 "role": "user",
                 "content": [{"type": "text", "text": "Go on.", "cache_control": one_hour}],
             },
+            {"role": "user", "content": SUFFIX},
         ],
         "stream": False,
     }

@@ -282,6 +282,39 @@ def test_the_quick_start_runs_unchanged_on_each_cloud(
 
 
 @pytest.mark.anyio
+async def test_the_readme_append_only_example_runs_without_a_refusal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = readme_block("async def agent(steps: int) -> list[Message]:")
+    namespace: dict[str, object] = {}
+    with Simulator(Settings(tool_rounds=100, answer_words=4)) as sim:
+
+        def pointed(provider: str, model: str, **options: Any) -> Source:
+            return Source(
+                provider, model, base_url=sim.base_url(provider), api_key="sim", **options
+            )
+
+        monkeypatch.setattr(polythink, "Source", pointed)
+        exec(compile(example, "README.md", "exec"), namespace)
+        messages = await namespace["agent"](4)  # type: ignore[operator]
+    # A warning would be printed for a block dropped or a refusal retried: none was.
+    assert capsys.readouterr().out.splitlines() == [
+        "compaction gave up the reasoning of assistant turns 2, 4, 6, 8: the summary replaces "
+        "the earlier turns, and the kept ones go without their thinking, which was bound to "
+        "the conversation before it (a model would drop it, or refuse it)"
+    ]
+    assert [m.role for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert all(not m.reasoning_items for m in messages)
+
+
+@pytest.mark.anyio
 async def test_the_readme_service_tier_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     namespace: dict[str, object] = {}
     exec(compile(readme_block("async def summarise"), "README.md", "exec"), namespace)

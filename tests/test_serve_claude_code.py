@@ -192,11 +192,11 @@ def test_an_anthropic_source_sees_the_sessions_own_bytes(
             frames = raw_through.split(b"\n\n")
             assert frames[-2].startswith(b": polythink {")
             assert [f for f in frames if not f.startswith(b":")] == raw_direct.split(b"\n\n")
-    # The session used tools and thinking: a signed thinking block went back every turn after
-    # the first.
+    # The session used tools and thinking: a signed thinking block (bound to the conversation
+    # before it) went back every turn after the first.
     stops = [message["stop_reason"] for _, message in through]
     assert stops.count("tool_use") == 10
-    assert all(b'"signature":"sim1.' in e.body for e in sent_through[1:])
+    assert all(b'"signature":"sim2.' in e.body for e in sent_through[1:])
 
 
 def test_an_openai_compatible_source_takes_the_session(sim: Simulator, recorder: Recorder) -> None:

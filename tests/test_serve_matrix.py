@@ -34,7 +34,7 @@ TOOL = {
 PROMPT = "Which city is larger, Lyon or Lille? Use the tool."
 
 ARTIFACT = {
-    "anthropic": re.compile(rb'"signature": ?"(sim1\.[^"]+)"'),
+    "anthropic": re.compile(rb'"signature": ?"(sim2\.[^"]+)"'),
     "responses": re.compile(rb'"encrypted_content": ?"([^"]{40,})"'),
     "gemini": re.compile(rb'"thoughtSignature": ?"([^"]+)"'),
 }

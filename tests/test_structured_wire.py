@@ -382,13 +382,13 @@ def test_deepseek_gets_json_mode_with_the_schema_in_the_system_prompt() -> None:
     body = chat_body("deepseek", "deepseek-v4-pro", request(Invoice))
     schema_text = json.dumps(INVOICE_SCHEMA, separators=(",", ":"), ensure_ascii=False)
     assert body["response_format"] == {"type": "json_object"}
+    # A per-call instruction: it ends the last user message, after the conversation.
     assert body["messages"] == [
         {
-            "role": "system",
-            "content": "Answer with one JSON object and nothing else, valid against this JSON "
-            "Schema:\n" + schema_text,
+            "role": "user",
+            "content": "Bill the order\n\nAnswer with one JSON object and nothing else, valid "
+            "against this JSON Schema:\n" + schema_text,
         },
-        *USER,
     ]
 
 
@@ -396,18 +396,24 @@ def test_deepseek_gets_json_mode_with_the_schema_in_the_system_prompt() -> None:
 def test_json_mode_only_providers_get_json_object(provider: str, model: str) -> None:
     body = chat_body(provider, model, request(Invoice))
     assert body["response_format"] == {"type": "json_object"}
-    assert body["messages"][0]["role"] == "system"
+    assert body["messages"][-1]["content"].startswith(
+        "Bill the order\n\nAnswer with one JSON object and nothing else"
+    )
 
 
-def test_the_schema_instruction_follows_the_system_prompt_and_suffix() -> None:
+def test_the_schema_instruction_follows_the_conversation_and_suffix() -> None:
     messages = [{"role": "system", "content": "Be terse."}, *USER]
     req = request({"type": "json_object"}, messages, system_suffix="Today is Monday.")
     body = chat_body("minimax", "MiniMax-M3", req)
     assert "response_format" not in body
-    assert body["messages"][0] == {
-        "role": "system",
-        "content": "Be terse.\n\nToday is Monday.\n\nAnswer with one JSON object and nothing else.",
-    }
+    assert body["messages"] == [
+        {"role": "system", "content": "Be terse."},
+        {
+            "role": "user",
+            "content": "Bill the order\n\nToday is Monday.\n\nAnswer with one JSON object and "
+            "nothing else.",
+        },
+    ]
 
 
 def test_qwen_takes_json_schema_only_on_its_listed_models() -> None:
@@ -469,10 +475,10 @@ def test_groq_is_strict_only_on_gpt_oss() -> None:
 
 def test_json_mode_adds_the_word_json_only_when_no_message_has_it() -> None:
     bare = chat_body("openai", "gpt-5.5", request({"type": "json_object"}))
-    assert bare["messages"][0] == {
-        "role": "system",
-        "content": "Answer with one JSON object and nothing else.",
-    }
+    assert bare["messages"] == [
+        *USER,
+        {"role": "system", "content": "Answer with one JSON object and nothing else."},
+    ]
     said = [{"role": "user", "content": "List three primes as JSON."}]
     body = chat_body("openai", "gpt-5.5", request({"type": "json_object"}, said))
     assert body["messages"] == said
@@ -480,7 +486,7 @@ def test_json_mode_adds_the_word_json_only_when_no_message_has_it() -> None:
 
 
 def test_responses_json_mode_puts_the_word_in_an_input_message() -> None:
-    # "instructions alone did not satisfy it" (§1.1): a developer message opens the input.
+    # "instructions alone did not satisfy it" (§1.1): a system message ends the input.
     messages = [{"role": "system", "content": "Be terse."}, *USER]
     body = openai_responses.build_body(
         request({"type": "json_object"}, messages),
@@ -488,10 +494,10 @@ def test_responses_json_mode_puts_the_word_in_an_input_message() -> None:
         profile=get_provider("openai-responses"),
     )
     assert body["instructions"] == "Be terse."
-    assert body["input"][0] == {
-        "role": "developer",
-        "content": "Answer with one JSON object and nothing else.",
-    }
+    assert body["input"] == [
+        *USER,
+        {"role": "system", "content": "Answer with one JSON object and nothing else."},
+    ]
     assert body["text"] == {"format": {"type": "json_object"}}
 
 
@@ -648,7 +654,11 @@ def test_anthropic_json_object_is_an_instruction() -> None:
         model="claude-sonnet-4-5",
         profile=get_provider("anthropic"),
     )
-    assert body["system"] == "Answer with one JSON object and nothing else."
+    assert "system" not in body
+    assert body["messages"][-1] == {
+        "role": "user",
+        "content": "Answer with one JSON object and nothing else.",
+    }
     assert "output_config" not in body
 
 
@@ -717,10 +727,10 @@ def test_json_mode_quotes_the_schema_with_the_description() -> None:
     body = chat_body("deepseek", "deepseek-v4-pro", request(DESCRIBED))
     described = {**INVOICE_SCHEMA, "description": "Bill lines\n\nAn invoice."}
     schema_text = json.dumps(described, separators=(",", ":"), ensure_ascii=False)
-    assert body["messages"][0] == {
-        "role": "system",
-        "content": "Answer with one JSON object and nothing else, valid against this JSON "
-        "Schema:\n" + schema_text,
+    assert body["messages"][-1] == {
+        "role": "user",
+        "content": "Bill the order\n\nAnswer with one JSON object and nothing else, valid "
+        "against this JSON Schema:\n" + schema_text,
     }
 
 

@@ -204,7 +204,7 @@ async def test_a_claude_tool_loop_sends_its_signature_back(sim: Simulator, strea
     )
     assert first.message.reasoning_format == "vertex-anthropic"
     thinking = first.message.reasoning_items[0]
-    assert thinking["signature"].startswith("sim1.")
+    assert thinking["signature"].startswith("sim2.")
     assert wire.body["messages"][1]["content"][0] == thinking
     assert second.finish_reason == "stop"
 

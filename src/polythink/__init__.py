@@ -36,6 +36,7 @@ from polythink.errors import (
     RequestTimeoutError,
     ServiceTierUnsupportedError,
     StreamInterruptedError,
+    ThinkingBindingError,
     ThinkingUnsupportedError,
     TransientError,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "StreamNext",
     "SyncClient",
     "TextEvent",
+    "ThinkingBindingError",
     "ThinkingObservation",
     "ThinkingUnsupportedError",
     "Timeout",

@@ -27,6 +27,7 @@ from polythink.types import (
     Cost,
     Effort,
     Message,
+    MessageMetadata,
     Response,
     StreamEvent,
     ThinkingObservation,
@@ -136,8 +137,10 @@ def _call_in(data: Any) -> ToolCall:
 
 
 def _message_in(data: Mapping[str, Any]) -> Message:
-    # refusal, audio_id and function_call are written only when set (message_fields).
+    # refusal, audio_id, function_call, instructions and prefix_mismatch are written only
+    # when set (message_fields).
     function_call = data.get("function_call")
+    mismatch = data.get("prefix_mismatch")
     return Message(
         role=data["role"],
         content=data["content"],
@@ -150,6 +153,8 @@ def _message_in(data: Mapping[str, Any]) -> Message:
         refusal=data.get("refusal"),
         audio_id=data.get("audio_id"),
         function_call=_call_in(["", *function_call]) if function_call else None,
+        instructions=data.get("instructions"),
+        metadata=MessageMetadata(prefix_mismatch=mismatch) if mismatch is not None else None,
     )
 
 
@@ -213,6 +218,11 @@ def response_out(response: Response) -> dict[str, Any]:
         "native_finish_reason": response.native_finish_reason,
         "cost": _cost_out(response.cost),
         **({"refusal": response.refusal} if response.refusal is not None else {}),
+        **(
+            {"input_transformations": [dict(t) for t in response.input_transformations]}
+            if response.input_transformations
+            else {}
+        ),
     }
 
 
@@ -242,6 +252,7 @@ def response_in(data: Mapping[str, Any]) -> Response:
         native_finish_reason=data.get("native_finish_reason"),
         cost=_cost_in(data.get("cost")),
         refusal=data.get("refusal"),
+        input_transformations=list(data.get("input_transformations") or ()),
     )
 
 

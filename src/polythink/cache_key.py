@@ -96,8 +96,9 @@ def message_fields(message: Message) -> dict[str, Any]:
     """Return the fields of ``message`` a provider sees (metadata is never sent), as the
     key's canonical JSON and a cache entry both write them. Chat's assistant ``refusal``,
     ``audio_id`` and ``function_call`` are written only when set, so the key of every
-    other message is what it was before they existed."""
-    fields = {
+    other message is what it was before they existed; so are ``instructions`` and the
+    metadata's ``prefix_mismatch``, which decide what a later call sends."""
+    fields: dict[str, Any] = {
         "role": message.role,
         "content": message.content,
         "tool_calls": [[c.id, c.name, c.arguments] for c in message.tool_calls],
@@ -113,6 +114,12 @@ def message_fields(message: Message) -> dict[str, Any]:
         fields["audio_id"] = message.audio_id
     if message.function_call is not None:
         fields["function_call"] = [message.function_call.name, message.function_call.arguments]
+    if message.instructions is not None:
+        fields["instructions"] = message.instructions
+    metadata = message.metadata
+    if metadata is not None and metadata.prefix_mismatch is not None:
+        # The one metadata field that decides what later calls send (block_binding).
+        fields["prefix_mismatch"] = metadata.prefix_mismatch
     return fields
 
 
@@ -330,6 +337,8 @@ def _plain_message(message: Message) -> dict[str, Any] | None:
         and message.refusal is None
         and message.audio_id is None
         and message.function_call is None
+        and message.instructions is None
+        and (message.metadata is None or message.metadata.prefix_mismatch is None)
         and reasoning.__class__ in _TEXT
         and call_id.__class__ in _TEXT
         and name.__class__ in _TEXT

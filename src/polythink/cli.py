@@ -88,7 +88,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-DemoMode = Literal["complete", "stream", "tools", "cached", "budget"]
+DemoMode = Literal["complete", "stream", "tools", "cached", "budget", "conversation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,10 @@ class DemoCall:
             and saves what the first cost) or ``budget`` (the same call again and again
             through a client with a small spend budget that steps tiers down from half
             spent, until it refuses: the row expects the refusal, and the tiers it sent
-            to step down and never back up).
+            to step down and never back up) or ``conversation`` (an agent loop of
+            :data:`_CONVERSATION_TURNS` calls with a ``system_suffix`` that changes every
+            call and ``prompt_cache``: the row says what share of the input the prompt
+            cache served, every call after the first reading the one before).
     """
 
     provider: str
@@ -134,6 +137,7 @@ DEMO_CALLS: tuple[DemoCall, ...] = (
     DemoCall("anthropic", "claude-opus-5-5", "xhigh", "xhigh", "stream"),
     DemoCall("anthropic", "claude-sonnet-5-5", "none", "low"),
     DemoCall("anthropic", "claude-haiku-5-5", "medium", "medium", "tools"),
+    DemoCall("anthropic", "claude-opus-5-5", "medium", "medium", "conversation"),
     DemoCall("openai-responses", "gpt-6.1-sol", "medium", "medium", "stream"),
     DemoCall("gemini", "gemini-4-argon", "minimal", "low"),
     DemoCall("gemini", "gemini-3.8-flash", "low", "low", "tools"),
@@ -159,6 +163,12 @@ _WEATHER = Tool(
     },
 )
 _MAX_TOOL_TURNS = 5
+_CONVERSATION_TURNS = 6
+_CONVERSATION_SYSTEM = "You are a careful planning assistant. " + " ".join(
+    f"Rule {n}: check the forecast before you plan, and say which city you checked."
+    for n in range(80)
+)
+"""A system prompt above the providers' 1,024-token minimum, so the prompt cache keeps it."""
 _DEMO_BUDGET = Budget(0.05, "day", step_down_at=0.5, name="demo")
 """The budget row's cap: 5 US cents a day, stepping tiers down from half spent."""
 _BUDGET_MAX_TOKENS = 400
@@ -1619,6 +1629,45 @@ async def _tool_loop(
     return response, f"still calling tools after {_MAX_TOOL_TURNS} calls", total, turns
 
 
+async def _conversation(
+    client: Client, call: DemoCall
+) -> tuple[Response, str, int | None, list[Response]]:
+    """An agent loop whose ``system_suffix`` changes every call: appended turns only, so
+    each call reads the one before from the prompt cache and keeps its thinking."""
+    messages: list[Message | Mapping[str, Any]] = [
+        Message(role="system", content=_CONVERSATION_SYSTEM),
+        *_TOOL_PROMPT,
+    ]
+    turns: list[Response] = []
+    for turn in range(1, _CONVERSATION_TURNS + 1):
+        response = await client.complete(
+            messages,
+            reasoning_effort=call.effort,
+            tools=[_WEATHER],
+            system_suffix=f"Step {turn} of {_CONVERSATION_TURNS}.",
+            prompt_cache=True,
+        )
+        turns.append(response)
+        messages.append(response.message)
+        for tool_call in response.tool_calls:
+            weather = {"city": "Lisbon", "sky": "clear", "celsius": 21}
+            messages.append(
+                Message(role="tool", tool_call_id=tool_call.id, content=json.dumps(weather))
+            )
+        if not response.tool_calls:
+            messages.append(Message(role="user", content="And tomorrow?"))
+    total = sum(r.usage.input_tokens or 0 for r in turns if r.usage is not None)
+    read = sum(r.usage.cache_read_tokens or 0 for r in turns if r.usage is not None)
+    share = read / total if total else 0.0
+    spent = [r.usage.reasoning_tokens for r in turns if r.usage is not None]
+    tokens = sum(t for t in spent if t is not None) if any(t is not None for t in spent) else None
+    detail = (
+        f"{len(turns)} calls, a system_suffix changing every call: {share:.0%} of the input "
+        "read from the prompt cache"
+    )
+    return response, detail, tokens, turns
+
+
 async def _budget_run(client: Client, call: DemoCall) -> tuple[list[Response], str, Exception]:
     """Call until the budget refuses; the responses, a summary of their tiers, the refusal."""
     responses: list[Response] = []
@@ -1730,6 +1779,8 @@ async def _run_call(
                 response, detail = await _stream_call(client, call)
             elif call.mode == "tools":
                 response, detail, tokens, turns = await _tool_loop(client, call)
+            elif call.mode == "conversation":
+                response, detail, tokens, turns = await _conversation(client, call)
             elif call.mode == "cached":
                 first = await client.complete(_PROMPT, reasoning_effort=call.effort)
                 response = await client.complete(_PROMPT, reasoning_effort=call.effort)
@@ -1740,7 +1791,7 @@ async def _run_call(
                 detail = ""
     except (PolythinkError, ValueError, RuntimeError) as exc:
         return _Outcome(call, time.perf_counter() - started, error=exc)
-    if call.mode != "tools":
+    if call.mode not in ("tools", "conversation"):
         tokens = response.usage.reasoning_tokens if response.usage is not None else None
         turns = [r for r in (first, response) if r is not None]
     hits = [r for r in turns if r.cache_hit]

@@ -33,6 +33,7 @@ from polythink.budgets import Budget, CallPlan, account_id, check_tag
 from polythink.capability_store import CapabilityStore, open_store
 from polythink.config import (
     Source,
+    check_prefix_mismatch,
     options_from_env,
     options_from_toml,
     sources_from_env,
@@ -117,6 +118,7 @@ class CallOptions(TypedDict, total=False):
     system_suffix: str | None
     prompt_cache: PromptCache | bool | None
     tag: str | None
+    prefix_mismatch: str | None
     service_tier: ServiceTier | str | None
 
 
@@ -148,7 +150,9 @@ _with_metadata = _field_setter(Message, "metadata")
 
 
 def _recorded(response: Response, started_at: float, duration: float) -> Response:
-    """``response`` with its message's :class:`MessageMetadata` filled in for the caller."""
+    """``response`` with its message's :class:`MessageMetadata` filled in for the caller
+    (the transport's ``prefix_mismatch``, the conversation's remembered choice, kept)."""
+    given = response.message.metadata
     metadata = MessageMetadata(
         provider=response.provider,
         model=response.model,
@@ -156,6 +160,7 @@ def _recorded(response: Response, started_at: float, duration: float) -> Respons
         started_at=started_at,
         duration=duration,
         interrupted=response.interrupted,
+        prefix_mismatch=given.prefix_mismatch if given is not None else None,
     )
     return _with_message(response, _with_metadata(response.message, metadata))
 
@@ -346,6 +351,14 @@ class Client:
             else httpx's own), ``"httpx"`` or ``"aiohttp"``; see
             :func:`polythink.http.build_http_client`.
             Ignored when ``http_client`` is given.
+        prefix_mismatch: the :attr:`~polythink.Source.prefix_mismatch` of every source that
+            sets none (``"error"`` or ``"drop_block"``; ``None``: the API's default).
+        reasoning_affinity: a conversation whose last turn with reasoning came from one of
+            this client's sources (its message's ``metadata.source_index``, provider and
+            model) goes to that source first, while its circuit is closed, whatever the
+            source order: the reasoning made there is readable there, where another model
+            drops it (:mod:`polythink.reasoning.continuity`). Failover still moves on when
+            it fails. Off by default: calls follow the source order.
         middleware: layers of the caller's own around the whole call, outermost first,
             outside every built-in layer: they see the request as the caller made it (the
             requested tier, before the cache) and the final response or error, cache hits
@@ -382,6 +395,8 @@ class Client:
         middleware: Sequence[Middleware] = (),
         budgets: Sequence[Budget] = (),
         budget_store: BudgetBackend | None = None,
+        prefix_mismatch: str | None = None,
+        reasoning_affinity: bool = False,
     ) -> None:
         # Imported here, not with the module: tenacity, diskcache and opentelemetry then load
         # when the first client is built, and ``import polythink`` stays close to
@@ -402,7 +417,20 @@ class Client:
         for i, source in enumerate(sources):
             if not isinstance(source, Source):
                 raise ValueError(f"sources[{i}] is {type(source).__name__}, expected Source")
+        check_prefix_mismatch(prefix_mismatch, "Client(prefix_mismatch=)")
+        if not isinstance(reasoning_affinity, bool):
+            raise ValueError(
+                f"Client(reasoning_affinity=) must be True or False; got {reasoning_affinity!r}"
+            )
+        if prefix_mismatch is not None:
+            sources = tuple(
+                source
+                if source.prefix_mismatch is not None
+                else dataclasses.replace(source, prefix_mismatch=prefix_mismatch)
+                for source in sources
+            )
         self.sources = sources
+        self.reasoning_affinity = reasoning_affinity
         self.cache = cache
         self.capabilities = open_store(capabilities_store)
         # At most once a day, in a daemon thread: never on the path of a call.
@@ -618,7 +646,15 @@ class Client:
             for source in self.sources
         ]
         self._chain = compose(
-            self._call_layers(), Failover(stacks, names=names, context_windows=windows)
+            self._call_layers(),
+            Failover(
+                stacks,
+                names=names,
+                context_windows=windows,
+                models=[(source.provider, source.model) for source in self.sources]
+                if self.reasoning_affinity
+                else None,
+            ),
         )
 
     async def send(self, request: Request) -> Response:
@@ -870,6 +906,7 @@ class Client:
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
+        prefix_mismatch: str | None = None,
         service_tier: ServiceTier | str | None = None,
     ) -> Request:
         """Build and validate the :class:`Request` for a call (what ``complete`` sends).
@@ -886,8 +923,10 @@ class Client:
                 naming one (a name becomes that shape), a ``response_format`` that is not
                 one of :class:`~polythink.types.ResponseFormat`'s forms (or whose schema is
                 not valid under its JSON Schema draft), a ``tag`` that is
-                not 1 to 128 printable characters, or an unknown ``service_tier``.
+                not 1 to 128 printable characters, an unknown ``service_tier``, or a
+                ``prefix_mismatch`` other than ``"error"``, ``"drop_block"`` or ``None``.
         """
+        check_prefix_mismatch(prefix_mismatch, "prefix_mismatch")
         if system_suffix is not None and not isinstance(system_suffix, str):
             raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
         if system_suffix:
@@ -924,6 +963,7 @@ class Client:
             prompt_cache=PromptCache.coerce(prompt_cache),
             response_format=fmt,
             tag=check_tag(tag),
+            prefix_mismatch=prefix_mismatch,
             service_tier=ServiceTier.parse(service_tier),
         )
 
@@ -1018,6 +1058,7 @@ class Client:
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
+        prefix_mismatch: str | None = None,
         service_tier: ServiceTier | str | None = None,
     ) -> Response[Any]:
         """Send a chat call and return the whole :class:`Response`.
@@ -1035,12 +1076,17 @@ class Client:
                 overwrite.
             timeout: total deadline in seconds for this call.
             extra_body: provider-specific body fields, merged last.
-            system_suffix: the dynamic end of the system prompt (plans, memory: what
-                changes every call), sent after the stable system messages so they stay a
-                cacheable prefix: Anthropic gets it as a second system block (the first one
-                carrying the cache breakpoint), OpenAI-shaped wires at the end of the one
-                system message (several system messages break some gateways), Gemini as a
-                second ``systemInstruction`` part.
+            system_suffix: what changes every call (a plan, memory, the date), sent after
+                the conversation so that everything sent before stays the provider's cached
+                prefix and keeps its thinking valid: on Anthropic a mid-conversation system
+                message after the last user turn (turn-scoped with ``clear_at`` where the
+                model takes it, or a user message on models without them), kept in place on
+                later calls through the returned ``message``; on OpenAI a system message
+                after the conversation; on Gemini and the compatible providers a user turn
+                (see :mod:`polythink.transports.instructions`; Mistral edits the system
+                prompt, its API refusing both).
+            prefix_mismatch: what Anthropic does with a thinking block bound to a different
+                conversation, for this call (see :attr:`~polythink.Source.prefix_mismatch`).
             prompt_cache: mark the prefix for the provider's prompt cache: ``True`` or a
                 :class:`~polythink.PromptCache` (key, retention, TTL); see there for what
                 each wire sends.
@@ -1090,6 +1136,7 @@ class Client:
             prompt_cache=prompt_cache,
             response_format=response_format,
             tag=tag,
+            prefix_mismatch=prefix_mismatch,
             service_tier=service_tier,
         )
         response = await self.send(request)
@@ -1143,6 +1190,7 @@ class Client:
         prompt_cache: PromptCache | bool | None = None,
         response_format: type[Any] | ResponseFormat[Any] | Mapping[str, Any] | None = None,
         tag: str | None = None,
+        prefix_mismatch: str | None = None,
         service_tier: ServiceTier | str | None = None,
     ) -> AsyncGenerator[TypedStreamEvent[Any], None]:
         """Send a chat call and yield its :class:`StreamEvent` s; ``done`` comes last.
@@ -1182,6 +1230,7 @@ class Client:
             prompt_cache=prompt_cache,
             response_format=response_format,
             tag=tag,
+            prefix_mismatch=prefix_mismatch,
             service_tier=service_tier,
         )
         async with aclosing(self._events(request, request.response_format)) as events:

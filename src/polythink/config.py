@@ -33,7 +33,14 @@ from polythink.providers import (
     suggest_provider,
 )
 from polythink.reasoning.capabilities import Capability, get_capability
-from polythink.types import Effort, ServiceTier, check_extra_body, fields_repr, redacted
+from polythink.types import (
+    PREFIX_MISMATCH,
+    Effort,
+    ServiceTier,
+    check_extra_body,
+    fields_repr,
+    redacted,
+)
 
 if TYPE_CHECKING:
     from polythink.middleware.base import Middleware
@@ -44,6 +51,7 @@ __all__ = [
     "check_base_url",
     "check_headers",
     "check_key",
+    "check_prefix_mismatch",
     "credential_header",
     "options_from_env",
     "options_from_toml",
@@ -220,6 +228,20 @@ def check_base_url(url: object, where: str) -> str:
     return url.rstrip("/")
 
 
+def check_prefix_mismatch(value: Any, where: str) -> None:
+    """Refuse a ``prefix_mismatch`` that is not ``None``, ``"error"`` or ``"drop_block"``.
+
+    Raises:
+        ValueError: naming ``where`` and the accepted values.
+    """
+    if value is not None and value not in PREFIX_MISMATCH:
+        raise ValueError(
+            f"{where} must be one of {', '.join(map(repr, PREFIX_MISMATCH))} or None (what "
+            "Anthropic does with a thinking block bound to a different conversation); got "
+            f"{value!r}"
+        )
+
+
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -321,6 +343,20 @@ class Source:
             compute at the same tier, the replacement of the retired ``-pro`` models) on
             models that take it (``Capability.reasoning_modes``; GPT-5.6 and later). An
             ``openai`` source sends such calls to the Responses API. ``None`` = not sent.
+        prefix_mismatch: what Anthropic does with a replayed thinking block that fails its
+            prefix check ("bound to a different conversation": the system prompt, the tools
+            or an earlier message changed since the block was made; CONTINUITY.md §1.3):
+            ``None`` (the API's default: a 400 on the models and accounts that enforce the
+            check, raised as :class:`~polythink.errors.ThinkingBindingError`); ``"error"``
+            (sent as ``thinking.block_binding.prefix_mismatch_behavior``: the 400 on every
+            account); ``"drop_block"`` (the API may drop such blocks: a call is sent as by
+            default, and when the API refuses a block polythink sends it once more with
+            ``drop_block``, as Anthropic documents, and the conversation keeps sending it:
+            :attr:`~polythink.MessageMetadata.prefix_mismatch`). Models that keep thinking
+            from older accounts keep it this way; the response's
+            ``input_transformations`` and warnings say what was dropped. A per-call value
+            wins; ``Client(prefix_mismatch=)`` and ``[thinking] prefix_mismatch`` of a
+            TOML file give the default of sources without their own.
         service_tier: this source's default service tier (``flex``, ``standard``,
             ``priority``, ``auto``, a :class:`~polythink.types.ServiceTier`, or ``None`` =
             unset: nothing sent); a per-call ``service_tier`` wins. Sent as the provider
@@ -383,6 +419,7 @@ class Source:
     service_tier_fallback: str = "nearest"
     capacity_fallback: ServiceTier | str | None = ServiceTier.STANDARD
     middleware: Sequence[Middleware] = field(default=(), repr=False, compare=False)
+    prefix_mismatch: str | None = None
     region: str | None = None
     project: str | None = None
     base_model: str | None = None
@@ -469,6 +506,7 @@ class Source:
                 check_key(value, f"Source.headers[{name!r}]", words=True)
         check_headers(self.headers, "Source.headers")
         check_extra_body(self.extra_body, "Source.extra_body")
+        check_prefix_mismatch(self.prefix_mismatch, "Source.prefix_mismatch")
         self._check_options()
         layers = self.middleware
         if isinstance(layers, str | bytes) or not isinstance(layers, Sequence):
@@ -743,6 +781,7 @@ _FIELDS = {
     "API_VERSION": "api_version",
     "THINKING_DISPLAY": "thinking_display",
     "REASONING_MODE": "reasoning_mode",
+    "PREFIX_MISMATCH": "prefix_mismatch",
     "SERVICE_TIER": "service_tier",
     "SERVICE_TIER_FALLBACK": "service_tier_fallback",
     "CAPACITY_FALLBACK": "capacity_fallback",
@@ -799,12 +838,22 @@ def _flag(value: Any, name: str, where: str) -> bool | None:
     raise ValueError(f"{where}: {name} must be true or false; got {value!r}")
 
 
+_THINKING_KEYS = ("effort", "enabled", "prefix_mismatch")
+
+
+def _thinking_mismatch(thinking: Mapping[str, Any] | None, where: str) -> str | None:
+    """``[thinking] prefix_mismatch``: the default of sources without their own."""
+    value = (thinking or {}).get("prefix_mismatch")
+    check_prefix_mismatch(value, f"{where} prefix_mismatch")
+    return value
+
+
 def _thinking_default(thinking: Mapping[str, Any] | None, where: str) -> Effort | None:
     if not thinking:
         return None
-    unknown = set(thinking) - {"enabled", "effort"}
+    unknown = set(thinking) - set(_THINKING_KEYS)
     if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: ['effort', 'enabled']")
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: {list(_THINKING_KEYS)}")
     enabled = _flag(thinking.get("enabled"), "enabled", where)
     effort = _effort(thinking.get("effort"), where)
     if enabled is False and effort not in (None, Effort.NONE):
@@ -844,6 +893,7 @@ def _build(
     where: str,
     default: Effort | None,
     clamped: list[str],
+    mismatch: str | None = None,
 ) -> Source:
     enable = _flag(fields.pop("enable_thinking", None), "enable_thinking", where)
     effort = _effort(fields.get("reasoning_effort"), where)
@@ -863,6 +913,8 @@ def _build(
             assert effort is not None
             clamped.append(f"{where} ({fields['model']}: {effort.value})")
     fields["reasoning_effort"] = effort
+    if mismatch is not None and fields.get("prefix_mismatch") is None:
+        fields["prefix_mismatch"] = mismatch
     try:
         return Source(provider, **fields)
     except ValueError as exc:
@@ -875,7 +927,8 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
     For example ``CHAT__OPENAI__0__MODEL=gpt-5.5`` and
     ``CHAT__ANTHROPIC__1__REASONING_EFFORT=high``. Sources are ordered by ``N`` (then by
     provider). ``{SCOPE}__THINKING__ENABLED`` / ``{SCOPE}__THINKING__EFFORT`` give the
-    default for sources without their own effort. Keys come from the provider's standard
+    default for sources without their own effort, ``{SCOPE}__THINKING__PREFIX_MISMATCH``
+    for those without their own ``prefix_mismatch``. Keys come from the provider's standard
     variables (``OPENAI_API_KEY`` …) when no ``API_KEY`` field is set.
 
     Raises:
@@ -895,13 +948,19 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
         if key.startswith(f"{prefix}__THINKING__") and key not in (
             f"{prefix}__THINKING__ENABLED",
             f"{prefix}__THINKING__EFFORT",
+            f"{prefix}__THINKING__PREFIX_MISMATCH",
         ):
-            raise ValueError(f"{key}: unknown [thinking] field; known: ENABLED, EFFORT")
+            raise ValueError(
+                f"{key}: unknown [thinking] field; known: ENABLED, EFFORT, PREFIX_MISMATCH"
+            )
         if key == f"{prefix}__THINKING__ENABLED":
             thinking["enabled"] = _convert("enable_thinking", value, key)
             continue
         if key == f"{prefix}__THINKING__EFFORT":
             thinking["effort"] = value
+            continue
+        if key == f"{prefix}__THINKING__PREFIX_MISMATCH":
+            thinking["prefix_mismatch"] = value
             continue
         match = _ENV_KEY.match(key)
         if not match or match["scope"] != prefix:
@@ -920,9 +979,17 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
     if not grouped:
         raise ValueError(f"no sources found: set {prefix}__<PROVIDER>__0__MODEL")
     default = _thinking_default(thinking, f"{prefix}__THINKING")
+    mismatch = _thinking_mismatch(thinking, f"{prefix}__THINKING")
     clamped: list[str] = []
     sources = [
-        _build(dict(fields), provider, f"{prefix}__{provider.upper()}__{n}", default, clamped)
+        _build(
+            dict(fields),
+            provider,
+            f"{prefix}__{provider.upper()}__{n}",
+            default,
+            clamped,
+            mismatch,
+        )
         for (n, provider), fields in sorted(grouped.items())
     ]
     _warn_clamped(f"{prefix}__THINKING", clamped)
@@ -979,9 +1046,10 @@ def sources_from_toml(path: str | Path) -> list[Source]:
 
     Shape::
 
-        [thinking]            # optional default for sources without their own effort
+        [thinking]            # optional defaults for sources without their own
         enabled = true
         effort = "medium"
+        prefix_mismatch = "drop_block"   # Source.prefix_mismatch
 
         [[source]]
         provider = "openai"
@@ -1005,6 +1073,7 @@ def sources_from_toml(path: str | Path) -> list[Source]:
             "[[tenant]]"
         )
     default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
+    mismatch = _thinking_mismatch(data.get("thinking"), f"{path} [thinking]")
     rows = data.get("source")
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path}: no [[source]] tables")
@@ -1022,7 +1091,7 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         fields = {k: v for k, v in row.items() if k != "provider"}
         if "provider" not in row:
             raise ValueError(f"{where}: a source needs a provider")
-        sources.append(_build(fields, row["provider"], where, default, clamped))
+        sources.append(_build(fields, row["provider"], where, default, clamped, mismatch))
     _warn_clamped(f"{path} [thinking]", clamped)
     return sources
 

@@ -8,8 +8,10 @@
 - :func:`resume_interrupted` turns a conversation that ends with an interrupted partial turn
   into one that asks the model to continue.
 - :func:`compact` asks the model for a structured summary and returns the conversation that
-  starts from it; :func:`should_compact` says when the context is close to the model's
-  window.
+  starts from it (optionally with the recent turns kept, their reasoning stripped);
+  :func:`should_compact` says when the context is close to the model's window;
+  :func:`strip_reasoning` leaves every turn's reasoning out (Anthropic's recovery from
+  thinking bound to a different conversation).
 
 None of this is on the call path: the client never serialises messages to JSON.
 """
@@ -51,6 +53,7 @@ __all__ = [
     "resume_interrupted",
     "save_conversation",
     "should_compact",
+    "strip_reasoning",
 ]
 
 
@@ -136,8 +139,9 @@ def resume_interrupted(
     When the last assistant turn is an interrupted partial (``metadata.interrupted``, as on
     :attr:`~polythink.errors.StreamInterruptedError.partial`'s message), it is kept as text
     only: its reasoning items and tool calls are dropped, because a stream cut mid-way
-    leaves unsigned reasoning and incomplete call arguments, which providers reject. A user
-    turn ``prompt`` follows it. A conversation whose last turn is not interrupted comes back
+    leaves unsigned reasoning and incomplete call arguments, which providers reject; the
+    instructions sent before it (:attr:`Message.instructions`) stay. A user turn ``prompt``
+    follows it. A conversation whose last turn is not interrupted comes back
     unchanged. The original list is not modified.
 
     Raises:
@@ -149,7 +153,13 @@ def resume_interrupted(
     last = result[-1]
     if last.role != "assistant" or last.metadata is None or not last.metadata.interrupted:
         return result
-    result[-1] = Message(role="assistant", content=last.text(), metadata=last.metadata)
+    # The instructions it followed stay where they were: the prefix is unchanged.
+    result[-1] = Message(
+        role="assistant",
+        content=last.text(),
+        instructions=last.instructions,
+        metadata=last.metadata,
+    )
     result.append(Message(role="user", content=prompt))
     return result
 
@@ -205,18 +215,92 @@ class Compaction:
     """The result of :func:`compact`.
 
     Attributes:
-        messages: the new conversation: the original system messages, then one user turn
-            carrying the summary. Continue it by appending the next user turn's content.
+        messages: the new conversation: the original system messages, one user turn
+            carrying the summary, then the ``keep`` most recent turns as they were but for
+            their reasoning. Continue it by appending the next user turn's content.
         summary: the summary text (stripped).
         truncated: the summary was cut by the output ceiling (``finish_reason == "length"``)
             and may be incomplete.
         response: the model's answer (usage, model, warnings).
+        reasoning_dropped: the indexes, in the original messages, of the assistant turns
+            whose reasoning (text, and signed or encrypted items) the new conversation no
+            longer carries: the summarised turns', and the kept turns' (stripped: see
+            :func:`compact`). Empty when no turn had any.
+        kept: how many of the original messages follow the summary (0: simple compaction).
     """
 
     messages: list[Message]
     summary: str
     truncated: bool
     response: Response
+    reasoning_dropped: tuple[int, ...] = ()
+    kept: int = 0
+
+    @property
+    def note(self) -> str | None:
+        """What reasoning the compaction gave up, in words (``None`` when none)."""
+        if not self.reasoning_dropped:
+            return None
+        listed = ", ".join(map(str, self.reasoning_dropped[:8]))
+        more = (
+            f", ... ({len(self.reasoning_dropped)} in all)"
+            if len(self.reasoning_dropped) > 8
+            else ""
+        )
+        return (
+            f"compaction gave up the reasoning of assistant turns {listed}{more}: the summary "
+            "replaces the earlier turns, and the kept ones go without their thinking, which "
+            "was bound to the conversation before it (a model would drop it, or refuse it)"
+        )
+
+
+def _has_reasoning(message: Message) -> bool:
+    return message.role == "assistant" and bool(message.reasoning or message.reasoning_items)
+
+
+def strip_reasoning(
+    messages: Sequence[Message | Mapping[str, Any]],
+) -> list[Message]:
+    """Return the conversation with the reasoning of every assistant turn left out: its
+    reasoning text and its provider items (thinking blocks, encrypted reasoning, thought
+    signatures); the text and tool calls stay, and each transport rebuilds the turn from
+    them.
+
+    Anthropic's documented recovery from a conversation whose thinking no longer matches
+    what came before it (400 "bound to a different conversation", CONTINUITY.md §1.4:
+    "strip every thinking block from the history once and continue"; removing the one the
+    error names is not enough). The reasoning is lost; the conversation continues. A turn
+    that was only reasoning keeps an empty text (which the transports leave out, noted).
+    ``messages`` is not changed.
+
+    Raises:
+        ValueError: a message is malformed.
+    """
+    return [_stripped(m) for m in coerce_messages(messages)] if messages else []
+
+
+def _stripped(message: Message) -> Message:
+    if not _has_reasoning(message):
+        return message
+    content = message.content
+    if content is None and not (message.tool_calls or message.refusal):
+        content = ""
+    return dataclasses.replace(
+        message, content=content, reasoning=None, reasoning_items=(), reasoning_format=None
+    )
+
+
+def _tail_start(messages: Sequence[Message], keep: int) -> int:
+    """The index where the last ``keep`` turns start. A turn starts at a user message or
+    at an assistant message (its tool calls' results belong to it), so a cut there never
+    falls between a tool call and its result. ``len(messages)`` when ``keep`` is 0; the
+    first turn when there are fewer."""
+    if keep <= 0:
+        return len(messages)
+    starts = [i for i, m in enumerate(messages) if m.role in ("user", "assistant")]
+    if not starts:
+        return len(messages)
+    return starts[-keep] if len(starts) >= keep else starts[0]
 
 
 def _request_messages(messages: Sequence[Message], prompt: str) -> list[Message]:
@@ -245,8 +329,20 @@ async def compact(
     reasoning_effort: Effort | str | bool | None = None,
     stream: bool = False,
     system_suffix: str = COMPACT_SYSTEM_SUFFIX,
+    keep: int = 0,
 ) -> Compaction:
     """Summarise a conversation with the model and return the conversation that starts there.
+
+    The result is append-only from there on, on every wire: its later turns pass
+    Anthropic's prefix check (CONTINUITY.md §2.4). By default it is the documented "simple
+    compaction": the original system messages and one user turn holding the summary, nothing
+    earlier replayed. ``keep=N`` keeps the last ``N`` turns after the summary ("keep-tail":
+    a turn is a user message, or an assistant message with the results of its tool calls, so
+    a tool call is never cut from its result), with their reasoning stripped
+    (:func:`strip_reasoning`): their thinking was bound to the conversation before them,
+    which the summary replaces, so a model would drop it or refuse it. The result's
+    ``reasoning_dropped`` names every assistant turn whose reasoning was given up, and its
+    ``note`` says so in words.
 
     The request is the conversation itself, with ``prompt`` (by default the five sections
     of :data:`COMPACT_PROMPT`: project context, current goal, relevant files, decisions,
@@ -268,6 +364,8 @@ async def compact(
     """
     if type(summary_tokens) is not int or summary_tokens <= 0:
         raise ValueError(f"summary_tokens must be a positive int; got {summary_tokens!r}")
+    if type(keep) is not int or keep < 0:
+        raise ValueError(f"keep must be a number of turns (an int >= 0); got {keep!r}")
     original = coerce_messages(messages)
     request = _request_messages(original, prompt)
     options: dict[str, Any] = {
@@ -292,12 +390,17 @@ async def compact(
             f"(finish_reason {response.finish_reason!r}); the conversation is unchanged",
             response,
         )
-    system = [m for m in original if m.role in ("system", "developer")]
+    start = _tail_start(original, keep)
+    system = [m for m in original[:start] if m.role in ("system", "developer")]
+    tail = [_stripped(m) for m in original[start:]]
+    dropped = tuple(i for i, m in enumerate(original) if _has_reasoning(m))
     return Compaction(
-        messages=[*system, Message(role="user", content=_SUMMARY_INTRO + summary)],
+        messages=[*system, Message(role="user", content=_SUMMARY_INTRO + summary), *tail],
         summary=summary,
         truncated=response.finish_reason == "length",
         response=response,
+        reasoning_dropped=dropped,
+        kept=len(tail),
     )
 
 

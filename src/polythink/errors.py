@@ -9,7 +9,8 @@ retry-after (seconds) and a redacted copy of the body:
   cut before its first token.
 - :class:`RequestRejectedError`: 400, 404, 413, 422, and a reasoning configuration that the
   source cannot satisfy at request time; :class:`ModelNotFoundError` when the provider says
-  the model does not exist or was retired.
+  the model does not exist or was retired; :class:`ThinkingBindingError` when Anthropic
+  refuses a replayed thinking block bound to a different conversation.
 - :class:`AuthError`: 401, 403, and 402 / billing errors.
 
 :class:`StreamInterruptedError` is raised when a stream breaks after its first token; it
@@ -62,6 +63,7 @@ __all__ = [
     "RequestTimeoutError",
     "ServiceTierUnsupportedError",
     "StreamInterruptedError",
+    "ThinkingBindingError",
     "ThinkingUnsupportedError",
     "TransientError",
     "holds_secret",
@@ -235,6 +237,51 @@ class ContextWindowExceededError(RequestRejectedError):
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.limit = limit
         self.requested = requested
+
+
+class ThinkingBindingError(RequestRejectedError):
+    """Anthropic refused a replayed thinking block: "bound to a different conversation".
+
+    Since 2026-09 the newest Claude models bind each thinking block to what came before it
+    (the top-level ``system``, the ``tools`` and every earlier message) and check it when the
+    block comes back (CONTINUITY.md §1.2-1.4). A request that changed any of that, or left a
+    thinking block out of the middle, fails with HTTP 400 ``invalid_request_error``: on
+    Fable 5.2 and Mythos 5.2 for every account, on Fable 5.1 and Opus 5.5 for accounts
+    created from 2026-08-31, and on any model that asked for ``prefix_mismatch="error"``.
+    It is decided before any output, and the same body fails again, so it is never retried
+    as is; failover does not move on (every source would get the same history). With
+    ``prefix_mismatch="drop_block"`` polythink sends the call once more with the API told to
+    drop such blocks, and the conversation keeps that choice
+    (:attr:`~polythink.MessageMetadata.prefix_mismatch`).
+
+    The message says what changed (the API's own sentence, when it names it) and how to fix
+    it: send the conversation as polythink returned it (append ``response.message`` and new
+    turns; keep the system prompt and tools; put what changes per call in ``system_suffix``),
+    allow dropping with ``prefix_mismatch="drop_block"``, or strip the thinking blocks once
+    (:func:`polythink.conversation.strip_reasoning`).
+
+    Attributes:
+        path: the first failing block, as the API names it (``"messages.3.content.0"``), else
+            ``None``.
+        changed: the API's sentence naming what changed (the ``system`` prompt, the
+            ``tools``), else ``None``.
+        beta_missing: the API said ``drop_block`` needs the beta
+            ``thinking-binding-controls-2026-08-01`` in ``anthropic-beta``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        changed: str | None = None,
+        beta_missing: bool = False,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.path = path
+        self.changed = changed
+        self.beta_missing = beta_missing
 
 
 class ModelNotFoundError(RequestRejectedError):

@@ -247,6 +247,11 @@ class ProviderProfile:
             provider made, before a failover) sends an empty string. DeepSeek answers 400
             "Missing reasoning_content field" otherwise (DS-DOC thinking_mode, 2026;
             the empty-string fallback as used by SillyTavern PR #5545, 2026-04-28).
+        reasoning_back_tool_exchange: ``reasoning_back`` goes on every assistant turn of a
+            tool exchange (the turns between two user messages when one of them called a
+            tool), the answer after the tool results too, not only on the tool-call turns:
+            DeepSeek, "if there was a tool call between two user messages, it must be passed
+            back in all subsequent requests" (DS, CONTINUITY.md §3.3).
         reasoning_format: the ``Message.reasoning_format`` of the turns this provider's answers
             make, whose opaque items it accepts back verbatim (``openrouter`` for
             ``reasoning_details``); ``None``: the turns it makes carry the profile's id, which
@@ -311,6 +316,21 @@ class ProviderProfile:
         reasoning_modes: whether a source may set ``reasoning.mode``
             (``Source.reasoning_mode``): the Responses wire, or a profile with a
             ``responses_profile`` that sends such calls there.
+        per_call_instructions: where per-call instructions (``system_suffix``, a
+            structured-output instruction) go on this provider, unless the model's capability
+            says otherwise (:attr:`~polythink.reasoning.Capability.per_call_instructions`,
+            used where the provider serves the model natively): ``system_message``, a
+            system message after the conversation (OpenAI Chat and Responses: the API takes
+            system and developer messages at any position); ``user_turn``, a user message
+            after it (or more text in the last user message): every chat template takes one,
+            where a system message that is not first may be refused (chat templates that
+            raise "System message must be at the beginning"); ``system``, the system prompt
+            itself, edited every call (Mistral, which refuses a user message right after a
+            tool result: 400 "Unexpected role 'user' after role 'tool'",
+            ``invalid_request_message_order``, NousResearch/hermes-agent#20154, 2026-05-05,
+            and a system message that is not first). Anthropic keeps each
+            call's instructions in place on later calls (:attr:`~polythink.Message.
+            instructions`); the other wires send only the newest, after the conversation.
         service_tiers: how the provider spells service tiers (:class:`TierWire`); ``None``:
             it has none, and a call's tier sends nothing (see
             :func:`polythink.reasoning.tiers.resolve_tier`).
@@ -346,6 +366,8 @@ class ProviderProfile:
     reasoning_modes: bool = False
     completion_counts_reasoning: bool | None = None
     thinking_refuses_forced_tool_choice: bool = False
+    per_call_instructions: Literal["system_message", "user_turn", "system"] = "user_turn"
+    reasoning_back_tool_exchange: bool = False
     service_tiers: TierWire | None = None
     batches: Literal["openai", "anthropic", "gemini"] | None = None
     cloud: Literal["aws", "google", "azure"] | None = None
@@ -372,6 +394,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             responses_profile="openai-responses",
             reasoning_modes=True,
             completion_counts_reasoning=True,
+            per_call_instructions="system_message",
             service_tiers=OPENAI_TIERS,
             batches="openai",
         ),
@@ -389,6 +412,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             catalogue="openai",
             reasoning_modes=True,
             completion_counts_reasoning=True,
+            per_call_instructions="system_message",
             service_tiers=OPENAI_RESPONSES_TIERS,
             batches="openai",
         ),
@@ -561,6 +585,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             reasoning_back="reasoning_content",
             reasoning_back_tool_turns_only=True,
             reasoning_back_required=True,
+            reasoning_back_tool_exchange=True,
             reasoning_format="deepseek",
             thinking_refuses_forced_tool_choice=True,
         ),
@@ -623,6 +648,7 @@ PROVIDERS: dict[str, ProviderProfile] = {
             "https://api.mistral.ai/v1",
             ("MISTRAL_API_KEY",),
             stream_usage=False,
+            per_call_instructions="system",
         ),
         ProviderProfile(
             "vllm",

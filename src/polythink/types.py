@@ -26,6 +26,7 @@ __all__ = [
     "EFFORT_ORDER",
     "MANAGED_BODY_FIELDS",
     "MESSAGE_KEYS",
+    "PREFIX_MISMATCH",
     "SERVICE_TIER_ORDER",
     "CacheMode",
     "Cost",
@@ -386,6 +387,14 @@ class MessageMetadata:
         interrupted: the turn is the partial output of a stream that broke
             (:attr:`Response.interrupted`); it is not an answer. See
             :func:`polythink.conversation.resume_interrupted`.
+        prefix_mismatch: ``"drop_block"`` once Anthropic refused a thinking block of this
+            conversation ("bound to a different conversation") and polythink, allowed by
+            ``prefix_mismatch="drop_block"``, sent the call again with
+            ``thinking.block_binding.prefix_mismatch_behavior: "drop_block"``: the
+            conversation keeps that choice, as Anthropic asks (CONTINUITY.md §1.4), so every
+            later call of it sends ``drop_block`` too, after a save and load as well. The one
+            field of the metadata that decides what a later call sends, so it is part of the
+            cache key when set; ``None`` otherwise.
     """
 
     provider: str | None = None
@@ -394,6 +403,7 @@ class MessageMetadata:
     started_at: float | None = None
     duration: float | None = None
     interrupted: bool = False
+    prefix_mismatch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the fields that are set (``interrupted`` only when
@@ -434,6 +444,12 @@ class MessageMetadata:
         interrupted = data.get("interrupted", False)
         if not isinstance(interrupted, bool):
             raise ValueError(f"message metadata interrupted must be a bool; got {interrupted!r}")
+        mismatch = data.get("prefix_mismatch")
+        if mismatch is not None and mismatch not in PREFIX_MISMATCH:
+            raise ValueError(
+                f"message metadata prefix_mismatch must be one of {', '.join(PREFIX_MISMATCH)}; "
+                f"got {mismatch!r}"
+            )
         return cls(
             provider=data.get("provider"),
             model=data.get("model"),
@@ -441,10 +457,23 @@ class MessageMetadata:
             started_at=data.get("started_at"),
             duration=data.get("duration"),
             interrupted=interrupted,
+            prefix_mismatch=mismatch,
         )
 
 
-_METADATA_FIELDS = ("provider", "model", "source_index", "started_at", "duration", "interrupted")
+_METADATA_FIELDS = (
+    "provider",
+    "model",
+    "source_index",
+    "started_at",
+    "duration",
+    "interrupted",
+    "prefix_mismatch",
+)
+
+PREFIX_MISMATCH = ("error", "drop_block")
+"""The values of ``prefix_mismatch`` (Anthropic's
+``thinking.block_binding.prefix_mismatch_behavior``, CONTINUITY.md §1.3)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -502,6 +531,17 @@ class Message:
             that is not a string, ``refusal``, ``audio_id`` or ``function_call`` on a turn
             that is not the assistant's.
 
+    ``instructions`` is set by polythink on an assistant turn it returned from a wire that
+    keeps per-call instructions in place (Anthropic): the message that carried the call's
+    per-call instructions (``system_suffix``, a structured-output instruction) right before
+    this turn, in the provider's own shape (a mid-conversation ``{"role": "system", ...}``
+    message, turn-scoped with ``clear_at``, or a ``{"role": "user", ...}`` message on a model
+    without mid-conversation system messages). Later calls send it again in the same place,
+    unchanged, so what was sent stays the prefix of what is sent next and the turn's thinking
+    blocks stay bound to it (CONTINUITY.md §2.4: "keep every earlier copy in place
+    byte-identical"). Other wires leave it out: there only the newest instructions are sent,
+    after the conversation. ``None`` otherwise.
+
     ``metadata`` (:class:`MessageMetadata`) is what polythink recorded about an assistant
     turn it returned: provider, model as served, source index, start and duration, and
     whether it is an interrupted partial. It never reaches a provider or a cache key, and
@@ -523,6 +563,7 @@ class Message:
     refusal: str | None = None
     audio_id: str | None = None
     function_call: ToolCall | None = None
+    instructions: Mapping[str, Any] | None = None
     metadata: MessageMetadata | None = field(default=None, compare=False)
 
     _memo: tuple[str, Any] | dict[str, Any] | None = field(
@@ -716,9 +757,11 @@ class Message:
         function_call = get("function_call")
         if function_call is not None:
             function_call = _legacy_call(function_call)
+        instructions = get("instructions")
         if (
             cls is not Message
             or metadata is not None
+            or instructions is not None
             or role not in _ROLE_SET
             or (content is not None and content.__class__ is not str)
             or (role == "tool" and not (isinstance(tool_call_id, str) and tool_call_id))
@@ -736,6 +779,7 @@ class Message:
                 refusal=get("refusal"),
                 audio_id=audio_id,
                 function_call=function_call,
+                instructions=instructions,
                 metadata=metadata,
             )
         # What __post_init__ checks holds here, so the value is built through its slots,
@@ -764,9 +808,10 @@ class Message:
         ``{id, type, function: {name, arguments}}``, ``tool_call_id``, ``name``) plus
         ``reasoning`` (text), ``reasoning_items`` (the provider's opaque items, verbatim),
         ``reasoning_format``, Chat's ``refusal``, ``audio`` (``{"id": audio_id}``) and
-        ``function_call`` (``{"name", "arguments"}``), and ``metadata``; fields that are
-        unset are left out, except ``content``. Content parts and reasoning items are
-        copied, not re-encoded, so a signature or encrypted blob comes back byte for byte.
+        ``function_call`` (``{"name", "arguments"}``), ``instructions`` and ``metadata``;
+        fields that are unset are left out, except ``content``. Content parts and reasoning
+        items are copied, not re-encoded, so a signature or encrypted blob comes back byte
+        for byte.
         """
         out: dict[str, Any] = {"role": self.role, "content": _copied(self.content)}
         if self.tool_calls:
@@ -787,6 +832,8 @@ class Message:
             out["audio"] = {"id": self.audio_id}
         if self.function_call is not None:
             out["function_call"] = self.function_call.to_openai()["function"]
+        if self.instructions is not None:
+            out["instructions"] = _copied(self.instructions)
         if self.metadata is not None:
             out["metadata"] = self.metadata.to_dict()
         return out
@@ -828,6 +875,7 @@ class Message:
             refusal=data.get("refusal"),
             audio_id=_audio_id(audio) if audio is not None else None,
             function_call=_legacy_call(function_call) if function_call is not None else None,
+            instructions=data.get("instructions"),
             metadata=data.get("metadata"),
         )
 
@@ -913,6 +961,7 @@ _DICT_KEYS = frozenset(
         "refusal",
         "audio",
         "function_call",
+        "instructions",
         "metadata",
     }
 )
@@ -1203,6 +1252,8 @@ def _check_fields(message: Message) -> None:
                 f"{type(name).__name__} {name!r}"
             )
         check_text(name, f"{role} message name")
+    if message.instructions is not None:
+        _check_instructions(message)
     if message.refusal is None and message.audio_id is None and message.function_call is None:
         return
     if role != "assistant":
@@ -1220,6 +1271,27 @@ def _check_fields(message: Message) -> None:
         raise ValueError(f"assistant message audio_id must be a string; got {message.audio_id!r}")
     if message.function_call is not None:
         check_text(message.function_call.arguments, "assistant message function_call arguments")
+
+
+def _check_instructions(message: Message) -> None:
+    """``instructions``: on an assistant turn, a message of the provider's shape (a dict
+    with a ``role`` of ``system`` or ``user`` and its ``content``)."""
+    given = message.instructions
+    if message.role != "assistant":
+        raise ValueError(
+            f"{message.role} message has instructions: they belong to the assistant turn "
+            "they were sent before"
+        )
+    if (
+        not isinstance(given, Mapping)
+        or given.get("role") not in ("system", "user")
+        or not isinstance(given.get("content"), str | list)
+    ):
+        raise ValueError(
+            "assistant message instructions must be the message that carried them, "
+            "{'role': 'system' or 'user', 'content': ...} (as polythink returned it); "
+            f"got {given!r}"
+        )
 
 
 MANAGED_BODY_FIELDS = frozenset({"model", "stream", "messages", "input", "contents"})
@@ -1966,6 +2038,10 @@ class Request:
     """Whose cache entries this call may read and write (``polythink serve`` gives each
     tenant its own): part of the cache key when set, so calls in two namespaces never share
     an entry, nor a fill; never sent."""
+    prefix_mismatch: str | None = None
+    """What Anthropic does with a replayed thinking block that fails its prefix check, for
+    this call (``"error"`` or ``"drop_block"``; ``None``: the source's setting). See
+    :attr:`polythink.Source.prefix_mismatch`."""
     service_tier: ServiceTier | None = None
     """The service tier this call asks for (``None``: the source's, else unset). Not part of
     the cache key: a tier changes the price and the wait, not the answer."""
@@ -2051,6 +2127,15 @@ class Response(Generic[_ParsedT]):
     """Set when a spend budget made the call reason at a cheaper tier than requested, or
     moved it to flex (``applied_effort`` / ``applied_service_tier`` say to what; a warning
     says so too); ``None`` otherwise."""
+    input_transformations: list[Mapping[str, Any]] = field(default_factory=list)
+    """What the provider did to the request's reasoning before the model read it, one entry
+    per block, as the provider reported it: Anthropic's ``input_transformations``
+    (``{"type": "thinking_dropped" | "thinking_mismatch_allowed", "path":
+    "messages.3.content.0", "reason": "model_binding_mismatch" | "prefix_binding_mismatch" |
+    "organization_binding_mismatch" | "end_user_binding_mismatch"}``; entry types and reasons
+    polythink does not know are kept as sent), reported under the beta
+    ``thinking-binding-controls-2026-08-01`` (CONTINUITY.md §1.6). Each entry also has a
+    warning naming the path and the reason. Empty when nothing was reported."""
     service_tier: str | None = None
     """The service tier that served the call, as the provider reported it, in polythink's
     vocabulary where it maps (``flex``, ``standard``, ``priority``, and ``batch`` for a

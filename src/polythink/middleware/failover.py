@@ -59,7 +59,8 @@ from polythink.errors import (
 )
 from polythink.middleware._head import read_head
 from polythink.middleware.base import Handler
-from polythink.types import Request, Response, StreamEvent
+from polythink.reasoning.continuity import same_model
+from polythink.types import Message, Request, Response, StreamEvent
 
 __all__ = [
     "BREAKER_COOLDOWN",
@@ -69,6 +70,7 @@ __all__ = [
     "Failover",
     "counts_against",
     "fails_over",
+    "reasoning_source",
 ]
 
 BREAKER_THRESHOLD = 5
@@ -237,6 +239,7 @@ class Failover:
         threshold: int = BREAKER_THRESHOLD,
         cooldown: float = BREAKER_COOLDOWN,
         clock: Callable[[], float] = time.monotonic,
+        models: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         if not sources:
             raise ValueError("a client needs at least one source")
@@ -253,6 +256,22 @@ class Failover:
             raise ValueError("context_windows must give one entry per source")
         self.breakers = tuple(CircuitBreaker(threshold, cooldown, clock) for _ in self.sources)
         self._clock = clock
+        self.models = tuple(models) if models is not None else None
+        if self.models is not None and len(self.models) != len(self.sources):
+            raise ValueError("models must give (provider, model) for every source")
+        self._in_order = tuple(range(len(self.sources)))
+
+    def _order(self, request: Request) -> Sequence[int]:
+        """The sources in the order this call tries them: the client's order, except that
+        with reasoning affinity (``models`` given) the source that made the reasoning of
+        the conversation's last assistant turn comes first while its circuit lets calls
+        through (:func:`reasoning_source`)."""
+        if self.models is None:
+            return self._in_order
+        index = reasoning_source(request.messages, self.models)
+        if index is None or index == 0 or self.breakers[index].state == "open":
+            return self._in_order
+        return (index, *(i for i in self._in_order if i != index))
 
     def _window_needed(self, index: int, error: ContextWindowExceededError) -> int | None:
         """The window a later source must exceed after ``error`` at ``index``; ``None`` when
@@ -371,7 +390,8 @@ class Failover:
         failures: list[PolythinkError] = []
         notes: list[str] = []
         need: int | None = None
-        for index, handler in enumerate(self.sources):
+        for index in self._order(request):
+            handler = self.sources[index]
             if self._too_small(index, need):
                 notes.append(self._window_note(index, need or 0))
                 continue
@@ -415,7 +435,8 @@ class Failover:
         failures: list[PolythinkError] = []
         notes: list[str] = []
         need: int | None = None
-        for index, handler in enumerate(self.sources):
+        for index in self._order(request):
+            handler = self.sources[index]
             if self._too_small(index, need):
                 notes.append(self._window_note(index, need or 0))
                 continue
@@ -466,6 +487,31 @@ class Failover:
         if notes and event.type == "done" and event.response is not None:
             return StreamEvent("done", response=self._noted(event.response, notes))
         return event
+
+
+def reasoning_source(messages: Sequence[Message], models: Sequence[tuple[str, str]]) -> int | None:
+    """The index of the source that made the reasoning of the conversation's last assistant
+    turn: its message's ``metadata.source_index``, when that source's provider and model
+    (``models``, one ``(provider, model)`` per source) are the ones that answered; ``None``
+    when the last assistant turn has no reasoning or no such metadata. Only the turns after
+    the last assistant one are read, so the cost does not grow with the conversation."""
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message.role != "assistant":
+            continue
+        metadata = message.metadata
+        if metadata is None or not (message.reasoning_items or message.reasoning):
+            return None
+        index = metadata.source_index
+        if index is None or not 0 <= index < len(models):
+            return None
+        provider, model = models[index]
+        if metadata.provider != provider or (
+            metadata.model is not None and not same_model(metadata.model, model)
+        ):
+            return None
+        return index
+    return None
 
 
 def _details(error: PolythinkError) -> str:

@@ -98,7 +98,10 @@ __all__ = [
     "POLYTHINK_GATEWAY_TENANT",
     "POLYTHINK_OBSERVATION",
     "POLYTHINK_OUTCOME",
+    "POLYTHINK_REASONING_BLOCKS",
+    "POLYTHINK_REASONING_REASON",
     "POLYTHINK_REASONING_TOKENS",
+    "POLYTHINK_REASONING_TRANSFORMATION",
     "POLYTHINK_REQUESTED_EFFORT",
     "POLYTHINK_REQUESTED_SERVICE_TIER",
     "POLYTHINK_SERVED_SERVICE_TIER",
@@ -108,6 +111,7 @@ __all__ = [
     "SEMCONV_OPT_IN_ENV",
     "SERVER_ADDRESS",
     "SERVER_PORT",
+    "UNIT_BLOCK",
     "UNIT_CALL",
     "UNIT_SECONDS",
     "UNIT_TOKEN",
@@ -203,6 +207,14 @@ POLYTHINK_BUDGET_SCOPE = "polythink.budget.scope"
 """What a budget counted a call under (``all``, an account, a model, a tier, or a tag; at
 most 100 values per budget per process, the rest ``_other``)."""
 
+POLYTHINK_REASONING_TRANSFORMATION = "polythink.reasoning.transformation"
+"""What a provider did to a replayed reasoning block before the model read it: Anthropic's
+``input_transformations`` type (``thinking_dropped``, ``thinking_mismatch_allowed``;
+``_OTHER`` for a type polythink does not know)."""
+POLYTHINK_REASONING_REASON = "polythink.reasoning.reason"
+"""Why: the entry's ``reason`` (``model_binding_mismatch``, ``prefix_binding_mismatch``,
+``organization_binding_mismatch``, ``end_user_binding_mismatch``; ``_OTHER`` otherwise)."""
+
 OUTCOME_SUCCESS = "success"
 OUTCOME_ERROR = "error"
 UNSET_TIER = "unset"
@@ -221,6 +233,11 @@ POLYTHINK_CLIENT_COST = "polythink.client.cost"
 """Counter (USD) of money spent: :attr:`Cost.total` of every call that reached a provider."""
 POLYTHINK_CLIENT_COST_SAVED = "polythink.client.cost.saved"
 """Counter (USD) of money saved: the original cost of every answer served from the cache."""
+
+POLYTHINK_REASONING_BLOCKS = "polythink.reasoning.blocks"
+"""Counter ({block}) of replayed reasoning blocks a provider dropped or let through
+unchecked (:attr:`Response.input_transformations`), by provider, model, transformation
+and reason."""
 
 POLYTHINK_BUDGET_SPEND = "polythink.budget.spend"
 """Counter (USD) of what the calls in a budget's scope cost (each call's charge once it
@@ -245,6 +262,7 @@ POLYTHINK_GATEWAY_TENANT = "polythink.tenant"
 UNIT_SECONDS = "s"
 UNIT_TOKEN = "{token}"
 UNIT_CALL = "{call}"
+UNIT_BLOCK = "{block}"
 UNIT_USD = "USD"
 
 SEMCONV_OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"

@@ -33,7 +33,10 @@ Metrics: ``gen_ai.client.operation.duration`` (s), ``gen_ai.client.token.usage``
 ``polythink.reasoning.tokens`` (``{token}``, with the applied tier as
 ``polythink.reasoning.applied_effort``; the conventions define no reasoning token type), and
 ``polythink.budget.step_downs`` (``{call}``, by requested and applied tier and budget name,
-once per call a budget stepped down; the budget layer records spend and remaining).
+once per call a budget stepped down; the budget layer records spend and remaining), and
+``polythink.reasoning.blocks`` (``{block}``, one per ``input_transformations`` entry of an
+answer: a replayed reasoning block the provider dropped or let through unchecked, by
+provider, model, ``polythink.reasoning.transformation`` and ``polythink.reasoning.reason``).
 Every point of one instrument carries the same attribute keys; ``error.type`` is added to
 the duration points of failed calls only, as the conventions require. The call, cost and
 step-down counters (``polythink.client.calls``, ``polythink.client.cost``,
@@ -136,7 +139,10 @@ from polythink.middleware.semconv import (
     POLYTHINK_COST_TOTAL,
     POLYTHINK_OBSERVATION,
     POLYTHINK_OUTCOME,
+    POLYTHINK_REASONING_BLOCKS,
+    POLYTHINK_REASONING_REASON,
     POLYTHINK_REASONING_TOKENS,
+    POLYTHINK_REASONING_TRANSFORMATION,
     POLYTHINK_REQUESTED_EFFORT,
     POLYTHINK_REQUESTED_SERVICE_TIER,
     POLYTHINK_SERVED_SERVICE_TIER,
@@ -146,6 +152,7 @@ from polythink.middleware.semconv import (
     SEMCONV_OPT_IN_ENV,
     SERVER_ADDRESS,
     SERVER_PORT,
+    UNIT_BLOCK,
     UNIT_CALL,
     UNIT_SECONDS,
     UNIT_TOKEN,
@@ -713,6 +720,9 @@ class TelemetryMiddleware:
         if step is not None and not hit:
             moved = step.service_tier.value if step.service_tier is not None else _UNSET_TIER
             totals.step_down(asked, tier, step.budget, moved)
+        if response is not None and response.input_transformations and not hit:
+            for entry in response.input_transformations:
+                totals.block(response.provider, model, entry)
 
 
 def served_label(response: Response) -> str:
@@ -782,6 +792,13 @@ class _Totals:
         self._lock = threading.Lock()
         self._points: dict[tuple[Any, ...], _Point] = {}
         self._step_downs: dict[tuple[str, str, str, str], int] = {}
+        self._blocks: dict[tuple[str, str, str, str], int] = {}
+        meter.create_observable_counter(
+            POLYTHINK_REASONING_BLOCKS,
+            callbacks=[self._observe_blocks],
+            unit=UNIT_BLOCK,
+            description="Replayed reasoning blocks a provider dropped or let through unchecked.",
+        )
         meter.create_observable_counter(
             POLYTHINK_CLIENT_CALLS,
             callbacks=[self._observe_calls],
@@ -833,6 +850,35 @@ class _Totals:
         with self._lock:
             self._step_downs[key] = self._step_downs.get(key, 0) + 1
 
+    def block(self, provider: str, model: str, entry: Mapping[str, Any]) -> None:
+        """Count one ``input_transformations`` entry (its type and reason, ``_OTHER`` when
+        polythink does not know them: the values stay a small, closed set)."""
+        kind = entry.get("type")
+        reason = entry.get("reason")
+        key = (
+            provider,
+            model,
+            kind if kind in _TRANSFORMATIONS else _OTHER,
+            reason if reason in _REASONS else _OTHER,
+        )
+        with self._lock:
+            self._blocks[key] = self._blocks.get(key, 0) + 1
+
+    def _observe_blocks(self, options: metrics.CallbackOptions) -> list[metrics.Observation]:
+        with self._lock:
+            return [
+                metrics.Observation(
+                    count,
+                    {
+                        GEN_AI_PROVIDER_NAME: provider,
+                        GEN_AI_RESPONSE_MODEL: model,
+                        POLYTHINK_REASONING_TRANSFORMATION: kind,
+                        POLYTHINK_REASONING_REASON: reason,
+                    },
+                )
+                for (provider, model, kind, reason), count in self._blocks.items()
+            ]
+
     def _observe_calls(self, options: metrics.CallbackOptions) -> list[metrics.Observation]:
         with self._lock:
             return [metrics.Observation(p.calls, p.attributes) for p in self._points.values()]
@@ -868,6 +914,17 @@ class _Totals:
                 for (requested, applied, budget, service_tier), count in self._step_downs.items()
             ]
 
+
+_TRANSFORMATIONS = frozenset({"thinking_dropped", "thinking_mismatch_allowed"})
+_REASONS = frozenset(
+    {
+        "model_binding_mismatch",
+        "prefix_binding_mismatch",
+        "organization_binding_mismatch",
+        "end_user_binding_mismatch",
+    }
+)
+_OTHER = _OTHER_ERROR
 
 _T = TypeVar("_T")
 _meters: weakref.WeakKeyDictionary[metrics.Meter, dict[type, Any]] = weakref.WeakKeyDictionary()

@@ -9,6 +9,7 @@ from polythink.reasoning.capabilities import (
     openrouter_without_reasoning,
     register_capability,
 )
+from polythink.reasoning.continuity import Reading, same_model, thinking_reading
 from polythink.reasoning.ids import ModelId, base_model_id, lookup_keys, parse_model_id
 from polythink.reasoning.learn import (
     GENERIC_LEVELS,
@@ -37,6 +38,7 @@ __all__ = [
     "Capability",
     "EffortPolicy",
     "ModelId",
+    "Reading",
     "ReasoningRejection",
     "WarningThrottle",
     "all_capabilities",
@@ -56,5 +58,7 @@ __all__ = [
     "reconcile",
     "register_capability",
     "resolve",
+    "same_model",
     "settle_tier",
+    "thinking_reading",
 ]

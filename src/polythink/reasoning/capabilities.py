@@ -28,6 +28,7 @@ from polythink.reasoning.ids import model_key, parse_model_id
 from polythink.types import EFFORT_ORDER, Effort
 
 __all__ = [
+    "PER_CALL_INSTRUCTIONS",
     "Capability",
     "all_capabilities",
     "capabilities_from_openrouter",
@@ -46,6 +47,10 @@ _RETENTIONS = ("in_memory", "24h")
 _REASONING_MODES = ("standard", "pro")
 _SERVICE_TIERS = ("flex", "standard", "priority")
 _DATES = ("deprecated", "shutdown", "checked")
+_BINDINGS = ("enforced", "new_accounts", "checked")
+
+PER_CALL_INSTRUCTIONS = ("system_message", "user_turn", "system")
+"""Where per-call instructions may go (:attr:`Capability.per_call_instructions`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,27 @@ class Capability:
         prompt_cache_options: OpenAI takes ``prompt_cache_options`` (gpt-5.6 and later).
         reasoning_modes: the Responses ``reasoning.mode`` values the model takes
             (``standard``, ``pro``: GPT-5.6 and later); empty = none.
+        per_call_instructions: where the model's native API gets per-call instructions
+            (``system_suffix``, a structured-output instruction) so that nothing already sent
+            changes: ``system_message`` (a mid-conversation system message after the last
+            user turn: Anthropic models that take one, MCSM-CUR), ``user_turn`` (a user
+            message after it), or ``system`` (the system prompt, edited every call: the
+            prefix changes, so the prompt cache misses and, on a model that binds thinking
+            to its prefix, replayed thinking fails). ``None``: the provider profile's
+            (:attr:`~polythink.providers.ProviderProfile.per_call_instructions`).
+        clear_at: the model takes a turn-scoped mid-conversation system message
+            (``clear_at: "next_user_message"``, beta
+            ``mid-conversation-system-clear-at-2026-08-21``): once cleared, a kept copy costs
+            no input tokens (PT-SEP, CONTINUITY.md §2.4).
+        thinking_binding: Anthropic preserved thinking: the model binds each thinking block
+            to the conversation before it and checks it when it comes back (CONTINUITY.md
+            §1.1-1.3): ``enforced`` (a failed check is a 400 on every account: Fable and
+            Mythos 5.2), ``new_accounts`` (a 400 on accounts created from 2026-08-31, the
+            block reaches the model on older ones: Fable 5.1, Opus 5.5), ``checked`` (the
+            check runs; what a failure does by default is not documented: Sonnet and Haiku
+            5.5); ``None``: no prefix check. Such a model takes
+            ``thinking.block_binding`` and reports ``input_transformations`` under the beta
+            ``thinking-binding-controls-2026-08-01``.
         service_tiers: the service tiers the provider serves the model at (``flex``,
             ``standard``, ``priority``) where known; empty = every tier the provider offers
             (its :class:`~polythink.providers.TierWire`). A provider's refusal of a tier for a
@@ -136,6 +162,9 @@ class Capability:
     prompt_cache_retention: tuple[str, ...] = ()
     prompt_cache_options: bool = False
     reasoning_modes: tuple[str, ...] = ()
+    per_call_instructions: str | None = None
+    clear_at: bool = False
+    thinking_binding: str | None = None
     service_tiers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -174,6 +203,12 @@ class Capability:
         object.__setattr__(self, "aliases", tuple(self.aliases))
         self._check_choice("sampling", self.sampling, _SAMPLING_RULES)
         self._check_choice("chat_tools", self.chat_tools, _CHAT_TOOLS)
+        if self.per_call_instructions is not None:
+            self._check_choice(
+                "per_call_instructions", self.per_call_instructions, PER_CALL_INSTRUCTIONS
+            )
+        if self.thinking_binding is not None:
+            self._check_choice("thinking_binding", self.thinking_binding, _BINDINGS)
         for name, accepted in (
             ("prompt_cache_retention", _RETENTIONS),
             ("reasoning_modes", _REASONING_MODES),

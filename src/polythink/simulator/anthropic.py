@@ -64,6 +64,7 @@ rejects it on every adaptive model. ``output_config.effort`` on manual models is
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -71,6 +72,16 @@ from typing import Any
 
 from polythink.reasoning.resolve import ANTHROPIC_MIN_BUDGET, TIER_BUDGET_TOKENS
 from polythink.simulator import behaviour, tiers
+from polythink.simulator.binding import (
+    BETA_BINDING,
+    BETA_CLEAR_AT,
+    Prefixes,
+    bound_text,
+    check,
+    sign,
+    well_formed,
+)
+from polythink.simulator.prompt_cache import CacheUse, tokens_of, unit
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
@@ -88,6 +99,7 @@ NousResearch/hermes-agent#69517, 2026-07-22; home-assistant/core#175637, 2026-07
 
 _SECRET = b"polythink-simulator"
 _SIGNATURE_PREFIX = "sim1."
+_BOUND_PREFIX = "sim2."
 _REDACTED_PREFIX = "sim1r."
 _THINKING_TYPES = ("enabled", "adaptive", "disabled", "between_tools")
 _TOOL_USE_TOKENS = 8
@@ -199,10 +211,72 @@ _TEXT_BLOCK_FIELDS = frozenset({"type", "text", "cache_control", "citations"})
 """The fields of ``RequestTextBlock`` (Anthropic Messages OpenAPI docs copy)."""
 
 
-def _check_history(messages: list[Any], manual_thinking: bool) -> None:
+def _check_system_message(i: int, messages: list[Any], model: str, betas: frozenset[str]) -> None:
+    """A mid-conversation system message (CONTINUITY.md §2.1-2.3): on a model that takes
+    them; not first; right after a user message (or an assistant turn ending in a server
+    tool use); last, or followed by an assistant turn; ``clear_at`` only with its beta, on a
+    model that takes it. The wording is the simulator's own where none was recorded."""
+    cap = behaviour.capability(model)
+    if cap is None or cap.per_call_instructions != "system_message":
+        raise _Rejected(f"messages.{i}.role: role 'system' is not supported on this model")
+    message = messages[i]
+    extra = sorted(set(message) - {"role", "content", "clear_at", "cache_control"})
+    if extra:
+        raise _Rejected(f"messages.{i}.{extra[0]}: Extra inputs are not permitted")
+    if "clear_at" in message:
+        if BETA_CLEAR_AT not in betas or not cap.clear_at:
+            raise _Rejected(f"messages.{i}.clear_at: Extra inputs are not permitted")
+        if message["clear_at"] != "next_user_message":
+            raise _Rejected(
+                f"messages.{i}.clear_at: Input should be 'next_user_message'; got "
+                f"{message['clear_at']!r}"
+            )
+    previous = messages[i - 1] if i else None
+    if previous is None:
+        raise _Rejected(f"messages.{i}: a system message cannot be the first message")
+    after_server_tool = previous.get("role") == "assistant" and (
+        (_blocks(previous) or [{}])[-1].get("type") == "server_tool_use"
+    )
+    if previous.get("role") != "user" and not after_server_tool:
+        raise _Rejected(
+            f"messages.{i}: a system message must immediately follow a user message or an "
+            "assistant message that ends in a server tool use"
+        )
+    following = messages[i + 1] if i + 1 < len(messages) else None
+    if following is not None and following.get("role") != "assistant":
+        raise _Rejected(
+            f"messages.{i}: a system message must be the last message or be followed by an "
+            "assistant message"
+        )
+
+
+def _cleared(messages: list[Any]) -> set[int]:
+    """The turn-scoped system messages that a later user message cleared: they cost no
+    input tokens and the model does not see them (PT-SEP)."""
+    last_user = max(
+        (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
+        default=-1,
+    )
+    return {
+        i
+        for i, m in enumerate(messages[:last_user])
+        if isinstance(m, Mapping) and m.get("role") == "system" and "clear_at" in m
+    }
+
+
+def _check_history(
+    messages: list[Any],
+    manual_thinking: bool,
+    model: str = "",
+    betas: frozenset[str] = frozenset(),
+) -> None:
     last = len(messages) - 1
     for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "system":
+            _check_system_message(i, messages, model, betas)
+            continue
+        if role not in ("user", "assistant"):
             raise _Rejected(f"messages.{i}.role: Input should be 'user' or 'assistant'")
         _check_blocks(i, message, messages[i - 1] if i else None)
         content = message.get("content")
@@ -227,9 +301,14 @@ def _check_history(messages: list[Any], manual_thinking: bool) -> None:
             if kind == "thinking":
                 thinking = block.get("thinking")
                 signature = block.get("signature")
-                valid = isinstance(signature, str) and signature.startswith(_SIGNATURE_PREFIX)
-                if valid and thinking:
-                    valid = signature == signature_for(str(thinking))
+                if isinstance(signature, str) and signature.startswith(_BOUND_PREFIX):
+                    valid = (
+                        bound_text(signature, str(thinking)) if thinking else well_formed(signature)
+                    )
+                else:
+                    valid = isinstance(signature, str) and signature.startswith(_SIGNATURE_PREFIX)
+                    if valid and thinking:
+                        valid = signature == signature_for(str(thinking))
                 if not valid:
                     raise _Rejected(
                         f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
@@ -242,13 +321,20 @@ def _check_history(messages: list[Any], manual_thinking: bool) -> None:
                 )
     if not manual_thinking or len(messages) < 2:
         return
-    last, previous = messages[-1], messages[-2]
-    answers_tools = any(b.get("type") == "tool_result" for b in _blocks(last))
+    # Consecutive user turns are one turn to the API ("combined into a single turn").
+    turns = [m for m in messages if m.get("role") != "system"]
+    end = len(turns)
+    while end > 0 and turns[end - 1].get("role") == "user":
+        end -= 1
+    if end == 0 or end == len(turns):
+        return
+    previous = turns[end - 1]
+    answers_tools = any(b.get("type") == "tool_result" for m in turns[end:] for b in _blocks(m))
     if not answers_tools or previous.get("role") != "assistant":
         return
     blocks = _blocks(previous)
     if blocks and blocks[0].get("type") not in ("thinking", "redacted_thinking"):
-        index = len(messages) - 2
+        index = next(i for i, m in enumerate(messages) if m is previous)
         raise _Rejected(
             f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
             f"found `{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` "
@@ -489,7 +575,9 @@ def _structured(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
         schema = fmt.get("schema")
         return schema if isinstance(schema, Mapping) else {}
-    return behaviour.asked_in_prompt([_text_of(body.get("system"))])
+    messages = body.get("messages")
+    texts = behaviour.instruction_texts(messages if isinstance(messages, list) else [])
+    return behaviour.asked_in_prompt([_text_of(body.get("system")), *texts])
 
 
 def _shows_thinking(body: Mapping[str, Any], model: str) -> bool:
@@ -545,6 +633,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             )
             return
         model, messages, max_tokens = _validate(request, body)
+        betas = _betas(request.headers)
+        _check_binding_field(body, betas)
         depth, manual = _depth(body, model, max_tokens)
         thinking_on = depth is not Effort.NONE or (
             isinstance(body.get("thinking"), Mapping)
@@ -552,7 +642,18 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         )
         if thinking_on:
             _sampling(body)
-        _check_history(messages, manual)
+        _check_history(messages, manual, model, betas)
+        prefixes = Prefixes(body, messages)
+        verdict = check(
+            body,
+            messages,
+            model,
+            prefixes,
+            beta=BETA_BINDING in betas,
+            new_account=response.settings.new_account,
+        )
+        if verdict.error is not None:
+            raise _Rejected(verdict.error)
     except _Rejected as exc:
         await response.send_json(400, _error(str(exc)))
         return
@@ -562,6 +663,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     prompt = _prompt(messages)
     conversation = [body["system"], *messages] if body.get("system") else messages
     answer = behaviour.answer_for(model, prompt, depth, words, conversation)
+    cache = _cache_use(request.provider, model, body, messages, verdict, response)
+    answer = dataclasses.replace(answer, prompt_tokens=cache.total)
     call = _tool_use(body, messages, rounds)
     # A forced tool gets no prose before it: the API prefills the turn to force the tool.
     preamble = [] if _forced(body.get("tool_choice")) else answer.words[:3]
@@ -605,9 +708,15 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             content.append({"type": "redacted_thinking", "data": _redacted_data(full)})
         else:
             shown = full if _shows_thinking(body, model) else ""
-            content.append(
-                {"type": "thinking", "thinking": shown, "signature": signature_for(full)}
+            signature = sign(
+                full,
+                model=model,
+                prefixes=prefixes,
+                index=len(messages),
+                count=verdict.count,
+                last=verdict.last,
             )
+            content.append({"type": "thinking", "thinking": shown, "signature": signature})
         if blank:
             content.append({"type": "text", "text": " "})
     if answer_words:
@@ -615,11 +724,15 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if call is not None:
         content.append(call)
     output = thinking_tokens + len(answer_words) + (_TOOL_USE_TOKENS if call else 0)
+    hour = _hour_ttl(body)
     usage = {
-        "input_tokens": answer.prompt_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "input_tokens": cache.total - cache.read - cache.written,
+        "cache_creation_input_tokens": cache.written,
+        "cache_read_input_tokens": cache.read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": 0 if hour else cache.written,
+            "ephemeral_1h_input_tokens": cache.written if hour else 0,
+        },
         "output_tokens": output,
         "output_tokens_details": {"thinking_tokens": thinking_tokens},
     }
@@ -639,11 +752,95 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     }
     if stop_details is not None:
         message["stop_details"] = stop_details
+    cap = behaviour.capability(model)
+    if BETA_BINDING in betas and (cap is None or cap.reasons):
+        # On every answer of a thinking-capable model under the beta, [] when nothing
+        # happened (CONTINUITY.md §1.6).
+        message["input_transformations"] = verdict.transformations
     headers = {"request-id": f"req_sim_{seed}"}
     if body.get("stream"):
         await _stream(response, message, headers)
     else:
         await response.send_json(200, message, headers=headers)
+
+
+def _betas(headers: Mapping[str, str]) -> frozenset[str]:
+    """The ``anthropic-beta`` values of a request (comma-separated in one header)."""
+    raw = headers.get("anthropic-beta", "")
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _check_binding_field(body: Mapping[str, Any], betas: frozenset[str]) -> None:
+    """``thinking.block_binding`` needs its beta, and takes ``prefix_mismatch_behavior``
+    ``error`` or ``drop_block`` (CONTINUITY.md §1.3-1.4)."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, Mapping) or "block_binding" not in thinking:
+        return
+    if BETA_BINDING not in betas:
+        raise _Rejected("thinking.block_binding: Extra inputs are not permitted")
+    binding = thinking["block_binding"]
+    if not isinstance(binding, Mapping):
+        raise _Rejected("thinking.block_binding: Input should be a valid dictionary")
+    behavior = binding.get("prefix_mismatch_behavior")
+    if behavior is not None and behavior not in ("error", "drop_block"):
+        raise _Rejected(
+            "thinking.block_binding.prefix_mismatch_behavior: Input should be 'error' or "
+            f"'drop_block'; got {behavior!r}"
+        )
+
+
+def _hour_ttl(body: Mapping[str, Any]) -> bool:
+    control = body.get("cache_control")
+    return isinstance(control, Mapping) and control.get("ttl") == "1h"
+
+
+def _marked(value: Any) -> bool:
+    """Whether ``value`` (a message, or the ``system`` field) carries a ``cache_control``."""
+    if isinstance(value, Mapping):
+        return "cache_control" in value or _marked(value.get("content"))
+    if isinstance(value, list):
+        return any(isinstance(b, Mapping) and "cache_control" in b for b in value)
+    return False
+
+
+def _cache_use(
+    provider: str,
+    model: str,
+    body: Mapping[str, Any],
+    messages: list[Any],
+    verdict: Any,
+    response: SimResponse,
+) -> CacheUse:
+    """The request's input tokens and what the prompt cache did for them: units are the
+    system prompt with the tools, then each message (a cleared turn-scoped system message
+    costs no tokens; dropped thinking blocks are not counted); the prefix up to each
+    breakpoint (top-level ``cache_control``: the last unit; a marked block: its message) is
+    written, and the longest written prefix within 20 units before a breakpoint is read
+    (:mod:`polythink.simulator.prompt_cache`)."""
+    system = body.get("system")
+    units = [
+        unit({"system": system, "tools": body.get("tools")}, tokens_of(system) if system else 0)
+    ]
+    cleared = _cleared(messages)
+    for i, message in enumerate(messages):
+        shown = message
+        if verdict.dropped and isinstance(message.get("content"), list):
+            shown = {
+                **message,
+                "content": [
+                    b for j, b in enumerate(message["content"]) if (i, j) not in verdict.dropped
+                ],
+            }
+        units.append(unit(message, 0 if i in cleared else tokens_of(shown)))
+    writes: list[int] = []
+    if isinstance(body.get("cache_control"), Mapping):
+        writes.append(len(units))
+    if _marked(system):
+        writes.append(1)
+    writes += [i + 2 for i, message in enumerate(messages) if _marked(message)]
+    return response.prompt_cache.serve(
+        f"anthropic:{provider}:{model}", units, writes=writes, lookback=20
+    )
 
 
 def _dump(payload: Mapping[str, Any], pad: int) -> str:

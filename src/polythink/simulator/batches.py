@@ -43,6 +43,7 @@ from polythink.providers import PROVIDERS
 from polythink.simulator import anthropic as anthropic_wire
 from polythink.simulator import gemini as gemini_wire
 from polythink.simulator import openai_chat, openai_responses
+from polythink.simulator.prompt_cache import PrefixCache
 from polythink.simulator.server import Settings, SimRequest, SimResponse
 
 __all__ = ["BatchStore", "BatchTiming", "bad_request", "handle", "matches"]
@@ -100,6 +101,8 @@ class _Captured(SimResponse):
         self._by_status = None
         self._on_done = None
         self.body: bytes = b""
+        # Each request of a batch is answered on its own, its prompt cache cold.
+        self.prompt_cache = PrefixCache()
 
     async def send(
         self,

@@ -32,6 +32,7 @@ __all__ = [
     "asked_in_prompt",
     "default_tier",
     "example_value",
+    "instruction_texts",
     "mentions_json",
     "message_texts",
     "openai_error",
@@ -171,12 +172,11 @@ class Answer:
 
 
 def prompt_tokens(messages: Sequence[Any]) -> int:
-    """A stable token estimate for a prompt: 1 per 4 characters, at least 1 per message."""
-    total = 0
-    for message in messages:
-        text = json.dumps(message, separators=(",", ":"), sort_keys=True)
-        total += max(1, len(text) // 4)
-    return total
+    """A stable token estimate for a prompt: 1 per 4 bytes of each message's compact JSON,
+    at least 1 per message (:func:`polythink.simulator.prompt_cache.tokens_of`)."""
+    from polythink.simulator.prompt_cache import tokens_of
+
+    return sum(tokens_of(message) for message in messages)
 
 
 def answer_for(
@@ -371,6 +371,19 @@ def schema_in_prompt(texts: Sequence[str]) -> Mapping[str, Any] | None:
         if isinstance(found, Mapping):
             return found
     return None
+
+
+def instruction_texts(messages: Sequence[Any]) -> list[str]:
+    """The texts a model takes instructions from, of OpenAI- or Anthropic-shaped messages:
+    every system (or developer) message, and the last message when it is the user's (where
+    per-call instructions go when they follow the conversation)."""
+    chosen = [
+        m for m in messages if isinstance(m, Mapping) and m.get("role") in ("system", "developer")
+    ]
+    last = messages[-1] if messages else None
+    if isinstance(last, Mapping) and last.get("role") == "user":
+        chosen.append(last)
+    return message_texts(chosen)
 
 
 def asked_in_prompt(system_texts: Sequence[str]) -> Mapping[str, Any] | None:

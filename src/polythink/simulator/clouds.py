@@ -197,7 +197,8 @@ class Relay(SimResponse):
     """
 
     def __init__(self, outer: SimResponse, request: SimRequest) -> None:
-        super().__init__(outer._writer, request, outer.settings)
+        # The server's prompt cache: a cloud's requests are cached as the base wire's are.
+        super().__init__(outer._writer, request, outer.settings, prompt_cache=outer.prompt_cache)
         self.outer = outer
         self.chunk_delay = 0.0
 

@@ -30,6 +30,7 @@ Reasoning behaves like Gemini's (WIRE.md §4):
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ from typing import Any
 
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
 from polythink.simulator import behaviour, tiers
+from polythink.simulator.prompt_cache import automatic, tokens_of
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.transports.schema import listed
 from polythink.types import Effort
@@ -264,8 +266,13 @@ def _structured(model: str, body: Mapping[str, Any]) -> tuple[Mapping[str, Any] 
     mime = _field(generation, "responseMimeType", "response_mime_type")
     if mime != "application/json":
         instruction = _field(body, "systemInstruction", "system_instruction")
-        parts = instruction.get("parts") if isinstance(instruction, Mapping) else None
-        texts = [p["text"] for p in parts or () if isinstance(p, Mapping) and "text" in p]
+        parts = list(instruction.get("parts") or ()) if isinstance(instruction, Mapping) else []
+        contents = body.get("contents")
+        last = contents[-1] if isinstance(contents, list) and contents else None
+        if isinstance(last, Mapping) and last.get("role") == "user":
+            # Per-call instructions end the last user turn (polythink's placement).
+            parts += last.get("parts") or ()
+        texts = [p["text"] for p in parts if isinstance(p, Mapping) and "text" in p]
         return behaviour.asked_in_prompt(texts), None
     if body.get("tools") and listed("gemini", "no_json_with_tools", model):
         return None, "Function calling with a response mime type: 'application/json' is unsupported"
@@ -385,6 +392,15 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     words = int(request.header_float("x-sim-answer-words", settings.answer_words))
     rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
     answer = behaviour.answer_for(model, _last_user_text(contents), depth, words, contents)
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    cache = automatic(
+        response.prompt_cache,
+        f"gemini:{request.provider}:{model}",
+        {"systemInstruction": system, "tools": body.get("tools")},
+        tokens_of(system) if system else 0,
+        contents,
+    )
+    answer = dataclasses.replace(answer, prompt_tokens=cache.total)
     call = _function_call(body, contents, rounds)
     answer_words = answer.words if call is None else []
     thoughts = answer.reasoning_tokens
@@ -421,6 +437,8 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
 
     def usage(candidates: int, reported_thoughts: int) -> dict[str, Any]:
         metadata: dict[str, Any] = {"promptTokenCount": answer.prompt_tokens}
+        if cache.read:
+            metadata["cachedContentTokenCount"] = cache.read
         if candidates:
             metadata["candidatesTokenCount"] = candidates
         if reported_thoughts:

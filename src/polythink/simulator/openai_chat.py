@@ -36,6 +36,7 @@ and Kimi refuse ``json_schema`` (DeepSeek's 2026 wording).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -47,6 +48,7 @@ from polythink.reasoning.resolve import TIER_BUDGET_TOKENS
 from polythink.simulator import behaviour, tiers
 from polythink.simulator.behaviour import openai_error as _error
 from polythink.simulator.behaviour import quoted_list as _listing
+from polythink.simulator.prompt_cache import automatic
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
@@ -339,8 +341,7 @@ def _structured(
     ``error`` is the provider's 400 body when it refuses the request."""
     fmt = body.get("response_format")
     if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema", "json_object"):
-        system = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "system"]
-        return behaviour.asked_in_prompt(behaviour.message_texts(system)), None
+        return behaviour.asked_in_prompt(behaviour.instruction_texts(messages)), None
     texts = behaviour.message_texts(messages)
     if fmt["type"] == "json_object":
         if provider in ("openai", "deepseek", "qwen") and not behaviour.mentions_json(texts):
@@ -365,15 +366,43 @@ def _structured(
     return (None, refused) if refused is not None else (schema, None)
 
 
-def _missing_reasoning_content(messages: list[Any]) -> int | None:
-    for index, message in enumerate(messages):
-        if (
-            isinstance(message, Mapping)
-            and message.get("role") == "assistant"
-            and message.get("tool_calls")
-            and not isinstance(message.get("reasoning_content"), str)
-        ):
-            return index
+_REASONING_BACK = {
+    "deepseek": (
+        True,
+        "Missing reasoning_content field in the assistant message at message index {index}. "
+        "The reasoning_content in the thinking mode must be passed back to the API.",
+    ),
+    # [3rd] wording, citing Moonshot's FAQ (LIBRECHAT-KIMI, CONTINUITY.md §3.3).
+    "kimi": (
+        False,
+        "thinking is enabled but reasoning_content is missing in assistant tool call message "
+        "at index {index}",
+    ),
+}
+"""Providers that refuse a thinking-mode conversation without ``reasoning_content`` on an
+assistant turn: whether every turn of a tool exchange needs it, and the 400's words."""
+
+
+def _missing_reasoning_content(messages: list[Any], *, whole_exchange: bool) -> int | None:
+    """The index of the first assistant turn that must carry ``reasoning_content`` and does
+    not: a tool-call turn, and with ``whole_exchange`` (DeepSeek: "if there was a tool call
+    between two user messages, it must be passed back in all subsequent requests", DS,
+    CONTINUITY.md §3.3) every assistant turn between two user messages when one of them
+    called a tool."""
+    exchange: list[int] = []
+    called = False
+    for index, message in enumerate([*messages, {"role": "user"}]):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "user":
+            for turn in exchange:
+                if (
+                    (whole_exchange and called) or messages[turn].get("tool_calls")
+                ) and not isinstance(messages[turn].get("reasoning_content"), str):
+                    return turn
+            exchange, called = [], False
+        elif role == "assistant":
+            exchange.append(index)
+            called = called or bool(message.get("tool_calls"))
     return None
 
 
@@ -536,18 +565,14 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     if forced is not None and depth is not Effort.NONE and _forces_a_tool(body.get("tool_choice")):
         await response.send_json(400, _error(forced[0], param="tool_choice", code=forced[1]))
         return
-    if provider == "deepseek" and depth is not Effort.NONE:
-        index = _missing_reasoning_content(messages)
+    required = _REASONING_BACK.get(provider)
+    if required is not None and depth is not Effort.NONE:
+        whole_exchange, wording = required
+        index = _missing_reasoning_content(messages, whole_exchange=whole_exchange)
         if index is not None:
             await response.send_json(
                 400,
-                _error(
-                    f"Missing reasoning_content field in the assistant message at message index "
-                    f"{index}. The reasoning_content in the thinking mode must be passed back to "
-                    "the API.",
-                    param="messages",
-                    code="invalid_request_error",
-                ),
+                _error(wording.format(index=index), param="messages", code="invalid_request_error"),
             )
             return
     settings = response.settings
@@ -575,11 +600,21 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
             if mode == "truncated":
                 finish = "length"
     completion = reasoning_tokens + len(answer_words) + (8 if call else 0)
+    # Every prefix is cached on its own; hits in steps of 128 tokens from 1,024 (OpenAI).
+    cache = automatic(
+        response.prompt_cache,
+        f"chat:{provider}:{model}",
+        {"tools": body.get("tools")},
+        0,
+        messages,
+        increment=128,
+    )
+    answer = dataclasses.replace(answer, prompt_tokens=cache.total)
     usage: dict[str, Any] = {
         "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": answer.prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cache.read},
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
     if provider == "xai":

@@ -31,6 +31,7 @@ OpenAI's 400.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -40,6 +41,7 @@ from typing import Any
 from polythink.simulator import behaviour, tiers
 from polythink.simulator.behaviour import openai_error as _error
 from polythink.simulator.behaviour import quoted_list as _listing
+from polythink.simulator.prompt_cache import automatic, tokens_of
 from polythink.simulator.server import SimRequest, SimResponse
 from polythink.types import Effort
 
@@ -136,9 +138,32 @@ def _reject(provider: str, body: Mapping[str, Any], model: str) -> tuple[int, An
     malformed = _malformed_input(body)
     if malformed is not None:
         return 400, malformed
-    for item in _items(body):
+    items = _items(body)
+    for index, item in enumerate(items):
         if not isinstance(item, Mapping) or item.get("type") != "reasoning":
             continue
+        if "summary" not in item:
+            return 400, _error(
+                f"Missing required parameter: 'input[{index}].summary'.",
+                param=f"input[{index}].summary",
+                code="missing_required_parameter",
+            )
+        following = items[index + 1] if index + 1 < len(items) else None
+        if not (
+            isinstance(following, Mapping)
+            and (
+                following.get("type") in ("function_call", "reasoning")
+                or following.get("role") == "assistant"
+            )
+        ):
+            # The item the model produced right after it must come with it, in order
+            # (MUX-59, [3rd] wording; CONTINUITY.md §3.1).
+            return 400, _error(
+                f"Item '{item.get('id')}' of type 'reasoning' was provided without its "
+                "required following item.",
+                param="input",
+                code=None,
+            )
         sealed = item.get("encrypted_content")
         if sealed is None and body.get("store") is False:
             return 404, _error(
@@ -340,6 +365,16 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
     words = int(request.header_float("x-sim-answer-words", settings.answer_words))
     rounds = int(request.header_float("x-sim-tool-rounds", settings.tool_rounds))
     answer = behaviour.answer_for(model, _last_user_text(items), depth, words, items)
+    instructions = body.get("instructions")
+    cache = automatic(
+        response.prompt_cache,
+        f"responses:{provider}:{model}",
+        {"instructions": instructions, "tools": body.get("tools")},
+        tokens_of(instructions) if instructions else 0,
+        items,
+        increment=128,
+    )
+    answer = dataclasses.replace(answer, prompt_tokens=cache.total)
     seed = hashlib.sha256(request.body).hexdigest()[:12]
     call = _function_call(body, items, rounds, seed)
     answer_words = answer.words if call is None else []
@@ -396,7 +431,7 @@ async def handle(request: SimRequest, response: SimResponse) -> None:
         "tools": body.get("tools", []),
         "usage": {
             "input_tokens": answer.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cache.read, "cache_write_tokens": 0},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
             "total_tokens": answer.prompt_tokens + output_tokens,

@@ -25,6 +25,8 @@ from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
+from polythink.simulator.prompt_cache import PrefixCache
+
 __all__ = [
     "WIRE_MODULES",
     "Settings",
@@ -98,6 +100,14 @@ class Settings:
             Anthropic, Gemini without a replacement; Groq "decommissioned"), or, on Gemini, by
             its replacement, whose id the answer's ``modelVersion`` carries (CURRENT.md §3.2).
             A model given in ``capabilities`` is played as given, never retired.
+        new_account: the Anthropic account was created on or after 2026-08-31, so models
+            whose prefix check is enforced on such accounts only (``thinking_binding``
+            ``new_accounts``: Fable 5.1, Opus 5.5) answer a failed check with the 400;
+            ``False``: an older account, where the block reaches the model (listed as
+            ``thinking_mismatch_allowed`` under the beta). Models enforced on every account
+            (Fable and Mythos 5.2) always answer with the 400; models whose default is not
+            documented (``checked``: Sonnet and Haiku 5.5) are played as older accounts
+            (CONTINUITY.md §1.3).
         no_capacity: service tiers (``flex``, ``priority`` …) answered "no capacity" in the
             provider's shape (header ``x-sim-no-capacity``, comma-separated, overrides it);
             see ``tiers.py``.
@@ -122,6 +132,7 @@ class Settings:
     capabilities: dict[str, Any] = field(default_factory=dict)
     structured_output: str = "valid"
     today: str | None = None
+    new_account: bool = True
     no_capacity: tuple[str, ...] = ()
     service_tiers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     batch_clock: Callable[[], float] = time.time
@@ -215,7 +226,10 @@ class SimResponse:
         settings: Settings,
         by_status: Counter[int] | None = None,
         on_done: Callable[[], None] | None = None,
+        prompt_cache: PrefixCache | None = None,
     ):
+        self.prompt_cache = prompt_cache if prompt_cache is not None else PrefixCache()
+        """The server's prompt cache (:mod:`polythink.simulator.prompt_cache`)."""
         self._writer = writer
         self._by_status = by_status
         self._on_done = on_done
@@ -353,6 +367,8 @@ class SimulatorServer:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self.stats = Stats()
+        self.prompt_cache = PrefixCache()
+        """The prefixes of the requests this server answered, by provider route and model."""
         self.wires = load_wires()
         self._server: asyncio.base_events.Server | None = None
         self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
@@ -419,7 +435,9 @@ class SimulatorServer:
                     break
                 stats = self.stats
                 ended = _Ended(stats)
-                response = SimResponse(writer, request, self.settings, stats.by_status, ended)
+                response = SimResponse(
+                    writer, request, self.settings, stats.by_status, ended, self.prompt_cache
+                )
                 stats.requests += 1
                 stats.by_path[request.path] += 1
                 stats.by_provider[request.provider] += 1

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import aclosing
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, Literal
 
 import httpx
@@ -34,10 +35,12 @@ import httpx
 from polythink.errors import (
     PolythinkError,
     RequestRejectedError,
+    ThinkingBindingError,
     ThinkingUnsupportedError,
     TransientError,
 )
 from polythink.providers import ProviderProfile
+from polythink.reasoning.continuity import Reading, thinking_reading
 from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
@@ -45,6 +48,7 @@ from polythink.transports.base import (
     apply_overrides,
     assistant_response,
     check_parts,
+    joined_list,
     joined_system,
     part_types,
     token_count,
@@ -54,9 +58,12 @@ from polythink.transports.carry import (
     EMPTY_TURN,
     EMPTY_WHY,
     REASONING,
+    REASONING_ITEMS,
+    REASONING_ITEMS_WHY,
     LeftOut,
     empty_turn,
     extra_keys,
+    items_unsent,
     name_note,
     reasoning_unsent,
     refusal_text,
@@ -65,11 +72,13 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import ANTHROPIC, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.instructions import InstructionPlan, instruction_plan, per_call_text
 from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, anthropic_output, merge_output
 from polythink.types import (
     Effort,
     Message,
+    MessageMetadata,
     NativeRelay,
     PromptCache,
     RateLimit,
@@ -84,14 +93,20 @@ from polythink.types import (
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "BETA_BINDING",
+    "BETA_CLEAR_AT",
+    "CLEAR_AT",
     "SAMPLING_REMOVED_VERSIONS",
     "AnthropicStreamAssembler",
     "AnthropicTransport",
     "build_body",
     "finish_reason",
+    "input_transformations",
+    "merge_betas",
     "parse_message",
     "parse_usage",
     "thinking_conflicts",
+    "transformation_note",
 ]
 
 
@@ -111,6 +126,7 @@ _FORCED_CHOICES = frozenset({"any", "tool"})
 _ANTHROPIC_CHOICES = frozenset({"auto", "any", "tool", "none"})
 _OPENAI_CHOICES = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
 _REASONING_JOIN = "\n\n"
+_log = logging.getLogger("polythink.transport")
 
 
 def _compact(value: Any) -> str:
@@ -319,14 +335,106 @@ unmodified, as the model made them ("you cannot rearrange or modify", WIRE.md §
 Anthropic answers with no field for unsigned reasoning text."""
 
 
+class _Scan:
+    """What :func:`_messages` learns about the conversation on its one pass: the model the
+    body is for and where it takes per-call instructions (in), the turns whose thinking that
+    model will not read and whether the conversation keeps ``drop_block`` (out)."""
+
+    __slots__ = ("clear_at", "entry", "foreign", "model", "plan", "provider", "remembered")
+
+    def __init__(self, model: str, plan: InstructionPlan, provider: str) -> None:
+        self.model = model
+        self.plan = plan
+        self.provider = provider
+        self.foreign: dict[tuple[str, Reading], list[int]] = {}
+        self.remembered: str | None = None
+        self.entry: dict[str, Any] | None = None
+        """The message this call's instructions went in (``None``: in the system prompt)."""
+        self.clear_at = False
+        """A message of the body carries ``clear_at`` (its beta must be sent)."""
+
+    def assistant(self, message: Message, position: int) -> None:
+        """Note the turn's remembered ``prefix_mismatch`` and whether ``model`` reads its
+        thinking blocks (:func:`~polythink.reasoning.continuity.thinking_reading`, kept with
+        the message per target model, so a long conversation costs one lookup a turn)."""
+        metadata = message.metadata
+        if metadata is None:
+            return
+        if metadata.prefix_mismatch is not None:
+            self.remembered = metadata.prefix_mismatch
+        if not message.reasoning_items or metadata.model is None:
+            return
+        found = message.memo(f"anthropic-reads:{self.provider}:{self.model}", self._reading)
+        if found is not None:
+            self.foreign.setdefault(found, []).append(position)
+
+    def _reading(self, message: Message) -> tuple[str, Reading] | None:
+        producer = message.metadata.model if message.metadata is not None else None
+        if producer is None or not any(
+            isinstance(item, Mapping) and item.get("type") in _THINKING_BLOCKS
+            for item in message.reasoning_items
+        ):
+            return None
+        reading = thinking_reading(producer, self.model, provider=self.provider)
+        if reading is None or reading.reads is True:
+            return None
+        return producer, reading
+
+    def notes(self) -> list[str]:
+        """One warning per model whose thinking ``model`` drops or may drop, naming turns."""
+        out = []
+        for (producer, reading), positions in self.foreign.items():
+            listed = ", ".join(map(str, positions[:8]))
+            if len(positions) > 8:
+                listed += f", ... ({len(positions)} in all)"
+            verdict = (
+                "cannot read them: the API drops them before the model reads them, so that "
+                "reasoning is lost for this call"
+                if reading.reads is False
+                else "may not read them (not documented): the API may drop them"
+            )
+            out.append(
+                f"reasoning lost on anthropic {self.model!r}: the thinking blocks of messages "
+                f"{listed} were made by {producer!r}, and {self.model!r} {verdict}; they are "
+                f"sent unchanged and stay readable for a model that can ({reading.source})"
+            )
+            if (producer, self.model) not in _switches_logged:
+                _switches_logged.add((producer, self.model))
+                _log.warning("%s", out[-1])
+        return out
+
+
+_switches_logged: set[tuple[str, str]] = set()
+"""(producer, reader) pairs whose lost reasoning was logged once."""
+
+
+def _kept(entry: Mapping[str, Any], plan: InstructionPlan) -> dict[str, Any]:
+    """An earlier call's instructions message, as this model takes it: as sent, unless the
+    model takes no mid-conversation system message (a conversation that moved to another
+    model: then its text as a user message) or no ``clear_at``."""
+    if entry.get("role") != "system":
+        return dict(entry)
+    if plan.placement != "system_message":
+        return {"role": "user", "content": entry.get("content")}
+    if "clear_at" in entry and not plan.clear_at:
+        return {key: value for key, value in entry.items() if key != "clear_at"}
+    return dict(entry)
+
+
 def _messages(
     messages: Sequence[Message],
     profile: ProviderProfile,
     left_out: LeftOut,
     source_index: int | None = None,
+    scan: _Scan | None = None,
 ) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
     """``(system, turns)``; what the wire has no field for (a message's ``name``, part keys)
     and assistant turns left empty are noted in ``left_out``.
+
+    An assistant turn that carries the instructions an earlier call put before it
+    (:attr:`Message.instructions`) gets them back in place, so the conversation stays what
+    was sent. With ``scan``, the same pass notes which turns' thinking the target model
+    will not read and whether the conversation keeps ``drop_block``.
 
     Raises:
         ContentUnsupportedError: a content part, an assistant's ``audio`` or legacy
@@ -335,6 +443,7 @@ def _messages(
     system: list[tuple[str | list[Any] | None, int]] = []
     turns: list[dict[str, Any]] = []
     merging_results = False
+    plan = scan.plan if scan is not None else InstructionPlan("system_message", clear_at=True)
     for position, message in enumerate(messages):
         role = message.role
         left_out.position = position
@@ -366,6 +475,15 @@ def _messages(
                 refuse_chat_only(message, position, profile, source_index)
             if reasoning_unsent(message, profile):
                 left_out.add(REASONING, _REASONING_WHY)
+            if items_unsent(message, profile):
+                left_out.add(REASONING_ITEMS, REASONING_ITEMS_WHY)
+            if scan is not None:
+                scan.assistant(message, position)
+            if message.instructions is not None:
+                kept = _kept(message.instructions, plan)
+                turns.append(kept)
+                if scan is not None and "clear_at" in kept:
+                    scan.clear_at = True
             content = _assistant_content(message, left_out, profile.reasoning_format or "anthropic")
             # A turn left with no block says nothing; the API refuses it ("all messages must
             # have non-empty content except for the optional final assistant message"), and
@@ -478,6 +596,21 @@ def output_plan(
     )
 
 
+CLEAR_AT = "next_user_message"
+"""The ``clear_at`` of a turn-scoped system message: cleared once the next user message (a
+``tool_result`` turn counts) arrives; once cleared, it costs no input tokens (PT-SEP)."""
+
+
+def _instructions_entry(text: str, plan: InstructionPlan) -> dict[str, Any]:
+    """The message that carries a call's instructions after the last user turn."""
+    if plan.placement == "system_message":
+        entry: dict[str, Any] = {"role": "system", "content": text}
+        if plan.clear_at:
+            entry["clear_at"] = CLEAR_AT
+        return entry
+    return {"role": "user", "content": text}
+
+
 def _with_instruction(
     system: str | list[dict[str, Any]] | None, instruction: str
 ) -> str | list[dict[str, Any]]:
@@ -497,6 +630,7 @@ def build_body(
     output: OutputPlan | None = None,
     left_out: LeftOut | None = None,
     source_index: int | None = None,
+    scan: _Scan | None = None,
 ) -> dict[str, Any]:
     """Build the Messages API request body for ``request``.
 
@@ -512,16 +646,26 @@ def build_body(
     of ``request.resolution`` (which may raise ``max_tokens``), the source's ``extra_body``
     and the call's ``extra_body``, in that order (later wins).
 
-    ``request.system_suffix`` makes ``system`` two (or more) text blocks: the stable ones,
-    the last with a ``cache_control`` breakpoint, then the suffix. ``request.prompt_cache``
+    The call's per-call instructions (``request.system_suffix``, then the instruction of the
+    ``response_format`` where the format needs one) go where the model takes them
+    (:func:`~polythink.transports.instructions.instruction_plan`): a mid-conversation
+    ``{"role": "system"}`` message after the last user turn (with ``clear_at:
+    "next_user_message"`` where the model takes turn-scoped ones), or a ``{"role": "user"}``
+    message there on models without mid-conversation system messages. An assistant turn
+    that carries an earlier call's instructions (:attr:`~polythink.Message.instructions`,
+    which the transport sets on the turns it returns) gets them back in place, so every
+    request is the unchanged prefix of the next and thinking blocks stay bound to it
+    (CONTINUITY.md §2.4). With the ``system`` placement, or when the conversation does not
+    end with a user turn, they end the system prompt instead: the suffix as one more text
+    block after a ``cache_control`` breakpoint on the stable ones. ``request.prompt_cache``
     adds the top-level ``cache_control`` (``breakpoints="auto"``: the API places it on the
     last cacheable block), or breakpoints on the last system block and on the last block
-    of the last turn (``"explicit"``); see :class:`~polythink.types.PromptCache`.
+    of the conversation before the instructions (``"explicit"``); see
+    :class:`~polythink.types.PromptCache`.
 
     ``request.response_format`` sets ``output_config.format``, or on models without it the
     forced output tool (``tools`` and ``tool_choice``), before the overrides
-    (:func:`output_plan`; ``output`` when the caller computed it); an instruction, where the
-    format needs one, ends the system prompt.
+    (:func:`output_plan`; ``output`` when the caller computed it).
 
     An assistant's ``refusal`` is a text block (what the model said); its ``audio`` and
     legacy ``function_call`` are refused, the errors carrying ``source_index``. What the wire
@@ -539,19 +683,35 @@ def build_body(
     """
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile, source_index=source_index)
+    scan = scan if scan is not None else _Scan(model, instruction_plan(profile, model), profile.id)
     system, turns = _messages(
         request.messages,
         profile,
         left_out if left_out is not None else LeftOut(profile.id),
         source_index,
+        scan,
     )
     cache = request.prompt_cache
-    if request.system_suffix or cache is not None:
-        system = _cached_system(system, request.system_suffix, cache)
-        if cache is not None and cache.breakpoints == "explicit":
-            _mark_last_turn(turns, cache.cache_control())
-    if output is not None and output.instruction:
-        system = _with_instruction(system, output.instruction)
+    given = output.instruction if output is not None else None
+    text = per_call_text(request.system_suffix, given)
+    placed: dict[str, Any] | None = None
+    if text and scan.plan.placement != "system" and turns and turns[-1]["role"] == "user":
+        placed = _instructions_entry(text, scan.plan)
+    if placed is None:
+        # The system prompt: the source's choice, or a conversation that does not end with
+        # a user turn (nothing may follow the final assistant turn it continues).
+        if request.system_suffix or cache is not None:
+            system = _cached_system(system, request.system_suffix, cache)
+        if given:
+            system = _with_instruction(system, given)
+    elif cache is not None and cache.breakpoints == "explicit":
+        system = _cached_system(system, None, cache)
+    if cache is not None and cache.breakpoints == "explicit":
+        _mark_last_turn(turns, cache.cache_control())
+    if placed is not None:
+        turns.append(placed)
+        scan.entry = placed
+        scan.clear_at = scan.clear_at or "clear_at" in placed
     max_tokens = request.max_tokens
     if max_tokens is None:
         max_tokens = profile.default_max_tokens or 4096
@@ -727,6 +887,7 @@ def _response(
     finish: str | None = None,
     refusal: str | None = None,
     answered_by_tool: bool = False,
+    transformations: Any = None,
     raw_usage: Any = None,
 ) -> Response:
     mapped = map_finish(raw_finish, ANTHROPIC, provider=profile.id, has_tool_calls=bool(calls))
@@ -745,7 +906,10 @@ def _response(
         or (block.get("type") == "thinking" and block.get("signature"))
         for block in blocks
     )
-    return assistant_response(
+    entries = input_transformations(transformations)
+    warnings = [mapped.note] if mapped.note else []
+    warnings += [transformation_note(entry) for entry in entries]
+    response = assistant_response(
         text=text,
         reasoning=reasoning,
         calls=calls,
@@ -758,13 +922,55 @@ def _response(
         source_index=source_index,
         thinking=ThinkingObservation.OBSERVED if opaque else ThinkingObservation.UNKNOWN,
         native_finish_reason=mapped.native,
-        warnings=[mapped.note] if mapped.note else None,
+        warnings=warnings,
         refusal=refusal,
         service_tier=served_tier(
             profile.service_tiers,
             raw_usage.get("service_tier") if isinstance(raw_usage, Mapping) else None,
         ),
     )
+    return response.with_(input_transformations=entries) if entries else response
+
+
+_REASONS = {
+    "model_binding_mismatch": "it was made by a model this one cannot read",
+    "prefix_binding_mismatch": "what came before it changed since it was made",
+    "organization_binding_mismatch": "it was made under another organization",
+    "end_user_binding_mismatch": "it was made for another end user",
+}
+"""What each ``reason`` of an ``input_transformations`` entry means (SDK-PY docstrings,
+CONTINUITY.md §1.6)."""
+
+
+def input_transformations(value: Any) -> list[Mapping[str, Any]]:
+    """The entries of an answer's ``input_transformations`` (objects only, each kept as
+    sent: types and reasons polythink does not know included, as Anthropic asks)."""
+    if not isinstance(value, list):
+        return []
+    return [dict(entry) for entry in value if isinstance(entry, Mapping)]
+
+
+def transformation_note(entry: Mapping[str, Any]) -> str:
+    """The warning for one ``input_transformations`` entry: what happened to which block
+    (its ``path``) and why (its ``reason``)."""
+    kind = entry.get("type")
+    path = entry.get("path") or "a block"
+    reason = entry.get("reason")
+    why = _REASONS.get(str(reason), "")
+    because = f"{reason}: {why}" if why else str(reason)
+    if kind == "thinking_dropped":
+        return (
+            f"reasoning dropped by anthropic: the block at {path} was removed before the model "
+            f"read it ({because}); it is not billed, and that reasoning is lost for this call"
+        )
+    if kind == "thinking_mismatch_allowed":
+        return (
+            f"reasoning unchecked by anthropic: the thinking block at {path} failed the "
+            f"prefix check ({because}) but the check is not enforced for this account, so "
+            "it reached the model and is billed; send the conversation unchanged to keep "
+            "its reasoning valid"
+        )
+    return f"anthropic input transformation {kind!r} at {path} ({because})"
 
 
 def _is_output(block: Mapping[str, Any], tool: str) -> bool:
@@ -854,6 +1060,7 @@ def parse_message(
         source_index=source_index,
         refusal=_refusal(data),
         answered_by_tool=bool(answers),
+        transformations=data.get("input_transformations"),
         raw_usage=data.get("usage"),
     )
 
@@ -935,6 +1142,7 @@ class AnthropicStreamAssembler:
         self.content_seen = False
         self._thinking_started = False
         self._tool_calls = 0
+        self.transformations: Any = None
 
     @property
     def finished(self) -> bool:
@@ -956,8 +1164,14 @@ class AnthropicStreamAssembler:
                 self.response_id = message.get("id") or self.response_id
                 self.model = message.get("model") or self.model
                 self._merge_usage(message.get("usage"))
+                if "input_transformations" in message:
+                    self.transformations = message["input_transformations"]
             return []
         if kind == "message_delta":
+            if "input_transformations" in event:
+                # Only after a server-side fallback mid-stream: the serving model's entries
+                # replace those of message_start (SDK-JAVA BetaRawMessageDeltaEvent, PT-SEP).
+                self.transformations = event["input_transformations"]
             delta = event.get("delta")
             if isinstance(delta, Mapping) and delta.get("stop_reason"):
                 self.raw_finish = delta["stop_reason"]
@@ -1095,8 +1309,75 @@ class AnthropicStreamAssembler:
             finish=finish,
             refusal=_refusal({"stop_reason": self.raw_finish, "stop_details": self.stop_details}),
             answered_by_tool=any(b.output for b in ordered),
+            transformations=self.transformations,
             raw_usage=self.raw_usage,
         )
+
+
+BETA_BINDING = "thinking-binding-controls-2026-08-01"
+"""The ``anthropic-beta`` value that adds ``thinking.block_binding`` and
+``input_transformations`` (CONTINUITY.md §1.5, PT-SEP, A-BETAS)."""
+
+BETA_CLEAR_AT = "mid-conversation-system-clear-at-2026-08-21"
+"""The ``anthropic-beta`` value a turn-scoped system message (``clear_at``) needs
+(CONTINUITY.md §2.1, PT-SEP)."""
+
+
+def merge_betas(*given: str | Iterable[str] | None) -> str | None:
+    """The ``anthropic-beta`` header value that carries every beta of ``given``, each once:
+    the first given as written, then the others' it lacks, in order; ``None`` when there are
+    none.
+
+    Each of ``given`` is a header value (comma-separated, as the API and the official SDKs
+    join several) or a list of values: the source's ``headers``, the caller's own (the
+    gateway's, the call's ``extra_headers``), then polythink's. Values polythink does not know
+    pass through unchanged, as Anthropic asks of libraries and gateways (CONTINUITY.md §1.9).
+    The one rule for list headers (:func:`~polythink.transports.base.joined_list`), which the
+    gateway's pass-through uses too.
+    """
+    return joined_list(*given)
+
+
+def _set_binding(body: dict[str, Any], behavior: str, *, adaptive: bool) -> None:
+    """``thinking.block_binding.prefix_mismatch_behavior`` set to ``behavior`` in ``body``,
+    unless the body's ``thinking`` already sets it (an ``extra_body`` wins) or thinking is
+    off (the field is for thinking requests). A body without ``thinking`` gets
+    ``{"type": "adaptive"}`` on a model that thinks adaptively: such a model thinks by
+    default, so the field changes nothing else (FIX)."""
+    thinking = body.get("thinking")
+    if thinking is None:
+        if not adaptive:
+            return
+        thinking = body["thinking"] = {"type": "adaptive"}
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("adaptive", "enabled"):
+        return
+    binding = thinking.get("block_binding")
+    binding = dict(binding) if isinstance(binding, Mapping) else {}
+    if "prefix_mismatch_behavior" in binding:
+        return
+    binding["prefix_mismatch_behavior"] = behavior
+    thinking["block_binding"] = binding
+
+
+@dataclasses.dataclass(slots=True)
+class _Call:
+    """One call as the transport sends it, and what its response carries."""
+
+    body: dict[str, Any]
+    """The body as sent (the platform's: :meth:`AnthropicTransport.platform_body`)."""
+    built: dict[str, Any]
+    """The Messages body before the platform's changes (sent again with ``drop_block``)."""
+    notes: list[str]
+    switched_off: bool
+    tool: str | None
+    request: Request
+    """The request with this call's ``anthropic-beta`` in its ``extra_headers``."""
+    entry: dict[str, Any] | None
+    """The message this call's instructions went in, for the response's message."""
+    may_drop: bool
+    """A "bound to a different conversation" 400 may be sent again with ``drop_block``."""
+    remembered: str | None
+    """The conversation's ``prefix_mismatch``, for the response's message metadata."""
 
 
 class AnthropicTransport(HTTPTransport):
@@ -1133,6 +1414,12 @@ class AnthropicTransport(HTTPTransport):
         self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
         self._display = self.source.thinking_display
         self._display_set = _sets_display(self._extra_body)
+        self._plan = instruction_plan(self.profile, self.source.model)
+        self._binds = capability is not None and capability.thinking_binding is not None
+        self._adaptive = capability is None or capability.thinking == "adaptive"
+        self._caller_betas = next(
+            (value for name, value in self.headers.items() if name == "anthropic-beta"), None
+        )
 
     def _version(self) -> str:
         return self.source.api_version or ANTHROPIC_VERSION
@@ -1148,25 +1435,38 @@ class AnthropicTransport(HTTPTransport):
             RequestRejectedError: for input Anthropic cannot take (see :func:`build_body`),
                 or a parameter that conflicts with thinking while ``drop_params`` is off.
         """
-        return self._prepare(request)[0]
+        return self._prepare(request).body
 
-    def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str], bool, str | None]:
-        """Build the body, apply the thinking rules; return it with notes for the response,
-        whether thinking was switched off for this call, and the output tool's name when
-        the answer comes through the forced-tool fallback.
+    def headers_for(self, request: Request) -> dict[str, str]:
+        """Return the exact headers this transport sends for ``request`` (``anthropic-beta``
+        merged as :func:`merge_betas` says)."""
+        call = self._prepare(request)
+        return self._headers(self.headers, call.request)
 
-        A call carrying a Messages body of its own (``Request.native``) sends it as written
-        (:func:`~polythink.transports.native.native_body`): the rules above are the API's
-        to apply, with its own error, which the caller gets as the API wrote it.
-        """
+    def _prepare(self, request: Request) -> _Call:
+        """Build the body, apply the thinking and binding rules; return it with the notes
+        for the response, whether thinking was switched off for this call, the output tool's
+        name when the answer comes through the forced-tool fallback, the request carrying
+        this call's ``anthropic-beta``, and what the response must remember."""
         written = written_body(self, request)
         if written is not None:
-            return written[0], written[1], False, None
+            return _Call(
+                body=written[0],
+                built=written[0],
+                notes=written[1],
+                switched_off=False,
+                tool=None,
+                request=self._with_betas(request, []),
+                entry=None,
+                may_drop=False,
+                remembered=None,
+            )
         try:
             output = output_plan(
                 request, model=self.source.model, profile=self.profile, source_index=self.index
             )
             left_out = LeftOut(self.profile.id)
+            scan = _Scan(self.source.model, self._plan, self.profile.id)
             body = build_body(
                 request,
                 model=self.source.model,
@@ -1175,12 +1475,14 @@ class AnthropicTransport(HTTPTransport):
                 output=output,
                 left_out=left_out,
                 source_index=self.index,
+                scan=scan,
             )
         except RequestRejectedError as exc:
             exc.source_index = self.index
             raise
         notes: list[str] = list(output.notes) if output is not None else []
         notes += left_out.notes()
+        notes += scan.notes()
         switched_off = _continues_unsigned_tool_turn(body)
         if switched_off:
             # The API answers 400 "a final assistant message must start with a thinking
@@ -1236,7 +1538,68 @@ class AnthropicTransport(HTTPTransport):
             and not _sets_display(request.extra_body)
         ):
             thinking["display"] = self._display
-        return self.platform_body(body, request), notes, switched_off, tool
+        asked = request.prefix_mismatch or self.source.prefix_mismatch
+        remembered = scan.remembered if asked != "error" else None
+        behavior = remembered or (asked if asked == "error" else None)
+        if behavior is not None:
+            _set_binding(body, behavior, adaptive=self._adaptive)
+        outgoing = self._with_betas(request, self._betas(body, scan))
+        return _Call(
+            body=self.platform_body(body, outgoing),
+            built=body,
+            notes=notes,
+            switched_off=switched_off,
+            tool=tool,
+            request=outgoing,
+            entry=scan.entry,
+            may_drop=asked == "drop_block" and remembered is None,
+            remembered=remembered,
+        )
+
+    def _betas(self, body: Mapping[str, Any], scan: _Scan) -> list[str]:
+        """polythink's ``anthropic-beta`` values for ``body``: the binding controls on a model
+        that binds thinking (its ``input_transformations`` say what was dropped) or when the
+        body sets ``thinking.block_binding``; ``clear_at`` when a message carries one."""
+        ours = []
+        thinking = body.get("thinking")
+        if self._binds or (isinstance(thinking, Mapping) and "block_binding" in thinking):
+            ours.append(BETA_BINDING)
+        if scan.clear_at:
+            ours.append(BETA_CLEAR_AT)
+        return ours
+
+    def _with_betas(self, request: Request, ours: list[str]) -> Request:
+        """``request`` whose ``extra_headers`` carry the merged ``anthropic-beta`` (the
+        source's values, the call's, then polythink's, each once)."""
+        extra = request.extra_headers
+        given = None
+        if extra:
+            given = next((v for k, v in extra.items() if k.lower() == "anthropic-beta"), None)
+        if not ours and given is None:
+            return request
+        merged = merge_betas(self._caller_betas, given, ours)
+        if merged is None:
+            return request
+        headers = {k: v for k, v in (extra or {}).items() if k.lower() != "anthropic-beta"}
+        headers["anthropic-beta"] = merged
+        return request.with_(extra_headers=headers)
+
+    def _dropping(self, call: _Call) -> _Call:
+        """``call`` sent again with ``drop_block``: Anthropic's documented recovery from a
+        thinking block bound to a different conversation (CONTINUITY.md §1.4, FIX)."""
+        body = dict(call.built)
+        thinking = body.get("thinking")
+        body["thinking"] = dict(thinking) if isinstance(thinking, Mapping) else thinking
+        _set_binding(body, "drop_block", adaptive=self._adaptive)
+        request = self._with_betas(call.request, [BETA_BINDING])
+        return dataclasses.replace(
+            call,
+            body=self.platform_body(body, request),
+            built=body,
+            request=request,
+            remembered="drop_block",
+            may_drop=False,
+        )
 
     def platform_body(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
         """The Messages body as this platform takes it: unchanged on Anthropic's API; the
@@ -1288,26 +1651,40 @@ class AnthropicTransport(HTTPTransport):
     @staticmethod
     def _noted(
         response: Response,
-        notes: list[str],
+        call: _Call,
         rate_limit: RateLimit | None = None,
-        switched_off: bool = False,
     ) -> Response:
-        if not notes and rate_limit is None:
+        """``response`` with the call's notes and rate limit, and its message carrying what
+        later calls of the conversation send again: the instructions message placed before
+        it, and a remembered ``drop_block``."""
+        message = response.message
+        if call.entry is not None or call.remembered is not None:
+            metadata = message.metadata
+            if call.remembered is not None:
+                metadata = dataclasses.replace(
+                    metadata or MessageMetadata(), prefix_mismatch=call.remembered
+                )
+            message = dataclasses.replace(message, instructions=call.entry, metadata=metadata)
+        if not call.notes and rate_limit is None and message is response.message:
             return response
         return dataclasses.replace(
             response,
-            warnings=[*response.warnings, *notes],
+            message=message,
+            warnings=[*response.warnings, *call.notes],
             rate_limit=rate_limit,
-            applied_effort=Effort.NONE if switched_off else response.applied_effort,
+            applied_effort=Effort.NONE if call.switched_off else response.applied_effort,
         )
 
     def batch_body(self, request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
         """The Messages body a batch request carries as its ``params`` (see
         :meth:`~polythink.transports.base.HTTPTransport.batch_body`); the hints name the
-        output tool of the structured-output fallback and whether thinking was switched
-        off."""
-        body, notes, switched_off, tool = self._prepare(request.with_(stream=False))
-        return body, notes, {"output_tool": tool, "switched_off": switched_off}
+        output tool of the structured-output fallback, whether thinking was switched off,
+        and the message the call's instructions went in (its answer's message keeps it)."""
+        call = self._prepare(request.with_(stream=False))
+        hints: dict[str, Any] = {"output_tool": call.tool, "switched_off": call.switched_off}
+        if call.entry is not None:
+            hints["entry"] = call.entry
+        return call.body, call.notes, hints
 
     def parse_answer(self, data: Any, hints: Mapping[str, Any], notes: list[str]) -> Response:
         """Parse a Messages answer of a batch (see
@@ -1322,10 +1699,26 @@ class AnthropicTransport(HTTPTransport):
             model=self.source.model,
             output_tool=tool if isinstance(tool, str) else None,
         )
-        return self._noted(response, notes, None, bool(hints.get("switched_off")))
+        entry = hints.get("entry")
+        call = _Call(
+            body={},
+            built={},
+            notes=notes,
+            switched_off=bool(hints.get("switched_off")),
+            tool=None,
+            request=Request(messages=()),
+            entry=dict(entry) if isinstance(entry, Mapping) else None,
+            may_drop=False,
+            remembered=None,
+        )
+        return self._noted(response, call)
 
     async def complete(self, request: Request) -> Response:
         """Send a non-streaming call and parse the answer.
+
+        A :class:`~polythink.errors.ThinkingBindingError` is sent once more with
+        ``drop_block`` when the call allows it (``prefix_mismatch="drop_block"``); the answer
+        says so, and its message keeps the choice for the conversation.
 
         Raises:
             PolythinkError: a local rejection (before any HTTP call), or the mapped HTTP,
@@ -1333,8 +1726,18 @@ class AnthropicTransport(HTTPTransport):
         """
         if request.stream:
             request = request.with_(stream=False)
-        body, notes, switched_off, tool = self._prepare(request)
-        data, rate_limit = await self.post_json_with_rate_limit(self.url, body, request)
+        call = self._prepare(request)
+        try:
+            data, rate_limit = await self.post_json_with_rate_limit(
+                self.url, call.body, call.request
+            )
+        except ThinkingBindingError as exc:
+            if not call.may_drop:
+                raise
+            call = self._retried(call, exc)
+            data, rate_limit = await self.post_json_with_rate_limit(
+                self.url, call.body, call.request
+            )
         if isinstance(data, Mapping) and data.get("type") == "error":
             error = self.in_band_error(data)
             error.rate_limit = rate_limit
@@ -1344,9 +1747,23 @@ class AnthropicTransport(HTTPTransport):
             profile=self.profile,
             source_index=self.index,
             model=self.source.model,
-            output_tool=tool,
+            output_tool=call.tool,
         )
-        return self._noted(response, notes, rate_limit, switched_off)
+        return self._noted(response, call, rate_limit)
+
+    def _retried(self, call: _Call, error: ThinkingBindingError) -> _Call:
+        """The call again with ``drop_block``, and a note (logged too) saying why."""
+        retried = self._dropping(call)
+        note = (
+            f"anthropic refused the thinking block at {error.path or 'an earlier turn'} "
+            f"({error.changed or 'bound to a different conversation'}); sent again with "
+            "thinking.block_binding.prefix_mismatch_behavior 'drop_block' "
+            "(prefix_mismatch='drop_block'): the API drops such blocks, and this conversation "
+            "keeps sending drop_block"
+        )
+        _log.warning("%s/%s: %s", self.profile.id, self.source.model, note)
+        retried.notes = [*retried.notes, note]
+        return retried
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Send a streaming call; yield text, reasoning, tool-call and usage events, then
@@ -1364,13 +1781,13 @@ class AnthropicTransport(HTTPTransport):
         """
         if not request.stream:
             request = request.with_(stream=True)
-        body, notes, switched_off, tool = self._prepare(request)
+        call = self._prepare(request)
         relay = self.relay(request)
         assembler = AnthropicStreamAssembler(
-            self.profile, self.index, self.source.model, output_tool=tool
+            self.profile, self.index, self.source.model, output_tool=call.tool
         )
         try:
-            async with self.open_stream(self.stream_url, body, request) as response:
+            async with self._opened(call) as (response, call):
                 rate_limit = parse_rate_limit(response.headers)
                 async with aclosing(self.events(response, relay)) as events:
                     async for event in events:
@@ -1384,7 +1801,26 @@ class AnthropicTransport(HTTPTransport):
                     raise self.incomplete(response)
         except PolythinkError as exc:
             if assembler.content_seen or (relay is not None and relay.committed):
-                raise self.interrupted(exc, assembler.response(finish="error")) from exc
+                partial = self._noted(assembler.response(finish="error"), call)
+                raise self.interrupted(exc, partial) from exc
             raise
-        done = self._noted(assembler.response(), notes, rate_limit, switched_off)
+        done = self._noted(assembler.response(), call, rate_limit)
         yield StreamEvent("done", response=done)
+
+    @asynccontextmanager
+    async def _opened(self, call: _Call) -> AsyncIterator[tuple[Any, _Call]]:
+        """Open the stream of ``call``; a :class:`~polythink.errors.ThinkingBindingError`,
+        which comes before any event, opens it once more with ``drop_block`` when allowed.
+        Yields the open response and the call it answers."""
+        opened = False
+        try:
+            async with self.open_stream(self.stream_url, call.body, call.request) as response:
+                opened = True
+                yield response, call
+                return
+        except ThinkingBindingError as exc:
+            if opened or not call.may_drop:
+                raise
+            call = self._retried(call, exc)
+        async with self.open_stream(self.stream_url, call.body, call.request) as response:
+            yield response, call

@@ -82,6 +82,7 @@ __all__ = [
     "check_parts",
     "deep_merge",
     "dumps",
+    "joined_list",
     "joined_system",
     "mark_last_entry",
     "marked_content",
@@ -131,6 +132,32 @@ def dumps(body: Any) -> bytes:
             f"{text[max(exc.start - 40, 0) : exc.start]!r}: text must be valid Unicode "
             "(UTF-8 encodable); look in extra_body and the tools' descriptions and schemas"
         ) from None
+
+
+def joined_list(*values: str | Iterable[str] | None) -> str | None:
+    """One value of a list header (:data:`LIST_HEADERS`: ``anthropic-beta``, ``OpenAI-Beta``)
+    holding every value of ``values`` once: the first one given as it was written, then each
+    value of the others (a comma-separated header value, or a list) that it lacks, in order;
+    ``None`` when there is none. Values polythink does not know pass through, as Anthropic asks
+    of libraries and gateways (CONTINUITY.md §1.9)."""
+    first: str | None = None
+    seen: set[str] = set()
+    extra: list[str] = []
+    for value in values:
+        if value is None:
+            continue
+        parts = [p.strip() for p in (value.split(",") if isinstance(value, str) else value)]
+        if first is None and isinstance(value, str) and value.strip():
+            first = value
+            seen.update(p for p in parts if p)
+            continue
+        for part in parts:
+            if part and part not in seen:
+                seen.add(part)
+                extra.append(part)
+    if first is None:
+        return ",".join(extra) or None
+    return ",".join([first, *extra]) if extra else first
 
 
 def deep_merge(base: dict[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
@@ -304,9 +331,7 @@ class HTTPTransport:
             lowered = name.lower()
             current = merged.get(lowered)
             if lowered in LIST_HEADERS and current:
-                given = {v.strip() for v in value.split(",")}
-                extra = [v for v in (s.strip() for s in current.split(",")) if v not in given]
-                merged[lowered] = ",".join([value, *extra]) if extra else value
+                merged[lowered] = joined_list(value, current) or value
             else:
                 merged[lowered] = value
         return merged

@@ -453,7 +453,10 @@ def build_converse_body(
     ``tool_choice`` (``auto`` -> ``{"auto": {}}``, ``required`` -> ``{"any": {}}``, a named
     function -> ``{"tool": {"name"}}``; ``none`` sends no choice, with a note, since
     Converse has none and a conversation with tool blocks needs ``toolConfig``). A prompt-
-    cache marker puts ``cachePoint`` blocks after the system prompt and the last turn. Then
+    cache marker puts ``cachePoint`` blocks after the system prompt and the last turn. The
+    call's ``system_suffix`` ends the last user turn (a user turn of its own after an
+    assistant turn), after its cache point: the next call replaces it, and the conversation
+    before it stays the unchanged prefix of the next request. Then
     the reasoning fragment (``additionalModelRequestFields``, ``inferenceConfig.maxTokens``),
     the source's ``extra_body`` and the call's, deep-merged in that order.
 
@@ -483,6 +486,14 @@ def build_converse_body(
         if turns:
             last = turns[-1]
             turns[-1] = {**last, "content": [*last["content"], {"cachePoint": dict(point)}]}
+    if request.system_suffix:
+        # After the conversation (and its cache point), never in ``system``: the next call
+        # replaces it, and the prefix it was sent after stays as it was.
+        if turns and turns[-1]["role"] == "user":
+            last = turns[-1]
+            turns[-1] = {**last, "content": [*last["content"], {"text": request.system_suffix}]}
+        else:
+            turns.append({"role": "user", "content": [{"text": request.system_suffix}]})
     body: dict[str, Any] = {"messages": turns}
     if system:
         body["system"] = system

@@ -24,9 +24,12 @@ __all__ = [
     "EMPTY_TURN",
     "EMPTY_WHY",
     "REASONING",
+    "REASONING_ITEMS",
+    "REASONING_ITEMS_WHY",
     "LeftOut",
     "empty_turn",
     "extra_keys",
+    "items_unsent",
     "name_note",
     "part_keys",
     "reasoning_unsent",
@@ -228,6 +231,26 @@ def reasoning_unsent(message: Message, profile: ProviderProfile) -> bool:
     Responses encrypted items, DeepSeek ``reasoning_content`` on tool-call turns only):
     what that leaves out is the provider's design, not the caller's words lost."""
     return bool(message.reasoning) and message.reasoning_format != (
+        profile.reasoning_format or profile.id
+    )
+
+
+REASONING_ITEMS = "the reasoning items"
+"""The note for an assistant turn's opaque reasoning items another wire made."""
+
+REASONING_ITEMS_WHY = (
+    "they are another wire's signed or encrypted reasoning, which verifies only where it was "
+    "made: that reasoning is lost on this wire, and kept in the history for the next call "
+    "that goes back there"
+)
+
+
+def items_unsent(message: Message, profile: ProviderProfile) -> bool:
+    """Whether an assistant ``message`` carries opaque reasoning items (Anthropic thinking
+    blocks, Responses encrypted items, Gemini signed parts, OpenRouter details) that
+    ``profile``'s wire does not take: they come from another wire (its
+    ``reasoning_format``), so the model reads none of that reasoning."""
+    return bool(message.reasoning_items) and message.reasoning_format != (
         profile.reasoning_format or profile.id
     )
 

@@ -23,6 +23,7 @@ from polythink.errors import (
     RateLimitedError,
     RequestRejectedError,
     RequestTimeoutError,
+    ThinkingBindingError,
     ThinkingUnsupportedError,
     TransientError,
     holds_secret,
@@ -49,6 +50,7 @@ __all__ = [
     "in_band_class",
     "names_missing_model",
     "sealed",
+    "thinking_binding_error",
     "trusted_type",
 ]
 
@@ -288,7 +290,7 @@ def error_from_status(
         **extra,
     )
     error.rate_limit = parse_rate_limit(headers)
-    return sealed(context_window_error(error), secrets)
+    return sealed(thinking_binding_error(context_window_error(error)), secrets)
 
 
 def content_filter_result(body: Any) -> dict[str, Any] | None:
@@ -571,6 +573,73 @@ def context_window_error(error: PolythinkError) -> PolythinkError:
     if not found:
         return error
     return recast(error, ContextWindowExceededError, limit=limit, requested=requested)
+
+
+_BOUND = re.compile(
+    r"(?:(messages\.\d+\.content\.\d+): )?Invalid `signature` in `(?:redacted_)?thinking` "
+    r"block\. The block is bound to a different conversation\.(.*)",
+    re.DOTALL,
+)
+"""Anthropic's 400 for a thinking block that failed the prefix check (CONTINUITY.md §1.4:
+"messages.1.content.0: Invalid `signature` in `thinking` block. The block is bound to a
+different conversation. Remove the block, or set
+`thinking.block_binding.prefix_mismatch_behavior` to "drop_block"." and, without the beta,
+"That setting requires the `thinking-binding-controls-2026-08-01` value in the
+`anthropic-beta` header.", often then one sentence naming what changed; PT-SEP, FIX)."""
+_KNOWN_SENTENCES = (
+    re.compile(
+        r"Remove the block, or set `thinking\.block_binding\.prefix_mismatch_behavior` "
+        r"to \\?\"drop_block\\?\"\.?"
+    ),
+    re.compile(
+        r"That setting requires the `thinking-binding-controls-2026-08-01` value in the "
+        r"`anthropic-beta` header\.?"
+    ),
+)
+
+
+def thinking_binding_error(error: PolythinkError) -> PolythinkError:
+    """Return ``error`` as a :class:`ThinkingBindingError` when it is Anthropic's 400 for a
+    thinking block bound to a different conversation (:data:`_BOUND`); otherwise ``error``.
+
+    The message says which block failed, what changed (the API's own sentence after the two
+    it always sends, when there is one) and how to fix it.
+    """
+    if type(error) is not RequestRejectedError:
+        return error
+    found = _BOUND.search(error.message)
+    if found is None:
+        return error
+    rest = found.group(2)
+    beta_missing = _KNOWN_SENTENCES[1].search(rest) is not None
+    for pattern in _KNOWN_SENTENCES:
+        rest = pattern.sub("", rest)
+    changed = " ".join(rest.split()) or None
+    path = found.group(1)
+    where = f"the thinking block at {path}" if path else "a thinking block"
+    what = (
+        f"the API says: {changed.rstrip('.')}"
+        if changed
+        else "the system prompt, the tools or an earlier message changed since the model "
+        "wrote it, or a thinking block before it was left out"
+    )
+    mapped = recast(
+        error,
+        ThinkingBindingError,
+        f"{error.provider or 'anthropic'} answered HTTP {error.status_code}: {where} is bound "
+        f"to a different conversation ({what}). Send the conversation as polythink returned "
+        "it: append response.message and the new turns, keep the system prompt and tools, and "
+        "put what changes every call in system_suffix; or allow the API to drop such blocks "
+        "with prefix_mismatch='drop_block' (per call, on the Source or the Client, or in "
+        "[thinking] of a TOML file); or strip the thinking blocks once with "
+        "polythink.conversation.strip_reasoning(messages)",
+        path=path,
+        changed=changed,
+        beta_missing=beta_missing,
+    )
+    # The same body fails again: never worth a retry.
+    mapped.should_retry = False
+    return mapped
 
 
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (

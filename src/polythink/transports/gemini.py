@@ -46,6 +46,7 @@ from polythink.errors import (
 )
 from polythink.providers import ProviderProfile
 from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.continuity import same_model, thinking_reading
 from polythink.reasoning.tiers import served_tier
 from polythink.transports.base import (
     DONE,
@@ -63,8 +64,11 @@ from polythink.transports.carry import (
     EMPTY_TURN,
     EMPTY_WHY,
     REASONING,
+    REASONING_ITEMS,
+    REASONING_ITEMS_WHY,
     LeftOut,
     extra_keys,
+    items_unsent,
     name_note,
     reasoning_unsent,
     refuse_blank_turn,
@@ -73,6 +77,11 @@ from polythink.transports.carry import (
 )
 from polythink.transports.finish import GEMINI, Finish, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.instructions import (
+    InstructionPlan,
+    instruction_plan,
+    per_call_text,
+)
 from polythink.transports.schema import OutputPlan, gemini_output, merge_output
 from polythink.types import (
     Message,
@@ -235,6 +244,7 @@ def _contents(
     profile: ProviderProfile,
     source_index: int | None,
     left_out: LeftOut,
+    model: str = "",
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return ``(system instruction parts, contents)``.
 
@@ -244,7 +254,9 @@ def _contents(
     answer them together. A message's ``name`` has no field in a ``Content`` and is noted in
     ``left_out`` (a tool message's is ``functionResponse.name``). A model turn with nothing
     to send is left out and noted, and the user turns around it become one, so the roles
-    still alternate.
+    still alternate. A model turn another Gemini model made (its ``metadata.model``) goes to
+    ``model`` without its thought parts and signatures, which validate only where they were
+    made (:func:`_foreign`): that reasoning is lost, and noted.
 
     Raises:
         ContentUnsupportedError: a content part, an assistant's ``audio`` or legacy
@@ -293,7 +305,12 @@ def _contents(
                 refuse_chat_only(message, position, profile, source_index)
             if reasoning_unsent(message, profile):
                 left_out.add(REASONING, _REASONING_WHY)
+            if items_unsent(message, profile):
+                left_out.add(REASONING_ITEMS, REASONING_ITEMS_WHY)
             parts = _model_parts(message, calls, profile, source_index, left_out)
+            if model and parts and _foreign(message, model, profile):
+                parts = [_unsigned(p) for p in parts if not p.get("thought")]
+                left_out.add(THOUGHT_SIGNATURES, _foreign_why(message, model))
             if parts:
                 contents.append({"role": "model", "parts": parts})
             else:
@@ -335,6 +352,46 @@ a model turn's first function call without a signature (GEM-DOC-sigs); a turn ma
 provider before a failover has none, and none can be made up. SDKs send this documented
 placeholder instead (WIRE.md §4.5: strands-agents PR #1298, erain/glue v1.8.0).
 """
+
+
+THOUGHT_SIGNATURES = "the thoughts and thought signatures"
+"""The note for a model turn another Gemini model made, sent without its reasoning."""
+
+
+def _foreign(message: Message, model: str, profile: ProviderProfile) -> bool:
+    """Whether ``message`` carries thought signatures another model made that ``model``
+    does not validate (:func:`~polythink.reasoning.continuity.thinking_reading`); kept with
+    the message per target model."""
+    if message.reasoning_format != profile.reasoning_format or message.metadata is None:
+        return False
+    producer = message.metadata.model
+    if producer is None:
+        return False
+
+    def reads(_: Message) -> bool:
+        target = get_capability(model)
+        if target is not None and target.replacement and same_model(target.replacement, producer):
+            # A retired model the provider answers through its replacement (Gemini's
+            # re-route, CURRENT.md §3.2): the replacement made the turn and serves this call.
+            return False
+        reading = thinking_reading(producer, model, provider=profile.id)
+        return reading is not None and reading.reads is False
+
+    return message.memo(f"gemini-foreign:{profile.id}:{model}", reads)
+
+
+def _foreign_why(message: Message, model: str) -> str:
+    producer = message.metadata.model if message.metadata is not None else None
+    return (
+        f"made by {producer!r}, whose thought signatures {model!r} does not validate (a "
+        "signature validates only where it was made, CONTINUITY.md §3.2): sent without them, "
+        "function calls with the documented placeholder; that reasoning is lost"
+    )
+
+
+def _unsigned(part: Mapping[str, Any]) -> dict[str, Any]:
+    """``part`` without its ``thoughtSignature``."""
+    return {key: value for key, value in part.items() if key != "thoughtSignature"}
 
 
 def _signs_function_calls(model: str) -> bool:
@@ -444,6 +501,16 @@ def output_plan(
     )
 
 
+def _after_contents(contents: list[dict[str, Any]], text: str) -> None:
+    """``text`` as a part at the end of the last user turn of ``contents`` (a copy of it,
+    with its function responses first), or as a user turn of its own after a model turn."""
+    last = contents[-1] if contents else None
+    if last is not None and last.get("role") == "user":
+        contents[-1] = {**last, "parts": [*last.get("parts", ()), {"text": text}]}
+    else:
+        contents.append({"role": "user", "parts": [{"text": text}]})
+
+
 def build_body(
     request: Request,
     *,
@@ -454,6 +521,7 @@ def build_body(
     output: OutputPlan | None = None,
     model: str = "",
     left_out: LeftOut | None = None,
+    placement: InstructionPlan | None = None,
 ) -> dict[str, Any]:
     """Build the ``GenerateContentRequest`` body for ``request`` (the model is in the URL).
 
@@ -462,8 +530,7 @@ def build_body(
     first call (:data:`SKIP_SIGNATURE_VALIDATION`).
 
     Sets ``contents``, ``systemInstruction`` (with ``role: user``, as google-genai sends it;
-    one part per system message and per text part of one, then ``request.system_suffix``
-    as the last part),
+    one part per system message and per text part of one),
     ``generationConfig`` (``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``),
     ``tools`` and ``toolConfig`` (mode ``VALIDATED`` for an unforced call with a ``strict``
     tool, see :func:`_validated`); then deep-merges the reasoning fragment (its
@@ -473,6 +540,14 @@ def build_body(
     ``request.response_format`` adds ``generationConfig.responseMimeType`` and
     ``responseJsonSchema``, before those merges (:func:`output_plan` for ``model``;
     ``output`` when the caller computed it).
+
+    The call's per-call instructions (``request.system_suffix``, then the format's
+    instruction where it has one) go where ``placement`` says
+    (:mod:`polythink.transports.instructions`; by default from the model and the profile):
+    Gemini has no system role in ``contents``, so after the conversation as a text part of
+    the last user turn (a user turn of its own after a model turn), and ``systemInstruction``
+    with the contents already sent stays the prefix Gemini's implicit cache matches; or, with
+    ``system``, as the last part of ``systemInstruction``.
 
     An assistant's ``refusal`` is a text part (what the model said); its ``audio`` and
     legacy ``function_call`` are refused. What Gemini has no field for (a message's
@@ -493,13 +568,18 @@ def build_body(
         profile,
         source_index,
         left_out if left_out is not None else LeftOut(profile.id),
+        model,
     )
     if sign_function_calls:
         _sign_foreign_calls(contents)
     body: dict[str, Any] = {"contents": contents}
+    plan = placement if placement is not None else instruction_plan(profile, model)
+    text = per_call_text(request.system_suffix, output.instruction if output is not None else None)
     instruction = system
-    if request.system_suffix:
-        instruction = [*system, {"text": request.system_suffix}]
+    if text and plan.placement == "system":
+        instruction = [*system, {"text": text}]
+    elif text:
+        _after_contents(contents, text)
     if instruction:
         body["systemInstruction"] = {"role": "user", "parts": instruction}
     generation: dict[str, Any] = {}
@@ -868,6 +948,7 @@ class GeminiTransport(HTTPTransport):
         self.stream_url = f"{root}:streamGenerateContent?alt=sse"
         self._extra_body = self.source.extra_body
         self._sign_calls = _signs_function_calls(self.source.model)
+        self._placement = instruction_plan(self.profile, self.source.model)
 
     def body(self, request: Request) -> dict[str, Any]:
         """Return the exact body this transport sends for ``request``.
@@ -892,7 +973,9 @@ class GeminiTransport(HTTPTransport):
             source_index=self.index,
             sign_function_calls=self._sign_calls,
             output=output,
+            model=self.source.model,
             left_out=left_out,
+            placement=self._placement,
         )
         notes = list(output.notes) if output is not None else []
         notes += ttl_notes(request.prompt_cache, self.profile)

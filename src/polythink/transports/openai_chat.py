@@ -60,14 +60,23 @@ from polythink.transports.carry import (
     EMPTY_TURN,
     EMPTY_WHY,
     REASONING,
+    REASONING_ITEMS,
+    REASONING_ITEMS_WHY,
     LeftOut,
     empty_turn,
     extra_keys,
+    items_unsent,
     part_keys,
     reasoning_unsent,
 )
 from polythink.transports.finish import chat_table, map_finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.instructions import (
+    InstructionPlan,
+    after_conversation,
+    instruction_plan,
+    per_call_text,
+)
 from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, chat_output, for_call, merge_output
 from polythink.types import (
@@ -179,7 +188,9 @@ def _reasoning_why(profile: ProviderProfile) -> str:
     return why + (f" (on every turn with {flag}: true)" if flag else "")
 
 
-def _message_body(message: Message, profile: ProviderProfile, notes: Notes) -> dict[str, Any]:
+def _message_body(
+    message: Message, profile: ProviderProfile, notes: Notes, *, exchange: bool = False
+) -> dict[str, Any]:
     role = message.role
     calls = message.tool_calls
     content = _carried(message.content, profile, notes)
@@ -218,16 +229,20 @@ def _message_body(message: Message, profile: ProviderProfile, notes: Notes) -> d
         return body
     field = profile.reasoning_back
     if field:
-        if message.reasoning and (message.tool_calls or not profile.reasoning_back_tool_turns_only):
+        # ``exchange``: the turn answers tool results, in a tool exchange (DeepSeek).
+        tool_turn = bool(message.tool_calls) or exchange
+        if message.reasoning and (tool_turn or not profile.reasoning_back_tool_turns_only):
             body[field] = message.reasoning
             return body
-        if message.tool_calls and profile.reasoning_back_required:
+        if tool_turn and profile.reasoning_back_required:
             # DeepSeek answers 400 "Missing reasoning_content field in the assistant message"
             # to a thinking-mode tool-call turn without the field (WIRE.md §6.1), so a turn
             # that has no reasoning (another provider's, or the caller's) sends it empty.
             body[field] = ""
     if reasoning_unsent(message, profile):
         notes.append((REASONING, _reasoning_why(profile)))
+    if items_unsent(message, profile):
+        notes.append((REASONING_ITEMS, REASONING_ITEMS_WHY))
     return body
 
 
@@ -315,7 +330,7 @@ def _chat_messages(
         f"openai_chat:{profile.id}:{profile.reasoning_back}:"
         f"{profile.reasoning_back_tool_turns_only}:{profile.reasoning_back_required}:"
         f"{profile.reasoning_format}:{profile.reasoning_back_everywhere_with}:"
-        f"{profile.prompt_cache}"
+        f"{profile.prompt_cache}:{profile.reasoning_back_tool_exchange}"
     )
     conversation = tuple(messages)
     kept_arrays = _arrays.setdefault(memo, PrefixStates())
@@ -332,13 +347,18 @@ def _chat_messages(
     moved: list[Any] = []
     plain = True
 
-    def convert(message: Message) -> dict[str, Any] | _Noted:
+    def convert(message: Message, exchange: bool = False) -> dict[str, Any] | _Noted:
         # A closure: a third cheaper per message than a partial with a keyword.
         notes: Notes = []
-        body = _message_body(message, profile, notes)
+        body = _message_body(message, profile, notes, exchange=exchange)
         if message.role == "assistant" and body.keys() <= _NOTHING_SENT and empty_turn(message):
             return _Noted(None, ((EMPTY_TURN, EMPTY_WHY), *notes))
         return _Noted(body, tuple(notes)) if notes else body
+
+    def convert_in_exchange(message: Message) -> dict[str, Any] | _Noted:
+        return convert(message, True)
+
+    exchanges = profile.reasoning_back_tool_exchange
 
     append = out.append
     for position, message in enumerate(conversation[start:], start):
@@ -360,7 +380,16 @@ def _chat_messages(
         elif moved:
             append({"role": "user", "content": moved})
             moved = []
-        entry = message.memo(memo, convert)
+        if (
+            exchanges
+            and message.role == "assistant"
+            and not message.tool_calls
+            and position
+            and conversation[position - 1].role == "tool"
+        ):
+            entry = message.memo(memo + ":exchange", convert_in_exchange)
+        else:
+            entry = message.memo(memo, convert)
         if entry.__class__ is _Noted:
             noted: _Noted = entry
             for key in noted.notes:
@@ -433,6 +462,7 @@ def build_body(
     breakpoints: bool = False,
     left_out: LeftOut | None = None,
     source_index: int | None = None,
+    instructions: InstructionPlan | None = None,
 ) -> dict[str, Any]:
     """Build the Chat Completions request body for ``request``.
 
@@ -447,22 +477,25 @@ def build_body(
     it on tool-call turns only, a ``true`` ``reasoning_back_everywhere_with`` field in
     ``extra_body`` (DashScope's ``preserve_thinking``) sends it on every assistant turn.
 
-    ``request.system_suffix`` is appended (after a blank line) to the one system message,
-    never sent as a second one: several system messages break some gateways, and a token
-    prefix cache still matches the stable part before it. ``request.prompt_cache`` adds the
+    The call's per-call instructions (``request.system_suffix``, then the instruction of its
+    ``response_format`` where the provider has no schema field) go where ``instructions``
+    says (:mod:`polythink.transports.instructions`; by default decided from the model and
+    the profile): after the conversation, as a system message (OpenAI) or in a user turn,
+    so that the messages already sent stay the prefix of this call; or, with ``system``,
+    appended after a blank line to the one system message. ``request.prompt_cache`` adds the
     profile's fields (:func:`~polythink.transports.base.prompt_cache_fields`). Images in a
     tool result move into a user turn right after it (see :func:`_chat_messages`).
 
     ``request.response_format`` sets ``response_format`` (and OpenRouter's
     ``provider.require_parameters``) as :func:`output_plan` says, before the overrides, so
-    an ``extra_body`` may still replace them; where the provider has no schema field, its
-    instruction is appended to the system message after the suffix. ``output`` is that
-    plan when the caller computed it already.
+    an ``extra_body`` may still replace them. ``output`` is that plan when the caller
+    computed it already.
 
     With ``breakpoints`` (OpenAI's explicit prompt-cache breakpoints, decided by the
     transport: :meth:`~polythink.transports.base.HTTPTransport.explicit_breakpoints`) the
-    last content part of the last system message, before the suffix, and of the last
-    message that has content carry ``prompt_cache_breakpoint: {"mode": "explicit"}``; a
+    last content part of the last system message, and of the last message that has
+    content, both before the per-call instructions, carry
+    ``prompt_cache_breakpoint: {"mode": "explicit"}``; a
     string content becomes one ``text`` part. An assistant's ``refusal``, ``audio``
     (``{"id"}``) and legacy ``function_call`` go out as the Chat fields they are. What is
     left out (an empty assistant turn) is noted in ``left_out``.
@@ -485,12 +518,22 @@ def build_body(
     messages = _chat_messages(request.messages, profile, left_out, source_index)
     if breakpoints:
         mark_last_entry(messages, text_type="text", roles=("system", "developer"))
-    if request.system_suffix:
-        append_system_suffix(messages, request.system_suffix, "text")
-    if output is not None and output.instruction:
-        append_system_suffix(messages, output.instruction, "text")
-    if breakpoints:
-        mark_last_entry(messages, text_type="text")
+    plan = instructions if instructions is not None else instruction_plan(profile, model)
+    given = output.instruction if output is not None else None
+    if plan.placement == "system":
+        if request.system_suffix:
+            append_system_suffix(messages, request.system_suffix, "text")
+        if given:
+            append_system_suffix(messages, given, "text")
+        if breakpoints:
+            mark_last_entry(messages, text_type="text")
+    else:
+        # The breakpoint ends the conversation before the call's own instructions.
+        if breakpoints:
+            mark_last_entry(messages, text_type="text")
+        text = per_call_text(request.system_suffix, given)
+        if text:
+            after_conversation(messages, text, plan.placement)
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -1189,6 +1232,7 @@ class OpenAIChatTransport(HTTPTransport):
         self.url = self.api_url("/chat/completions")
         self._extra_body = self.source.extra_body
         self._capability = self.capability
+        self._instructions = instruction_plan(self.profile, self.source.model)
         self._parameter_rules = parameter_rules(self.profile.id, self.source.model)
 
     def _parameter_notes(self, body: dict[str, Any]) -> list[str]:
@@ -1281,6 +1325,7 @@ class OpenAIChatTransport(HTTPTransport):
             breakpoints=self.explicit_breakpoints(request),
             left_out=left_out,
             source_index=self.index,
+            instructions=self._instructions,
         )
         notes = list(output.notes) if output is not None else []
         return body, notes + left_out.notes()

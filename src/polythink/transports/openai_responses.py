@@ -69,14 +69,23 @@ from polythink.transports.carry import (
     EMPTY_TURN,
     EMPTY_WHY,
     REASONING,
+    REASONING_ITEMS,
+    REASONING_ITEMS_WHY,
     LeftOut,
     extra_keys,
+    items_unsent,
     name_note,
     reasoning_unsent,
     refuse_chat_only,
 )
 from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
 from polythink.transports.headers import parse_rate_limit
+from polythink.transports.instructions import (
+    InstructionPlan,
+    after_conversation,
+    instruction_plan,
+    per_call_text,
+)
 from polythink.transports.native import written_body
 from polythink.transports.schema import OutputPlan, for_call, merge_output, responses_output
 from polythink.types import (
@@ -251,6 +260,13 @@ with the same ``file_data`` / ``file_id`` / ``filename``). System text only: a l
 system message becomes ``instructions``."""
 
 
+_UNSEALED = "the reasoning items without encrypted_content"
+_UNSEALED_WHY = (
+    "store is false, so the server keeps no item to look them up by (404 'Items are not "
+    "persisted when `store` is set to false', vercel/ai#7543): that reasoning is lost"
+)
+
+
 def _rejected(message: str, profile: ProviderProfile, source_index: int | None) -> PolythinkError:
     return RequestRejectedError(
         message,
@@ -267,6 +283,7 @@ def _input(
     left_out: LeftOut,
     *,
     system_items: bool = False,
+    unsealed: list[int] | None = None,
 ) -> tuple[str | None, list[Any]]:
     """Return ``(instructions, input items)`` for the conversation.
 
@@ -324,8 +341,15 @@ def _input(
                 refuse_chat_only(message, position, profile, source_index)
             if reasoning_unsent(message, profile):
                 left_out.add(REASONING, _REASONING_WHY)
+            if items_unsent(message, profile):
+                left_out.add(REASONING_ITEMS, REASONING_ITEMS_WHY)
             if message.reasoning_items and message.reasoning_format == profile.reasoning_format:
                 items.extend(i if isinstance(i, dict) else dict(i) for i in message.reasoning_items)
+                if unsealed is not None and any(
+                    i.get("type") == "reasoning" and not i.get("encrypted_content")
+                    for i in message.reasoning_items
+                ):
+                    unsealed.append(position)
                 continue
             content = (
                 message.content
@@ -368,6 +392,7 @@ def build_body(
     output: OutputPlan | None = None,
     breakpoints: bool = False,
     left_out: LeftOut | None = None,
+    placement: InstructionPlan | None = None,
 ) -> dict[str, Any]:
     """Build the Responses request body for ``request``.
 
@@ -377,23 +402,29 @@ def build_body(
     required, openai_openapi.yaml ``FunctionTool`` 2026-08-21) and ``tool_choice``; then
     deep-merges the reasoning fragment, the source's
     ``extra_body`` and the call's, in that order (later wins; lists are replaced whole).
-    ``request.system_suffix`` is appended to ``instructions`` after a blank line;
+    The call's per-call instructions (``request.system_suffix``, then the JSON-mode
+    instruction where one is needed) go where ``placement`` says
+    (:mod:`polythink.transports.instructions`; by default from the model and the profile):
+    after the conversation, as a last ``system`` input message on OpenAI, so that
+    ``instructions`` and the items already sent stay this call's prefix; or, with
+    ``system``, the suffix appended to ``instructions`` after a blank line and the JSON-mode
+    instruction opening ``input`` as a developer message (OpenAI looks for "json" in the
+    input messages, not in ``instructions``).
     ``request.prompt_cache`` adds ``prompt_cache_key`` / ``prompt_cache_retention``.
     With ``store: false`` in the result, reasoning items without ``encrypted_content`` are
     left out of ``input`` (see the module docstring).
 
     ``request.response_format`` sets ``text.format`` (:func:`output_plan`; ``output`` when
-    the caller computed it), before the overrides. The JSON-mode instruction, when one is
-    needed, opens ``input`` as a developer message: OpenAI looks for "json" in the input
-    messages, not in ``instructions``.
+    the caller computed it), before the overrides.
 
     With ``breakpoints`` (OpenAI's explicit prompt-cache breakpoints, decided by the
     transport: :meth:`~polythink.transports.base.HTTPTransport.explicit_breakpoints`) the
     system prompt stays in ``input`` as system (or developer) messages, since
     ``instructions`` is a string and a breakpoint sits on a content part: the last
     ``input_text`` of the last of them carries ``prompt_cache_breakpoint: {"mode":
-    "explicit"}`` and the suffix follows as one more part; so does the last input message
-    or function call output. What the wire has no field for (a message's ``name``, a
+    "explicit"}``; so does the last input message or function call output before the
+    per-call instructions (with ``system``, the suffix follows the system prompt's
+    breakpoint as one more part). What the wire has no field for (a message's ``name``, a
     part's ``cache_control``, an empty assistant turn) is noted in ``left_out``.
 
     Raises:
@@ -412,25 +443,34 @@ def build_body(
         )
     if output is None and request.response_format is not None:
         output = output_plan(request, model=model, profile=profile, source_index=source_index)
+    unsealed: list[int] = []
     instructions, items = _input(
         request.messages,
         profile,
         source_index,
         left_out if left_out is not None else LeftOut(profile.id),
         system_items=breakpoints,
+        unsealed=unsealed,
     )
+    plan = placement if placement is not None else instruction_plan(profile, model)
+    given = output.instruction if output is not None else None
     if breakpoints:
         mark_last_entry(items, text_type="input_text", roles=("system", "developer"))
-        if request.system_suffix:
-            append_system_suffix(items, request.system_suffix, "input_text")
-    else:
-        instructions = joined_system(instructions, request.system_suffix)
-    if output is not None and output.instruction:
-        items = [{"role": "developer", "content": output.instruction}, *items]
+    if plan.placement == "system":
+        if breakpoints:
+            if request.system_suffix:
+                append_system_suffix(items, request.system_suffix, "input_text")
+        else:
+            instructions = joined_system(instructions, request.system_suffix)
+        if given:
+            items = [{"role": "developer", "content": given}, *items]
+    text = per_call_text(request.system_suffix, given)
     if breakpoints:
         mark_last_entry(
             items, text_type="input_text", roles=("user", "system", "developer", "tool")
         )
+    if plan.placement != "system" and text:
+        after_conversation(items, text, plan.placement, text_type="input_text")
     body: dict[str, Any] = {"model": model, "input": items}
     if instructions is not None:
         body["instructions"] = instructions
@@ -462,6 +502,8 @@ def build_body(
         merge_output(body, output.fields, (extra_body, request.extra_body))
     apply_overrides(body, request, extra_body)
     if body.get("store") is False:
+        if unsealed and left_out is not None:
+            left_out.extend({(_UNSEALED, _UNSEALED_WHY): unsealed})
         body["input"] = [
             item
             for item in body["input"]
@@ -881,6 +923,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         self._model_reasons = capability.reasons if capability is not None else None
         self._modes = capability.reasoning_modes if capability is not None else None
         self._dropped_stop = False
+        self._placement = instruction_plan(self.profile, self.source.model)
 
     def _include_encrypted(self, request: Request) -> bool:
         if not self.profile.encrypted_reasoning:
@@ -921,6 +964,7 @@ class OpenAIResponsesTransport(HTTPTransport):
             output=self._output(request),
             breakpoints=self.explicit_breakpoints(request),
             left_out=left_out,
+            placement=self._placement,
         )
 
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
