@@ -57,6 +57,7 @@ from polythink.transports.carry import (
     BLANK_PARTS,
     EMPTY_TURN,
     EMPTY_WHY,
+    LATER_SYSTEM,
     REASONING,
     REASONING_ITEMS,
     REASONING_ITEMS_WHY,
@@ -64,6 +65,7 @@ from polythink.transports.carry import (
     empty_turn,
     extra_keys,
     items_unsent,
+    later_system_why,
     name_note,
     reasoning_unsent,
     refusal_text,
@@ -421,6 +423,42 @@ def _kept(entry: Mapping[str, Any], plan: InstructionPlan) -> dict[str, Any]:
     return dict(entry)
 
 
+_LATER_SYSTEM_WHY = later_system_why(
+    "the model takes no mid-conversation system message, or not there (one must follow a "
+    "user turn and be last or followed by an assistant turn)"
+)
+
+
+def _later_system(
+    message: Message,
+    position: int,
+    messages: Sequence[Message],
+    turns: list[dict[str, Any]],
+    plan: InstructionPlan,
+    left_out: LeftOut,
+) -> dict[str, Any]:
+    """A system (or developer) message the caller put after the conversation began, where
+    the caller put it: the top-level ``system`` is the start of the prefix every thinking
+    block is bound to, so moving a later message into it would invalidate them all
+    ("Leave a role:system message where the caller put it", CONTINUITY.md §1.9, preserved
+    thinking page read 2026-12-04). A model that takes mid-conversation system messages gets
+    one where their rules allow it (right after a user turn, and last or followed by an
+    assistant turn: CONTINUITY.md §2.3); otherwise its text is a user turn of its own (the
+    API joins consecutive user turns), noted in ``left_out``. Either form depends only on
+    the message and its neighbours, so it stays the same on every later call."""
+    blocks = _blocks(message.content, left_out, keep_empty=False)
+    following = messages[position + 1].role if position + 1 < len(messages) else None
+    if (
+        plan.placement == "system_message"
+        and turns[-1].get("role") == "user"
+        and following in (None, "assistant")
+    ):
+        content = message.content if isinstance(message.content, str) else blocks
+        return {"role": "system", "content": content}
+    left_out.add(LATER_SYSTEM, _LATER_SYSTEM_WHY)
+    return {"role": "user", "content": blocks}
+
+
 def _messages(
     messages: Sequence[Message],
     profile: ProviderProfile,
@@ -452,7 +490,10 @@ def _messages(
         if message.name is not None and role != "tool":
             name_note(left_out, _WIRE)
         if role in ("system", "developer"):
-            system.append((message.content, position))
+            if turns:
+                turns.append(_later_system(message, position, messages, turns, plan, left_out))
+            else:
+                system.append((message.content, position))
             merging_results = False
         elif role == "tool":
             block = _tool_result(message, left_out)

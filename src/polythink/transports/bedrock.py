@@ -64,9 +64,11 @@ from polythink.transports.base import (
 from polythink.transports.carry import (
     EMPTY_TURN,
     EMPTY_WHY,
+    LATER_SYSTEM,
     REASONING,
     LeftOut,
     empty_turn,
+    later_system_why,
     name_note,
     reasoning_unsent,
     refuse_chat_only,
@@ -256,6 +258,7 @@ class BedrockTransport(AnthropicTransport):
 # -- Converse -----------------------------------------------------------------------------
 
 _WIRE = "Bedrock's Converse API"
+_LATER_SYSTEM_WHY = later_system_why("Converse's messages have no system role")
 CONVERSE_PARTS = part_types(
     system=("text",),
     user=("text", "image_url"),
@@ -355,7 +358,13 @@ def _messages(
         if message.name is not None and role != "tool":
             name_note(left_out, _WIRE)
         if role in ("system", "developer"):
-            system.extend(_blocks(message.content, profile, source_index))
+            blocks = _blocks(message.content, profile, source_index)
+            if turns:
+                # After the conversation began: where the caller put it (CONTINUITY.md §1.9).
+                left_out.add(LATER_SYSTEM, _LATER_SYSTEM_WHY)
+                _append(turns, "user", blocks)
+            else:
+                system.extend(blocks)
             continue
         if role == "tool":
             content = message.content

@@ -23,6 +23,7 @@ __all__ = [
     "BLANK_PARTS",
     "EMPTY_TURN",
     "EMPTY_WHY",
+    "LATER_SYSTEM",
     "REASONING",
     "REASONING_ITEMS",
     "REASONING_ITEMS_WHY",
@@ -30,6 +31,7 @@ __all__ = [
     "empty_turn",
     "extra_keys",
     "items_unsent",
+    "later_system_why",
     "name_note",
     "part_keys",
     "reasoning_unsent",
@@ -216,6 +218,22 @@ EMPTY_WHY = (
     "wire gets one, and the turns around it meet"
 )
 """The note for an empty assistant turn, the same on every wire."""
+
+
+LATER_SYSTEM = "the system role"
+"""The note for a system (or developer) message the caller put after the conversation began,
+sent as user text in its place by a wire or model that has no system message there: moved
+into the system prompt, it would change the start of every later request (the prompt
+cache's key, and the prefix Anthropic binds thinking to: CONTINUITY.md §1.9)."""
+
+
+def later_system_why(where: str) -> str:
+    """Why a later system message went as user text: ``where`` says why the wire (or model)
+    has no system message in that place."""
+    return (
+        f"sent as user text in its place: {where}; moved into the system prompt it would "
+        "change the start of every later request"
+    )
 
 
 REASONING = "the reasoning"

@@ -63,12 +63,14 @@ from polythink.transports.carry import (
     BLANK_PARTS,
     EMPTY_TURN,
     EMPTY_WHY,
+    LATER_SYSTEM,
     REASONING,
     REASONING_ITEMS,
     REASONING_ITEMS_WHY,
     LeftOut,
     extra_keys,
     items_unsent,
+    later_system_why,
     name_note,
     reasoning_unsent,
     refuse_blank_turn,
@@ -275,7 +277,14 @@ def _contents(
         if message.name is not None and role != "tool":
             name_note(left_out, _WIRE)
         if role in ("system", "developer"):
-            system.extend(p for p in _parts(message.content, left_out) if p.get("text"))
+            parts = [p for p in _parts(message.content, left_out) if p.get("text")]
+            if contents:
+                # After the conversation began: where the caller put it (CONTINUITY.md §1.9).
+                left_out.add(LATER_SYSTEM, _LATER_SYSTEM_WHY)
+                contents.append({"role": "user", "parts": parts})
+                tool_turn, joined = None, False
+            else:
+                system.extend(parts)
             continue
         if role == "tool":
             call_id = message.tool_call_id or ""
@@ -331,6 +340,8 @@ def _contents(
             contents.append({"role": "user", "parts": parts})
     return system, contents
 
+
+_LATER_SYSTEM_WHY = later_system_why("Gemini's contents have no system role")
 
 _REASONING_WHY = (
     f"{_WIRE} takes reasoning back only as its own thought parts with their thoughtSignature; "
