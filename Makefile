@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs docs-serve
+.PHONY: demo test lint bench stack docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +18,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
+# The gateway with Redis and Prometheus on this machine (deploy/stack.py; Ctrl-C stops it).
+stack: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev,serve]'
+	$(VENV)/bin/python deploy/stack.py
+
 bench: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev,bench]'
 	$(VENV)/bin/polythink bench --quick
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks docs
-	$(VENV)/bin/ruff format --check src tests benchmarks docs
+	$(VENV)/bin/ruff check src tests benchmarks docs deploy
+	$(VENV)/bin/ruff format --check src tests benchmarks docs deploy
 	$(VENV)/bin/mypy --strict src
 
 # The documentation site (mkdocs.yml, docs/): built offline into site/, warnings are errors.

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from polythink import Source
 from polythink.serve import GatewayConfig, RouteConfig, ServeSettings, create_app
+from polythink.serve.app import runner_for
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.faults import FaultPlan
 from polythink.simulator.server import SimRequest, SimResponse
@@ -100,7 +101,7 @@ class GatewayServer:
         return self.root + "/v1"
 
     async def _start(self) -> int:
-        self._runner = web.AppRunner(create_app(self.config), access_log=None)
+        self._runner = runner_for(create_app(self.config), self.config.settings)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()

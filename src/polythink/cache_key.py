@@ -16,7 +16,9 @@ depth, array order kept) of the request (:func:`canonical_request`):
   change an answer (``anthropic-beta``, ``OpenAI-Beta`` …: see :func:`keyed_headers`), and a
   fingerprint of its credentials;
 - the headers a call's ``extra_headers`` adds that can change an answer (a middleware of the
-  client's own sets them before the cache).
+  client's own sets them before the cache);
+- the call's ``cache_namespace`` when it has one (a gateway's tenant: no tenant reads an
+  entry another's call filled).
 
 Never a secret: a credential header (``authorization``, ``x-api-key`` …) is never in the
 key, and the credentials are there only as the first 16 hex digits of the SHA-256 of the
@@ -193,6 +195,8 @@ def _fields_around_messages(
     for :func:`canonical_request` and its fast path :func:`_around_messages`, which must
     agree byte for byte (without ``tools``, the fast path writes them itself)."""
     fields: dict[str, Any] = {}
+    if request.cache_namespace is not None:
+        fields["cache_namespace"] = request.cache_namespace
     if request.system_suffix is not None:
         fields["system_suffix"] = request.system_suffix
     if request.prompt_cache is not None:

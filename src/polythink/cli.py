@@ -583,9 +583,26 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     serve.add_argument(
         "--config",
         metavar="FILE",
+        default=os.environ.get("POLYTHINK_SERVE_CONFIG") or None,
         help="the TOML file: [[source]], [thinking], limits, cache, [[budget]], [[route]], "
-        "[serve] (default: none; provider/model-id names route with the standard key "
-        "variables)",
+        "[[tenant]], [serve] (default: $POLYTHINK_SERVE_CONFIG, else none: provider/model-id "
+        "names route with the standard key variables)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="processes serving the port, under gunicorn (default: [serve] workers, else 1)",
+    )
+    serve.add_argument(
+        "--hash-key",
+        action="store_true",
+        help="read a key on standard input, print its key_sha256 for a [[tenant]], and exit",
+    )
+    serve.add_argument(
+        "--new-key",
+        action="store_true",
+        help="print a new random key and its key_sha256, and exit",
     )
     serve.add_argument(
         "--host", default=None, help="address to bind (default: [serve] host, else 127.0.0.1)"
@@ -1424,11 +1441,28 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     from polythink.serve import run
+    from polythink.serve.tenancy import hash_key
 
+    if args.new_key or args.hash_key:
+        if args.new_key:
+            import secrets
+
+            key = "pt-" + secrets.token_urlsafe(32)
+            print(f"key:        {key}\nkey_sha256: {hash_key(key)}")
+            return 0
+        key = sys.stdin.readline().strip()
+        if not key:
+            print("polythink serve: error: no key on standard input", file=sys.stderr)
+            return EXIT_USAGE
+        print(hash_key(key))
+        return 0
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("polythink.serve").setLevel(logging.INFO)
     try:
-        return run(args.config, host=args.host, port=args.port)
+        return run(args.config, host=args.host, port=args.port, workers=args.workers)
+    except ImportError as exc:
+        print(f"polythink serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (ValueError, FileNotFoundError) as exc:
         print(f"polythink serve: error: {_message(exc)}", file=sys.stderr)
         return EXIT_USAGE

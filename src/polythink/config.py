@@ -1118,7 +1118,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
 
 
-_SERVE = ("serve", "route")
+_SERVE = ("serve", "route", "tenant")
 """Tables ``polythink serve`` reads from the same file (:mod:`polythink.serve.config`); a
 client built from it leaves them alone."""
 
@@ -1151,7 +1151,8 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     if unknown_tables:
         raise ValueError(
             f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]], "
-            "[[budget]], " + ", ".join(_OPTIONS) + ", and polythink serve's [serve], [[route]]"
+            "[[budget]], " + ", ".join(_OPTIONS) + ", and polythink serve's [serve], [[route]], "
+            "[[tenant]]"
         )
     default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
     mismatch = _thinking_mismatch(data.get("thinking"), f"{path} [thinking]")

@@ -2085,6 +2085,10 @@ class Request:
     tag: str | None = None
     """The caller's label for this call (a tenant or customer id) that spend budgets scoped
     by tag count it under; never sent, never part of the cache key."""
+    cache_namespace: str | None = None
+    """Whose cache entries this call may read and write (``polythink serve`` gives each
+    tenant its own): part of the cache key when set, so calls in two namespaces never share
+    an entry, nor a fill; never sent."""
     prefix_mismatch: str | None = None
     """What Anthropic does with a replayed thinking block that fails its prefix check, for
     this call (``"error"`` or ``"drop_block"``; ``None``: the source's setting). See

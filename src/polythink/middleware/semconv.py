@@ -69,8 +69,11 @@ __all__ = [
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
+    "HTTP_REQUEST_METHOD",
     "HTTP_REQUEST_RESEND_COUNT",
     "HTTP_RESPONSE_STATUS_CODE",
+    "HTTP_ROUTE",
+    "HTTP_SERVER_REQUEST_DURATION",
     "OPENAI_REQUEST_SERVICE_TIER",
     "OPENAI_RESPONSE_SERVICE_TIER",
     "OUTCOME_ERROR",
@@ -95,6 +98,9 @@ __all__ = [
     "POLYTHINK_COST_TOTAL",
     "POLYTHINK_FAILOVER_REASON",
     "POLYTHINK_FAILOVER_SPAN",
+    "POLYTHINK_GATEWAY_DURATION",
+    "POLYTHINK_GATEWAY_ROUTE",
+    "POLYTHINK_GATEWAY_TENANT",
     "POLYTHINK_OBSERVATION",
     "POLYTHINK_OUTCOME",
     "POLYTHINK_REASONING_BLOCKS",
@@ -150,6 +156,15 @@ SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+HTTP_REQUEST_METHOD = "http.request.method"
+HTTP_ROUTE = "http.route"
+"""The endpoint's path template on the gateway (``/v1/messages``), OpenTelemetry's HTTP
+server convention (v1.41, stable)."""
+HTTP_SERVER_REQUEST_DURATION = "http.server.request.duration"
+"""Histogram (s) of ``polythink serve``'s answers, streams to their last byte (OpenTelemetry's
+HTTP server convention, stable), with :data:`HTTP_REQUEST_METHOD`, :data:`HTTP_ROUTE`,
+:data:`HTTP_RESPONSE_STATUS_CODE`, :data:`POLYTHINK_GATEWAY_ROUTE` and
+:data:`POLYTHINK_GATEWAY_TENANT`."""
 
 # Attributes (polythink's own).
 POLYTHINK_REQUESTED_EFFORT = "polythink.reasoning.requested_effort"
@@ -254,6 +269,15 @@ POLYTHINK_BUDGET_STEP_DOWNS = "polythink.budget.step_downs"
 """Counter ({call}) of calls a budget stepped down or moved to flex, by requested and applied
 reasoning tier, budget, and the service tier it moved the call to
 (:data:`POLYTHINK_APPLIED_SERVICE_TIER`, ``unset`` when it did not)."""
+
+POLYTHINK_GATEWAY_DURATION = "polythink.gateway.duration"
+"""Histogram (s) of what ``polythink serve`` added to a call: its wall time less the time in
+the sources' transports, by :data:`HTTP_ROUTE`, :data:`POLYTHINK_GATEWAY_ROUTE` and
+:data:`POLYTHINK_GATEWAY_TENANT`."""
+POLYTHINK_GATEWAY_ROUTE = "polythink.route"
+"""The gateway route (model id) a call took; ``-`` before one is known."""
+POLYTHINK_GATEWAY_TENANT = "polythink.tenant"
+"""The gateway tenant whose key a request presented; ``-`` without keys."""
 
 UNIT_SECONDS = "s"
 UNIT_TOKEN = "{token}"

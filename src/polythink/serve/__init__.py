@@ -12,12 +12,15 @@ core, its reasoning carried through the client in the format's own fields (:mod:
 Layout: one module per front door (:mod:`.chat`, :mod:`.responses`, :mod:`.messages`,
 :mod:`.models`), each parsing its format into a :class:`~polythink.Request` and rendering
 responses, streams and errors back; :mod:`.exchange` runs one call; :mod:`.routing` maps model
-names to sources; :mod:`.config` reads the TOML; :mod:`.app` is the aiohttp application.
+names to sources; :mod:`.tenancy` maps keys to tenants, their limits and budgets;
+:mod:`.config` reads the TOML; :mod:`.app` is the aiohttp application; :mod:`.metrics` its
+Prometheus metrics; :mod:`.fleet` runs several workers on one port under gunicorn.
 Imported only by ``polythink serve`` (aiohttp comes with ``httpx-aiohttp``).
 """
 
 from polythink.serve.app import GATEWAY, Gateway, create_app, run
 from polythink.serve.config import GatewayConfig, RouteConfig, ServeSettings, load_config
+from polythink.serve.tenancy import Tenant, hash_key
 
 __all__ = [
     "GATEWAY",
@@ -25,7 +28,9 @@ __all__ = [
     "GatewayConfig",
     "RouteConfig",
     "ServeSettings",
+    "Tenant",
     "create_app",
+    "hash_key",
     "load_config",
     "run",
 ]

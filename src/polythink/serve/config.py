@@ -5,11 +5,18 @@ The file is the one :meth:`polythink.Client.from_toml` reads (``[[source]]``, ``
 ``limits``, ``cache``, ``[[budget]]``; see :mod:`polythink.config`), with two more tables::
 
     [serve]
-    host = "127.0.0.1"        # --host wins
+    host = "127.0.0.1"        # --host wins; without [[tenant]] keys, loopback only
     port = 4000               # --port wins
+    workers = 1               # --workers wins: processes on one port (gunicorn)
     keepalive = 15            # seconds of upstream silence before a keep-alive frame
     max_body_bytes = 33554432 # a larger request body is answered 413
     max_header_bytes = 16384  # the longest request line or header field
+    idle_timeout = 75         # seconds a connection may stay without a whole request
+    body_timeout = 60         # seconds to receive a request's body
+    write_timeout = 60        # seconds a client may take to read what was sent to it
+    drain_timeout = 30        # seconds streams in flight get to finish on shutdown
+    cors_origins = []         # browser origins allowed (none: no CORS headers at all)
+    metrics = true            # GET /metrics for Prometheus
 
     [[route]]
     name = "claude-sonnet-4-6"                 # the model id clients send
@@ -20,7 +27,8 @@ A route's source ``provider/model-id`` is the configured ``[[source]]`` of that 
 model when there is one (its key, base URL, limits, effort), else the first configured
 source of that provider with the model replaced, else the provider's defaults (its standard
 key variable). Without a file, only ``provider/model-id`` names route (see
-:mod:`polythink.serve.routing`).
+:mod:`polythink.serve.routing`). ``[[tenant]]`` tables give the gateway's own keys (see
+:mod:`polythink.serve.tenancy`).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 
 from polythink.config import Source, options_from_toml, read_toml, sources_from_toml
 from polythink.providers import PROVIDERS
+from polythink.serve.tenancy import Tenant, tenants_from_toml
 
 __all__ = ["GatewayConfig", "RouteConfig", "ServeSettings", "load_config", "split_model"]
 
@@ -52,6 +61,21 @@ class ServeSettings:
             the front door's error shape (32 MiB: Anthropic's own Messages limit).
         max_header_bytes: the longest request line or header field accepted (aiohttp
             answers a longer one with 400 before any front door sees it).
+        workers: processes serving one port (``--workers`` wins; more than one runs under
+            gunicorn, see :mod:`polythink.serve.fleet`).
+        idle_timeout: seconds a connection may stay open without a whole request: from
+            when it opens, and from the end of its last answer (a client that sends its
+            head a byte at a time is closed then).
+        body_timeout: seconds to receive a request's body once its head arrived (408 after).
+        write_timeout: seconds a write to a client may wait for it to read; a client that
+            reads nothing for that long is dropped, and its upstream call ended.
+        drain_timeout: seconds calls in flight, streams included, get to finish when the
+            gateway stops (SIGTERM); then each open stream ends with an error event in its
+            format.
+        cors_origins: the browser origins answered with CORS headers (``"*"``: any); empty,
+            the default: no CORS header at all, and a preflight is refused.
+        metrics: whether ``GET /metrics`` serves the metrics for Prometheus (needs the
+            ``otel`` extra).
     """
 
     host: str = "127.0.0.1"
@@ -59,6 +83,13 @@ class ServeSettings:
     keepalive: float = 15.0
     max_body_bytes: int = 32 * _MIB
     max_header_bytes: int = 16 * 1024
+    workers: int = 1
+    idle_timeout: float = 75.0
+    body_timeout: float = 60.0
+    write_timeout: float = 60.0
+    drain_timeout: float = 30.0
+    cors_origins: tuple[str, ...] = ()
+    metrics: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +111,15 @@ class GatewayConfig:
         client_options: the :class:`~polythink.Client` options of the file (``limits``,
             ``cache``, ``budgets``).
         settings: the ``[serve]`` table.
+        tenants: the ``[[tenant]]`` tables: the gateway's keys (none: no key is checked,
+            and the gateway listens on loopback only).
     """
 
     sources: tuple[Source, ...] = ()
     routes: tuple[RouteConfig, ...] = ()
     client_options: Mapping[str, Any] = field(default_factory=dict)
     settings: ServeSettings = field(default_factory=ServeSettings)
+    tenants: tuple[Tenant, ...] = ()
 
 
 def split_model(name: str) -> tuple[str, str] | None:
@@ -126,11 +160,20 @@ def _settings(table: Any, where: str) -> ServeSettings:
         if port > 65535:
             raise ValueError(f"{where} port must be from 0 to 65535; got {port}")
         values["port"] = port
-    if "keepalive" in table:
-        values["keepalive"] = float(_number(table["keepalive"], f"{where} keepalive", low=0.01))
+    for name in ("keepalive", "idle_timeout", "body_timeout", "write_timeout", "drain_timeout"):
+        if name in table:
+            values[name] = float(_number(table[name], f"{where} {name}", low=0.01))
     for name in ("max_body_bytes", "max_header_bytes"):
         if name in table:
             values[name] = _number(table[name], f"{where} {name}", low=1024, integer=True)
+    if "workers" in table:
+        values["workers"] = _number(table["workers"], f"{where} workers", low=1, integer=True)
+    if "cors_origins" in table:
+        values["cors_origins"] = _names(table["cors_origins"], f"{where} cors_origins")
+    if "metrics" in table:
+        if not isinstance(table["metrics"], bool):
+            raise ValueError(f"{where} metrics must be true or false; got {table['metrics']!r}")
+        values["metrics"] = table["metrics"]
     return ServeSettings(**values)
 
 
@@ -185,8 +228,8 @@ def load_config(path: str | Path | None) -> GatewayConfig:
     """Read ``path`` (``None``: no file, the defaults) into a :class:`GatewayConfig`.
 
     Raises:
-        ValueError: for a file that is not valid TOML, a bad source, budget, route or
-            ``[serve]`` value (naming the table and the key).
+        ValueError: for a file that is not valid TOML, a bad source, budget, route, tenant
+            or ``[serve]`` value (naming the table and the key).
         FileNotFoundError: no file at ``path``.
     """
     if path is None:
@@ -198,4 +241,5 @@ def load_config(path: str | Path | None) -> GatewayConfig:
         routes=_routes(data.get("route"), str(path)),
         client_options=options_from_toml(path),
         settings=_settings(data.get("serve"), f"{path} [serve]"),
+        tenants=tenants_from_toml(data.get("tenant"), str(path)),
     )

@@ -103,7 +103,8 @@ class DoorError(Exception):
     """A request the front door refuses, with the status and words its answer gives.
 
     ``kind`` is one of the gateway's error kinds (:data:`KINDS`), which each door spells in
-    its own error shape; ``param`` names the field at fault, where there is one.
+    its own error shape; ``param`` names the field at fault, where there is one; ``headers``
+    go on the answer (``retry-after`` …).
     """
 
     def __init__(
@@ -113,12 +114,14 @@ class DoorError(Exception):
         status: int = 400,
         kind: str = "invalid_request",
         param: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.kind = kind
         self.param = param
+        self.headers = headers
 
 
 KINDS = (
@@ -360,14 +363,16 @@ class Relay:
 
 class Output:
     """The answer's stream to the caller: its head sent once, and every write under one
-    lock (the keep-alive task writes too); a caller gone is noted rather than raised.
+    lock (the keep-alive task writes too); a caller gone is noted rather than raised, and so
+    is one that reads nothing for ``write_timeout`` seconds (its connection is then closed).
 
     :meth:`write` takes the lock; code that holds it already uses :meth:`head` and
     :meth:`send`.
     """
 
-    def __init__(self, request: web.Request) -> None:
+    def __init__(self, request: web.Request, write_timeout: float | None = None) -> None:
         self.request = request
+        self.write_timeout = write_timeout
         self.response: web.StreamResponse | None = None
         self.lock = asyncio.Lock()
         self.gone = False
@@ -401,7 +406,15 @@ class Output:
         if not data:
             return
         try:
-            await self.response.write(data)
+            async with asyncio.timeout(self.write_timeout):
+                await self.response.write(data)
+        except TimeoutError:
+            # A client that reads nothing for write_timeout seconds: drop it, which ends
+            # its upstream call too.
+            self.gone = True
+            transport = self.request.transport
+            if transport is not None:
+                transport.abort()
         except (ConnectionError, RuntimeError):
             self.gone = True
         self.last = time.monotonic()
@@ -462,6 +475,10 @@ class Exchange:
         http_request: aiohttp's request (the stream is written to it).
         keepalive: seconds of silence before a keep-alive frame.
         caller_secrets: credential header values the caller sent: never echoed back.
+        write_timeout: seconds a write may wait for the caller to read (``None``: no bound).
+
+    After :meth:`complete` or :meth:`stream`, :attr:`final` is the assembled response
+    (``None`` when the call failed) and :meth:`gateway_seconds` what the gateway added.
     """
 
     def __init__(
@@ -473,6 +490,7 @@ class Exchange:
         *,
         keepalive: float,
         caller_secrets: tuple[str, ...] = (),
+        write_timeout: float | None = None,
     ) -> None:
         self.door = door
         self.call = call
@@ -485,13 +503,15 @@ class Exchange:
         self.applied: Effort | None = None
         self.source_index: int | None = None
         self.request_id = "gw_" + secrets.token_hex(12)
-        self.output = Output(http_request)
+        self.output = Output(http_request, write_timeout)
         self.relay = Relay(self)
         self.renderer: EventRenderer | None = None
-        self._secrets = (
-            *caller_secrets,
-            *(secret for source in route.sources for secret in source.secrets()),
-        )
+        self.final: Response | None = None
+        self.cutting = False
+        self._task: asyncio.Task[Any] | None = None
+        self.on_error: Callable[[PolythinkError], DoorError | None] = _no_answer
+        """Answers an error its own way (a tenant's spent budget), before the default."""
+        self._secrets = (*caller_secrets, *route.secrets)
         request = call.request
         native = request.native
         if native is not None and call.native and door.wire in route.wires:
@@ -547,8 +567,13 @@ class Exchange:
             headers["x-polythink-source"] = _header_text(f"{source.provider}/{source.model}")
         return headers
 
+    def gateway_seconds(self) -> float:
+        """The call's time in the gateway so far: its wall time less the time in the
+        sources' transports."""
+        return max(0.0, time.monotonic() - self.started - self.upstream)
+
     def _gateway_ms(self) -> float:
-        return max(0.0, (time.monotonic() - self.started - self.upstream) * 1000)
+        return self.gateway_seconds() * 1000
 
     def summary(self, response: Response) -> dict[str, Any]:
         """What polythink did, from the assembled response."""
@@ -611,6 +636,11 @@ class Exchange:
             "x-polythink-route": _header_text(self.route.name),
             "x-polythink-request-id": self.request_id,
         }
+        own = self.on_error(error)
+        if own is not None:
+            status = self.door.error_status(own.status, own.kind)
+            body = self.door.error_body(status, own.kind, own.message, own.param)
+            return self._json(status, body, {**headers, **(own.headers or {})})
         raw = self.relay.failure
         if (
             raw is not None
@@ -643,7 +673,7 @@ class Exchange:
             return self.error_answer(exc)
         finally:
             _current.reset(token)
-        response = self._with_notes(response)
+        response = self.final = self._with_notes(response)
         headers = self.final_headers(response)
         raw = self.relay.answer
         if raw is not None and raw.source_index == response.source_index and not response.cache_hit:
@@ -721,10 +751,18 @@ class Exchange:
                     if self.renderer is not None:
                         await output.send(self.renderer.keepalive())
 
+    def cut(self) -> None:
+        """End the stream now with an error event in its format (the gateway is stopping
+        and its drain time is over); only while :meth:`stream` runs."""
+        if self._task is not None and not self._task.done():
+            self.cutting = True
+            self._task.cancel()
+
     async def stream(self) -> web.StreamResponse:
         """Send the call as a stream and answer with the door's event stream."""
         output = self.output
         relay = self.relay
+        self._task = asyncio.current_task()
         token = _current.set(self)
         keeper = asyncio.create_task(self._keep_alive())
         final: Response | None = None
@@ -745,6 +783,16 @@ class Exchange:
                         await output.send(*self.renderer.feed(event))
         except PolythinkError as exc:
             failure = exc
+        except asyncio.CancelledError:
+            if not self.cutting:
+                raise
+            # The gateway is stopping and the drain time is over: the stream ends with an
+            # error event in its format, not a cut connection.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await self._cut_short()
+            return output.response if output.response is not None else web.Response(status=503)
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -758,7 +806,7 @@ class Exchange:
                 renderer = self.renderer or self.door.renderer(self.call, self._model())
                 await output.write(*renderer.fail(status, kind, failure.message))
         elif final is not None:
-            final = self._with_notes(final)
+            final = self.final = self._with_notes(final)
             async with output.lock:
                 if not relay.committed:
                     await self._typed_start()
@@ -767,6 +815,17 @@ class Exchange:
                 await output.send(self.trailer(final))
         await output.end()
         return output.response if output.response is not None else web.Response(status=499)
+
+    async def _cut_short(self) -> None:
+        output = self.output
+        if not output.prepared or output.gone:
+            return
+        renderer = self.renderer or self.door.renderer(self.call, self._model())
+        message = "the gateway stopped before this stream ended; send the request again"
+        frames = renderer.fail(503, "overloaded", message)
+        async with asyncio.timeout(1.0):
+            await output.send(*frames)
+            await output.end()
 
     async def _failed_before_head(self, error: PolythinkError) -> web.StreamResponse:
         """An error before anything was sent: a relayed attempt that failed in its own
@@ -784,6 +843,10 @@ class Exchange:
             assert output.response is not None
             return output.response
         return self.error_answer(error)
+
+
+def _no_answer(error: PolythinkError) -> DoorError | None:
+    return None
 
 
 def _retry_headers(error: PolythinkError) -> dict[str, str]:

@@ -48,6 +48,8 @@ class Route:
     sources: tuple[Source, ...]
     client: Client
     wires: frozenset[str]
+    secrets: tuple[str, ...] = ()
+    """The sources' credentials (never echoed in an answer), gathered once."""
 
 
 def source_for(entry: str, configured: Sequence[Source]) -> Source:
@@ -151,7 +153,8 @@ class Router:
         client = Client(observed, http_client=self._http, **self._options)
         client.start()
         wires = frozenset(get_provider(s.provider).wire for s in sources)
-        return Route(name=name, sources=sources, client=client, wires=wires)
+        secrets = tuple(secret for source in sources for secret in source.secrets())
+        return Route(name=name, sources=sources, client=client, wires=wires, secrets=secrets)
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -159,6 +162,14 @@ class Router:
         if self._http is None:
             raise RuntimeError("the router is not started")
         return self._http
+
+    @property
+    def limits(self) -> Any:
+        """The limit store every route's client counts in (after :meth:`start`): the
+        configured Redis store, else one :class:`~polythink.backends.local.ProcessLimits`."""
+        if "limits" not in self._options:
+            raise RuntimeError("the router is not started")
+        return self._options["limits"]
 
     def find(self, name: str) -> Route | None:
         """The route ``name`` names, or ``None`` when it names none.
