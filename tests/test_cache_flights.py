@@ -48,6 +48,14 @@ async def settle() -> None:
         await anyio.lowlevel.checkpoint()
 
 
+async def until(condition: Any, seconds: float = 30.0) -> None:
+    """Return once ``condition()`` holds (a loaded machine may take many turns of the loop
+    to get a task there); fail after ``seconds``."""
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.001)
+
+
 async def test_sixty_concurrent_calls_over_ten_prompts_make_ten_upstream_calls() -> None:
     inner, release, chain, store = gated()
     results: list[Response] = []
@@ -86,7 +94,7 @@ async def test_cancelling_the_first_caller_hands_the_call_to_a_waiting_one() -> 
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(leader)
-        await settle()
+        await until(lambda: len(inner.requests) == 1)
         tg.start_soon(waiter)
         await settle()
         leader_scope.cancel()
