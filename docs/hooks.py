@@ -105,8 +105,19 @@ WIRES = {
     "openai_responses": "OpenAI Responses",
     "anthropic": "Anthropic Messages",
     "gemini": "Gemini generateContent",
+    "bedrock": "Bedrock InvokeModel (Anthropic Messages)",
+    "bedrock_converse": "Bedrock Converse",
+    "vertex": "Vertex AI generateContent (Gemini)",
+    "vertex_anthropic": "Vertex AI rawPredict (Anthropic Messages)",
 }
 """How the provider pages name each transport; a wire not listed shows its id."""
+
+CLOUD_CREDENTIALS = {
+    "aws": "SigV4 with the AWS credential chain",
+    "google": "OAuth with Application Default Credentials",
+    "azure": "Entra ID",
+}
+"""What signs a cloud provider's calls when no key is set (``ProviderProfile.cloud``)."""
 
 REASONING_FIELDS = {
     "effort": "`reasoning_effort`",
@@ -117,6 +128,7 @@ REASONING_FIELDS = {
     "responses": "`reasoning.effort`",
     "anthropic": "`thinking` / `output_config.effort`",
     "gemini": "`generationConfig.thinkingConfig` (`thinkingBudget` or `thinkingLevel`)",
+    "converse": "`additionalModelRequestFields` (each vendor's own field)",
 }
 """The request fields each reasoning dialect (``ProviderProfile.reasoning_wire``) sends."""
 
@@ -348,7 +360,10 @@ def providers_page() -> str:
             else "none known"
         )
         keys = ", ".join(f"`{k}`" for k in profile.api_key_env) or "none"
-        if not profile.key_required:
+        if profile.cloud in CLOUD_CREDENTIALS:
+            credentials = f"[{CLOUD_CREDENTIALS[profile.cloud]}](clouds.md)"
+            keys = f"{keys}, else {credentials}" if profile.api_key_env else credentials
+        elif not profile.key_required:
             keys += " (optional)"
         models = (
             f"[`{profile.id}`](models.md#{_anchor(profile.serves)})"
@@ -362,7 +377,8 @@ def providers_page() -> str:
         "and `openrouter-responses` OpenRouter's; an `openai` source sends a call that a model "
         "takes only on the Responses API there by itself. `register_provider` adds a profile "
         "of your own (an OpenAI-compatible gateway, for example) at run time. What each "
-        "provider does differently on the wire: [Provider specifics](specifics.md).",
+        "provider does differently on the wire: [Provider specifics](specifics.md); the "
+        "clouds' regions, projects and credentials: [Clouds](clouds.md).",
         "",
     ]
     return "\n".join(lines)

@@ -7,14 +7,18 @@ documentation follows these rules, which those tests hold it to:
   docstring or comment before them), so it type-checks under ``mypy --strict`` as written.
 - A block that does something at its top level (``anyio.run(main)``, a ``with SyncClient``
   block, a ``print``) is a *program*: the tests run it with every ``Source`` pointed at the
-  simulator. A block that only defines functions and classes is type-checked.
+  simulator. A block that only defines functions and classes is type-checked. A program that
+  calls a gateway already running at :data:`GATEWAY` (``polythink serve``'s address) is run by
+  ``tests/test_readme_gateway.py``, against a gateway it serves from the guide's own file.
 - A ``text`` block whose title starts with ``Output`` right after a program is what that
   program prints against the simulator, exactly.
 - A ``console`` block holds ``$ polythink ...`` commands, each followed by what it prints;
   the tests run the command in-process and compare. In ``sh`` blocks, every ``polythink``
   command parses with the real parser, every ``make`` target exists, and every
   ``pip install 'polythink[extra]'`` names an extra of ``pyproject.toml``.
-- A ``toml`` block is a configuration file that ``Client.from_toml`` reads.
+- A ``toml`` block is a configuration file that ``Client.from_toml`` reads, or, with a
+  ``[[route]]``, ``[[tenant]]`` or ``[serve]`` table, one that ``polythink serve`` reads. One
+  whose title names another program's file (``title="~/.codex/config.toml"``) is valid TOML.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
+
+GATEWAY = "http://127.0.0.1:4000"
+"""Where the gateway guide's clients find ``polythink serve`` (its default address)."""
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)(?P<info>[^\n`]*)$")
 
@@ -122,8 +129,7 @@ def block_with(marker: str, lang: str = "python") -> str:
     raise AssertionError(f"no {lang} block of the README or the docs holds {marker!r}")
 
 
-def programs() -> list[tuple[Block, Block | None]]:
-    """Each program of the documentation with the output block that follows it, if any."""
+def _all_programs() -> list[tuple[Block, Block | None]]:
     found = []
     for page in doc_pages():
         page_blocks = blocks(page)
@@ -132,3 +138,14 @@ def programs() -> list[tuple[Block, Block | None]]:
                 after = page_blocks[i + 1] if i + 1 < len(page_blocks) else None
                 found.append((block, after if after is not None and after.is_output else None))
     return found
+
+
+def programs() -> list[tuple[Block, Block | None]]:
+    """Each program of the documentation with the output block that follows it, if any,
+    except those that call a running gateway (:func:`gateway_programs`)."""
+    return [(b, out) for b, out in _all_programs() if GATEWAY not in b.code]
+
+
+def gateway_programs() -> list[tuple[Block, Block | None]]:
+    """The programs that call a gateway already running at :data:`GATEWAY`."""
+    return [(b, out) for b, out in _all_programs() if GATEWAY in b.code]

@@ -184,7 +184,7 @@ async def test_start_is_synchronous_and_aclose_is_awaited() -> None:
     assert not inspect.iscoroutinefunction(Client.start)
     assert inspect.iscoroutinefunction(Client.aclose)
     client = Client([source("http://127.0.0.1:9/v1")])
-    client.start()  # a plain call, as the README shows: nothing to await
+    client.start()  # a plain call, as the HTTP layer guide shows: nothing to await
     assert repr(client) == f"{shown} open>"
     await client.aclose()
     assert repr(client) == f"{shown} closed>"

@@ -284,7 +284,7 @@ def scraped(
     run = Run()
     with Simulator() as sim:
         endpoint = MetricsEndpoint(0)
-        # The README's config, pointed at this test's exporter.
+        # The shipped config (the telemetry guide's), pointed at this test's exporter.
         shipped = yaml.safe_load(CONFIG.read_text())
         (job,) = shipped["scrape_configs"]
         assert (job["job_name"], shipped["global"]["scrape_interval"]) == ("polythink", "1s")

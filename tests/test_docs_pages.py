@@ -138,6 +138,16 @@ def test_the_providers_page_has_a_row_per_profile() -> None:
     ]
     (vllm,) = _rows(page, "`vllm`")
     assert vllm[-1] == "`VLLM_API_KEY` (optional)"
+    # Every wire is named, and a cloud says what signs its calls without a key.
+    wires = {p.wire for p in PROVIDERS.values()}
+    assert wires <= set(hooks.WIRES), wires - set(hooks.WIRES)
+    (bedrock,) = _rows(page, "`bedrock`")
+    assert bedrock[1] == "Bedrock InvokeModel (Anthropic Messages)"
+    assert bedrock[-1] == (
+        "`AWS_BEARER_TOKEN_BEDROCK`, else [SigV4 with the AWS credential chain](clouds.md)"
+    )
+    (vertex_claude,) = _rows(page, "`vertex-anthropic`")
+    assert vertex_claude[-1] == "[OAuth with Application Default Credentials](clouds.md)"
 
 
 def test_the_models_page_has_each_models_tiers_lifecycle_and_evidence() -> None:
@@ -198,6 +208,22 @@ def test_markers_expand_and_an_unknown_one_fails_the_build() -> None:
         for name in re.findall(r"<!-- polythink:([a-z-]+) -->", page.read_text())
     }
     assert used == set(hooks.MARKERS)
+
+
+def test_every_error_class_has_a_row_on_the_errors_page() -> None:
+    page = (ROOT / "docs" / "reference" / "errors.md").read_text()
+    rows = {
+        line.split("|")[1].strip().strip("`")
+        for line in page.splitlines()
+        if line.startswith("| `") and line.count("|") >= 3
+    }
+    classes = {
+        name
+        for name in polythink.errors.__all__
+        if isinstance(getattr(polythink.errors, name), type)
+    }
+    assert classes - rows == set()
+    assert rows - classes == set()
 
 
 def test_the_generated_tables_follow_the_code() -> None:

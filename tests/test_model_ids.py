@@ -7,9 +7,6 @@ finds. Forms read by their shape alone (``provider=None``) are also read with th
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import genai_prices
 import pytest
 
@@ -355,11 +352,14 @@ def test_a_bedrock_id_is_priced_as_the_model_it_names() -> None:
     assert bedrock.total == float(native.total_price) == 0.006
 
 
-def test_the_readme_id_example_runs() -> None:
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    (block,) = [
-        b
-        for b in re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
-        if "base_model_id" in b
+def test_the_docs_id_example_reads_each_form_back(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests import doc_blocks
+
+    block = doc_blocks.block_with("base_model_id")
+    exec(compile(block, "registry.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "claude-haiku-4-5",
+        "claude-haiku-4-5",
+        "qwen3-32b",
+        "False",
     ]
-    exec(compile(block, "README.md", "exec"), {})

@@ -1,10 +1,11 @@
-"""The README's "Cost and dashboards" commands, run as written against a real Prometheus.
+"""The dashboard commands of the telemetry guide (once the README's "Cost and dashboards"),
+run as written against a real Prometheus.
 
-The commands are read from the README itself: the demo with ``--serve --metrics-port``,
+The commands are read from the guide itself: the demo with ``--serve --metrics-port``,
 Prometheus on ``dashboards/prometheus.yml``, and the ``curl`` query of its HTTP API. Only
 what would collide on a shared machine is changed: the metrics port (in the command and in a
 copy of the scrape config), Prometheus's listen address and its data directory, all checked
-first to be what the README and the shipped config say.
+first to be what the guide and the shipped config say.
 """
 
 from __future__ import annotations

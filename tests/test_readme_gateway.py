@@ -1,6 +1,7 @@
-"""The README's Gateway section runs as written: its configuration file serves, its SDK
-example and its curl commands get their answers, with the sources pointed at the simulator
-and the gateway's address in place of ``127.0.0.1:4000``."""
+"""The gateway guide (``docs/guides/gateway.md``, once the README's Gateway section) runs as
+written: its configuration file serves, its SDK example and its curl commands get their
+answers, with the sources pointed at the simulator and the gateway's address in place of
+``127.0.0.1:4000`` (:data:`tests.doc_blocks.GATEWAY`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from polythink.serve import load_config
 from polythink.simulator import Settings, Simulator
+from tests import doc_blocks
 from tests.conftest import sdk_module
 from tests.gateway_support import GatewayServer
 from tests.prerequisites import missing
@@ -23,22 +24,12 @@ from tests.prerequisites import missing
 sdk_module("openai")
 sdk_module("anthropic")
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-ADDRESS = "http://127.0.0.1:4000"
-
-
-def _gateway_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text[text.index("## Gateway") :]
-
-
-def _blocks(kind: str) -> list[str]:
-    return re.findall(rf"```{kind}\n(.*?)```", _gateway_section(), re.S)
+ADDRESS = doc_blocks.GATEWAY
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
-    (config_text,) = [b for b in _blocks("toml") if "[[route]]" in b]
+    config_text = doc_blocks.block_with("[[route]]", "toml")
     path = tmp_path_factory.mktemp("gateway") / "gateway.toml"
     path.write_text(config_text, encoding="utf-8")
     config = load_config(path)
@@ -57,8 +48,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
 def test_the_readme_sdk_example_runs(
     served: GatewayServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (example,) = [b for b in _blocks("python") if "import openai" in b]
-    exec(compile(example.replace(ADDRESS, served.root), "README.md", "exec"), {})
+    (example,) = [p.code for p, _ in doc_blocks.gateway_programs()]
+    assert "import openai" in example
+    exec(compile(example.replace(ADDRESS, served.root), "gateway.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("Simulated claude-sonnet-4-6 answer")
     assert printed[1].startswith("Simulated deepseek-v4-pro answer")
@@ -68,7 +60,7 @@ def test_the_readme_sdk_example_runs(
 def test_the_readme_curl_commands_run(served: GatewayServer) -> None:
     if shutil.which("curl") is None:
         missing("curl is not installed (apt-get install curl)")
-    (block,) = [b for b in _blocks("sh") if "curl " in b]
+    block = doc_blocks.block_with(f"curl -s {ADDRESS}/v1/chat/completions", "sh")
     commands = block.replace("\\\n", " ").strip().splitlines()
     outputs = []
     for command in commands:

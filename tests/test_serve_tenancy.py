@@ -515,15 +515,15 @@ def test_on_shutdown_streams_drain_and_those_still_open_end_with_an_error_event(
         )
 
 
-def test_the_readme_tenant_table_reads_as_written(tmp_path: Path) -> None:
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text[text.index("### Keys and tenants") :]
-    block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_docs_tenant_table_reads_as_written() -> None:
     import tomllib
 
+    from tests import doc_blocks
+
+    block = doc_blocks.block_with('key_env = "TEAM_A_GATEWAY_KEY"', "toml")
     (table,) = tomllib.loads(block)["tenant"]
     (tenant,) = tenants_from_toml(
-        [table], "README.md", {"TEAM_A_GATEWAY_KEY": "pt-team-a-0123456789abcdef"}
+        [table], "gateway-production.md", {"TEAM_A_GATEWAY_KEY": "pt-team-a-0123456789abcdef"}
     )
     assert tenant.name == "team-a"
     assert tenant.routes == frozenset({"claude-opus-4-7"})
