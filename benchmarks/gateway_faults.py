@@ -4,7 +4,8 @@ under load, an upstream that hangs, and 10,000 idle connections.
 Every scenario runs real processes on loopback: the simulator (:mod:`benchmarks.simproc`),
 a persistent redis-server (each write synced, as a production server configured so), and
 ``polythink serve`` (two workers under gunicorn where the scenario needs a fleet). Figures go
-to ``benchmarks/results/gateway-faults.json``; the README quotes them.
+to ``benchmarks/results/gateway-faults.json``; ``docs/guides/gateway-production.md`` quotes
+them.
 
     python -m benchmarks.gateway_faults [--only killed,redis,hang,idle]
 """
