@@ -104,18 +104,20 @@ async def test_a_redis_pause_never_outlasts_the_ceiling(redis_server: RedisServe
     )
     raw = redis.Redis(port=redis_server.port)
     pause_key = limits.keys[2]
+    # The ceiling is 600 s; a busy machine may spend seconds between a write and its read,
+    # so each reading allows up to a minute of that (millennia is what it guards against).
     try:
         await limits.settle(0, None, 99999999999.0)
-        assert 599_000 < raw.pttl(pause_key) <= 600_000
+        assert 540_000 < raw.pttl(pause_key) <= 600_000
         huge = RateLimit(requests_remaining=0, requests_reset=99999999 * 3600.0)
         await limits.settle(0, huge, None)
-        assert 599_000 < raw.pttl(pause_key) <= 600_000
+        assert 540_000 < raw.pttl(pause_key) <= 600_000
         # A pause key left with a longer expiry (by an older build) is cut when read.
         raw.set(pause_key, "1", px=10**12)
         wait, reason = await limits.take(1)
         assert reason == "server_pause"
-        assert 599.0 < wait <= 600.0
-        assert 599_000 < raw.pttl(pause_key) <= 600_000
+        assert 540.0 < wait <= 600.0
+        assert 540_000 < raw.pttl(pause_key) <= 600_000
     finally:
         await store.aclose()
 
