@@ -7,6 +7,7 @@ replaced, while a block runs, by one that points each source at the simulator (t
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import re
@@ -406,6 +407,20 @@ def redis_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         server.stop()
 
 
+def _open_http_clients() -> list[Any]:
+    """The httpx clients (ours, and the official SDKs' httpx2 ones) alive and not closed."""
+    import httpx
+
+    kinds: tuple[type, ...] = (httpx.AsyncClient, httpx.Client)
+    try:
+        import httpx2
+
+        kinds += (httpx2.AsyncClient, httpx2.Client)
+    except ImportError:
+        pass
+    return [o for o in gc.get_objects() if isinstance(o, kinds) and not o.is_closed]
+
+
 @pytest.mark.parametrize(("block", "output"), PROGRAMS, ids=[b.id for b, _ in PROGRAMS])
 def test_the_docs_programs_run_against_the_simulator(
     block: doc_blocks.Block,
@@ -418,7 +433,18 @@ def test_the_docs_programs_run_against_the_simulator(
         request.getfixturevalue("redis_url")
     # Compiled as its own module: this file's `from __future__ import annotations` would
     # otherwise turn the block's annotations into strings pydantic cannot resolve.
-    exec(compile(block.code, block.id, "exec", dont_inherit=True), {"__name__": "docs"})
+    # Every client a program opens it also closes: an SDK's async client left open is closed
+    # by its __del__ in whatever event loop runs when the collector finds it, on connections
+    # of a loop long closed. With the collector off, one left open is still there to find.
+    gc.collect()
+    before = {id(c) for c in _open_http_clients()}
+    gc.disable()
+    try:
+        exec(compile(block.code, block.id, "exec", dont_inherit=True), {"__name__": "docs"})
+        left = [repr(c) for c in _open_http_clients() if id(c) not in before]
+    finally:
+        gc.enable()
+    assert not left, f"{block.id} left HTTP clients open: {left}"
     printed = capsys.readouterr().out
     # A program shows what it printed, or it reached the simulator at least.
     assert output is not None or simulated.sent, f"{block.id} made no call"
