@@ -408,14 +408,17 @@ def redis_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def _open_http_clients() -> list[Any]:
-    """The httpx clients (ours, and the official SDKs' httpx2 ones) alive and not closed."""
+    """The async httpx clients (ours, and the official SDKs' httpx2 ones) not yet closed.
+
+    Async ones only: a sync client's ``__del__`` closes it where it is, and a thread another
+    test left behind may be making one while a program runs."""
     import httpx
 
-    kinds: tuple[type, ...] = (httpx.AsyncClient, httpx.Client)
+    kinds: tuple[type, ...] = (httpx.AsyncClient,)
     try:
         import httpx2
 
-        kinds += (httpx2.AsyncClient, httpx2.Client)
+        kinds += (httpx2.AsyncClient,)
     except ImportError:
         pass
     return [o for o in gc.get_objects() if isinstance(o, kinds) and not o.is_closed]
