@@ -93,8 +93,8 @@ from polythink.types import (
     Resolution,
     Response,
     ResponseFormat,
-    loads_json,
 )
+from polythink.wire_json import loads_json
 
 if TYPE_CHECKING:
     from polythink.client import Client

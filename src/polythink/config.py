@@ -33,14 +33,8 @@ from polythink.providers import (
     suggest_provider,
 )
 from polythink.reasoning.capabilities import Capability, get_capability
-from polythink.types import (
-    PREFIX_MISMATCH,
-    Effort,
-    ServiceTier,
-    check_extra_body,
-    fields_repr,
-    redacted,
-)
+from polythink.types import PREFIX_MISMATCH, Effort, ServiceTier, fields_repr, redacted
+from polythink.wire_json import check_extra_body
 
 if TYPE_CHECKING:
     from polythink.middleware.base import Middleware

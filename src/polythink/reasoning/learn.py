@@ -65,7 +65,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from polythink.reasoning.capabilities import Capability
-from polythink.types import EFFORT_ORDER, Effort, loads_json
+from polythink.types import EFFORT_ORDER, Effort
+from polythink.wire_json import loads_json
 
 __all__ = [
     "GENERIC_LEVELS",
