@@ -643,7 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _benchmarks_root() -> Path | None:
     """The directory holding the ``benchmarks`` package: the checkout's, else the cwd's."""
-    checkout = Path(__file__).resolve().parents[2]
+    checkout = Path(__file__).resolve().parents[3]
     for root in (checkout, Path.cwd()):
         if (root / "benchmarks" / "run.py").is_file():
             return root
@@ -655,7 +655,7 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     if root is None:
         print(
             "polythink bench: no benchmarks package found next to the polythink source tree "
-            f"({Path(__file__).resolve().parents[2]}) or in the current directory "
+            f"({Path(__file__).resolve().parents[3]}) or in the current directory "
             f"({Path.cwd()}); run it from a source checkout "
             "(git clone, then pip install -e '.[bench]')",
             file=sys.stderr,
