@@ -52,7 +52,8 @@ import anyio
 import orjson
 
 from polythink.backends.base import Lease, LimitBackend
-from polythink.backends.local import Clock, LocalLimits, MonotonicClock, TokenBucket
+from polythink.backends.bucket import TokenBucket
+from polythink.backends.local import Clock, LocalLimits, MonotonicClock
 from polythink.config import Source
 from polythink.conversion import PrefixStates, tools_memo
 from polythink.errors import (
