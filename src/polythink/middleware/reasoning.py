@@ -62,7 +62,7 @@ from polythink.errors import (
 )
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
 from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, bounded_usage, observe, reconcile
