@@ -257,9 +257,10 @@ class PolythinkBare(Adapter):
 
     async def open(self) -> None:
         from polythink.config import Source
+        from polythink.conversion import coerce_messages
         from polythink.providers import get_provider
         from polythink.transports import transport_class
-        from polythink.types import Request, coerce_messages
+        from polythink.types import Request
 
         profile = get_provider(self.work.provider)
         fragment = {

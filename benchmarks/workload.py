@@ -76,10 +76,11 @@ def workload(wire: str, provider: str, model: str, effort: str | None, *, stream
     import httpx
 
     from polythink.config import Source
+    from polythink.conversion import coerce_messages
     from polythink.providers import get_provider
     from polythink.reasoning.resolve import resolve
     from polythink.transports import transport_class
-    from polythink.types import Request, coerce_messages
+    from polythink.types import Request
 
     profile = get_provider(provider)
     source = Source(provider, model, api_key="sim", base_url="http://127.0.0.1:1/v1")

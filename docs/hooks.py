@@ -49,6 +49,7 @@ API_PAGES: dict[str, tuple[str, str]] = {
     "polythink.budgets": ("budgets", "Budgets"),
     "polythink.batch": ("batch", "Batches"),
     "polythink.middleware.base": ("middleware", "Middleware"),
+    "polythink.reasoning.capability": ("reasoning", "Reasoning and providers"),
     "polythink.reasoning.capabilities": ("reasoning", "Reasoning and providers"),
     "polythink.reasoning.resolve": ("reasoning", "Reasoning and providers"),
     "polythink.providers": ("reasoning", "Reasoning and providers"),

@@ -13,6 +13,7 @@ import pytest
 import respx
 
 from polythink import Client, Effort, Message, Source, StreamEvent, Tool, ToolCall, Usage
+from polythink.conversion import coerce_messages, coerce_tools
 from polythink.errors import (
     AuthError,
     PolythinkError,
@@ -31,7 +32,7 @@ from polythink.transports.anthropic import (
     parse_usage,
     thinking_conflicts,
 )
-from polythink.types import Request, coerce_messages, coerce_tools
+from polythink.types import Request
 
 URL = "https://api.anthropic.com/v1/messages"
 KEY = "sk-ant-unit-0123456789"

@@ -20,7 +20,8 @@ import httpx
 import pytest
 
 from polythink.capability_store import CapabilityStore
-from polythink.cli import DEMO_CALLS, DemoCall, _demo_source, main
+from polythink.cli import DEMO_CALLS, DemoCall, main
+from polythink.cli.demo import _demo_source
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import PROVIDERS
 from polythink.reasoning import all_capabilities, resolve

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from polythink import Effort, Response, cli, dashboard
+from polythink import Effort, Response, dashboard
 from polythink.cli import DEMO_CALLS, main
+from polythink.cli import demo as demo_command
 from polythink.reasoning.capabilities import all_capabilities
 from polythink.simulator import Simulator
 
@@ -47,7 +48,7 @@ def test_the_chart_sums_to_the_tables_tokens_and_cost_per_model_and_tier(
 ) -> None:
     charted: list[Response] = []
     rows: list[Any] = []
-    real_chart, real_report = dashboard.write_chart, cli._demo_report
+    real_chart, real_report = dashboard.write_chart, demo_command._demo_report
 
     def chart(path: Path, responses: Sequence[Response]) -> Path:
         charted.extend(responses)
@@ -58,7 +59,7 @@ def test_the_chart_sums_to_the_tables_tokens_and_cost_per_model_and_tier(
         return real_report(console, outcomes, *rest)
 
     monkeypatch.setattr(dashboard, "write_chart", chart)
-    monkeypatch.setattr(cli, "_demo_report", report)
+    monkeypatch.setattr(demo_command, "_demo_report", report)
     out = demo(capsys, monkeypatch, sim, 250, "--chart", str(tmp_path / "tiers.png"))
     assert (tmp_path / "tiers.png").read_bytes().startswith(b"\x89PNG")
     assert len(rows) == len(DEMO_CALLS)
@@ -108,10 +109,10 @@ def test_chart_totals_leave_cache_hits_and_missing_figures_out() -> None:
 
     got = dashboard.chart_totals(
         [
-            _response("gpt-5.5", cli.Effort.HIGH, 320),
-            _response("gpt-5.5", cli.Effort.HIGH, 320),
-            _response("gpt-5.1", cli.Effort.LOW, 40),
-            _response("gpt-5.1", cli.Effort.LOW, 40, hit=True),
+            _response("gpt-5.5", Effort.HIGH, 320),
+            _response("gpt-5.5", Effort.HIGH, 320),
+            _response("gpt-5.1", Effort.LOW, 40),
+            _response("gpt-5.1", Effort.LOW, 40, hit=True),
             _response("gpt-5.1", None, 7),
         ]
     )

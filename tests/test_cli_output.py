@@ -9,8 +9,8 @@ import anyio
 import genai_prices
 import pytest
 
-from polythink import Client, Source, cli
-from polythink.cli import DEMO_CALLS, DemoCall, main
+from polythink import Client, Source
+from polythink.cli import DEMO_CALLS, DemoCall, demo, main
 from polythink.reasoning.capabilities import all_capabilities
 from polythink.simulator import Simulator
 
@@ -130,7 +130,9 @@ def table_price(sim: Simulator, call: DemoCall) -> Decimal:
             base_url=f"http://127.0.0.1:{sim.port}/{call.provider}/v1",
         )
         async with Client([source], cost=False) as client:
-            response = await client.complete(cli._PROMPT, reasoning_effort=call.effort, cache=False)
+            response = await client.complete(
+                demo._PROMPT, reasoning_effort=call.effort, cache=False
+            )
         got = response.usage
         assert got is not None
         assert got.input_tokens is not None
@@ -157,7 +159,7 @@ def test_the_demo_prints_each_rows_cost_and_the_total_spent_and_saved(
     columns: str,
 ) -> None:
     gpt, kimi, glm, claude = (table_price(sim, COST_CALLS[i]) for i in (0, 2, 3, 4))
-    monkeypatch.setattr(cli, "DEMO_CALLS", COST_CALLS)
+    monkeypatch.setattr(demo, "DEMO_CALLS", COST_CALLS)
     monkeypatch.setenv("COLUMNS", columns)
     code, out = run(capsys, "demo", "--base-url-root", f"http://127.0.0.1:{sim.port}")
     assert code == 0, out

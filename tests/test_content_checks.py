@@ -17,8 +17,8 @@ import pytest
 import respx
 
 from polythink import Client, ContentUnsupportedError, Message, Source, ToolCall
+from polythink.conversion import coerce_messages
 from polythink.errors import RequestRejectedError
-from polythink.types import coerce_messages
 
 URLS = {
     "openai": "https://api.openai.com/v1/chat/completions",

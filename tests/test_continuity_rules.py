@@ -27,6 +27,7 @@ import respx
 
 from polythink import Client, Message, MessageMetadata, Source, Tool, ToolCall
 from polythink.config import sources_from_env, sources_from_toml
+from polythink.conversion import coerce_messages
 from polythink.middleware.failover import reasoning_source
 from polythink.providers import get_provider
 from polythink.reasoning.continuity import thinking_reading
@@ -36,7 +37,7 @@ from polythink.transports.anthropic import AnthropicStreamAssembler
 from polythink.transports.carry import LeftOut
 from polythink.transports.gemini import SKIP_SIGNATURE_VALIDATION
 from polythink.transports.openai_responses import build_body
-from polythink.types import Request, coerce_messages
+from polythink.types import Request
 
 pytestmark = pytest.mark.anyio
 

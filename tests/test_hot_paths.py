@@ -30,23 +30,14 @@ import pytest
 
 from polythink.cache_key import KEY_VERSION as _KEY_VERSION
 from polythink.config import Source
+from polythink.conversion import coerce_messages, coerce_tools
 from polythink.errors import PolythinkError
 from polythink.middleware.cache import CacheMiddleware, canonical_request
 from polythink.providers import get_provider
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses, transport_class
 from polythink.transports.base import append_system_suffix, dumps
 from polythink.transports.instructions import after_conversation, instruction_plan
-from polythink.types import (
-    Effort,
-    Message,
-    PromptCache,
-    Request,
-    Response,
-    Tool,
-    ToolCall,
-    coerce_messages,
-    coerce_tools,
-)
+from polythink.types import Effort, Message, PromptCache, Request, Response, Tool, ToolCall
 from tests.cassettes import Cassette, Interaction
 from tests.conftest import REAL, shared_file
 

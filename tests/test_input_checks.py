@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from polythink import Message, Tool
-from polythink.types import coerce_messages, coerce_tools
+from polythink.conversion import coerce_messages, coerce_tools
 
 ACCEPTED = (
     "accepted: audio, audio_id, content, function_call, instructions, metadata, name, "

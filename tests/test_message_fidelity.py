@@ -23,9 +23,10 @@ import respx
 
 from polythink import Client, ContentUnsupportedError, Message, PromptCache, Source, Tool
 from polythink.cache_key import message_fields
+from polythink.conversion import coerce_messages
 from polythink.middleware.cache import canonical_request
 from polythink.simulator import Simulator
-from polythink.types import Request, ToolCall, coerce_messages
+from polythink.types import Request, ToolCall
 from tests.test_prompt_cache_wire import ANSWERS as WIRE_ANSWERS
 
 pytestmark = pytest.mark.anyio

@@ -2,7 +2,7 @@
 
 A conversation kept as OpenAI-style dicts is passed whole on every call; its messages are
 converted and checked the first time and remembered with a copy of what was checked
-(``polythink.types.coerce_messages``), and so is a list of tools (``coerce_tools``). These
+(``polythink.conversion.coerce_messages``), and so is a list of tools (``coerce_tools``). These
 tests hold the promise of the docstrings: the same values come back for what did not change,
 and anything changed (in place or not, nested or not) is converted and checked again, with
 the same result and the same errors as a first conversion.
@@ -17,17 +17,11 @@ from typing import Any
 import pytest
 
 from polythink.cache_key import Prefixes, canonical_json, message_fields
+from polythink.conversion import coerce_messages, coerce_tools, tools_memo
 from polythink.providers import get_provider
 from polythink.transports.base import dumps
 from polythink.transports.openai_chat import build_body
-from polythink.types import (
-    Message,
-    Request,
-    Tool,
-    coerce_messages,
-    coerce_tools,
-    tools_memo,
-)
+from polythink.types import Message, Request, Tool
 
 _CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
 

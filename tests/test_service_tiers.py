@@ -160,7 +160,7 @@ def test_a_tier_the_provider_lacks_maps_to_the_nearest_with_a_warning() -> None:
 
 
 def test_the_model_narrows_the_provider_and_ties_go_to_the_cheaper_tier() -> None:
-    from polythink.reasoning.capabilities import Capability
+    from polythink.reasoning.capability import Capability
 
     only_ends = Capability("m", ("none",), service_tiers=("flex", "priority"))
     found = resolve_tier("standard", provider="openai", model="m", capability=only_ends)

@@ -20,12 +20,13 @@ import pytest
 from pydantic import BaseModel
 
 from polythink import Client, ResponseFormat, Source
+from polythink.conversion import coerce_messages
 from polythink.errors import OutputFormatUnsupportedError
 from polythink.providers import get_provider
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.behaviour import example_value
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses
-from polythink.types import Request, coerce_messages
+from polythink.types import Request
 
 
 class Node(BaseModel):

@@ -19,11 +19,12 @@ import pytest
 from pydantic import BaseModel, Field
 
 from polythink import ResponseFormat, Source
+from polythink.conversion import coerce_messages
 from polythink.errors import OutputFormatUnsupportedError, ThinkingUnsupportedError
 from polythink.providers import get_provider
 from polythink.transports import anthropic, gemini, openai_chat, openai_responses
 from polythink.transports.schema import merge_output
-from polythink.types import Request, Resolution, Tool, coerce_messages
+from polythink.types import Request, Resolution, Tool
 
 
 class Line(BaseModel):

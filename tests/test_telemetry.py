@@ -25,11 +25,12 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
 from polythink import Effort, Message, Source, ThinkingObservation, Tool, ToolCall, Usage
+from polythink.conversion import coerce_messages
 from polythink.errors import StreamInterruptedError, TransientError
 from polythink.middleware import compose
 from polythink.middleware import telemetry as tm
 from polythink.middleware.telemetry import TelemetryMiddleware, error_type, record_attempt
-from polythink.types import Request, Response, StreamEvent, coerce_messages
+from polythink.types import Request, Response, StreamEvent
 
 DURATION = "gen_ai.client.operation.duration"
 TOKENS = "gen_ai.client.token.usage"

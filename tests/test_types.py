@@ -8,7 +8,7 @@ import re
 import pytest
 
 from polythink import EFFORT_ORDER, Effort, Message, Request, Tool, ToolCall, Usage
-from polythink.types import coerce_messages, coerce_tools
+from polythink.conversion import coerce_messages, coerce_tools
 
 
 def test_effort_order_and_rank() -> None:

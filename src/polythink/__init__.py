@@ -44,7 +44,8 @@ from polythink.errors import (
 )
 from polythink.middleware.base import CompleteNext, Middleware, Passthrough, StreamNext
 from polythink.providers import PROVIDERS, ProviderProfile, register_provider
-from polythink.reasoning.capabilities import Capability, get_capability, register_capability
+from polythink.reasoning.capabilities import get_capability, register_capability
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.resolve import resolve
 from polythink.structured import PartialJSON
 from polythink.types import (

@@ -69,7 +69,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -93,12 +93,14 @@ from polythink.types import (
     Resolution,
     Response,
     ResponseFormat,
-    loads_json,
 )
+from polythink.wire_json import loads_json
 
 if TYPE_CHECKING:
-    from polythink.client import Client
-    from polythink.middleware.budget import BatchHold
+    from polythink.config import Source
+    from polythink.middleware.budget import BatchHold, BudgetMiddleware
+    from polythink.middleware.reasoning import ReasoningMiddleware
+    from polythink.middleware.telemetry import TelemetryMiddleware
     from polythink.transports.base import HTTPTransport
 
 __all__ = [
@@ -108,6 +110,26 @@ __all__ = [
     "resume_batch",
     "submit_batch",
 ]
+
+
+class _BatchClient(Protocol):
+    """What a batch uses of the :class:`~polythink.Client` it goes through: the client's
+    sources, each source's transport, reasoning layer and budget layer, and its telemetry.
+
+    A ``Client`` is one; naming this much rather than the class keeps this module from
+    importing ``client.py``, which imports it for :meth:`polythink.Client.batch`.
+    """
+
+    @property
+    def sources(self) -> Sequence[Source]: ...
+
+    @property
+    def _telemetry(self) -> TelemetryMiddleware: ...
+
+    def _source_parts(
+        self, index: int
+    ) -> tuple[HTTPTransport, ReasoningMiddleware, BudgetMiddleware | None]: ...
+
 
 BATCH_STATES: tuple[str, ...] = (
     "validating",
@@ -566,7 +588,7 @@ class BatchJob:
 
     def __init__(
         self,
-        client: Client,
+        client: _BatchClient,
         source_index: int,
         record: dict[str, Any],
         items: list[_Item],
@@ -823,7 +845,7 @@ def _custom_ids(requests: Mapping[str, Request] | Sequence[Request]) -> list[tup
 
 
 async def submit_batch(
-    client: Client,
+    client: _BatchClient,
     source_index: int,
     requests: Mapping[str, Request] | Sequence[Request],
     *,
@@ -931,7 +953,7 @@ async def submit_batch(
 
 
 def resume_batch(
-    client: Client,
+    client: _BatchClient,
     saved: str | Path | Mapping[str, Any],
     *,
     response_format: Any = None,

@@ -45,7 +45,8 @@ import orjson
 
 from polythink.budgets import fingerprint
 from polythink.config import credential_header
-from polythink.types import Effort, Message, Request, Tool, tools_memo
+from polythink.conversion import tools_memo
+from polythink.types import Effort, Message, Request, Tool
 
 if TYPE_CHECKING:
     from polythink.config import Source

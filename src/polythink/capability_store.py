@@ -49,14 +49,12 @@ from urllib.parse import urlsplit
 from polythink.catalogues import Catalogue, CatalogueEntry
 from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import (
-    Capability,
     capabilities_from_openrouter,
-    capability_fields,
-    capability_from_fields,
     get_capability,
     normalise_model_name,
     openrouter_without_reasoning,
 )
+from polythink.reasoning.capability import Capability, capability_fields, capability_from_fields
 from polythink.reasoning.ids import lookup_keys
 from polythink.reasoning.learn import default_level, reasoning_levels
 from polythink.reasoning.resolve import check_model_id, resolve

@@ -23,12 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polythink.reasoning.capabilities import (
-    Capability,
-    capability_fields,
-    capability_from_fields,
-    normalise_model_name,
-)
+from polythink.reasoning.capabilities import normalise_model_name
+from polythink.reasoning.capability import Capability, capability_fields, capability_from_fields
 from polythink.reasoning.ids import lookup_keys
 
 __all__ = [

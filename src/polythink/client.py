@@ -39,6 +39,7 @@ from polythink.config import (
     sources_from_env,
     sources_from_toml,
 )
+from polythink.conversion import coerce_messages, coerce_tools
 from polythink.errors import ClientClosedError, ClientLoopError, StreamInterruptedError
 from polythink.http import (
     HTTPLayer,
@@ -69,11 +70,9 @@ from polythink.types import (
     StreamEvent,
     Tool,
     TypedStreamEvent,
-    check_extra_body,
     check_text,
-    coerce_messages,
-    coerce_tools,
 )
+from polythink.wire_json import check_extra_body
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

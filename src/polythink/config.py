@@ -32,15 +32,10 @@ from polythink.providers import (
     get_provider,
     suggest_provider,
 )
-from polythink.reasoning.capabilities import Capability, get_capability
-from polythink.types import (
-    PREFIX_MISMATCH,
-    Effort,
-    ServiceTier,
-    check_extra_body,
-    fields_repr,
-    redacted,
-)
+from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.capability import Capability
+from polythink.types import PREFIX_MISMATCH, Effort, ServiceTier, fields_repr, redacted
+from polythink.wire_json import check_extra_body
 
 if TYPE_CHECKING:
     from polythink.middleware.base import Middleware

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from polythink.conversion import coerce_messages
 from polythink.reasoning.capabilities import get_capability
-from polythink.types import Effort, Message, Response, Tool, coerce_messages, loads_json
+from polythink.types import Effort, Message, Response, Tool
+from polythink.wire_json import loads_json
 
 _log = logging.getLogger("polythink.conversation")
 _windowless_reported: set[str] = set()

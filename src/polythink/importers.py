@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from polythink.capability_store import CapabilityStore
-from polythink.reasoning.capabilities import Capability, normalise_model_name
+from polythink.reasoning.capabilities import normalise_model_name
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.families import family_capability
 from polythink.types import EFFORT_ORDER, Effort
 

@@ -60,11 +60,11 @@ from polythink.catalogues import (
     write_catalogue,
 )
 from polythink.reasoning.capabilities import (
-    Capability,
     capabilities_from_openrouter,
     normalise_model_name,
     openrouter_without_reasoning,
 )
+from polythink.reasoning.capability import Capability
 
 __all__ = [
     "ENV_VAR",

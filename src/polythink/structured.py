@@ -20,7 +20,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from polythink.errors import OutputRefusedError, OutputTruncatedError, OutputValidationError
-from polythink.types import Response, ResponseFormat, loads_json
+from polythink.types import Response, ResponseFormat
+from polythink.wire_json import loads_json
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

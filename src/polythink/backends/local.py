@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from polythink.backends.base import Lease, Reservation, Tally, server_pause
+from polythink.backends.bucket import EPSILON, TokenBucket
 from polythink.budgets import Line, fingerprint, window_bounds
 from polythink.types import RateLimit
 
@@ -35,9 +36,6 @@ __all__ = [
     "process_budgets",
 ]
 
-_PERIOD = 60.0
-"""Seconds per budget period: the limits are per minute."""
-_EPSILON = 1e-9
 _THREADS = 4
 
 
@@ -67,53 +65,6 @@ class MonotonicClock:
     async def sleep(self, seconds: float) -> None:
         """Sleep with ``anyio.sleep``."""
         await anyio.sleep(seconds)
-
-
-class TokenBucket:
-    """A bucket holding up to one minute of a per-minute limit.
-
-    It starts full and refills continuously at ``per_minute / 60`` units per second. A call
-    may take when the bucket holds its cost, or is full when the cost is larger than the
-    bucket; taking may drive the level below zero (debt), which later callers wait out.
-
-    Args:
-        per_minute: the limit (requests or tokens per minute); the bucket's capacity.
-        now: the clock reading at creation, in seconds.
-        level: the units it holds at ``now`` (``None``: full; never above full).
-    """
-
-    __slots__ = ("_level", "_stamp", "capacity", "rate")
-
-    def __init__(self, per_minute: float, now: float, *, level: float | None = None) -> None:
-        self.capacity = float(per_minute)
-        self.rate = self.capacity / _PERIOD
-        self._level = self.capacity if level is None else min(self.capacity, level)
-        self._stamp = now
-
-    def level(self, now: float) -> float:
-        """Return the units available at ``now`` (negative while in debt)."""
-        if now > self._stamp:
-            self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
-            self._stamp = now
-        return self._level
-
-    def wait(self, cost: float, now: float) -> float:
-        """Return the seconds until a call costing ``cost`` may take (0 when it may now)."""
-        need = min(cost, self.capacity)
-        missing = need - self.level(now)
-        return 0.0 if missing <= _EPSILON else missing / self.rate
-
-    def take(self, cost: float, now: float) -> None:
-        """Remove ``cost`` units (the level may go below zero)."""
-        self._level = self.level(now) - cost
-
-    def give(self, amount: float, now: float) -> None:
-        """Add ``amount`` units back (negative to charge more), never above capacity."""
-        self._level = min(self.capacity, self.level(now) + amount)
-
-    def shrink(self, remaining: float, now: float) -> None:
-        """Lower the level to ``remaining`` when the provider reports less than we hold."""
-        self._level = min(self.level(now), remaining)
 
 
 class _SlotLease:
@@ -230,7 +181,7 @@ class LocalLimits:
             needed = self.tokens.wait(cost, now)
             if needed > wait:
                 wait, reason = needed, "tpm_limit"
-        return (wait if wait > _EPSILON else 0.0), reason
+        return (wait if wait > EPSILON else 0.0), reason
 
     async def settle(self, refund: int, limits: RateLimit | None, pause: float | None) -> None:
         """Give ``refund`` tokens back, shrink to reported counts, pause (see the protocol)."""

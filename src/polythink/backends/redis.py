@@ -16,7 +16,7 @@ of one account share its buckets, slots and pause: give them the same limits.
 - ``…:rpm`` and ``…:tpm``: token buckets, a HASH ``{level, ts}`` (``ts`` in ms of Redis
   ``TIME``). A bucket holds one minute of its limit, starts full (an absent key is full),
   refills continuously and may go into debt, as the in-process
-  :class:`~polythink.backends.local.TokenBucket`; the key expires once it would be full.
+  :class:`~polythink.backends.bucket.TokenBucket`; the key expires once it would be full.
 - ``…:leases``: concurrency slots, a ZSET of holder ids scored by their expiry (ms). A
   holder renews its lease while its call runs (one background renewal per process renews
   all its leases every third of a lease); a process killed without releasing frees its

@@ -42,7 +42,7 @@ import zlib
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from polythink.backends.local import TokenBucket
+from polythink.backends.bucket import TokenBucket
 
 __all__ = ["Share", "split_workers"]
 

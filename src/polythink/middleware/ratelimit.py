@@ -52,8 +52,10 @@ import anyio
 import orjson
 
 from polythink.backends.base import Lease, LimitBackend
-from polythink.backends.local import Clock, LocalLimits, MonotonicClock, TokenBucket
+from polythink.backends.bucket import TokenBucket
+from polythink.backends.local import Clock, LocalLimits, MonotonicClock
 from polythink.config import Source
+from polythink.conversion import PrefixStates, tools_memo
 from polythink.errors import (
     PolythinkError,
     RateLimitedError,
@@ -63,17 +65,7 @@ from polythink.errors import (
 from polythink.middleware._recheck import Hit, look_again
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
-from polythink.types import (
-    Message,
-    PrefixStates,
-    RateLimit,
-    Request,
-    Response,
-    StreamEvent,
-    Tool,
-    Usage,
-    tools_memo,
-)
+from polythink.types import Message, RateLimit, Request, Response, StreamEvent, Tool, Usage
 
 __all__ = [
     "Clock",
@@ -120,7 +112,7 @@ def estimate_prompt_tokens(request: Request) -> int:
     framing per message (the rules of thumb of OpenAI's "what are tokens" help article and
     its tiktoken cookbook, where each chat message costs 3 tokens of overhead). The
     characters of a conversation's unchanged messages are resumed from its last call
-    (:class:`~polythink.types.PrefixStates`): the rate limiter and a budget count a call's new
+    (:class:`~polythink.conversion.PrefixStates`): the rate limiter and a budget count a call's new
     messages only, and the second of them none.
     """
     messages = request.messages

@@ -62,21 +62,14 @@ from polythink.errors import (
 )
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.learn import learned_capability, parse_reasoning_rejection
 from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, bounded_usage, observe, reconcile
 from polythink.reasoning.parameters import stream_only_rule
 from polythink.reasoning.resolve import payload_ceiling
-from polythink.types import (
-    Effort,
-    Request,
-    Resolution,
-    Response,
-    StreamEvent,
-    ThinkingObservation,
-    loads_json,
-)
+from polythink.types import Effort, Request, Resolution, Response, StreamEvent, ThinkingObservation
+from polythink.wire_json import loads_json
 
 __all__ = ["ReasoningMiddleware"]
 

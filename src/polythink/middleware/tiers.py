@@ -43,7 +43,7 @@ from polythink.errors import (
 )
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.tiers import (
     learn_refusal,
     refuses_tier,

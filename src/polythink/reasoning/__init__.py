@@ -1,7 +1,6 @@
 """Decisions about reasoning effort: capabilities, resolution, observation. No I/O."""
 
 from polythink.reasoning.capabilities import (
-    Capability,
     all_capabilities,
     capabilities_from_openrouter,
     get_capability,
@@ -9,6 +8,7 @@ from polythink.reasoning.capabilities import (
     openrouter_without_reasoning,
     register_capability,
 )
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.continuity import Reading, same_model, thinking_reading
 from polythink.reasoning.ids import ModelId, base_model_id, lookup_keys, parse_model_id
 from polythink.reasoning.learn import (

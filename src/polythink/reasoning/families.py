@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from polythink.reasoning.capabilities import Capability, capability_from_fields
+from polythink.reasoning.capability import Capability, capability_from_fields
 from polythink.reasoning.ids import lookup_keys
 
 __all__ = ["Family", "all_families", "family_capability", "family_of"]

@@ -64,8 +64,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from polythink.reasoning.capabilities import Capability
-from polythink.types import EFFORT_ORDER, Effort, loads_json
+from polythink.reasoning.capability import Capability
+from polythink.types import EFFORT_ORDER, Effort
+from polythink.wire_json import loads_json
 
 __all__ = [
     "GENERIC_LEVELS",

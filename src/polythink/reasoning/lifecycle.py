@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Literal
 
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 
 __all__ = ["Status", "lifecycle_note", "served_lifecycle_note", "status"]
 

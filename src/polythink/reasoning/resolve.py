@@ -68,7 +68,8 @@ from typing import Any, Literal
 
 from polythink.errors import ThinkingUnsupportedError
 from polythink.providers import ProviderProfile, get_provider
-from polythink.reasoning.capabilities import Capability, get_capability
+from polythink.reasoning.capabilities import get_capability
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.converse import ConverseDialect, converse_dialect
 from polythink.types import EFFORT_ORDER, Effort, Resolution
 

@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from polythink.errors import ThinkingUnsupportedError
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.resolve import TIER_BUDGET_TOKENS, settle_tier
 from polythink.types import EFFORT_ORDER, Effort, ServiceTier, StepDown
 

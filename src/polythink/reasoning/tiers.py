@@ -43,7 +43,7 @@ from polythink.errors import (
     recast,
 )
 from polythink.providers import ProviderProfile, TierWire, get_provider
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 from polythink.types import SERVICE_TIER_ORDER, ServiceTier, TierResolution
 
 __all__ = [

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from polythink.providers import PROVIDERS
-from polythink.reasoning.capabilities import Capability, get_capability, normalise_model_name
+from polythink.reasoning.capabilities import get_capability, normalise_model_name
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.lifecycle import status
 from polythink.types import Effort
 

@@ -95,8 +95,8 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
-    loads_json,
 )
+from polythink.wire_json import loads_json
 
 __all__ = [
     "ANTHROPIC_VERSION",

@@ -69,8 +69,8 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
-    loads_json,
 )
+from polythink.wire_json import loads_json
 
 _log = logging.getLogger("polythink.transport")
 

@@ -85,8 +85,8 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
-    loads_json,
 )
+from polythink.wire_json import loads_json
 
 __all__ = [
     "BEDROCK_ANTHROPIC_VERSION",

@@ -37,7 +37,7 @@ from polythink.transports.headers import (
     parse_rate_limit,
     parse_retry_after,
 )
-from polythink.types import loads_json
+from polythink.wire_json import loads_json
 
 __all__ = [
     "RESPONSES_REJECT_CODES",

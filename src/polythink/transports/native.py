@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from polythink.providers import ProviderProfile
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 from polythink.transports.base import deep_merge
 from polythink.types import NativeBody, Request
 

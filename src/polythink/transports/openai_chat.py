@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from polythink.conversion import PrefixStates, tools_memo
 from polythink.errors import (
     PolythinkError,
     StreamInterruptedError,
@@ -88,7 +89,6 @@ from polythink.transports.schema import OutputPlan, chat_output, for_call, merge
 from polythink.types import (
     Cost,
     Message,
-    PrefixStates,
     RateLimit,
     Request,
     Response,
@@ -97,7 +97,6 @@ from polythink.types import (
     ToolCall,
     ToolCallDelta,
     Usage,
-    tools_memo,
 )
 
 __all__ = [
@@ -328,7 +327,7 @@ def _chat_messages(
     Each message's body, and what its conversion left out, depend on the message and the
     profile's reasoning and cache fields only: they are kept with the message
     (:meth:`Message.memo`), and the array of a conversation without moved images or
-    left-out turns with its messages and its notes (:class:`~polythink.types.PrefixStates`),
+    left-out turns with its messages and its notes (:class:`~polythink.conversion.PrefixStates`),
     so a call sending a conversation again converts, and checks, only its new messages, and
     still reports the notes of those it did not convert.
     """

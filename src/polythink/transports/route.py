@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from polythink.providers import get_provider
-from polythink.reasoning.capabilities import Capability
+from polythink.reasoning.capability import Capability
 from polythink.reasoning.resolve import responses_route, retarget
 from polythink.transports.base import HTTPTransport, with_notes
 from polythink.types import Request, Response, StreamEvent

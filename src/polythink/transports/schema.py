@@ -47,7 +47,8 @@ from typing import Any
 from polythink.errors import OutputFormatUnsupportedError
 from polythink.reasoning.capabilities import normalise_model_name
 from polythink.transports.base import deep_merge
-from polythink.types import Message, ResponseFormat, loads_json
+from polythink.types import Message, ResponseFormat
+from polythink.wire_json import loads_json
 
 __all__ = [
     "OutputPlan",
