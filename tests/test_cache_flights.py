@@ -52,6 +52,7 @@ async def until(condition: Any, seconds: float = 30.0) -> None:
     """Return once ``condition()`` holds (a loaded machine may take many turns of the loop
     to get a task there); fail after ``seconds``."""
     with anyio.fail_after(seconds):
+        # The condition is state of the code under test, which sets no event to wait on.
         while not condition():  # noqa: ASYNC110
             await anyio.sleep(0.001)
 
