@@ -377,6 +377,17 @@ class HTTPTransport:
         self._idle = t.idle
         self._total = t.total
         self.read_limits = source.read_limits
+        self._urls: dict[str, httpx.URL] = {}
+
+    def _url(self, url: str) -> httpx.URL:
+        """``url`` parsed once: a source posts to a handful of URLs, and httpx parses a string
+        again on every request it builds."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= 64:
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
 
     def api_url(self, path: str) -> str:
         """The URL of the API ``path`` (``/chat/completions``, ``/responses``) on this source:
@@ -531,7 +542,7 @@ class HTTPTransport:
         budget = self._budget(request)
         req = self.client.build_request(
             "POST",
-            url,
+            self._url(url),
             content=dumps(body),
             headers=self._headers(self.headers, request),
             timeout=self._timeout,
@@ -827,7 +838,7 @@ class HTTPTransport:
         budget = self._budget(request)
         req = self.client.build_request(
             "POST",
-            url,
+            self._url(url),
             content=dumps(body),
             headers=self._headers(self.stream_headers, request),
             timeout=self._stream_timeout,
