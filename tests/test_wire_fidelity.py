@@ -297,11 +297,12 @@ async def test_unknown_finish_reason_is_kept_warned_and_logged_once(
     second = (await _stream(_source(sim, "kimi")))[-1].response
     assert first is not None
     assert second is not None
-    assert (first.finish_reason, first.native_finish_reason) == ("stop", "brand_new")
+    assert (first.finish_reason, first.native_finish_reason) == ("error", "brand_new")
     note = (
-        "kimi sent finish reason 'brand_new', which polythink does not know; read as a normal "
-        "stop (kept in native_finish_reason)"
+        "kimi sent finish reason 'brand_new', which polythink does not know; read as error, so "
+        "the answer is not cached (kept in native_finish_reason)"
     )
+    assert first.warnings == [note]
     assert note in first.warnings
     assert note in second.warnings
     assert [r.getMessage() for r in caplog.records].count(note) == 1
@@ -403,6 +404,110 @@ async def test_responses_incomplete_reasons(
     assert done is not None
     assert (done.text, done.finish_reason, done.native_finish_reason) == ("cut", expected, reason)
     assert done.output_limited is (expected == "length")
+
+
+UNKNOWN_ENDS = [
+    # provider, model, the unknown end, its native value, a normal end answering "b"
+    (
+        "openai",
+        "gpt-4o",
+        shapes.chat_finish("error", "a"),
+        "error",
+        shapes.chat_finish("stop", "b"),
+    ),
+    (
+        "kimi",
+        "sim-model",
+        shapes.chat_finish("weird_failure", "a"),
+        "weird_failure",
+        shapes.chat_finish("stop", "b"),
+    ),
+    (
+        "anthropic",
+        "claude-x",
+        shapes.anthropic_stop("weird_failure", "a"),
+        "weird_failure",
+        shapes.anthropic_stop("end_turn", "b"),
+    ),
+    (
+        "gemini",
+        "gemini-2.5-flash",
+        shapes.gemini_finish("WEIRD_FAILURE", "a"),
+        "WEIRD_FAILURE",
+        shapes.gemini_finish("STOP", "b"),
+    ),
+    (
+        "openai-responses",
+        "gpt-4o",
+        shapes.responses_ended("weird_failure", "a"),
+        "weird_failure",
+        shapes.responses_ended("completed", "b"),
+    ),
+    (
+        "openai-responses",
+        "gpt-4o",
+        shapes.responses_incomplete("weird_failure", "a"),
+        "weird_failure",
+        shapes.responses_ended("completed", "b"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("provider", "model", "unknown", "native", "normal"), UNKNOWN_ENDS)
+@pytest.mark.anyio
+async def test_an_unknown_end_is_an_error_that_is_never_cached(
+    sim: Simulator,
+    plan: FaultPlan,
+    tmp_path: Any,
+    provider: str,
+    model: str,
+    unknown: bytes,
+    native: str,
+    normal: bytes,
+) -> None:
+    plan.add(Fault.raw(unknown), Fault.raw(normal))
+    async with Client([_source(sim, provider, model)], cache=tmp_path / "cache") as client:
+        first, second, third = [[e async for e in client.stream(HI)][-1].response for _ in range(3)]
+    assert first is not None
+    assert second is not None
+    assert third is not None
+    assert (first.text, first.finish_reason, first.native_finish_reason, first.cache_hit) == (
+        "a",
+        "error",
+        native,
+        False,
+    )
+    assert first.warnings == [
+        f"{provider} sent finish reason {native!r}, which polythink does not know; read as "
+        "error, so the answer is not cached (kept in native_finish_reason)"
+    ]
+    # The second call reached the provider; its normal answer is the one the cache keeps.
+    assert (second.text, second.finish_reason, second.cache_hit) == ("b", "stop", False)
+    assert (third.text, third.finish_reason, third.cache_hit) == ("b", "stop", True)
+    assert plan.injected["raw"] == 2
+
+
+@pytest.mark.anyio
+async def test_a_whole_chat_answer_ending_in_error_is_not_cached(
+    sim: Simulator, plan: FaultPlan, tmp_path: Any
+) -> None:
+    def answer(text: str, finish: str) -> bytes:
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        return json.dumps({"id": "c1", "object": "chat.completion", "choices": [choice]}).encode()
+
+    plan.add(Fault.raw(answer("a", "error")), Fault.raw(answer("b", "stop")))
+    async with Client([_source(sim, "openai", "gpt-4o")], cache=tmp_path / "cache") as client:
+        first = await client.complete(HI)
+        second = await client.complete(HI)
+        third = await client.complete(HI)
+    assert (first.text, first.finish_reason, first.native_finish_reason) == ("a", "error", "error")
+    assert first.warnings == [
+        "openai sent finish reason 'error', which polythink does not know; read as error, so "
+        "the answer is not cached (kept in native_finish_reason)"
+    ]
+    assert [(r.text, r.cache_hit) for r in (second, third)] == [("b", False), ("b", True)]
+    assert plan.injected["raw"] == 2
 
 
 # ------------------------------------------------------------------ streamed tool calls
@@ -580,8 +685,8 @@ async def test_unknown_stop_values_on_the_native_wires(
     plan.add(Fault.raw(frames))
     done = (await _stream(_source(sim, provider, model)))[-1].response
     assert done is not None
-    assert (done.finish_reason, done.native_finish_reason) == ("stop", native)
+    assert (done.finish_reason, done.native_finish_reason) == ("error", native)
     assert (
-        f"{provider} sent finish reason {native!r}, which polythink does not know; read as a "
-        "normal stop (kept in native_finish_reason)"
+        f"{provider} sent finish reason {native!r}, which polythink does not know; read as "
+        "error, so the answer is not cached (kept in native_finish_reason)"
     ) in done.warnings
