@@ -126,8 +126,8 @@ def dumps(body: Any) -> bytes:
 
     Raises:
         TypeError: a value neither encoder can represent.
-        ValueError: a string with a lone surrogate (messages are checked when built; this
-            names one in another field: ``extra_body``, a tool's description or schema).
+        ValueError: a string with a lone surrogate (messages, tools, response formats and
+            ``extra_body`` are checked when built; this guards any other field).
     """
     try:
         return orjson.dumps(body)
