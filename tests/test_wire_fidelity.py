@@ -211,6 +211,49 @@ async def test_gemini_error_after_text_carries_the_partial(sim: Simulator, plan:
     assert error.partial.text == "half"
 
 
+ODD_TYPE = "upstream <b>exploded</b> (see logs)"
+"""An in-stream error type that is not an identifier (a server echoing text into it)."""
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "frames"),
+    [
+        ("openai", "gpt-4o", shapes.sse({"error": {"message": "gone", "type": ODD_TYPE}})),
+        (
+            "anthropic",
+            "claude-x",
+            shapes.sse(
+                {"type": "error", "error": {"type": ODD_TYPE, "message": "gone"}}, events=["error"]
+            ),
+        ),
+        (
+            "openai-responses",
+            "gpt-4o",
+            shapes.sse(
+                {"type": "error", "code": ODD_TYPE, "message": "gone", "param": None},
+                events=["error"],
+            ),
+        ),
+        ("gemini", "gemini-2.5-flash", shapes.gemini_error(503, ODD_TYPE, "gone")),
+    ],
+    ids=["openai", "anthropic", "openai-responses", "gemini"],
+)
+@pytest.mark.anyio
+async def test_an_in_stream_error_type_that_is_no_identifier_is_http_status(
+    sim: Simulator, plan: FaultPlan, provider: str, model: str, frames: bytes
+) -> None:
+    plan.add(Fault.raw(frames))
+    error = await _stream_error(_source(sim, provider, model))
+    assert type(error) is TransientError
+    assert (error.status_code, error.error_type, error.message) == (
+        200,
+        "http_200",
+        f"{provider} sent an in-stream error: gone",
+    )
+    # The body keeps what the server sent.
+    assert ODD_TYPE in (error.body or "")
+
+
 # ------------------------------------------------------------------ finish and stop reasons
 
 CHAT_FINISHES = [

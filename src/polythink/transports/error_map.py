@@ -397,13 +397,17 @@ def error_from_body(
     in-band overload is retried like a 529 (Anthropic error types: the Messages OpenAPI
     ``ErrorResponse`` union, ``../shared/wire/specs``). ``status_code`` stays the stream's
     own (usually 200). A Gemini ``RetryInfo`` detail gives ``retry_after``. A type
-    :func:`trusted_type` does not find plausible is not the error's ``error_type`` (``None``)
-    and does not classify it; every string of the result is redacted (:func:`sealed`).
+    :func:`trusted_type` does not find plausible is not the error's ``error_type`` and does
+    not classify it: as for an HTTP error, the status gives ``http_<status>`` (``http_200``
+    inside a 200 stream; ``None`` when no status is known) and the body keeps the original.
+    Every string of the result is redacted (:func:`sealed`).
     """
     secrets = tuple(secrets)
     given, message, _, kinds = _error_fields(error)
     kinds = _plausible(kinds)
     error_type = trusted_type(given, secrets)
+    if given is not None and error_type is None and status_code is not None:
+        error_type = f"http_{status_code}"
     cls: type[PolythinkError]
     should_retry = None
     if kinds & (_QUOTA_TYPES | _QUOTA_REJECTS):
