@@ -4,7 +4,7 @@ polythink's finish reasons are ``stop``, ``length``, ``tool_calls``, ``content_f
 ``error``. The rule for every table here: a content-safety stop is ``content_filter``; a stop
 at the output ceiling *or* the context window is ``length`` (``Response.output_limited``); a
 provider-side failure is ``error`` (never cached, see :mod:`polythink.middleware.cache`). A
-value no table lists (``error`` from OpenAI itself, whose table has none; ``weird_failure``)
+value no table lists (``weird_failure``; ``error`` from a provider whose table has none)
 is read as ``error`` too: nothing says the answer ended well, so it is never cached nor
 taken for a normal stop, as Gemini's ``OTHER`` and a Responses ``incomplete`` reason no
 table lists are read. A benign value added by a provider later costs a warning and a cache
@@ -88,8 +88,9 @@ _GATEWAY: Mapping[str, str] = {
     "max_tokens": "length",
 }
 """Values self-hosted servers and unknown gateways relay from the models behind them (vLLM
-``abort``; Anthropic-style ``end_turn``/``max_tokens``; ``eos``): used for vLLM, Ollama and
-any provider id without a table of its own."""
+``abort``; Anthropic-style ``end_turn``/``max_tokens``; ``eos``): used for vLLM, Ollama,
+``openai`` (which ``base_url`` / ``OPENAI_BASE_URL`` point at gateways and servers of one's
+own; OpenAI itself sends none of them) and any provider id without a table of its own."""
 
 _CHAT_DIALECTS: dict[str, Mapping[str, str]] = {
     "openrouter": {"error": "error"},
@@ -107,7 +108,7 @@ _CHAT_DIALECTS: dict[str, Mapping[str, str]] = {
     "vllm": _GATEWAY,
     "ollama": _GATEWAY,
     "minimax": {},
-    "openai": {},
+    "openai": _GATEWAY,
 }
 
 _CHAT_TABLES: dict[str, Mapping[str, str]] = {
