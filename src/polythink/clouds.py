@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from polythink.errors import InvalidInputError
 from polythink.reasoning.serving import model_vendor, serving_profile, vendor_of
 
 __all__ = [
@@ -87,7 +88,7 @@ def bedrock_endpoint(region: str) -> str:
             ``us-gov-west-1`` …).
     """
     if not _REGION.fullmatch(region):
-        raise ValueError(
+        raise InvalidInputError(
             f"Bedrock region {region!r} is not an AWS region name such as 'us-east-1' or "
             "'eu-central-1'"
         )
@@ -103,12 +104,12 @@ def vertex_endpoint(project: str, location: str, root: str | None = None) -> str
         ValueError: ``project`` or ``location`` is not a name Google Cloud uses.
     """
     if not _PROJECT.fullmatch(project):
-        raise ValueError(
+        raise InvalidInputError(
             f"Vertex project {project!r} is not a Google Cloud project id (letters, digits, "
             "'-', '.', ':')"
         )
     if not _LOCATION.fullmatch(location):
-        raise ValueError(
+        raise InvalidInputError(
             f"Vertex location {location!r} is not a location such as 'global', 'us', 'eu' or "
             "'us-central1'"
         )
