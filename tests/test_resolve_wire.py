@@ -23,7 +23,7 @@ from polythink.errors import ThinkingUnsupportedError
 from polythink.reasoning.serving import serving
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.clouds import AZURE_API_KEY, BEDROCK_API_KEY, GOOGLE_TOKEN_PREFIX
-from tests.cloud_support import WEATHER, Wire, recorded
+from tests.cloud_support import WEATHER, Wire, clear_cloud_environment, recorded
 
 HI = [{"role": "user", "content": "Hi"}]
 
@@ -38,17 +38,7 @@ def sim() -> Iterator[Simulator]:
 
 @pytest.fixture(autouse=True)
 def no_cloud_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_BEARER_TOKEN_BEDROCK",
-        "GOOGLE_CLOUD_PROJECT",
-        "GOOGLE_CLOUD_LOCATION",
-        "GOOGLE_API_KEY",
-        "AZURE_OPENAI_API_KEY",
-        "AZURE_OPENAI_ENDPOINT",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    clear_cloud_environment(monkeypatch)
 
 
 @dataclass(frozen=True)
