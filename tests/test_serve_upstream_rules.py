@@ -1,16 +1,21 @@
-"""What ``polythink serve`` sends upstream under the routed model's rules:
+"""What ``polythink serve`` sends upstream under the routed model's rules: sampling
+parameters a thinking model refuses dropped with a warning on every door (case C02), and
 ``output_config.effort`` translated for a model that takes a budget.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
+from polythink.simulator import Simulator
 from tests.conftest import sdk_module
-from tests.gateway_support import GatewayServer, Recorder, gateway, recorder, sim
+from tests.gateway_support import GatewayServer, Recorder, gateway, gateway_config, recorder, sim
 
 openai = sdk_module("openai")
 
@@ -31,6 +36,187 @@ def _post(gateway: GatewayServer, path: str, body: dict[str, Any]) -> httpx.Resp
     answer = httpx.post(gateway.root + path, json=body, headers=VERSION, timeout=30)
     assert answer.status_code == 200, answer.text
     return answer
+
+
+# -- C02: sampling parameters with thinking on ----------------------------------------------
+
+
+@pytest.fixture
+def fresh(sim: Simulator) -> Iterator[GatewayServer]:
+    """A gateway of its own: its transports have logged nothing yet."""
+    with GatewayServer(gateway_config(sim)) as server:
+        yield server
+
+
+def test_adaptive_thinking_rewritten_for_a_manual_model_loses_temperature(
+    fresh: GatewayServer, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """C02 as reported: adaptive thinking becomes manual thinking on claude-haiku-4-5, and the
+    caller's ``temperature: 0``, which Anthropic refuses with thinking on, is dropped with a
+    warning in the answer and the log."""
+    caplog.set_level(logging.WARNING, logger="polythink")
+    body = {
+        "model": HAIKU,
+        "max_tokens": 2048,
+        "temperature": 0,
+        "thinking": {"type": "adaptive"},
+        "messages": PROMPT,
+    }
+    answer = _post(fresh, "/v1/messages", body)
+    assert _sent(recorder, "/messages") == {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 10240,
+        "messages": PROMPT,
+        "thinking": {"type": "enabled", "budget_tokens": 8192},
+    }
+    dropped = (
+        "dropped temperature=0 (only 1 or unset with thinking.type=enabled) for anthropic "
+        "model 'claude-haiku-4-5' (drop_params=True)"
+    )
+    warnings = answer.headers["x-polythink-warnings"].split(" | ")
+    assert warnings[0] == (
+        "reasoning fields rewritten for anthropic model 'claude-haiku-4-5': the request asked "
+        "'auto' in the anthropic dialect (thinking.type), sent 'medium' as the model takes it"
+    )
+    assert warnings[1] == dropped
+    assert [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()] == [
+        f"source 0: {dropped}"
+    ]
+
+
+def test_manual_thinking_as_written_loses_temperature_and_top_k(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    body = {
+        "model": HAIKU,
+        "max_tokens": 20000,
+        "temperature": 0,
+        "top_k": 5,
+        "thinking": {"type": "enabled", "budget_tokens": 8192},
+        "messages": PROMPT,
+    }
+    expected = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 20000,
+        "thinking": {"type": "enabled", "budget_tokens": 8192},
+        "messages": PROMPT,
+    }
+    warnings = (
+        "dropped temperature=0 (only 1 or unset with thinking.type=enabled) for anthropic "
+        "model 'claude-haiku-4-5' (drop_params=True) | dropped top_k=5 (not accepted with "
+        "thinking.type=enabled) for anthropic model 'claude-haiku-4-5' (drop_params=True)"
+    )
+    answer = _post(gateway, "/v1/messages", body)
+    assert _sent(recorder, "/messages") == expected
+    assert answer.headers["x-polythink-warnings"] == warnings
+    # Streamed, the body is relayed as the API writes it: the head says what was dropped.
+    with httpx.stream(
+        "POST", gateway.root + "/v1/messages", json={**body, "stream": True}, headers=VERSION
+    ) as streamed:
+        assert streamed.status_code == 200
+        assert streamed.headers["x-polythink-warnings"] == warnings
+        text = streamed.read().decode()
+    assert _sent(recorder, "/messages") == {**expected, "stream": True}
+    assert "event: message_stop" in text
+    summary = json.loads(text.rstrip().splitlines()[-1].removeprefix(": polythink "))
+    assert summary["warnings"] == warnings.split(" | ")
+
+
+def test_without_thinking_temperature_zero_goes_as_written(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    body = {"model": HAIKU, "max_tokens": 2048, "temperature": 0, "messages": PROMPT}
+    answer = _post(gateway, "/v1/messages", body)
+    assert _sent(recorder, "/messages") == {**body, "model": "claude-haiku-4-5"}
+    assert "x-polythink-warnings" not in answer.headers
+
+
+HAIKU_HIGH = {
+    "model": "claude-haiku-4-5",
+    "max_tokens": 20480,
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "classify: ok"}]}],
+    "stream": False,
+    "thinking": {"type": "enabled", "budget_tokens": 16384},
+}
+"""What a typed call at ``high`` to claude-haiku-4-5 sends: no ``temperature`` (the source's
+``anthropic-version`` 2026-10-21 has none, and thinking is on)."""
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "upstream", "expected", "warning"),
+    [
+        (
+            "/v1/chat/completions",
+            {"model": HAIKU, "temperature": 0, "reasoning_effort": "high", "messages": PROMPT},
+            "/messages",
+            HAIKU_HIGH,
+            "dropped temperature=0 for anthropic model 'claude-haiku-4-5' (drop_params=True)",
+        ),
+        (
+            "/v1/responses",
+            {"model": HAIKU, "temperature": 0, "reasoning": {"effort": "high"}, "input": PROMPT},
+            "/messages",
+            HAIKU_HIGH,
+            "dropped temperature=0 for anthropic model 'claude-haiku-4-5' (drop_params=True)",
+        ),
+        (
+            "/v1/chat/completions",
+            {
+                "model": "openai/gpt-5.5",
+                "temperature": 0,
+                "top_p": 0.5,
+                "reasoning_effort": "high",
+                "messages": PROMPT,
+            },
+            "/chat/completions",
+            {"model": "gpt-5.5", "reasoning_effort": "high", "messages": PROMPT},
+            "dropped temperature=0 for openai model 'gpt-5.5' (drop_params=True) | dropped "
+            "top_p=0.5 for openai model 'gpt-5.5' (drop_params=True)",
+        ),
+        (
+            "/v1/responses",
+            {
+                "model": "to-responses",
+                "temperature": 0,
+                "reasoning": {"effort": "high"},
+                "input": "hi",
+            },
+            "/responses",
+            {"model": "gpt-5.5", "reasoning": {"effort": "high"}, "input": "hi"},
+            "dropped temperature=0 for openai-responses model 'gpt-5.5' (drop_params=True)",
+        ),
+    ],
+    ids=["chat-to-anthropic", "responses-to-anthropic", "chat-as-written", "responses-as-written"],
+)
+def test_the_openai_doors_drop_what_a_reasoning_model_refuses(
+    gateway: GatewayServer,
+    recorder: Recorder,
+    path: str,
+    body: dict[str, Any],
+    upstream: str,
+    expected: dict[str, Any],
+    warning: str,
+) -> None:
+    """Translated for Anthropic or sent as written to OpenAI, the sampling rules hold: a
+    gateway's caller cannot set ``drop_params``, so the gateway drops, and says so."""
+    answer = _post(gateway, path, body)
+    assert _sent(recorder, upstream) == expected
+    assert answer.headers["x-polythink-warnings"] == warning
+    assert answer.headers["x-polythink-applied-effort"] == "high"
+
+
+def test_reasoning_off_keeps_temperature_on_an_openai_reasoning_model(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    body = {
+        "model": "openai/gpt-5.5",
+        "temperature": 0,
+        "reasoning_effort": "none",
+        "messages": PROMPT,
+    }
+    answer = _post(gateway, "/v1/chat/completions", body)
+    assert _sent(recorder, "/chat/completions") == {**body, "model": "gpt-5.5"}
+    assert "x-polythink-warnings" not in answer.headers
 
 
 # -- output_config.effort on a model that takes a budget -------------------------------------

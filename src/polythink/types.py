@@ -1937,6 +1937,11 @@ class NativeRelay(Protocol):
 
     committed: bool
 
+    def noted(self, source_index: int, notes: Sequence[str]) -> None:
+        """What the transport changed in the caller's body for a streamed attempt (the
+        response's warnings it knows before sending: reasoning fields rewritten, parameters
+        the model refuses dropped), before the attempt is sent; only when there are some."""
+
     def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
         """A streamed answer's head arrived with a 2xx ``status``."""
 

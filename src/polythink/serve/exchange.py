@@ -28,7 +28,9 @@ and, on a stream, in a last SSE comment line the SDKs ignore::
 - ``x-polythink-cost-usd`` (``unknown`` without usage or a price), ``x-polythink-cache``;
 - ``x-polythink-gateway-ms``: the call's time in the gateway, its wall time less the time
   spent in the sources' transports (sending and waiting on the provider);
-- ``x-polythink-warnings``: the response's warnings, ``|``-separated (truncated).
+- ``x-polythink-warnings``: the response's warnings, ``|``-separated (truncated); on a
+  stream, those known before it was sent (what polythink changed in a body sent as written,
+  what a translation leaves out), and every one in the last line.
 
 While a stream is silent for ``keepalive`` seconds the door's keep-alive frame goes out
 (Anthropic ``ping`` events, ``: keepalive`` comments, Responses ``response.in_progress``
@@ -47,7 +49,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -318,6 +320,12 @@ class Relay:
         self.error_seen = False
         self.answer: _Raw | None = None
         self.failure: _Raw | None = None
+        self.notes: tuple[int, Sequence[str]] | None = None
+
+    def noted(self, source_index: int, notes: Sequence[str]) -> None:
+        """What the transport changed in the caller's body for the attempt about to be sent
+        on ``source_index`` (the stream's head says so)."""
+        self.notes = (source_index, notes)
 
     def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
         """A stream attempt's head arrived."""
@@ -554,7 +562,9 @@ class Exchange:
         return self.call.model
 
     def early_headers(self) -> dict[str, str]:
-        """What is known before the answer: the route, the requested and applied tiers."""
+        """What is known before the answer: the route, the requested and applied tiers, the
+        source, and the warnings known before the attempt was sent (what polythink changed
+        in the caller's body, or what a translation leaves out)."""
         headers = {
             "x-polythink-route": _header_text(self.route.name),
             "x-polythink-requested-effort": _effort(self.requested),
@@ -562,9 +572,18 @@ class Exchange:
         }
         if self.applied is not None:
             headers["x-polythink-applied-effort"] = self.applied.value
-        if self.source_index is not None:
-            source = self.route.sources[self.source_index]
+        index = self.source_index
+        if index is not None:
+            source = self.route.sources[index]
             headers["x-polythink-source"] = _header_text(f"{source.provider}/{source.model}")
+            noted = self.relay.notes
+            if noted is not None and noted[0] == index:
+                warnings: Sequence[str] = noted[1]
+            else:
+                warnings = () if self._sent_native(index) else self.call.notes
+            if warnings:
+                joined = " | ".join(warnings)
+                headers["x-polythink-warnings"] = _header_text(joined[:_WARNINGS_CHARS])
         return headers
 
     def gateway_seconds(self) -> float:
@@ -614,10 +633,9 @@ class Exchange:
         return headers
 
     def trailer(self, response: Response) -> bytes:
-        """The stream's last line: an SSE comment with :meth:`summary` as JSON."""
-        summary = self.summary(response)
-        del summary["warnings"]
-        return b": polythink " + orjson.dumps(summary) + b"\n\n"
+        """The stream's last line: an SSE comment with :meth:`summary` as JSON (its
+        ``warnings`` too: a stream's head carries only those known before it was sent)."""
+        return b": polythink " + orjson.dumps(self.summary(response)) + b"\n\n"
 
     # -- answers -------------------------------------------------------------------------
 

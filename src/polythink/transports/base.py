@@ -18,7 +18,14 @@ import math
 import re
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
 from typing import Any, Protocol, cast
@@ -430,6 +437,13 @@ class HTTPTransport:
         if native is None or native.relay is None or native.wire != self.profile.wire:
             return None
         return native.relay
+
+    def relay_notes(self, relay: NativeRelay | None, notes: Sequence[str]) -> None:
+        """Hand a streamed attempt's notes to ``relay`` (:meth:`relay`) before it is sent,
+        when there are some: a relayed stream's head goes out before the response that
+        carries them."""
+        if relay is not None and notes:
+            relay.noted(self.index, notes)
 
     def native_headers(self, headers: dict[str, str], request: Request) -> dict[str, str]:
         """``headers`` with the caller's request headers of this wire over them, when the
@@ -1064,8 +1078,8 @@ class HTTPTransport:
         ``conflicts`` are ``(parameter, reason)`` pairs; ``context`` says when they conflict
         (``"while thinking is on"``). Without ``drop_params`` the call fails before any HTTP
         request with :class:`ThinkingUnsupportedError` (another source may take it, so
-        failover moves on); with it each parameter is removed from ``body`` and logged once
-        per source and parameter. Returns the notes for the response's warnings.
+        failover moves on); with it each parameter is removed from ``body`` and logged (a
+        warning) once per source and parameter. Returns the notes for the response's warnings.
         """
         if not conflicts:
             return []
@@ -1087,8 +1101,9 @@ class HTTPTransport:
             notes.append(note)
             if name not in self._logged_drops:
                 self._logged_drops.add(name)
-                # INFO: the note is in the response's warnings too.
-                _log.info("source %d: %s", self.index, note)
+                # A value the caller sent is lost: a warning, once (every response it
+                # affects says so in its warnings too).
+                _log.warning("source %d: %s", self.index, note)
         return notes
 
     def sampling_notes(self, body: dict[str, Any], request: Request) -> list[str]:
