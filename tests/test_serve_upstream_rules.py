@@ -1,12 +1,14 @@
-"""What ``polythink serve`` sends upstream under the routed model's rules: sampling
-parameters a thinking model refuses dropped with a warning on every door (case C02), and
-``output_config.effort`` translated for a model that takes a budget.
+"""What ``polythink serve`` sends upstream under the routed model's rules, and what it relays
+back: sampling parameters a thinking model refuses dropped with a warning on every door (case
+C02), ``output_config.effort`` translated for a model that takes a budget, and SSE comments
+never relayed inside ``data:`` (case C17).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +16,7 @@ import httpx
 import pytest
 
 from polythink.simulator import Simulator
+from polythink.simulator.faults import Fault
 from tests.conftest import sdk_module
 from tests.gateway_support import GatewayServer, Recorder, gateway, gateway_config, recorder, sim
 
@@ -274,3 +277,82 @@ def test_output_config_effort_goes_as_written_to_an_adaptive_model(
     assert _sent(recorder, "/messages") == {**body, "model": "claude-sonnet-4-6"}
     assert answer.headers["x-polythink-applied-effort"] == "high"
     assert "x-polythink-warnings" not in answer.headers
+
+
+# -- C17: SSE comments never relayed as data -------------------------------------------------
+
+_COMMENTED = re.compile(r"^data: *:", re.MULTILINE)
+KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
+WRAPPED = b"data: : OPENROUTER PROCESSING\n\n"
+
+
+def _data_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("data:")]
+
+
+def test_the_c17_bytes_reach_the_chat_sdk_as_one_content_event(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    chunk = (
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
+        b'"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\n'
+    )
+    stop = (
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
+        b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    )
+    client = openai.OpenAI(base_url=gateway.v1, api_key="unused", max_retries=0)
+    for upstream in (
+        KEEPALIVE + KEEPALIVE + chunk + stop + b"data: [DONE]\n\n",
+        WRAPPED + chunk + WRAPPED + stop + b"data: [DONE]\n\n",
+    ):
+        recorder.add(Fault.raw(upstream))
+        with httpx.stream(
+            "POST",
+            gateway.v1 + "/chat/completions",
+            json={"model": "to-chat", "messages": PROMPT, "stream": True},
+        ) as answer:
+            text = answer.read().decode()
+        assert not _COMMENTED.search(text)
+        assert _data_lines(text) == [chunk.decode().strip(), stop.decode().strip(), "data: [DONE]"]
+        recorder.add(Fault.raw(upstream))
+        stream = client.chat.completions.create(model="to-chat", messages=PROMPT, stream=True)
+        contents = [c.choices[0].delta.content for c in stream]
+        assert [text for text in contents if text] == ["ok"]
+
+
+@pytest.mark.parametrize(
+    ("path", "upstream", "body"),
+    [
+        (
+            "/v1/chat/completions",
+            "/chat/completions",
+            {
+                "model": "to-chat",
+                "messages": PROMPT,
+                "stream_options": {"include_usage": True},
+            },
+        ),
+        ("/v1/responses", "/responses", {"model": "to-responses", "input": "hi"}),
+        ("/v1/messages", "/messages", {"model": "to-anthropic", "max_tokens": 500}),
+    ],
+    ids=["chat", "responses", "messages"],
+)
+def test_no_door_relays_a_comment_as_data(
+    gateway: GatewayServer, recorder: Recorder, path: str, upstream: str, body: dict[str, Any]
+) -> None:
+    """The provider's own stream with OpenRouter's keep-alive after every event, as a
+    comment and wrapped in ``data:``: the caller gets the provider's data events, byte for
+    byte, and nothing else as data."""
+    body = {"messages": PROMPT, **body, "stream": True}
+    with httpx.stream("POST", gateway.root + path, json=body, headers=VERSION) as answer:
+        clean = answer.read().decode()
+    raw = bytes(recorder.last(upstream).answer)
+    assert _data_lines(clean) == _data_lines(raw.decode())
+    noisy = b"".join(event + b"\n\n" + KEEPALIVE + WRAPPED for event in raw.split(b"\n\n"))
+    recorder.add(Fault.raw(noisy))
+    with httpx.stream("POST", gateway.root + path, json=body, headers=VERSION) as answer:
+        assert answer.status_code == 200
+        text = answer.read().decode()
+    assert not _COMMENTED.search(text)
+    assert _data_lines(text) == _data_lines(clean)

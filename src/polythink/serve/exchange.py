@@ -72,6 +72,7 @@ from polythink.errors import (
 )
 from polythink.middleware.base import CompleteNext, Passthrough, StreamNext
 from polythink.serve.routing import Route
+from polythink.transports.base import unwrapped_comments
 from polythink.types import Effort, Request, Response, StreamEvent
 
 __all__ = [
@@ -338,10 +339,18 @@ class Relay:
     async def event(self, event_type: str, data: str) -> None:
         """One event of the stream attempt now open (a call the caller did not stream,
         which a provider answers only streamed, is answered whole, from the typed
-        response)."""
+        response). Leading data lines that are SSE comments are left out, and an event of
+        nothing else is not relayed: comments themselves never reach here (the decoder
+        skips them), so no door's output carries a ``data: :`` line."""
         exchange = self.exchange
         if self.disabled or not exchange.request.stream:
             return
+        if data[:1] == ":":
+            # A keep-alive comment an upstream gateway wrapped in data: (OpenRouter's
+            # ": OPENROUTER PROCESSING"): never relayed as data, which no SDK parses (case C17).
+            data = unwrapped_comments(data)
+            if not data or data.isspace():
+                return
         frame = exchange.door.relayed(exchange.call, event_type, data)
         if frame is None:
             return

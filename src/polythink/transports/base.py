@@ -107,6 +107,7 @@ __all__ = [
     "sampling_conflicts",
     "text_of",
     "token_count",
+    "unwrapped_comments",
     "usage_counts",
     "with_notes",
     "with_rate_limit",
@@ -1248,7 +1249,7 @@ class HTTPTransport:
                     yield event_type, DONE
                     return
                 if data[:1] == ":":
-                    data = _unwrapped_comments(data)
+                    data = unwrapped_comments(data)
                 if not data or data.isspace():
                     continue
                 malformed: TransientError | None = None
@@ -1694,7 +1695,7 @@ def check_parts(
             )
 
 
-def _unwrapped_comments(data: str) -> str:
+def unwrapped_comments(data: str) -> str:
     """Event data without its leading lines that are SSE comments (they start with ``:``,
     as no JSON text does): what is left when a gateway sent a keep-alive comment as
     ``data:``, empty when that was all the event held."""
