@@ -1,7 +1,8 @@
 """What ``polythink serve`` sends upstream under the routed model's rules, and what it relays
 back: sampling parameters a thinking model refuses dropped with a warning on every door (case
-C02), ``output_config.effort`` translated for a model that takes a budget, and SSE comments
-never relayed inside ``data:`` (case C17).
+C02), ``output_config.effort`` translated for a model that takes a budget, SSE comments
+never relayed inside ``data:`` (case C17), and an error that breaks a started stream keeping
+its kind.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from polythink.errors import RateLimitedError, StreamInterruptedError, TransientError
+from polythink.serve.exchange import classify
 from polythink.simulator import Simulator
 from polythink.simulator.faults import Fault
 from tests.conftest import sdk_module
@@ -356,3 +359,48 @@ def test_no_door_relays_a_comment_as_data(
         text = answer.read().decode()
     assert not _COMMENTED.search(text)
     assert _data_lines(text) == _data_lines(clean)
+
+
+# -- an error that breaks a started stream ---------------------------------------------------
+
+
+def test_a_broken_stream_is_classified_by_its_cause() -> None:
+    cause = RateLimitedError("slow down", status_code=200, error_type="rate_limit_error")
+    broken = StreamInterruptedError("broke after output began: slow down")
+    broken.__cause__ = cause
+    assert classify(broken) == (429, "rate_limit")
+    overloaded = StreamInterruptedError("x", error_type="overloaded_error")
+    overloaded.__cause__ = TransientError("x", status_code=200, error_type="overloaded_error")
+    assert classify(overloaded) == (529, "overloaded")
+    assert classify(StreamInterruptedError("no cause")) == (502, "api_error")
+
+
+def test_a_rate_limit_after_output_keeps_its_kind_in_each_door(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    """Rendered by the door (another wire answered): Chat's error chunk carries
+    ``type``/``code`` (openai-python raises ``APIError`` with them, the only class a
+    stream's error can have there), Responses' ``response.failed`` its ``code``, Messages'
+    ``error`` event its ``type``."""
+    client = openai.OpenAI(base_url=gateway.v1, api_key="unused", max_retries=0)
+    recorder.add(Fault.in_band("rate_limit_error", after_chunks=4))
+    stream = client.chat.completions.create(model="to-anthropic", messages=PROMPT, stream=True)
+    with pytest.raises(openai.APIError) as raised:
+        for _ in stream:
+            pass
+    assert (raised.value.type, raised.value.code) == ("rate_limit_error", "rate_limit_exceeded")
+    for path, body in (
+        ("/v1/responses", {"model": "to-chat", "input": "hi"}),
+        ("/v1/messages", {"model": "to-chat", "max_tokens": 500, "messages": PROMPT}),
+    ):
+        recorder.add(Fault.in_band("rate_limit_error", after_chunks=4))
+        with httpx.stream(
+            "POST", gateway.root + path, json={**body, "stream": True}, headers=VERSION
+        ) as answer:
+            last = json.loads(_data_lines(answer.read().decode())[-1].removeprefix("data: "))
+        if path == "/v1/responses":
+            assert last["type"] == "response.failed"
+            assert last["response"]["error"]["code"] == "rate_limit_exceeded"
+        else:
+            assert last["type"] == "error"
+            assert last["error"]["type"] == "rate_limit_error"

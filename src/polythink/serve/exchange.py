@@ -242,7 +242,11 @@ def classify(error: PolythinkError) -> tuple[int, str]:
     """The status and error kind an answer gives for ``error``: the provider's status
     when it answered with one (4xx, 5xx), else by the error's class (a spend budget: 402
     ``billing``, not retried by the SDKs; a deadline: 504; an in-stream overload:
-    ``overloaded``)."""
+    ``overloaded``). A stream that broke after output began is classified by what broke
+    it (a rate limit stays ``rate_limit``), where the transport kept the cause."""
+    cause = error.__cause__
+    if isinstance(error, StreamInterruptedError) and isinstance(cause, PolythinkError):
+        return classify(cause)
     given = (
         error.status_code if error.status_code is not None and error.status_code >= 400 else None
     )
