@@ -13,6 +13,7 @@ import logging
 import re
 import shlex
 from collections.abc import AsyncGenerator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,18 +114,39 @@ class Attempts(Passthrough):
         return call_next(request)
 
 
+PRICED_AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+"""The moment the documented outputs are priced at: some prices depend on the hour
+(DeepSeek's off-peak discount, 16:30 to 00:30 UTC, in genai-prices), and the pages show
+what a call costs at noon UTC."""
+
+
+class _Noon(datetime):
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return PRICED_AT if tz is not None else PRICED_AT.replace(tzinfo=None)
+
+
 @pytest.fixture
 def simulated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Attempts]:
-    """Point every ``Source`` a README block builds at the simulator."""
+    """Point every ``Source`` a README block builds at the simulator, as a reader does:
+    ``POLYTHINK_BASE_URL_ROOT`` names it (no key needed then); prices at :data:`PRICED_AT`."""
+    import polythink.pricing
+
     attempts = Attempts()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(polythink.pricing, "datetime", _Noon)
+    for name in (
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GROQ_BASE_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
     with Simulator(Settings(answer_words=12)) as sim:
+        monkeypatch.setenv("POLYTHINK_BASE_URL_ROOT", f"http://127.0.0.1:{sim.port}")
 
         def pointed(provider: str, model: str, **options: Any) -> Source:
-            # A block that starts a simulator of its own keeps its base_url and key.
             options["middleware"] = [*options.get("middleware", ()), attempts]
-            options.setdefault("base_url", sim.base_url(provider))
-            options.setdefault("api_key", "sim")
             return Source(provider, model, **options)
 
         monkeypatch.setattr(polythink, "Source", pointed)

@@ -491,6 +491,55 @@ async def test_openai_base_url_sends_the_calls_there(monkeypatch: pytest.MonkeyP
     assert response.text.startswith("Simulated gpt-5.5 answer")
 
 
+@pytest.mark.parametrize(
+    ("provider", "endpoint"),
+    [
+        ("deepseek", "http://127.0.0.1:8787/deepseek/v1"),
+        ("openrouter-responses", "http://127.0.0.1:8787/openrouter-responses/v1"),
+        ("azure", "http://127.0.0.1:8787/azure/openai/v1"),
+        ("kimi", "http://127.0.0.1:8787/kimi/v1"),
+    ],
+)
+def test_polythink_base_url_root_names_one_server_for_every_provider(
+    monkeypatch: pytest.MonkeyPatch, provider: str, endpoint: str
+) -> None:
+    monkeypatch.setenv("POLYTHINK_BASE_URL_ROOT", "http://127.0.0.1:8787/")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert Source(provider, "m").endpoint == endpoint
+    assert Source(provider, "m", base_url="https://own.example/v1").endpoint == (
+        "https://own.example/v1"
+    )
+
+
+def test_an_sdks_own_variable_wins_over_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYTHINK_BASE_URL_ROOT", "http://127.0.0.1:8787")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://gw.example/v1")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    assert Source("openai", "m").endpoint == "https://gw.example/v1"
+    assert Source("anthropic", "m").endpoint == "http://127.0.0.1:8787/anthropic/v1"
+    monkeypatch.setenv("POLYTHINK_BASE_URL_ROOT", "127.0.0.1:8787")
+    with pytest.raises(PolythinkError, match=r"\$POLYTHINK_BASE_URL_ROOT") as caught:
+        Source("anthropic", "m")
+    assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.anyio
+async def test_the_root_reaches_the_simulator_without_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("DEEPSEEK_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with Simulator() as sim:
+        monkeypatch.setenv("POLYTHINK_BASE_URL_ROOT", f"http://127.0.0.1:{sim.port}")
+        sources = [Source("deepseek", "deepseek-v4-pro"), Source("anthropic", "claude-haiku-4-5")]
+        answers = []
+        for one in sources:
+            async with Client([one]) as client:
+                answers.append((await client.complete(PROMPT)).text.split(" answer ")[0])
+        assert sim.stats.requests == 2
+    assert answers == ["Simulated deepseek-v4-pro", "Simulated claude-haiku-4-5"]
+
+
 DEEP = b"[" * 100_000
 
 

@@ -77,6 +77,7 @@ import anyio
 from polythink.budgets import nanos
 from polythink.errors import (
     BatchItemNotRunError,
+    InvalidInputError,
     OutputValidationError,
     PolythinkError,
     RequestTimeoutError,
@@ -511,7 +512,7 @@ def _format_from(data: Mapping[str, Any] | None) -> ResponseFormat[Any] | None:
             for part in qualname.split("."):
                 found = getattr(found, part)
         except (ImportError, AttributeError):
-            raise ValueError(
+            raise InvalidInputError(
                 f"the batch's response_format class {ref} cannot be imported here; pass "
                 "response_format= to resume_batch to parse its answers"
             ) from None
@@ -638,7 +639,7 @@ class BatchJob:
             PolythinkError: a poll's error, as :meth:`poll`.
         """
         if not every > 0:
-            raise ValueError(f"every must be a positive number of seconds; got {every!r}")
+            raise InvalidInputError(f"every must be a positive number of seconds; got {every!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             status = await self.poll()
@@ -822,22 +823,22 @@ def _custom_ids(requests: Mapping[str, Request] | Sequence[Request]) -> list[tup
         pairs = [(str(k), v) for k, v in requests.items()]
         for cid, _ in pairs:
             if not _CUSTOM_ID.fullmatch(cid):
-                raise ValueError(
+                raise InvalidInputError(
                     f"batch request id {cid!r}: an id is 1 to 64 letters, digits, '_' or '-' "
                     "(Anthropic's custom_id pattern, the strictest of the batch APIs)"
                 )
     elif isinstance(requests, Sequence) and not isinstance(requests, str | bytes):
         pairs = [(str(i), r) for i, r in enumerate(requests)]
     else:
-        raise ValueError(
+        raise InvalidInputError(
             "requests must be a list of Request (from client.request(...)) or a dict of id -> "
             f"Request; got {type(requests).__name__}"
         )
     if not pairs:
-        raise ValueError("a batch needs at least one request")
+        raise InvalidInputError("a batch needs at least one request")
     for cid, request in pairs:
         if not isinstance(request, Request):
-            raise ValueError(
+            raise InvalidInputError(
                 f"batch request {cid!r} is a {type(request).__name__}: build each with "
                 "client.request(messages, ...), which takes complete()'s arguments"
             )
@@ -866,14 +867,14 @@ async def submit_batch(
     profile = transport.profile
     wire_kind = profile.batches
     if wire_kind is None:
-        raise ValueError(
+        raise InvalidInputError(
             f"provider {profile.id!r} has no batch API polythink speaks (sources of openai, "
             "openai-responses, anthropic or gemini have one)"
         )
     pairs = _custom_ids(requests)
     limit = _LIMITS[wire_kind]
     if len(pairs) > limit:
-        raise ValueError(
+        raise InvalidInputError(
             f"a {profile.id} batch takes at most {limit:,} requests; got {len(pairs):,}"
         )
     lines: list[tuple[str, dict[str, Any]]] = []
@@ -914,7 +915,7 @@ async def submit_batch(
             )
         )
     if len({cid for cid, _ in lines}) != len(lines):
-        raise ValueError("batch request ids must be unique")
+        raise InvalidInputError("batch request ids must be unique")
     holds: list[BatchHold] = []
     if budget is not None:
         held = await budget.hold_batch(worsts)
@@ -975,7 +976,9 @@ def resume_batch(
         else saved
     )
     if not isinstance(data, Mapping) or data.get("version") != _FORMAT_VERSION or "id" not in data:
-        raise ValueError("not a saved polythink batch job (version 1 JSON from BatchJob.save)")
+        raise InvalidInputError(
+            "not a saved polythink batch job (version 1 JSON from BatchJob.save)"
+        )
     wanted = (data["provider"], data["model"], data["endpoint"])
     index = next(
         (
@@ -986,7 +989,7 @@ def resume_batch(
         None,
     )
     if index is None:
-        raise ValueError(
+        raise InvalidInputError(
             f"the client has no source {data['provider']}/{data['model']} at {data['endpoint']} "
             "to resume this batch on"
         )

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
+from polythink.errors import InvalidInputError
 from polythink.types import Effort, ServiceTier, StepDown
 
 __all__ = [
@@ -91,7 +92,7 @@ def check_tag(tag: object) -> str | None:
     if tag is None:
         return None
     if not isinstance(tag, str) or not 0 < len(tag) <= _MAX_TAG or not tag.isprintable():
-        raise ValueError(
+        raise InvalidInputError(
             f"tag must be a string of 1 to {_MAX_TAG} printable characters (a tenant or "
             f"customer id); got {tag!r}"
         )
@@ -123,7 +124,7 @@ def window_bounds(per: str, now: float) -> tuple[int, int]:
         first = datetime(day.year, day.month, 1, tzinfo=UTC)
         following = datetime(day.year + day.month // 12, day.month % 12 + 1, 1, tzinfo=UTC)
         return int(first.timestamp()), int(following.timestamp())
-    raise ValueError(f"a budget window is one of {', '.join(WINDOWS)}; got {per!r}")
+    raise InvalidInputError(f"a budget window is one of {', '.join(WINDOWS)}; got {per!r}")
 
 
 class Line(NamedTuple):
@@ -208,21 +209,27 @@ class Budget:
     def __post_init__(self) -> None:
         usd = self.usd
         if isinstance(usd, bool) or not isinstance(usd, int | float) or not 0 < usd < math.inf:
-            raise ValueError(f"Budget usd must be a positive number of US dollars; got {usd!r}")
+            raise InvalidInputError(
+                f"Budget usd must be a positive number of US dollars; got {usd!r}"
+            )
         if usd * NANO >= 2**53:
-            raise ValueError(f"Budget usd must be below $9,000,000 per window; got {usd!r}")
+            raise InvalidInputError(f"Budget usd must be below $9,000,000 per window; got {usd!r}")
         if self.per not in WINDOWS:
-            raise ValueError(f"Budget per must be one of {', '.join(WINDOWS)}; got {self.per!r}")
+            raise InvalidInputError(
+                f"Budget per must be one of {', '.join(WINDOWS)}; got {self.per!r}"
+            )
         given = [s for s in SCOPES[1:] if getattr(self, s) is not None]
         if len(given) > 1:
-            raise ValueError(
+            raise InvalidInputError(
                 f"a Budget has one scope (account, model, tier or tag); got {', '.join(given)}"
                 " (use one budget per scope: the tightest of those that apply decides)"
             )
         for scope in ("account", "model", "tag"):
             value = getattr(self, scope)
             if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"Budget {scope} must be '*' or a non-empty string; got {value!r}")
+                raise InvalidInputError(
+                    f"Budget {scope} must be '*' or a non-empty string; got {value!r}"
+                )
         if self.tier is not None and self.tier != "*":
             object.__setattr__(self, "tier", _tier(self.tier, "tier"))
         if self.floor is not None:
@@ -231,7 +238,7 @@ class Budget:
         if start is not None and (
             isinstance(start, bool) or not isinstance(start, int | float) or not 0 <= start < 1
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 "Budget step_down_at must be a fraction from 0 to below 1 (0.8 = step down "
                 f"from 80 % spent) or None; got {start!r}"
             )
@@ -239,22 +246,24 @@ class Budget:
         if flex is not None and (
             isinstance(flex, bool) or not isinstance(flex, int | float) or not 0 <= flex < 1
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 "Budget flex_at must be a fraction from 0 to below 1 (0.9 = move calls to "
                 f"flex from 90 % spent) or None; got {flex!r}"
             )
         if flex is not None and start is not None and flex <= start:
-            raise ValueError(
+            raise InvalidInputError(
                 f"Budget flex_at ({flex!r}) must be above step_down_at ({start!r}): reasoning "
                 "tiers step down first, then calls move to flex, then the budget refuses"
             )
         if self.unpriced not in ("refuse", "allow"):
-            raise ValueError(f"Budget unpriced must be 'refuse' or 'allow'; got {self.unpriced!r}")
+            raise InvalidInputError(
+                f"Budget unpriced must be 'refuse' or 'allow'; got {self.unpriced!r}"
+            )
         name = self.name
         if name is None:
             name = self.per if self.scope == "all" else f"{self.per}:{self.scope}={self.match}"
         elif not isinstance(name, str) or not 0 < len(name) <= _MAX_NAME or not name.isprintable():
-            raise ValueError(
+            raise InvalidInputError(
                 f"Budget name must be 1 to {_MAX_NAME} printable characters; got {name!r}"
             )
         object.__setattr__(self, "name", name)
@@ -292,9 +301,9 @@ def _tier(value: object, what: str) -> Effort:
     try:
         tier = Effort.parse(value)  # type: ignore[arg-type]
     except ValueError as exc:
-        raise ValueError(f"Budget {what}: {exc}") from None
+        raise InvalidInputError(f"Budget {what}: {exc}") from None
     if tier is None:
-        raise ValueError(f"Budget {what} must be a tier; got {value!r}")
+        raise InvalidInputError(f"Budget {what} must be a tier; got {value!r}")
     return tier
 
 

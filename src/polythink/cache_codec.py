@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from polythink.cache_key import canonical_json, message_fields
+from polythink.errors import InvalidInputError
 from polythink.types import (
     Cost,
     Effort,
@@ -65,7 +66,7 @@ def read_entry(raw: bytes | str) -> tuple[dict[str, Any], float]:
     """
     entry = loads_json(raw)
     if not isinstance(entry, dict) or entry.get("v") != ENTRY_VERSION:
-        raise ValueError("not a polythink cache entry")
+        raise InvalidInputError("not a polythink cache entry")
     return entry, float(entry["at"])
 
 
@@ -283,7 +284,7 @@ def event_in(data: Mapping[str, Any]) -> StreamEvent:
     """
     kind = data["type"]
     if kind not in ("text", "reasoning", "tool_call_delta", "tool_call", "usage", "done"):
-        raise ValueError(f"unknown stream event type {kind!r}")
+        raise InvalidInputError(f"unknown stream event type {kind!r}")
     call = data.get("tool_call")
     response = data.get("response")
     piece = data.get("tool_call_delta")

@@ -47,6 +47,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from polythink.catalogues import Catalogue, CatalogueEntry
+from polythink.errors import InvalidInputError
 from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import (
     capabilities_from_openrouter,
@@ -402,7 +403,7 @@ class CapabilityStore:
             document = json.loads(source.read_text(encoding="utf-8"))
             stamp = datetime.datetime.fromtimestamp(source.stat().st_mtime, datetime.UTC)
         except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read OpenRouter models file {source}: {exc}") from exc
+            raise InvalidInputError(f"cannot read OpenRouter models file {source}: {exc}") from exc
         evidence = (
             f"imported: OpenRouter /models document {source.name} "
             f"(file dated {stamp.date().isoformat()})"
@@ -629,7 +630,9 @@ def _read(path: Path) -> tuple[_Entries, _Hints]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(document, Mapping) or document.get("format") not in _READABLE_FORMATS:
-            raise ValueError(f"'format' is not one of {', '.join(map(str, _READABLE_FORMATS))}")
+            raise InvalidInputError(
+                f"'format' is not one of {', '.join(map(str, _READABLE_FORMATS))}"
+            )
         entries: _Entries = {}
         for row in document.get("entries", []):
             entry = StoredEntry(
@@ -647,7 +650,7 @@ def _read(path: Path) -> tuple[_Entries, _Hints]:
             hint = Suspicion(**row)
             hints[hint.key] = hint
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(
+        raise InvalidInputError(
             f"capability store {path} cannot be read ({exc}); remove it or point "
             f"{ENV_VAR} (or Client(capabilities_store=...)) elsewhere"
         ) from exc
@@ -721,7 +724,7 @@ def open_store(where: str | Path | bool | CapabilityStore | None = None) -> Capa
     elif isinstance(where, str | Path):
         path = Path(where).expanduser()
     else:
-        raise ValueError(
+        raise InvalidInputError(
             "capabilities_store must be None (the per-user file), a file path, False (memory "
             f"only) or a CapabilityStore; got {type(where).__name__}"
         )

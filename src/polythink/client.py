@@ -40,7 +40,12 @@ from polythink.config import (
     sources_from_toml,
 )
 from polythink.conversion import coerce_messages, coerce_tools
-from polythink.errors import ClientClosedError, ClientLoopError, StreamInterruptedError
+from polythink.errors import (
+    ClientClosedError,
+    ClientLoopError,
+    InvalidInputError,
+    StreamInterruptedError,
+)
 from polythink.http import (
     HTTPLayer,
     build_http_client,
@@ -172,7 +177,7 @@ def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
         return (stop,)
     if isinstance(stop, Sequence) and all(isinstance(s, str) for s in stop):
         return tuple(stop) or None
-    raise ValueError(f"stop must be a string or a list of strings; got {stop!r}")
+    raise InvalidInputError(f"stop must be a string or a list of strings; got {stop!r}")
 
 
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
@@ -203,7 +208,7 @@ def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str
     if isinstance(choice, str):
         if choice in _TOOL_CHOICE_MODES:
             if choice == "required" and not names:
-                raise ValueError('tool_choice="required" needs at least one tool in tools=')
+                raise InvalidInputError('tool_choice="required" needs at least one tool in tools=')
             return choice
         if choice in names:
             forced = choice
@@ -213,7 +218,7 @@ def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str
         and (choice.get("type") in _ANTHROPIC_MODES)
     ):
         if choice["type"] == "any" and not tools:
-            raise ValueError(
+            raise InvalidInputError(
                 'tool_choice {"type": "any"} (= "required") needs at least one tool in tools='
             )
         return _tool_choice(_ANTHROPIC_MODES[choice["type"]], tools)
@@ -229,12 +234,12 @@ def _tool_choice(choice: Any, tools: Sequence[Tool] | None) -> str | Mapping[str
         function = choice.get("function")
         forced = function.get("name") if isinstance(function, Mapping) else choice.get("name")
         if isinstance(forced, str) and forced and forced not in names:
-            raise ValueError(
+            raise InvalidInputError(
                 f"tool_choice forces the tool {forced!r}, which is not declared; "
                 f"declared tools: {declared}"
             )
     if not isinstance(forced, str) or not forced:
-        raise ValueError(
+        raise InvalidInputError(
             'tool_choice must be "auto", "none", "required", the name of a declared tool '
             f'(declared: {declared}), {{"type": "function", "function": {{"name": ...}}}}, '
             f'{{"type": "function", "name": ...}} or Anthropic\'s {{"type": "auto" | "none" | '
@@ -256,12 +261,12 @@ def _shared_limits(limits: Any) -> RedisLimitStore | None:
         try:
             from polythink.backends.redis import RedisLimitStore
         except ModuleNotFoundError as exc:
-            raise ValueError(str(exc)) from None
+            raise InvalidInputError(str(exc)) from None
         return RedisLimitStore(limits)
     if callable(getattr(limits, "for_source", None)):
         shared: RedisLimitStore = limits
         return shared
-    raise ValueError(
+    raise InvalidInputError(
         "limits must be None (this process) or a redis:// URL such as "
         f"'redis://localhost:6379/0' (or a RedisLimitStore); got {type(limits).__name__}"
     )
@@ -271,19 +276,19 @@ def _budgets(budgets: Any) -> tuple[Budget, ...]:
     if budgets is None:
         return ()
     if isinstance(budgets, Budget):
-        raise ValueError("budgets must be a list of Budget; wrap the one budget: [budget]")
+        raise InvalidInputError("budgets must be a list of Budget; wrap the one budget: [budget]")
     if isinstance(budgets, str | bytes | Mapping) or not isinstance(budgets, Iterable):
-        raise ValueError(
+        raise InvalidInputError(
             f"budgets must be a list of Budget (or None for none); got {type(budgets).__name__}"
         )
     found = tuple(budgets)
     names: dict[str, Budget] = {}
     for i, budget in enumerate(found):
         if not isinstance(budget, Budget):
-            raise ValueError(f"budgets[{i}] is {type(budget).__name__}, expected Budget")
+            raise InvalidInputError(f"budgets[{i}] is {type(budget).__name__}, expected Budget")
         seen = names.setdefault(budget.label, budget)
         if seen != budget:
-            raise ValueError(
+            raise InvalidInputError(
                 f"budgets[{i}] and an earlier budget are both named {budget.label!r} but differ; "
                 "a name identifies one budget: give them distinct names"
             )
@@ -291,7 +296,7 @@ def _budgets(budgets: Any) -> tuple[Budget, ...]:
         from polythink.pricing import price_table_version
 
         if price_table_version() is None:
-            raise ValueError(
+            raise InvalidInputError(
                 "spend budgets price every call with the genai-prices table, which is not "
                 "installed: pip install 'polythink[cost]'"
             )
@@ -416,29 +421,35 @@ class Client:
 
         check_http_layer(http)
         if isinstance(sources, Source):
-            raise ValueError("sources must be a list of Source; wrap the one source: [source]")
+            raise InvalidInputError(
+                "sources must be a list of Source; wrap the one source: [source]"
+            )
         if isinstance(sources, Source):
-            raise ValueError("sources must be a list of Source; wrap the one source: [source]")
+            raise InvalidInputError(
+                "sources must be a list of Source; wrap the one source: [source]"
+            )
         if isinstance(sources, str | bytes | Mapping) or not isinstance(sources, Iterable):
-            raise ValueError(f"sources must be a list of Source; got {type(sources).__name__}")
+            raise InvalidInputError(
+                f"sources must be a list of Source; got {type(sources).__name__}"
+            )
         sources = tuple(sources)
         if not sources:
-            raise ValueError("Client needs at least one Source")
+            raise InvalidInputError("Client needs at least one Source")
         for name, provider, method in (
             ("tracer_provider", tracer_provider, "get_tracer"),
             ("meter_provider", meter_provider, "get_meter"),
         ):
             if provider is not None and not callable(getattr(provider, method, None)):
-                raise ValueError(
+                raise InvalidInputError(
                     f"{name} must be an OpenTelemetry {name.title().replace('_', '')} (with "
                     f"{method}()) or None; got {type(provider).__name__}"
                 )
         for i, source in enumerate(sources):
             if not isinstance(source, Source):
-                raise ValueError(f"sources[{i}] is {type(source).__name__}, expected Source")
+                raise InvalidInputError(f"sources[{i}] is {type(source).__name__}, expected Source")
         check_prefix_mismatch(prefix_mismatch, "Client(prefix_mismatch=)")
         if not isinstance(reasoning_affinity, bool):
-            raise ValueError(
+            raise InvalidInputError(
                 f"Client(reasoning_affinity=) must be True or False; got {reasoning_affinity!r}"
             )
         if prefix_mismatch is not None:
@@ -491,7 +502,7 @@ class Client:
             profile = source.profile
             key = source.resolve_api_key()
             if key is None and profile.key_required and source.base_url is None:
-                raise ValueError(
+                raise InvalidInputError(
                     f"sources[{i}] ({source.provider}/{source.model}) has no API key: pass "
                     f"api_key= or set {' or '.join(profile.api_key_env)}"
                 )
@@ -550,7 +561,7 @@ class Client:
         try:
             store = cache_store(cache)
         except ModuleNotFoundError as exc:
-            raise ValueError(str(exc)) from None
+            raise InvalidInputError(str(exc)) from None
         self._store = store
         self._cache: CacheMiddleware | None = (
             CacheMiddleware(store, sources, ttl=getattr(store, "ttl", None))
@@ -847,13 +858,15 @@ class Client:
                 if get_provider(s.provider).batches is not None
             ]
             if not found:
-                raise ValueError(
+                raise InvalidInputError(
                     "no source of this client has a batch API (openai, openai-responses, "
                     "anthropic and gemini have one)"
                 )
             source = found[0]
         if not 0 <= source < len(self.sources):
-            raise ValueError(f"source must be a source index from 0 to {len(self.sources) - 1}")
+            raise InvalidInputError(
+                f"source must be a source index from 0 to {len(self.sources) - 1}"
+            )
         return await submit_batch(self, source, requests, name=name)
 
     def resume_batch(
@@ -979,19 +992,27 @@ class Client:
         """
         check_prefix_mismatch(prefix_mismatch, "prefix_mismatch")
         if system_suffix is not None and not isinstance(system_suffix, str):
-            raise ValueError(f"system_suffix must be a string; got {type(system_suffix).__name__}")
+            raise InvalidInputError(
+                f"system_suffix must be a string; got {type(system_suffix).__name__}"
+            )
         if system_suffix:
             check_text(system_suffix, "system_suffix")
         if cache is not True and cache is not False and cache != "refresh":
-            raise ValueError(f'cache must be True, False or "refresh"; got {cache!r}')
+            raise InvalidInputError(f'cache must be True, False or "refresh"; got {cache!r}')
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
-            raise ValueError(f"max_tokens must be a positive int (tokens); got {max_tokens!r}")
+            raise InvalidInputError(
+                f"max_tokens must be a positive int (tokens); got {max_tokens!r}"
+            )
         if timeout is not None and not (_is_number(timeout) and 0 < timeout < math.inf):
-            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+            raise InvalidInputError(
+                f"timeout must be a positive number of seconds; got {timeout!r}"
+            )
         if temperature is not None and not (_is_number(temperature) and 0 <= temperature <= 2):
-            raise ValueError(f"temperature must be a number from 0 to 2; got {temperature!r}")
+            raise InvalidInputError(
+                f"temperature must be a number from 0 to 2; got {temperature!r}"
+            )
         if top_p is not None and not (_is_number(top_p) and 0 <= top_p <= 1):
-            raise ValueError(f"top_p must be a number from 0 to 1; got {top_p!r}")
+            raise InvalidInputError(f"top_p must be a number from 0 to 1; got {top_p!r}")
         check_extra_body(extra_body, "extra_body")
         declared = coerce_tools(tools)
         fmt = ResponseFormat.coerce(response_format)

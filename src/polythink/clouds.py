@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from polythink.errors import InvalidInputError
 from polythink.providers import ProviderProfile, get_provider, routed_profile
 
 __all__ = [
@@ -85,7 +86,7 @@ def bedrock_endpoint(region: str) -> str:
             ``us-gov-west-1`` …).
     """
     if not _REGION.fullmatch(region):
-        raise ValueError(
+        raise InvalidInputError(
             f"Bedrock region {region!r} is not an AWS region name such as 'us-east-1' or "
             "'eu-central-1'"
         )
@@ -101,12 +102,12 @@ def vertex_endpoint(project: str, location: str, root: str | None = None) -> str
         ValueError: ``project`` or ``location`` is not a name Google Cloud uses.
     """
     if not _PROJECT.fullmatch(project):
-        raise ValueError(
+        raise InvalidInputError(
             f"Vertex project {project!r} is not a Google Cloud project id (letters, digits, "
             "'-', '.', ':')"
         )
     if not _LOCATION.fullmatch(location):
-        raise ValueError(
+        raise InvalidInputError(
             f"Vertex location {location!r} is not a location such as 'global', 'us', 'eu' or "
             "'us-central1'"
         )

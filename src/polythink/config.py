@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from polythink import clouds
+from polythink.errors import InvalidInputError
 from polythink.providers import (
     ALIASES,
     PROVIDERS,
     ProviderProfile,
     canonical_provider,
     get_provider,
+    local_base_url,
     suggest_provider,
 )
 from polythink.reasoning.capabilities import get_capability
@@ -101,7 +103,7 @@ def check_key(key: str, where: str, *, words: bool = False) -> None:
         problem = f"{side} with {what}"
     else:
         problem = "holds whitespace, a control character or a non-ASCII character inside it"
-    raise ValueError(
+    raise InvalidInputError(
         f"{where} {problem}; an API key is one printable ASCII token: remove the whitespace "
         "(for example a newline left by the file it was read from). The key is not shown"
     )
@@ -130,7 +132,7 @@ def check_headers(headers: Mapping[str, str] | None, where: str) -> None:
         if not _TOKEN.fullmatch(name):
             bad = next((i for i, c in enumerate(name) if not _TOKEN.fullmatch(c)), 0)
             shown = f"{name[:bad]!r} followed by {_character(name[bad])}" if name else "empty"
-            raise ValueError(
+            raise InvalidInputError(
                 f"{where}: a header name is a token of letters, digits and "
                 f"!#$%&'*+-.^_`|~ (no spaces, colons or control characters); got a name "
                 f"{shown}"
@@ -142,7 +144,7 @@ def check_headers(headers: Mapping[str, str] | None, where: str) -> None:
                 if wrong is not None
                 else "starts or ends with whitespace"
             )
-            raise ValueError(
+            raise InvalidInputError(
                 f"{where}[{name!r}] {problem}; a header value is printable ASCII, with spaces "
                 "and tabs only inside it. The value is not shown"
             )
@@ -177,30 +179,30 @@ def check_base_url(url: object, where: str) -> str:
     """
     example = "an http:// or https:// URL such as 'https://api.openai.com/v1'"
     if not isinstance(url, str):
-        raise ValueError(f"{where} must be {example}; got a {type(url).__name__}")
+        raise InvalidInputError(f"{where} must be {example}; got a {type(url).__name__}")
     scheme, _, rest = url.partition("://") if "://" in url else ("", "", url)
     authority, *path = re.split(r"([/?#])", rest, maxsplit=1)
     if "@" in authority:
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} must not carry user information (user:password@): give a key as "
             f"api_key= or headers=; got {scheme}://...@{authority.rpartition('@')[2]}"
             f"{''.join(path).partition('?')[0]} (the user information is not shown)"
         )
     bad = next((c for c in url if c.isspace() or not c.isprintable()), None)
     if bad is not None:
-        raise ValueError(f"{where} holds {_character(bad)}; expected {example}")
+        raise InvalidInputError(f"{where} holds {_character(bad)}; expected {example}")
     root, mark, _ = url.partition("?")
     root, hash_mark, _ = root.partition("#")
     if mark or hash_mark:
         # Not echoed whole: a query often carries a key (Google's ?key=).
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} must not carry a query (?...) or fragment (#...): polythink appends the "
             f"API path to it; got {root!r} followed by {mark or hash_mark}... (give a key as "
             "api_key= or headers=)"
         )
     if not url.startswith(("http://", "https://")):
         shown = repr(scheme) if _SCHEME.fullmatch(scheme) else "no scheme" if not scheme else None
-        raise ValueError(
+        raise InvalidInputError(
             f"{where}'s scheme must be http or https; "
             + (f"got {shown}" if shown else "got a scheme that is not shown")
             + f" (expected {example})"
@@ -209,37 +211,48 @@ def check_base_url(url: object, where: str) -> str:
         parts = urllib.parse.urlsplit(url)
     except ValueError as exc:
         words = str(exc) if authority not in str(exc) else "its host cannot be read"
-        raise ValueError(f"{where} is not a valid URL ({words}); expected {example}") from None
+        raise InvalidInputError(
+            f"{where} is not a valid URL ({words}); expected {example}"
+        ) from None
     if not parts.hostname:
-        raise ValueError(f"{where} has no host; expected {example}")
+        raise InvalidInputError(f"{where} has no host; expected {example}")
     try:
         port = parts.port
     except ValueError:
         port = 0
     if port == 0 or (port is None and parts.netloc.endswith(":")):
-        raise ValueError(
+        raise InvalidInputError(
             f"{where}'s port is not a number from 1 to 65535 (what follows the host's ':' is "
             f"not shown); expected {example}"
         )
     return url.rstrip("/")
 
 
+ROOT_ENV = "POLYTHINK_BASE_URL_ROOT"
+"""The variable naming one server for every provider, each under its own path
+(:func:`~polythink.providers.local_base_url`): ``polythink simulate``'s
+``http://127.0.0.1:8787``, so any program's sources reach the simulator unchanged."""
+
+
 def _base_url_from_env(provider: str) -> str | None:
     """The base URL the provider's official SDK would read from the environment
     (``ProviderProfile.base_url_env``: ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` …, with the
-    path that SDK appends), or ``None``.
+    path that SDK appends), else the provider's path under :data:`ROOT_ENV`, or ``None``.
 
     Raises:
         ValueError: the variable is not a usable URL (:func:`check_base_url`, naming it).
     """
-    found = get_provider(provider).base_url_env
-    if found is None:
+    profile = get_provider(provider)
+    found = profile.base_url_env
+    if found is not None:
+        name, path = found
+        value = os.environ.get(name)
+        if value:
+            return check_base_url(value.strip(), f"${name}") + path
+    root = os.environ.get(ROOT_ENV)
+    if not root:
         return None
-    name, path = found
-    value = os.environ.get(name)
-    if not value:
-        return None
-    return check_base_url(value.strip(), f"${name}") + path
+    return local_base_url(check_base_url(root.strip(), f"${ROOT_ENV}"), profile)
 
 
 def check_prefix_mismatch(value: Any, where: str) -> None:
@@ -249,7 +262,7 @@ def check_prefix_mismatch(value: Any, where: str) -> None:
         ValueError: naming ``where`` and the accepted values.
     """
     if value is not None and value not in PREFIX_MISMATCH:
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} must be one of {', '.join(map(repr, PREFIX_MISMATCH))} or None (what "
             "Anthropic does with a thinking block bound to a different conversation); got "
             f"{value!r}"
@@ -297,7 +310,7 @@ class Timeout:
                 or not isinstance(value, int | float)
                 or not 0 < value < math.inf
             ):
-                raise ValueError(
+                raise InvalidInputError(
                     f"Timeout.{name} must be a positive number of seconds or None; got {value!r}"
                 )
 
@@ -313,7 +326,9 @@ class Timeout:
         if isinstance(value, Timeout):
             return value
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"timeout must be seconds (a number) or a Timeout; got {value!r}")
+            raise InvalidInputError(
+                f"timeout must be seconds (a number) or a Timeout; got {value!r}"
+            )
         return cls(total=float(value))
 
 
@@ -356,7 +371,7 @@ class ReadLimits:
         for name in ("max_line", "max_event", "max_body", "max_decoded"):
             value = getattr(self, name)
             if not (_integer(value) and value > 0):
-                raise ValueError(
+                raise InvalidInputError(
                     f"ReadLimits.{name} must be a positive whole number; got {value!r}"
                 )
 
@@ -504,27 +519,27 @@ class Source:
             object.__setattr__(self, "provider", canonical_provider(self.provider))
         get_provider(self.provider)
         if not isinstance(self.model, str) or not self.model.strip():
-            raise ValueError("Source.model must be a non-empty model id")
+            raise InvalidInputError("Source.model must be a non-empty model id")
         bad = next((c for c in self.model if c.isspace() or not c.isprintable()), None)
         if bad is not None:
             # A line break would end a header or a log line early; a model id has no spaces.
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.model holds {_character(bad)}; a model id is printable characters "
                 f"without spaces (got {self.model!r})"
             )
         self._check_cloud()
         object.__setattr__(self, "reasoning_effort", Effort.parse(self.reasoning_effort))
         if self.effort_fallback not in _POLICIES:
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.effort_fallback must be one of {', '.join(_POLICIES)}; "
                 f"got {self.effort_fallback!r}"
             )
         try:
             object.__setattr__(self, "service_tier", ServiceTier.parse(self.service_tier))
         except ValueError as exc:
-            raise ValueError(f"Source.service_tier: {exc}") from None
+            raise InvalidInputError(f"Source.service_tier: {exc}") from None
         if self.service_tier_fallback not in _POLICIES:
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.service_tier_fallback must be one of {', '.join(_POLICIES)}; "
                 f"got {self.service_tier_fallback!r}"
             )
@@ -534,9 +549,11 @@ class Source:
         try:
             spare = ServiceTier.parse(spare)
         except ValueError as exc:
-            raise ValueError(f"Source.capacity_fallback: {exc} ('none' for no resend)") from None
+            raise InvalidInputError(
+                f"Source.capacity_fallback: {exc} ('none' for no resend)"
+            ) from None
         if spare is ServiceTier.AUTO:
-            raise ValueError(
+            raise InvalidInputError(
                 "Source.capacity_fallback must be flex, standard, priority or None; got 'auto' "
                 "(the tier to send a call again at when its own has no capacity)"
             )
@@ -544,33 +561,37 @@ class Source:
         for name in ("rpm", "tpm"):
             value = getattr(self, name)
             if value is not None and not (_finite_number(value) and value > 0):
-                raise ValueError(
+                raise InvalidInputError(
                     f"Source.{name} must be a positive finite number or None; got {value!r}"
                 )
         if self.max_concurrency is not None and not (
             _integer(self.max_concurrency) and self.max_concurrency > 0
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.max_concurrency must be a positive int or None; "
                 f"got {self.max_concurrency!r}"
             )
         if self.max_retries is not None and not (
             _integer(self.max_retries) and self.max_retries >= 0
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.max_retries must be an int >= 0 or None; got {self.max_retries!r}"
             )
         if not isinstance(self.drop_params, bool):
-            raise ValueError(f"Source.drop_params must be True or False; got {self.drop_params!r}")
+            raise InvalidInputError(
+                f"Source.drop_params must be True or False; got {self.drop_params!r}"
+            )
         if self.api_key is not None and not isinstance(self.api_key, str):
-            raise ValueError("Source.api_key must be a string or None")
+            raise InvalidInputError("Source.api_key must be a string or None")
         if self.api_key:
             check_key(self.api_key, "Source.api_key")
         if self.headers is not None and not (
             isinstance(self.headers, Mapping)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items())
         ):
-            raise ValueError("Source.headers must be a dict of header names to string values")
+            raise InvalidInputError(
+                "Source.headers must be a dict of header names to string values"
+            )
         for name, value in (self.headers or {}).items():
             if credential_header(name):
                 check_key(value, f"Source.headers[{name!r}]", words=True)
@@ -580,7 +601,7 @@ class Source:
         self._check_options()
         layers = self.middleware
         if isinstance(layers, str | bytes) or not isinstance(layers, Sequence):
-            raise ValueError(
+            raise InvalidInputError(
                 "Source.middleware must be a list of layers; got "
                 f"{type(layers).__name__}"
                 + ("; wrap the one layer: [layer]" if hasattr(layers, "complete") else "")
@@ -588,7 +609,7 @@ class Source:
         object.__setattr__(self, "middleware", tuple(layers))
         object.__setattr__(self, "timeout", Timeout.coerce(self.timeout))
         if not isinstance(self.read_limits, ReadLimits):
-            raise ValueError(
+            raise InvalidInputError(
                 "Source.read_limits must be a polythink.ReadLimits; got "
                 f"{type(self.read_limits).__name__}"
             )
@@ -614,19 +635,21 @@ class Source:
         for name in ("region", "project", "base_model"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(f"Source.{name} must be a non-empty string or None; got {value!r}")
+                raise InvalidInputError(
+                    f"Source.{name} must be a non-empty string or None; got {value!r}"
+                )
         if self.region is not None and cloud not in ("aws", "google"):
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.region is for the bedrock and vertex providers; provider "
                 f"{self.provider!r} takes its endpoint as base_url"
             )
         if self.project is not None and cloud != "google":
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.project is the Google Cloud project of a vertex source; provider "
                 f"{self.provider!r} has none"
             )
         if self.credentials is not None and cloud is None:
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.credentials is for the cloud providers (bedrock, vertex, azure); "
                 f"provider {self.provider!r} takes api_key="
             )
@@ -649,12 +672,12 @@ class Source:
             if value is None or value in accepted or (dated and name == "api_version"):
                 continue
             if not accepted:
-                raise ValueError(
+                raise InvalidInputError(
                     f"Source.{name} is not available on provider {profile.id!r} (it has no "
                     f"{name} to choose); got {value!r}"
                 )
             date = " or a dated api-version such as '2025-04-01-preview'"
-            raise ValueError(
+            raise InvalidInputError(
                 f"Source.{name} must be one of {', '.join(accepted)}"
                 f"{date if profile.cloud == 'azure' and name == 'api_version' else ''} "
                 f"(or None); got {value!r}"
@@ -751,7 +774,7 @@ class Source:
                 return self.base_url or clouds.vertex_express_endpoint()
             project = self.vertex_project
             if project is None:
-                raise ValueError(
+                raise InvalidInputError(
                     f"the vertex source {self.model!r} needs a Google Cloud project: set "
                     "Source(project=...) or GOOGLE_CLOUD_PROJECT (or give an express-mode API "
                     "key as api_key=)"
@@ -761,7 +784,7 @@ class Source:
         if base is None:
             given = clouds.first_env(clouds.AZURE_ENDPOINT_ENV)
             if given is None:
-                raise ValueError(
+                raise InvalidInputError(
                     f"the azure source {self.model!r} needs its resource endpoint: set "
                     "Source(base_url='https://<resource>.openai.azure.com') or "
                     "AZURE_OPENAI_ENDPOINT"
@@ -783,7 +806,7 @@ class Source:
             match = re.search(r"\.([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.", self.base_url)
             found = match[1] if match else None
         if found is None:
-            raise ValueError(
+            raise InvalidInputError(
                 f"the bedrock source {self.model!r} needs an AWS region: set "
                 "Source(region='us-east-1') or AWS_REGION"
             )
@@ -877,7 +900,7 @@ def _provider_from_env(name: str) -> str:
             return pid
     if wanted in ALIASES:
         return ALIASES[wanted]
-    raise ValueError(
+    raise InvalidInputError(
         f"unknown provider {name!r} in environment{suggest_provider(wanted)}; known: "
         f"{', '.join(PROVIDERS)}"
     )
@@ -888,16 +911,16 @@ def _convert(field_name: str, raw: Any, where: str) -> Any:
         try:
             return int(raw)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}: expected an integer, got {raw!r}") from None
+            raise InvalidInputError(f"{where}: expected an integer, got {raw!r}") from None
     if field_name in _FLOATS:
         try:
             return float(raw)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}: expected a number, got {raw!r}") from None
+            raise InvalidInputError(f"{where}: expected a number, got {raw!r}") from None
     if field_name in ("drop_params", "enable_thinking") and isinstance(raw, str):
         lowered = raw.strip().lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"{where}: expected true or false, got {raw!r}")
+            raise InvalidInputError(f"{where}: expected true or false, got {raw!r}")
         return lowered in ("true", "1", "yes")
     return raw
 
@@ -906,13 +929,13 @@ def _effort(value: Any, where: str) -> Effort | None:
     try:
         return Effort.parse(value)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise InvalidInputError(f"{where}: {exc}") from None
 
 
 def _flag(value: Any, name: str, where: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
-    raise ValueError(f"{where}: {name} must be true or false; got {value!r}")
+    raise InvalidInputError(f"{where}: {name} must be true or false; got {value!r}")
 
 
 _THINKING_KEYS = ("effort", "enabled", "prefix_mismatch")
@@ -930,13 +953,15 @@ def _thinking_default(thinking: Mapping[str, Any] | None, where: str) -> Effort 
         return None
     unknown = set(thinking) - set(_THINKING_KEYS)
     if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: {list(_THINKING_KEYS)}")
+        raise InvalidInputError(
+            f"{where}: unknown keys {sorted(unknown)}; known: {list(_THINKING_KEYS)}"
+        )
     enabled = _flag(thinking.get("enabled"), "enabled", where)
     effort = _effort(thinking.get("effort"), where)
     if enabled is False and effort not in (None, Effort.NONE):
-        raise ValueError(f"{where}: enabled = false contradicts effort = {effort.value!r}")
+        raise InvalidInputError(f"{where}: enabled = false contradicts effort = {effort.value!r}")
     if enabled is True and effort is Effort.NONE:
-        raise ValueError(f"{where}: enabled = true contradicts effort = 'none'")
+        raise InvalidInputError(f"{where}: enabled = true contradicts effort = 'none'")
     if enabled is False:
         return Effort.NONE
     if effort is not None:
@@ -977,13 +1002,13 @@ def _build(
     if enable is not None:
         implied = Effort.AUTO if enable else Effort.NONE
         if effort is not None and (effort is Effort.NONE) != (implied is Effort.NONE):
-            raise ValueError(
+            raise InvalidInputError(
                 f"{where}: enable_thinking = {enable} contradicts reasoning_effort = "
                 f"{effort.value!r}"
             )
         effort = effort or implied
     if "model" not in fields:
-        raise ValueError(f"{where}: a source needs a MODEL")
+        raise InvalidInputError(f"{where}: a source needs a MODEL")
     if effort is None and isinstance(fields["model"], str):
         effort = thinking_default_for(default, fields["model"])
         if effort is not default:
@@ -995,7 +1020,7 @@ def _build(
     try:
         return Source(provider, **fields)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise InvalidInputError(f"{where}: {exc}") from None
 
 
 def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> list[Source]:
@@ -1027,7 +1052,7 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
             f"{prefix}__THINKING__EFFORT",
             f"{prefix}__THINKING__PREFIX_MISMATCH",
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 f"{key}: unknown [thinking] field; known: ENABLED, EFFORT, PREFIX_MISMATCH"
             )
         if key == f"{prefix}__THINKING__ENABLED":
@@ -1041,20 +1066,20 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
             continue
         match = _ENV_KEY.match(key)
         if not match or match["scope"] != prefix:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{key}: expected {prefix}__<PROVIDER>__<N>__<FIELD> with FIELD one of "
                 + ", ".join(_FIELDS)
             )
         field_name = _FIELDS.get(match["field"])
         if field_name is None:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{key}: unknown field {match['field']!r}; known: {', '.join(_FIELDS)}"
             )
         provider = _provider_from_env(match["provider"])
         group = grouped.setdefault((int(match["n"]), provider), {})
         group[field_name] = _convert(field_name, value, key)
     if not grouped:
-        raise ValueError(f"no sources found: set {prefix}__<PROVIDER>__0__MODEL")
+        raise InvalidInputError(f"no sources found: set {prefix}__<PROVIDER>__0__MODEL")
     default = _thinking_default(thinking, f"{prefix}__THINKING")
     mismatch = _thinking_mismatch(thinking, f"{prefix}__THINKING")
     clamped: list[str] = []
@@ -1099,18 +1124,18 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         with open(path, "rb") as handle:
             raw = handle.read()
     except IsADirectoryError:
-        raise ValueError(f"{path}: is a directory, not a TOML file") from None
+        raise InvalidInputError(f"{path}: is a directory, not a TOML file") from None
     try:
         text = raw.decode()
     except UnicodeDecodeError as exc:
-        raise ValueError(
+        raise InvalidInputError(
             f"{path}: not valid TOML: TOML is UTF-8 text, and byte {raw[exc.start]:#04x} at "
             f"offset {exc.start} is not UTF-8"
         ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+        raise InvalidInputError(f"{path}: not valid TOML: {exc}") from None
 
 
 _SERVE = ("serve", "route", "tenant")
@@ -1144,7 +1169,7 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     data = read_toml(path)
     unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS, *_SERVE})
     if unknown_tables:
-        raise ValueError(
+        raise InvalidInputError(
             f"{path}: unknown top-level keys {unknown_tables}; known: [thinking], [[source]], "
             "[[budget]], " + ", ".join(_OPTIONS) + ", and polythink serve's [serve], [[route]], "
             "[[tenant]]"
@@ -1153,7 +1178,7 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     mismatch = _thinking_mismatch(data.get("thinking"), f"{path} [thinking]")
     rows = data.get("source")
     if not isinstance(rows, list) or not rows:
-        raise ValueError(f"{path}: no [[source]] tables")
+        raise InvalidInputError(f"{path}: no [[source]] tables")
     sources = []
     clamped: list[str] = []
     allowed = set(_FIELDS.values()) | {"provider", "headers", "extra_body"}
@@ -1161,13 +1186,13 @@ def sources_from_toml(path: str | Path) -> list[Source]:
         where = f"{path} [[source]] #{i}"
         unknown = set(row) - allowed
         if unknown:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{where}: unknown keys {sorted(unknown)}; known: {sorted(allowed)}"
                 + (_MIDDLEWARE_IN_CODE if "middleware" in unknown else "")
             )
         fields = {k: v for k, v in row.items() if k != "provider"}
         if "provider" not in row:
-            raise ValueError(f"{where}: a source needs a provider")
+            raise InvalidInputError(f"{where}: a source needs a provider")
         sources.append(_build(fields, row["provider"], where, default, clamped, mismatch))
     _warn_clamped(f"{path} [thinking]", clamped)
     return sources
@@ -1216,23 +1241,23 @@ def options_from_toml(path: str | Path) -> dict[str, Any]:
         if name in data:
             value = data[name]
             if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{path}: {name} must be a non-empty string; got {value!r}")
+                raise InvalidInputError(f"{path}: {name} must be a non-empty string; got {value!r}")
             found[name] = value.strip()
     tables = data.get("budget", [])
     if not isinstance(tables, list):
-        raise ValueError(f"{path}: budgets are [[budget]] tables; got {tables!r}")
+        raise InvalidInputError(f"{path}: budgets are [[budget]] tables; got {tables!r}")
     budgets = []
     for i, table in enumerate(tables):
         unknown = sorted(set(table) - set(Budget.__dataclass_fields__))
         if unknown:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{path} [[budget]] #{i}: unknown keys {unknown}; known: "
                 + ", ".join(Budget.__dataclass_fields__)
             )
         try:
             budgets.append(Budget(**table))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path} [[budget]] #{i}: {exc}") from None
+            raise InvalidInputError(f"{path} [[budget]] #{i}: {exc}") from None
     if budgets:
         found["budgets"] = budgets
     return found

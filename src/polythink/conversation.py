@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from polythink.conversion import coerce_messages
+from polythink.errors import InvalidInputError
 from polythink.reasoning.capabilities import get_capability
 from polythink.types import Effort, Message, Response, Tool
 from polythink.wire_json import loads_json
@@ -123,7 +124,7 @@ def load_conversation(path: str | os.PathLike[str]) -> list[Message]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{os.fspath(path)}:{number}: not UTF-8 text ({exc.reason} at byte "
                     f"{exc.start + 1} of the line); a saved conversation is UTF-8 JSON lines"
                 ) from None
@@ -132,7 +133,7 @@ def load_conversation(path: str | os.PathLike[str]) -> list[Message]:
             try:
                 messages.append(Message.from_dict(loads_json(line)))
             except ValueError as exc:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{os.fspath(path)}:{number}: not a saved message: {exc}"
                 ) from None
     return messages
@@ -374,9 +375,9 @@ async def compact(
         PolythinkError: the call failed (the typed error of the last source tried).
     """
     if type(summary_tokens) is not int or summary_tokens <= 0:
-        raise ValueError(f"summary_tokens must be a positive int; got {summary_tokens!r}")
+        raise InvalidInputError(f"summary_tokens must be a positive int; got {summary_tokens!r}")
     if type(keep) is not int or keep < 0:
-        raise ValueError(f"keep must be a number of turns (an int >= 0); got {keep!r}")
+        raise InvalidInputError(f"keep must be a number of turns (an int >= 0); got {keep!r}")
     original = coerce_messages(messages)
     request = _request_messages(original, prompt)
     options: dict[str, Any] = {
@@ -467,7 +468,7 @@ def should_compact(
     if tokens is None:
         return False
     if type(tokens) is not int or tokens < 0:
-        raise ValueError(f"context must be a token count (an int >= 0); got {tokens!r}")
+        raise InvalidInputError(f"context must be a token count (an int >= 0); got {tokens!r}")
     window = context_window
     if window is None and model is not None:
         cap = get_capability(model)

@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import orjson
 
+from polythink.errors import InvalidInputError
 from polythink.types import Message, Tool
 
 __all__ = ["PrefixStates", "coerce_messages", "coerce_tools", "tools_memo"]
@@ -57,7 +58,7 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
             message content part 1 ...``), or ``messages`` is empty or not a sequence.
     """
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
-        raise ValueError(
+        raise InvalidInputError(
             "messages must be a list of Message objects or OpenAI-style dicts; got "
             f"{type(messages).__name__}"
         )
@@ -97,7 +98,7 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Me
     else:
         seen.keep(items, copies, result)
     if not result:
-        raise ValueError("messages must not be empty")
+        raise InvalidInputError("messages must not be empty")
     return tuple(result)
 
 
@@ -110,7 +111,7 @@ def _coerced(messages: Sequence[Any]) -> list[Message]:
         index = _failing_index(messages)
         if index is None:
             raise
-        raise ValueError(f"messages[{index}]: {exc}") from None
+        raise InvalidInputError(f"messages[{index}]: {exc}") from None
 
 
 _NOT_KEPT: Any = object()
@@ -328,7 +329,7 @@ def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool
     if tools is None:
         return ()
     if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
-        raise ValueError(
+        raise InvalidInputError(
             f"tools must be a list of Tool objects or dicts; got {type(tools).__name__}"
         )
     if not tools:
@@ -340,7 +341,7 @@ def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool
         if kept is not None:
             return kept
     if any(not isinstance(t, Tool | Mapping) for t in listed):
-        raise ValueError("each tool must be a Tool or a dict with a function 'name'")
+        raise InvalidInputError("each tool must be a Tool or a dict with a function 'name'")
     if key is None:
         return tuple(Tool.coerce(t) for t in listed)
     given = [_copied_tool(t) for t in listed]

@@ -22,8 +22,11 @@ A call with ``response_format`` whose answer does not fit it raises
 a source that cannot produce that format at all refuses it before sending with
 :class:`OutputFormatUnsupportedError`. :class:`BudgetExceededError` is a call a spend budget
 cannot afford, refused before it is sent.
-Configuration mistakes raise ``ValueError`` (or
-:class:`ThinkingUnsupportedError`, which is one) when the client is built.
+Bad input (a message, a tool, an argument, a source, a configuration file) raises
+:class:`InvalidInputError`, a ``ValueError`` too, before anything is sent: when the value is
+built or the client started. It and :class:`PolythinkError` are defined in
+:mod:`polythink.types`, so the value types can raise them without importing this module;
+they are this module's names.
 
 API keys never appear in a message, repr or body of these errors: bodies pass through
 :func:`redact` at the transport boundary, and an error from below (httpx, aiohttp, the
@@ -38,10 +41,10 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from polythink.types import KEY_SHAPES
+from polythink.types import KEY_SHAPES, InvalidInputError, PolythinkError
 
 if TYPE_CHECKING:
-    from polythink.types import RateLimit, Response
+    from polythink.types import Response
 
 __all__ = [
     "AuthError",
@@ -53,6 +56,7 @@ __all__ = [
     "ContentFilterError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
+    "InvalidInputError",
     "MiddlewareError",
     "ModelNotFoundError",
     "OutputFormatUnsupportedError",
@@ -73,83 +77,6 @@ __all__ = [
     "recast",
     "redact",
 ]
-
-_MAX_BODY_CHARS = 2000
-
-
-class PolythinkError(Exception):
-    """Base class of every error polythink raises on purpose.
-
-    Attributes (all optional; ``None`` when not applicable or not known):
-        provider: provider id of the source that failed (``"openai"``, ``"anthropic"``, ...).
-        source_index: position of that source in ``Client(sources=[...])``.
-        status_code: HTTP status; in-band stream errors keep the stream's 200.
-        error_type: the provider's error type or code (``"rate_limit_error"``,
-            ``"unsupported_value"``, ...) when it is an identifier holding no key, else
-            ``"http_<status>"`` (the provider's is then in ``body``).
-        request_id: the provider's request id header, for support tickets (redacted).
-        retry_after: seconds the server asked to wait (from ``retry-after-ms``, or
-            ``retry-after`` as seconds or an HTTP date); ``math.inf`` for a value too large
-            to represent.
-        should_retry: ``True``/``False`` when the server's ``x-should-retry`` header said so,
-            or ``False`` when polythink knows a retry cannot help (quota exhausted, a URL
-            or header the HTTP layer refuses to send); ``None`` otherwise. It overrides the
-            status rule of the retry layer.
-        body: the response body, redacted and truncated to 2000 characters.
-        attempts: upstream calls made to this source for this error (set by the retry
-            layer; ``None`` when no retry layer saw it).
-        previous: errors of sources tried earlier in the same call (failover), oldest first.
-        rate_limit: the rate-limit state the provider's headers reported with the error.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str | None = None,
-        source_index: int | None = None,
-        status_code: int | None = None,
-        error_type: str | None = None,
-        request_id: str | None = None,
-        retry_after: float | None = None,
-        should_retry: bool | None = None,
-        body: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.provider = provider
-        self.source_index = source_index
-        self.status_code = status_code
-        self.error_type = error_type
-        self.request_id = request_id
-        self.retry_after = retry_after
-        self.should_retry = should_retry
-        self.body = body[:_MAX_BODY_CHARS] if body is not None else None
-        self.attempts: int | None = None
-        self.previous: list[PolythinkError] = []
-        self.rate_limit: RateLimit | None = None
-
-    def __str__(self) -> str:
-        parts = [self.message]
-        details = [
-            f"{name}={value}"
-            for name, value in (
-                ("provider", self.provider),
-                ("source", self.source_index),
-                ("status", self.status_code),
-                ("type", self.error_type),
-                ("request_id", self.request_id),
-            )
-            if value is not None
-        ]
-        if self.retry_after is not None:
-            details.append(f"retry_after={self.retry_after:.1f} s")
-        if details:
-            parts.append("(" + ", ".join(details) + ")")
-        return " ".join(parts)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self)!r})"
 
 
 class RateLimitedError(PolythinkError):

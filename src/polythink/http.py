@@ -59,7 +59,7 @@ from typing import Any, Literal, get_args
 
 import httpx
 
-from polythink.errors import redact
+from polythink.errors import InvalidInputError, redact
 
 __all__ = [
     "CHUNK_BYTES",
@@ -216,9 +216,9 @@ def check_http_layer(http: str) -> None:
             ``aiohttp`` when the ``httpx-aiohttp`` package is not installed.
     """
     if http not in _LAYERS:
-        raise ValueError(f"http must be one of {', '.join(_LAYERS)}; got {http!r}")
+        raise InvalidInputError(f"http must be one of {', '.join(_LAYERS)}; got {http!r}")
     if http == "aiohttp" and not _aiohttp_available():
-        raise ValueError(
+        raise InvalidInputError(
             "http='aiohttp' needs the httpx-aiohttp package: pip install httpx-aiohttp"
         )
 
@@ -259,7 +259,7 @@ def build_http_client(http: HTTPLayer = "auto") -> httpx.AsyncClient:
     """
     check_http_layer(http)
     if http == "aiohttp" and not _under_asyncio():
-        raise ValueError(
+        raise InvalidInputError(
             "http='aiohttp' runs only under asyncio; use http='httpx' (or 'auto') under trio"
         )
     if http == "auto":

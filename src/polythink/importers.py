@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from polythink.capability_store import CapabilityStore
+from polythink.errors import InvalidInputError
 from polythink.reasoning.capabilities import normalise_model_name
 from polythink.reasoning.capability import Capability
 from polythink.reasoning.families import family_capability
@@ -142,7 +143,7 @@ def capabilities_from_litellm(
         ValueError: when the document is not a JSON object of model entries.
     """
     if not isinstance(document, Mapping):
-        raise ValueError("a LiteLLM model map is a JSON object of model name -> fields")
+        raise InvalidInputError("a LiteLLM model map is a JSON object of model name -> fields")
     rank = {provider: i for i, provider in enumerate(LITELLM_PROVIDERS)}
     chosen: dict[str, tuple[int, str, Mapping[str, Any]]] = {}
     for name, entry in document.items():
@@ -220,7 +221,7 @@ def find_litellm_map(path: str | Path | None = None) -> tuple[Path, str]:
                 except importlib.metadata.PackageNotFoundError:
                     version = "unknown version"
                 return candidate, f"litellm {version} package"
-    raise ValueError(
+    raise InvalidInputError(
         "no LiteLLM model map given and no litellm package with one is installed: pass the "
         "path of model_prices_and_context_window.json (https://github.com/BerriAI/litellm, "
         "repository root), or pip install litellm"
@@ -244,7 +245,7 @@ def import_litellm(store: CapabilityStore, path: str | Path | None = None) -> in
         document = json.loads(source.read_text(encoding="utf-8"))
         stamp = datetime.datetime.fromtimestamp(source.stat().st_mtime, datetime.UTC)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read LiteLLM model map {source}: {exc}") from exc
+        raise InvalidInputError(f"cannot read LiteLLM model map {source}: {exc}") from exc
     where = source.name if origin == "file" else f"{source.name} of the {origin}"
     evidence = f"imported: LiteLLM model map {where} (file dated {stamp.date().isoformat()})"
     capabilities, without = capabilities_from_litellm(document, evidence=evidence)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from polythink.errors import InvalidInputError
+
 __all__ = [
     "ALIASES",
     "AZURE_TIERS",
@@ -27,6 +29,7 @@ __all__ = [
     "TierWire",
     "canonical_provider",
     "get_provider",
+    "local_base_url",
     "register_provider",
     "routed_profile",
     "suggest_provider",
@@ -737,6 +740,23 @@ def canonical_provider(name: str) -> str:
     return ALIASES.get(name, name)
 
 
+def local_base_url(root: str, provider: str | ProviderProfile) -> str:
+    """The base URL of ``provider`` on a server that serves every provider under a path of
+    its own, as polythink's simulator lays them out: ``{root}/{provider}/v1``, and an Azure
+    profile's ``{root}/{provider}/openai/v1`` (the resource's ``/openai/v1``).
+
+    ``root`` is ``scheme://host:port`` without a trailing ``/``; what ``POLYTHINK_BASE_URL_ROOT``
+    and ``polythink demo --base-url-root`` name.
+
+    Raises:
+        ValueError: an unknown provider (:func:`get_provider`).
+    """
+    profile = get_provider(provider)
+    if profile.cloud == "azure":
+        return f"{root}/{profile.id}/openai/v1"
+    return f"{root}/{profile.id}/v1"
+
+
 def get_provider(provider: str | ProviderProfile) -> ProviderProfile:
     """Return the profile for a provider id or alias (or the profile itself).
 
@@ -747,7 +767,7 @@ def get_provider(provider: str | ProviderProfile) -> ProviderProfile:
         return provider
     profile = PROVIDERS.get(provider) or PROVIDERS.get(ALIASES.get(provider, ""))
     if profile is None:
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown provider {provider!r}{suggest_provider(provider)}; known providers: "
             f"{', '.join(PROVIDERS)} (or register one with polythink.providers.register_provider)"
         )
@@ -791,5 +811,5 @@ def register_provider(profile: ProviderProfile) -> None:
         ValueError: when ``profile.wire`` is not one of polythink's transports.
     """
     if profile.wire not in WIRES:
-        raise ValueError(f"unknown wire {profile.wire!r}; accepted: {', '.join(WIRES)}")
+        raise InvalidInputError(f"unknown wire {profile.wire!r}; accepted: {', '.join(WIRES)}")
     PROVIDERS[profile.id] = profile

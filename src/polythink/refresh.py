@@ -59,6 +59,7 @@ from polythink.catalogues import (
     read_catalogue,
     write_catalogue,
 )
+from polythink.errors import InvalidInputError
 from polythink.reasoning.capabilities import (
     capabilities_from_openrouter,
     normalise_model_name,
@@ -222,7 +223,7 @@ def _fetch(
         try:
             return json.loads(path.read_text(encoding="utf-8")), {}
         except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read {path}: {exc}") from exc
+            raise InvalidInputError(f"cannot read {path}: {exc}") from exc
     headers = {"accept": "application/json"}
     if previous.get("etag"):
         headers["if-none-match"] = str(previous["etag"])
@@ -231,15 +232,15 @@ def _fetch(
     try:
         response = client.get(url, headers=headers)
     except httpx.HTTPError as exc:
-        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+        raise InvalidInputError(f"{type(exc).__name__}: {exc}") from exc
     if response.status_code == 304:
         return None
     if response.status_code != 200:
-        raise ValueError(f"HTTP {response.status_code}")
+        raise InvalidInputError(f"HTTP {response.status_code}")
     try:
         document = response.json()
     except ValueError as exc:
-        raise ValueError(f"the body is not JSON ({exc})") from exc
+        raise InvalidInputError(f"the body is not JSON ({exc})") from exc
     validators = {
         name: response.headers[header]
         for name, header in (("etag", "etag"), ("last_modified", "last-modified"))

@@ -19,7 +19,12 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from polythink.errors import OutputRefusedError, OutputTruncatedError, OutputValidationError
+from polythink.errors import (
+    InvalidInputError,
+    OutputRefusedError,
+    OutputTruncatedError,
+    OutputValidationError,
+)
 from polythink.types import Response, ResponseFormat
 from polythink.wire_json import loads_json
 
@@ -235,7 +240,7 @@ def schema_validator(fmt: ResponseFormat[Any]) -> Validator:
             found = cls(schema)
         except SchemaError as exc:
             draft = cls.__name__.removesuffix("Validator")
-            found = ValueError(
+            found = InvalidInputError(
                 f"response_format schema is not a valid JSON Schema ({draft}): at "
                 f"{exc.json_path}: {_bounded(exc.message)}"
             )
@@ -335,7 +340,7 @@ class PartialJSON:
         try:
             from pydantic_core import from_json
         except ModuleNotFoundError as exc:
-            raise ValueError(
+            raise InvalidInputError(
                 "PartialJSON needs pydantic-core: pip install 'polythink[pydantic]'"
             ) from exc
         text = self.text.lstrip()

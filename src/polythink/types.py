@@ -123,7 +123,7 @@ class Effort(enum.StrEnum):
             found = _EFFORT_INPUT.get(key)
             if found is not None:
                 return found
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown reasoning effort {value!r}; accepted: "
             + ", ".join(e.value for e in (*EFFORT_ORDER, Effort.AUTO))
             + " (aliases: off, on, true, false; or a bool, or None for unset)"
@@ -189,7 +189,7 @@ class ServiceTier(enum.StrEnum):
             found = _TIER_INPUT.get(value.strip().lower())
             if found is not None:
                 return found
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown service tier {value!r}; accepted: flex, standard, priority, auto "
             "(alias: default = standard; or None for unset)"
         )
@@ -258,7 +258,7 @@ class ToolCall:
         if function is None and "name" in data:
             function = data
         if not isinstance(function, Mapping) or not function.get("name"):
-            raise ValueError(
+            raise InvalidInputError(
                 "a tool call needs a function name: {'id', 'type': 'function', 'function': "
                 f"{{'name', 'arguments'}}}} or {{'id', 'name', 'arguments'}}; got {dict(data)!r}"
             )
@@ -309,13 +309,13 @@ class Tool:
         # the OpenAI and Anthropic OpenAPI documents and generativelanguage v1beta
         # content.proto, as copied on 2026-11-28.
         if not isinstance(self.name, str) or _TOOL_NAME.fullmatch(self.name) is None:
-            raise ValueError(
+            raise InvalidInputError(
                 f"tool name {self.name!r} is refused by providers: use 1 to 64 letters, digits, "
                 "'_' or '-' (OpenAI and Gemini allow 64 characters, Anthropic 128; Gemini also "
                 "'.' and ':'; only the common part works everywhere)"
             )
         if not isinstance(self.description, str):
-            raise ValueError(
+            raise InvalidInputError(
                 f"tool {self.name!r}: description must be a string; got "
                 f"{type(self.description).__name__}"
             )
@@ -326,7 +326,7 @@ class Tool:
                 if not isinstance(params, Mapping)
                 else f"type {params.get('type')!r}"
             )
-            raise ValueError(
+            raise InvalidInputError(
                 f"tool {self.name!r}: parameters must be a JSON Schema object, a dict with "
                 f'"type": "object" (and usually "properties"); got {got}. OpenAI, Anthropic '
                 "(input_schema) and Gemini (parameters) all take an object schema for the "
@@ -334,12 +334,12 @@ class Tool:
             )
         props = params.get("properties")
         if props is not None and not isinstance(props, Mapping):
-            raise ValueError(
+            raise InvalidInputError(
                 f"tool {self.name!r}: parameters.properties must be a dict of property "
                 f"schemas; got {type(props).__name__}"
             )
         if self.strict is not None and not isinstance(self.strict, bool):
-            raise ValueError(f"tool {self.name!r}: strict must be a bool or None")
+            raise InvalidInputError(f"tool {self.name!r}: strict must be a bool or None")
         check_json(params, f"tool {self.name!r}: parameters")
 
     @classmethod
@@ -356,10 +356,10 @@ class Tool:
         spec: Mapping[str, Any] = value.get("function", value)
         name = spec.get("name")
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a tool needs a non-empty 'name'; got {dict(value)!r}")
+            raise InvalidInputError(f"a tool needs a non-empty 'name'; got {dict(value)!r}")
         unknown = spec.keys() - _TOOL_KEYS
         if unknown:
-            raise ValueError(
+            raise InvalidInputError(
                 f"tool {name!r} has unknown key(s) {', '.join(map(repr, sorted(unknown)))}; "
                 f"accepted: {', '.join(sorted(_TOOL_KEYS))}"
             )
@@ -427,30 +427,36 @@ class MessageMetadata:
             ValueError: for a key that is not a metadata field, or a value of the wrong type.
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"message metadata must be a dict; got {type(data).__name__}")
+            raise InvalidInputError(f"message metadata must be a dict; got {type(data).__name__}")
         unknown = sorted(set(data) - set(_METADATA_FIELDS))
         if unknown:
-            raise ValueError(
+            raise InvalidInputError(
                 f"unknown message metadata keys {unknown}; accepted: {list(_METADATA_FIELDS)}"
             )
         for name in ("provider", "model"):
             if data.get(name) is not None and not isinstance(data[name], str):
-                raise ValueError(f"message metadata {name} must be a string; got {data[name]!r}")
+                raise InvalidInputError(
+                    f"message metadata {name} must be a string; got {data[name]!r}"
+                )
         index = data.get("source_index")
         if index is not None and (type(index) is not int or index < 0):
-            raise ValueError(f"message metadata source_index must be an int >= 0; got {index!r}")
+            raise InvalidInputError(
+                f"message metadata source_index must be an int >= 0; got {index!r}"
+            )
         for name in ("started_at", "duration"):
             value = data.get(name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | float)
             ):
-                raise ValueError(f"message metadata {name} must be seconds; got {value!r}")
+                raise InvalidInputError(f"message metadata {name} must be seconds; got {value!r}")
         interrupted = data.get("interrupted", False)
         if not isinstance(interrupted, bool):
-            raise ValueError(f"message metadata interrupted must be a bool; got {interrupted!r}")
+            raise InvalidInputError(
+                f"message metadata interrupted must be a bool; got {interrupted!r}"
+            )
         mismatch = data.get("prefix_mismatch")
         if mismatch is not None and mismatch not in PREFIX_MISMATCH:
-            raise ValueError(
+            raise InvalidInputError(
                 f"message metadata prefix_mismatch must be one of {', '.join(PREFIX_MISMATCH)}; "
                 f"got {mismatch!r}"
             )
@@ -577,33 +583,37 @@ class Message:
 
     def __post_init__(self) -> None:
         if self.role not in _ROLE_SET:
-            raise ValueError(f"unknown message role {self.role!r}; accepted: {', '.join(_ROLES)}")
+            raise InvalidInputError(
+                f"unknown message role {self.role!r}; accepted: {', '.join(_ROLES)}"
+            )
         content = self.content
         if (
             content is not None
             and content.__class__ is not str
             and not isinstance(content, str | list)
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 "message content must be a string, a list of content parts, or None; got "
                 f"{type(content).__name__}"
             )
         if self.role == "tool" and not (isinstance(self.tool_call_id, str) and self.tool_call_id):
-            raise ValueError("a tool message needs the tool_call_id of the call it answers")
+            raise InvalidInputError("a tool message needs the tool_call_id of the call it answers")
         calls = self.tool_calls
         if calls.__class__ is not tuple:
             calls = tuple(calls)
             object.__setattr__(self, "tool_calls", calls)
         for call in calls:
             if call.__class__ is not ToolCall and not isinstance(call, ToolCall):
-                raise ValueError("Message.tool_calls must hold ToolCall values")
+                raise InvalidInputError("Message.tool_calls must hold ToolCall values")
         if self.function_call is not None and not isinstance(self.function_call, ToolCall):
-            raise ValueError("Message.function_call must be a ToolCall or None")
+            raise InvalidInputError("Message.function_call must be a ToolCall or None")
         if self.reasoning_items.__class__ is not tuple:
             object.__setattr__(self, "reasoning_items", tuple(self.reasoning_items))
         if self.metadata is not None and not isinstance(self.metadata, MessageMetadata):
             if not isinstance(self.metadata, Mapping):
-                raise ValueError("Message.metadata must be a MessageMetadata, a dict or None")
+                raise InvalidInputError(
+                    "Message.metadata must be a MessageMetadata, a dict or None"
+                )
             object.__setattr__(self, "metadata", MessageMetadata.from_dict(self.metadata))
         _check_message(self)
 
@@ -711,17 +721,17 @@ class Message:
                         _check_fields(fast)
                     return fast
         if value.__class__ is not dict and not isinstance(value, Mapping):
-            raise ValueError(
+            raise InvalidInputError(
                 "each message must be a Message or an OpenAI-style dict with 'role' and "
                 f"'content'; got {type(value).__name__}"
             )
         get = value.get
         role = get("role")
         if (role.__class__ is not str and not isinstance(role, str)) or not role:
-            raise ValueError(f"a message needs a 'role' string; got {dict(value)!r}")
+            raise InvalidInputError(f"a message needs a 'role' string; got {dict(value)!r}")
         if not _MESSAGE_KEYS.issuperset(value):
             unknown = sorted(map(str, value.keys() - _MESSAGE_KEYS))
-            raise ValueError(
+            raise InvalidInputError(
                 f"{role} message has unknown key(s) {', '.join(map(repr, unknown))}; "
                 f"accepted: {', '.join(sorted(_MESSAGE_KEYS))}"
             )
@@ -729,7 +739,7 @@ class Message:
             role in _NEEDS_CONTENT or not any(get(k) for k in _ASSISTANT_OUTPUT)
         ):
             needs = "" if role in _NEEDS_CONTENT else ", or one of " + ", ".join(_ASSISTANT_OUTPUT)
-            raise ValueError(
+            raise InvalidInputError(
                 f"{role} message has no content: it needs 'content' (a string or a list of "
                 f"content parts){needs}"
             )
@@ -737,7 +747,7 @@ class Message:
         calls: tuple[ToolCall, ...] = ()
         if raw_calls:
             if raw_calls.__class__ is not list and isinstance(raw_calls, str | bytes | Mapping):
-                raise ValueError("a message's tool_calls must be a list of tool calls")
+                raise InvalidInputError("a message's tool_calls must be a list of tool calls")
             calls = tuple([_tool_call(c) for c in raw_calls])
         reasoning = get("reasoning_content")
         if reasoning is None:
@@ -854,18 +864,20 @@ class Message:
                 :meth:`coerce` and :meth:`MessageMetadata.from_dict`).
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"a saved message must be a dict; got {type(data).__name__}")
+            raise InvalidInputError(f"a saved message must be a dict; got {type(data).__name__}")
         unknown = sorted(set(data) - _DICT_KEYS)
         if unknown:
-            raise ValueError(f"unknown message keys {unknown}; accepted: {sorted(_DICT_KEYS)}")
+            raise InvalidInputError(
+                f"unknown message keys {unknown}; accepted: {sorted(_DICT_KEYS)}"
+            )
         if data.get("reasoning") is not None and not isinstance(data["reasoning"], str):
-            raise ValueError("a saved message's reasoning must be a string")
+            raise InvalidInputError("a saved message's reasoning must be a string")
         items = data.get("reasoning_items") or ()
         if not isinstance(items, list | tuple) or not all(isinstance(i, Mapping) for i in items):
-            raise ValueError("a saved message's reasoning_items must be a list of dicts")
+            raise InvalidInputError("a saved message's reasoning_items must be a list of dicts")
         raw_calls = data.get("tool_calls") or ()
         if not isinstance(raw_calls, list | tuple):
-            raise ValueError("a saved message's tool_calls must be a list of tool calls")
+            raise InvalidInputError("a saved message's tool_calls must be a list of tool calls")
         audio, function_call = data.get("audio"), data.get("function_call")
         return cls(
             role=str(data.get("role")),
@@ -974,7 +986,7 @@ _DICT_KEYS = frozenset(
 def _audio_id(value: Any) -> str:
     """The id of Chat's assistant ``audio`` object (``{"id": "audio_..."}``)."""
     if not isinstance(value, Mapping) or not isinstance(value.get("id"), str) or not value["id"]:
-        raise ValueError(
+        raise InvalidInputError(
             "an assistant message's audio must be {'id': '<id of a previous audio answer>'} "
             f"(OpenAI Chat's assistant audio); got {value!r}"
         )
@@ -989,7 +1001,7 @@ def _legacy_call(value: Any) -> ToolCall:
     name = value.get("name") if isinstance(value, Mapping) else None
     arguments = value.get("arguments") if isinstance(value, Mapping) else None
     if not (isinstance(name, str) and name and isinstance(arguments, str)):
-        raise ValueError(
+        raise InvalidInputError(
             "an assistant message's function_call must be {'name': '...', 'arguments': "
             f"'<JSON text>'}} (OpenAI Chat's legacy function call); got {value!r}"
         )
@@ -1084,6 +1096,104 @@ _LATER_DEFAULTS: tuple[tuple[str, Callable[[], Any]], ...] = tuple(
 """Fields added after those the fast path sets, with their defaults."""
 
 
+# -- the errors a value raises ----------------------------------------------------------------
+
+_MAX_BODY_CHARS = 2000
+
+
+class PolythinkError(Exception):
+    """Base class of every error polythink raises on purpose.
+
+    Defined here, with :class:`InvalidInputError`, so the value types can raise it when a
+    value is built from bad input; it is :class:`polythink.errors.PolythinkError` (its
+    ``__module__`` says so), the root of the taxonomy in :mod:`polythink.errors`.
+
+    Attributes (all optional; ``None`` when not applicable or not known):
+        provider: provider id of the source that failed (``"openai"``, ``"anthropic"``, ...).
+        source_index: position of that source in ``Client(sources=[...])``.
+        status_code: HTTP status; in-band stream errors keep the stream's 200.
+        error_type: the provider's error type or code (``"rate_limit_error"``,
+            ``"unsupported_value"``, ...) when it is an identifier holding no key, else
+            ``"http_<status>"`` (the provider's is then in ``body``).
+        request_id: the provider's request id header, for support tickets (redacted).
+        retry_after: seconds the server asked to wait (from ``retry-after-ms``, or
+            ``retry-after`` as seconds or an HTTP date); ``math.inf`` for a value too large
+            to represent.
+        should_retry: ``True``/``False`` when the server's ``x-should-retry`` header said so,
+            or ``False`` when polythink knows a retry cannot help (quota exhausted, a URL
+            or header the HTTP layer refuses to send); ``None`` otherwise. It overrides the
+            status rule of the retry layer.
+        body: the response body, redacted and truncated to 2000 characters.
+        attempts: upstream calls made to this source for this error (set by the retry
+            layer; ``None`` when no retry layer saw it).
+        previous: errors of sources tried earlier in the same call (failover), oldest first.
+        rate_limit: the rate-limit state the provider's headers reported with the error.
+    """
+
+    __module__ = "polythink.errors"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        source_index: int | None = None,
+        status_code: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+        should_retry: bool | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.source_index = source_index
+        self.status_code = status_code
+        self.error_type = error_type
+        self.request_id = request_id
+        self.retry_after = retry_after
+        self.should_retry = should_retry
+        self.body = body[:_MAX_BODY_CHARS] if body is not None else None
+        self.attempts: int | None = None
+        self.previous: list[PolythinkError] = []
+        self.rate_limit: RateLimit | None = None
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        details = [
+            f"{name}={value}"
+            for name, value in (
+                ("provider", self.provider),
+                ("source", self.source_index),
+                ("status", self.status_code),
+                ("type", self.error_type),
+                ("request_id", self.request_id),
+            )
+            if value is not None
+        ]
+        if self.retry_after is not None:
+            details.append(f"retry_after={self.retry_after:.1f} s")
+        if details:
+            parts.append("(" + ", ".join(details) + ")")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+class InvalidInputError(PolythinkError, ValueError):
+    """What the caller gave polythink is not accepted: a value, a message, a tool, a source, a
+    configuration file, an argument. Nothing was sent.
+
+    The message names what was wrong and what is accepted. It is a ``ValueError`` too, so
+    ``except ValueError`` keeps working; the same input fails the same way on every source, so
+    neither retry nor failover acts on it.
+    """
+
+    __module__ = "polythink.errors"
+
+
 # -- checks of what a message carries --------------------------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -1116,7 +1226,7 @@ def check_text(text: str, where: str) -> None:
         return
     found = _SURROGATE.search(text)
     if found is not None:
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} holds a lone surrogate U+{ord(found.group()):04X} at character "
             f"{found.start()}: text must be valid Unicode (UTF-8 encodable); it usually comes "
             "from bytes decoded with errors='surrogateescape' or a cut UTF-16 pair"
@@ -1155,14 +1265,14 @@ def check_part(part: Any, index: int, role: str) -> None:
     """
     where = f"{role} message content part {index}"
     if not isinstance(part, Mapping):
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} must be a dict with a 'type'; got {type(part).__name__}; accepted: "
             + "; ".join(CONTENT_PARTS.values())
         )
     kind = part.get("type")
     if not isinstance(kind, str) or not kind:
         keys = ", ".join(sorted(map(str, part))) or "none"
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} has no 'type' string (keys: {keys}); accepted types: "
             f"{', '.join(CONTENT_PARTS)}, or a block type of the provider's own wire"
         )
@@ -1171,7 +1281,7 @@ def check_part(part: Any, index: int, role: str) -> None:
     problem = _part_problem(kind, part)
     if problem is not None:
         keys = ", ".join(sorted(map(str, part)))
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} ({kind}) {problem} (keys: {keys}); accepted: {CONTENT_PARTS[kind]}"
         )
     if kind in ("text", "refusal"):
@@ -1191,7 +1301,7 @@ def check_content(role: str, content: Any) -> None:
     if not isinstance(content, list):
         return
     if not content and role in _NEEDS_CONTENT:
-        raise ValueError(
+        raise InvalidInputError(
             f"{role} message has no content: its content list is empty; it needs a string "
             "or at least one content part"
         )
@@ -1225,7 +1335,7 @@ def _check_message(message: Message) -> None:
             if role in _NEEDS_CONTENT
             else ", or tool_calls, reasoning, reasoning_items, refusal, audio_id or function_call"
         )
-        raise ValueError(
+        raise InvalidInputError(
             f"{role} message has no content: it needs 'content' (a string or a list of "
             f"content parts){needs}"
         )
@@ -1244,14 +1354,14 @@ def _check_fields(message: Message) -> None:
     if message.reasoning is not None:
         check_text(message.reasoning, f"{role} message reasoning")
     if message.tool_call_id is not None and role != "tool":
-        raise ValueError(
+        raise InvalidInputError(
             f"{role} message has tool_call_id {message.tool_call_id!r}: only a tool message "
             "answers a call"
         )
     name = message.name
     if name is not None:
         if name.__class__ is not str and not isinstance(name, str):
-            raise ValueError(
+            raise InvalidInputError(
                 f"{role} message name must be a string (it tells participants apart); got "
                 f"{type(name).__name__} {name!r}"
             )
@@ -1261,18 +1371,22 @@ def _check_fields(message: Message) -> None:
     if message.refusal is None and message.audio_id is None and message.function_call is None:
         return
     if role != "assistant":
-        raise ValueError(
+        raise InvalidInputError(
             f"{role} message has refusal, audio or function_call: they belong to assistant "
             "messages (OpenAI Chat's ChatCompletionRequestAssistantMessage)"
         )
     if message.refusal is not None:
         if not isinstance(message.refusal, str):
-            raise ValueError(f"assistant message refusal must be a string; got {message.refusal!r}")
+            raise InvalidInputError(
+                f"assistant message refusal must be a string; got {message.refusal!r}"
+            )
         check_text(message.refusal, "assistant message refusal")
     if message.audio_id is not None and not (
         isinstance(message.audio_id, str) and message.audio_id
     ):
-        raise ValueError(f"assistant message audio_id must be a string; got {message.audio_id!r}")
+        raise InvalidInputError(
+            f"assistant message audio_id must be a string; got {message.audio_id!r}"
+        )
     if message.function_call is not None:
         check_text(message.function_call.arguments, "assistant message function_call arguments")
 
@@ -1282,7 +1396,7 @@ def _check_instructions(message: Message) -> None:
     with a ``role`` of ``system`` or ``user`` and its ``content``)."""
     given = message.instructions
     if message.role != "assistant":
-        raise ValueError(
+        raise InvalidInputError(
             f"{message.role} message has instructions: they belong to the assistant turn "
             "they were sent before"
         )
@@ -1291,7 +1405,7 @@ def _check_instructions(message: Message) -> None:
         or given.get("role") not in ("system", "user")
         or not isinstance(given.get("content"), str | list)
     ):
-        raise ValueError(
+        raise InvalidInputError(
             "assistant message instructions must be the message that carried them, "
             "{'role': 'system' or 'user', 'content': ...} (as polythink returned it); "
             f"got {given!r}"
@@ -1328,7 +1442,7 @@ def check_json(value: Any, where: str) -> None:
     if kind:
         hint = " (give a list)" if kind in ("set", "frozenset") else ""
         reason = f"is of type {kind}, which JSON cannot represent{hint}"
-    raise ValueError(
+    raise InvalidInputError(
         f"{where}{path} {reason}; a request body holds dicts with string keys, lists, "
         "strings, numbers, booleans and None"
     )
@@ -1338,7 +1452,7 @@ def _refuse_non_finite(value: Any, where: str, path: str = "") -> None:
     """Raise ``ValueError`` naming the first NaN or infinity in ``value`` (JSON has neither;
     sent, it would reach the provider as ``null``)."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(
+        raise InvalidInputError(
             f"{where}{path} is {value!r}, which JSON cannot represent (it would be sent as "
             "null); give a finite number, or None"
         )
@@ -1432,7 +1546,7 @@ def fields_repr(obj: Any, **shown: Any) -> str:
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ValueError(f"a {what} must be a dict; got {type(value).__name__}")
+        raise InvalidInputError(f"a {what} must be a dict; got {type(value).__name__}")
     return value
 
 
@@ -1652,20 +1766,20 @@ class PromptCache:
 
     def __post_init__(self) -> None:
         if self.key is not None and not (isinstance(self.key, str) and 0 < len(self.key) <= 64):
-            raise ValueError(
+            raise InvalidInputError(
                 f"PromptCache.key must be a string of 1 to 64 characters; got {self.key!r}"
             )
         if self.retention is not None and self.retention not in _RETENTIONS:
-            raise ValueError(
+            raise InvalidInputError(
                 f"PromptCache.retention must be one of {', '.join(_RETENTIONS)} or None; "
                 f"got {self.retention!r}"
             )
         if self.ttl is not None and self.ttl not in _TTLS:
-            raise ValueError(
+            raise InvalidInputError(
                 f"PromptCache.ttl must be one of {', '.join(_TTLS)} or None; got {self.ttl!r}"
             )
         if self.breakpoints not in _BREAKPOINTS:
-            raise ValueError(
+            raise InvalidInputError(
                 f"PromptCache.breakpoints must be one of {', '.join(_BREAKPOINTS)}; "
                 f"got {self.breakpoints!r}"
             )
@@ -1683,7 +1797,9 @@ class PromptCache:
             return cls()
         if isinstance(value, PromptCache):
             return value
-        raise ValueError(f"prompt_cache must be True, False, None or a PromptCache; got {value!r}")
+        raise InvalidInputError(
+            f"prompt_cache must be True, False, None or a PromptCache; got {value!r}"
+        )
 
     def cache_control(self) -> dict[str, str]:
         """The Anthropic ``cache_control`` object for this marker."""
@@ -1771,14 +1887,18 @@ class ResponseFormat(Generic[_OutputT]):
         strict: bool | None = None,
     ) -> None:
         if name is not None and (not isinstance(name, str) or not _FORMAT_NAME.fullmatch(name)):
-            raise ValueError(
+            raise InvalidInputError(
                 f"response_format name {name!r} is refused by providers: use 1 to 64 letters, "
                 "digits, '_' or '-' (OpenAI's json_schema.name)"
             )
         if description is not None and not isinstance(description, str):
-            raise ValueError(f"response_format description must be a string; got {description!r}")
+            raise InvalidInputError(
+                f"response_format description must be a string; got {description!r}"
+            )
         if strict is not None and not isinstance(strict, bool):
-            raise ValueError(f"response_format strict must be a bool or None; got {strict!r}")
+            raise InvalidInputError(
+                f"response_format strict must be a bool or None; got {strict!r}"
+            )
         kind: Literal["json_schema", "json_object"] = "json_schema"
         output_type: Any = None
         schema: Mapping[str, Any] | None
@@ -1795,11 +1915,11 @@ class ResponseFormat(Generic[_OutputT]):
                 strict = given.get("strict")
             default_name = schema.get("title") if schema is not None else None
         else:
-            raise ValueError(f"response_format must be {_ACCEPTED_FORMATS}; got {value!r}")
+            raise InvalidInputError(f"response_format must be {_ACCEPTED_FORMATS}; got {value!r}")
         if schema is not None and not (
             isinstance(schema.get("type"), str | list) or _SCHEMA_MARKS & schema.keys()
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 "response_format schema must be a JSON Schema (with 'type', 'properties', "
                 f"'anyOf', '$ref', 'enum' or 'const'); got {dict(schema)!r}. Accepted: "
                 f"{_ACCEPTED_FORMATS}"
@@ -1814,7 +1934,7 @@ class ResponseFormat(Generic[_OutputT]):
                 allow_nan=False,
             )
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"response_format schema must be plain JSON: {exc}") from None
+            raise InvalidInputError(f"response_format schema must be plain JSON: {exc}") from None
         setter = object.__setattr__
         setter(self, "kind", kind)
         setter(self, "schema", schema)
@@ -1851,7 +1971,7 @@ def _model_schema(model: type[Any]) -> tuple[Mapping[str, Any], str]:
     """The JSON Schema of a pydantic model class, and its default name."""
     make = getattr(model, "model_json_schema", None)
     if not callable(make) or not callable(getattr(model, "model_validate_json", None)):
-        raise ValueError(
+        raise InvalidInputError(
             f"response_format class {model.__name__} is not a pydantic model (a BaseModel "
             f"subclass); accepted: {_ACCEPTED_FORMATS}"
         )
@@ -1860,12 +1980,14 @@ def _model_schema(model: type[Any]) -> tuple[Mapping[str, Any], str]:
     except Exception as exc:
         # pydantic raises AttributeError, TypeError or its own errors for a model it cannot
         # describe (a field of a type with no JSON Schema): the caller's mistake, named.
-        raise ValueError(
+        raise InvalidInputError(
             f"response_format class {model.__name__} has no JSON Schema: pydantic's "
             f"model_json_schema() raised {type(exc).__name__}: {exc}"
         ) from exc
     if not isinstance(schema, Mapping):
-        raise ValueError(f"{model.__name__}.model_json_schema() did not return a JSON Schema")
+        raise InvalidInputError(
+            f"{model.__name__}.model_json_schema() did not return a JSON Schema"
+        )
     return schema, model.__name__
 
 
@@ -1876,13 +1998,13 @@ def _schema_of(
     kind = value.get("type")
     if kind == "json_object":
         if set(value) != {"type"}:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{{'type': 'json_object'}} takes no other key; got {dict(value)!r}. Accepted: "
                 f"{_ACCEPTED_FORMATS}"
             )
         return "json_object", None, {}
     if kind == "text":
-        raise ValueError(
+        raise InvalidInputError(
             "{'type': 'text'} asks for a plain answer: pass response_format=None (ResponseFormat "
             "takes only JSON formats)"
         )
@@ -1890,31 +2012,33 @@ def _schema_of(
         return "json_schema", value, {}
     inner = value.get("json_schema", value)
     if not isinstance(inner, Mapping):
-        raise ValueError(f"json_schema must be a dict with 'name' and 'schema'; got {inner!r}")
+        raise InvalidInputError(
+            f"json_schema must be a dict with 'name' and 'schema'; got {inner!r}"
+        )
     allowed = {"name", "schema", "strict", "description"} | ({"type"} if inner is value else set())
     unknown = sorted(set(inner) - allowed)
     if unknown or (inner is not value and set(value) != {"type", "json_schema"}):
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown key(s) {unknown or sorted(set(value) - {'type', 'json_schema'})} in "
             f"response_format; accepted: {_ACCEPTED_FORMATS}"
         )
     schema = inner.get("schema")
     if not isinstance(schema, Mapping):
-        raise ValueError(
+        raise InvalidInputError(
             f"a json_schema response_format needs its 'schema' (a JSON Schema dict); got {schema!r}"
         )
     strict = inner.get("strict")
     if strict is not None and not isinstance(strict, bool):
-        raise ValueError(f"json_schema.strict must be a bool; got {strict!r}")
+        raise InvalidInputError(f"json_schema.strict must be a bool; got {strict!r}")
     name = inner.get("name")
     if name is not None and (not isinstance(name, str) or not _FORMAT_NAME.fullmatch(name)):
-        raise ValueError(
+        raise InvalidInputError(
             f"json_schema.name {name!r} is refused by providers: use 1 to 64 letters, digits, "
             "'_' or '-'"
         )
     description = inner.get("description")
     if description is not None and not isinstance(description, str):
-        raise ValueError(f"json_schema.description must be a string; got {description!r}")
+        raise InvalidInputError(f"json_schema.description must be a string; got {description!r}")
     # OpenAI's envelope: strict is false unless said (openai_openapi.yaml ResponseFormatJsonSchema).
     return (
         "json_schema",

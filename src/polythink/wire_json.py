@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from polythink.errors import InvalidInputError
 from polythink.types import check_json
 
 __all__ = ["MANAGED_BODY_FIELDS", "check_extra_body", "loads_json"]
@@ -37,10 +38,12 @@ def check_extra_body(extra_body: Any, where: str) -> None:
     if extra_body is None:
         return
     if not isinstance(extra_body, Mapping):
-        raise ValueError(f"{where} must be a dict of body fields; got {type(extra_body).__name__}")
+        raise InvalidInputError(
+            f"{where} must be a dict of body fields; got {type(extra_body).__name__}"
+        )
     managed = sorted(MANAGED_BODY_FIELDS & set(extra_body))
     if managed:
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} may not set {', '.join(managed)}: polythink sets "
             f"{', '.join(sorted(MANAGED_BODY_FIELDS))} itself (use the source's model, "
             "the messages argument, and complete() or stream())"
@@ -67,4 +70,4 @@ def loads_json(data: str | bytes) -> Any:
     try:
         return json.loads(data)
     except RecursionError:
-        raise ValueError("JSON nested too deep to read") from None
+        raise InvalidInputError("JSON nested too deep to read") from None

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polythink.errors import InvalidInputError
+
 if TYPE_CHECKING:
     import httpx
 
@@ -46,11 +48,11 @@ LIBRARIES: dict[str, tuple[str, str]] = {
 def missing_library(extra: str, module: str, provider: str) -> ValueError:
     """The error for a cloud library that is not installed, naming the extra that brings it."""
     if extra == "bedrock":
-        return ValueError(
+        return InvalidInputError(
             f"provider {provider!r} signs its calls and reads its streams with {module}, which "
             "is not installed: pip install 'polythink[bedrock]'"
         )
-    return ValueError(
+    return InvalidInputError(
         f"provider {provider!r} signs its calls with {module}, which is not installed: "
         f"pip install 'polythink[{extra}]' (or give an API key)"
     )
@@ -74,7 +76,7 @@ def check_cloud(source: Source, profile: ProviderProfile, api_key: str | None, i
         if profile.cloud == "aws" and api_key is None:
             _ = source.aws_region
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise InvalidInputError(f"{where}: {exc}") from None
     cloud = profile.cloud
     # Bedrock's streams are AWS event streams, read with botocore whatever signs the calls.
     if cloud is None or (api_key is not None and cloud != "aws"):
@@ -86,7 +88,7 @@ def check_cloud(source: Source, profile: ProviderProfile, api_key: str | None, i
     if importlib.util.find_spec(module.split(".")[0]) is None or (
         importlib.util.find_spec(module) is None
     ):
-        raise ValueError(f"{where}: {missing_library(extra, module, profile.id)}")
+        raise InvalidInputError(f"{where}: {missing_library(extra, module, profile.id)}")
 
 
 def cloud_auth(

@@ -23,6 +23,7 @@ import diskcache  # type: ignore[import-untyped]
 
 from polythink.backends.base import DEFAULT_SIZE_LIMIT
 from polythink.backends.local import StoreCache
+from polythink.errors import InvalidInputError
 
 __all__ = ["BatchWriter", "DiskCache", "DiskStore", "default_cache_dir"]
 
@@ -70,9 +71,13 @@ class DiskStore:
         ttl: float | None = None,
     ) -> None:
         if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
-            raise ValueError(f"size_limit must be a positive number of bytes; got {size_limit!r}")
+            raise InvalidInputError(
+                f"size_limit must be a positive number of bytes; got {size_limit!r}"
+            )
         if ttl is not None and (isinstance(ttl, bool) or not ttl > 0):
-            raise ValueError(f"ttl must be a positive number of seconds or None; got {ttl!r}")
+            raise InvalidInputError(
+                f"ttl must be a positive number of seconds or None; got {ttl!r}"
+            )
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.size_limit = size_limit
         self.ttl = ttl

@@ -123,6 +123,7 @@ from polythink.backends.base import (
 from polythink.backends.local import LocalBudgets, LocalLimits
 from polythink.backends.share import Share, split_workers
 from polythink.budgets import Line, fingerprint
+from polythink.errors import InvalidInputError
 from polythink.types import RateLimit
 
 __all__ = [
@@ -659,17 +660,21 @@ class _Link:
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(
+            raise InvalidInputError(
                 f"a Redis URL starts with redis://, rediss:// or unix://; got {_redacted(url)!r}"
             )
         if not retry_interval > 0 or not socket_timeout > 0 or not pool_timeout > 0:
-            raise ValueError(
+            raise InvalidInputError(
                 "retry_interval, socket_timeout and pool_timeout must be positive seconds"
             )
         if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise ValueError(f"max_connections must be a positive int; got {max_connections!r}")
+            raise InvalidInputError(
+                f"max_connections must be a positive int; got {max_connections!r}"
+            )
         if max_connections < 1:
-            raise ValueError(f"max_connections must be a positive int; got {max_connections!r}")
+            raise InvalidInputError(
+                f"max_connections must be a positive int; got {max_connections!r}"
+            )
         self.max_connections = max_connections
         self.pool_timeout = pool_timeout
         self._busy_warned = False
@@ -959,11 +964,11 @@ class RedisLimitStore:
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         if not lease > 0:
-            raise ValueError(f"lease must be a positive number of seconds; got {lease!r}")
+            raise InvalidInputError(f"lease must be a positive number of seconds; got {lease!r}")
         Share(workers)  # validates it
         url, given = split_workers(url)
         if given is not None and workers is not None and given != workers:
-            raise ValueError(
+            raise InvalidInputError(
                 f"workers={workers} and ?workers={given} in the URL differ; give one of them"
             )
         self.lease = lease
@@ -1626,13 +1631,17 @@ class RedisCache:
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
-            raise ValueError(f"size_limit must be a positive number of bytes; got {size_limit!r}")
+            raise InvalidInputError(
+                f"size_limit must be a positive number of bytes; got {size_limit!r}"
+            )
         if ttl is not None and (isinstance(ttl, bool) or not ttl > 0):
-            raise ValueError(f"ttl must be a positive number of seconds or None; got {ttl!r}")
+            raise InvalidInputError(
+                f"ttl must be a positive number of seconds or None; got {ttl!r}"
+            )
         if not lease > 0:
-            raise ValueError(f"lease must be a positive number of seconds; got {lease!r}")
+            raise InvalidInputError(f"lease must be a positive number of seconds; got {lease!r}")
         if not wait >= 0:
-            raise ValueError(f"wait must be a number of seconds >= 0; got {wait!r}")
+            raise InvalidInputError(f"wait must be a number of seconds >= 0; got {wait!r}")
         self.ttl = ttl
         self.size_limit = size_limit
         self.lease = lease
@@ -1765,4 +1774,4 @@ def _unpacked(raw: Any) -> bytes:
     try:
         return zlib.decompress(bytes(raw) if isinstance(raw, bytes) else raw.encode())
     except zlib.error as exc:
-        raise ValueError(f"a shared cache entry is not compressed data: {exc}") from None
+        raise InvalidInputError(f"a shared cache entry is not compressed data: {exc}") from None

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from polythink.backends.bucket import TokenBucket
+from polythink.errors import InvalidInputError
 
 __all__ = ["Share", "split_workers"]
 
@@ -63,7 +64,7 @@ def split_workers(url: str) -> tuple[str, int | None]:
         return url, None
     value = found[-1]
     if not (value.isdigit() and int(value) >= 1):
-        raise ValueError(
+        raise InvalidInputError(
             f"workers={value!r} in the URL is not a whole number from 1 up: it is how many "
             "processes share the limits and budgets (?workers=4)"
         )
@@ -88,7 +89,7 @@ class Share:
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
         ):
-            raise ValueError(f"workers must be a positive integer or None; got {workers!r}")
+            raise InvalidInputError(f"workers must be a positive integer or None; got {workers!r}")
         self.configured = workers
         self.seen_workers: int | None = None
         self.rank: int | None = None

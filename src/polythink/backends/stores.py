@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 from polythink.backends.base import CacheBackend, CacheStore
 from polythink.backends.local import StoreCache
 from polythink.backends.share import split_workers
+from polythink.errors import InvalidInputError
 
 __all__ = ["cache_backend", "cache_store", "check_redis_url"]
 
@@ -70,7 +71,7 @@ def check_redis_url(url: str, option: str) -> None:
     if problem is None:
         return
     shown = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
-    raise ValueError(
+    raise InvalidInputError(
         f"{option}={shown!r} is not a usable Redis URL: {problem}; expected "
         "redis://[user:password@]host[:port][/db] (rediss:// for TLS, or unix:///path?db=N)"
     )
@@ -105,7 +106,7 @@ def cache_store(option: Any) -> CacheStore | CacheBackend | None:
 
         return RedisCache(option)
     if isinstance(option, str) and option.strip().lower() in _NOT_PATHS:
-        raise ValueError(
+        raise InvalidInputError(
             f"cache={option!r} looks like a flag, not a directory: pass the bool True for the "
             "user cache directory, False or None for no cache, or a directory path"
         )
@@ -117,7 +118,7 @@ def cache_store(option: Any) -> CacheStore | CacheBackend | None:
     if all(callable(getattr(option, name, None)) for name in ("get", "set", "delete")):
         store: CacheStore = option
         return store
-    raise ValueError(
+    raise InvalidInputError(
         "cache must be None or False (off), True (the user cache directory), a directory "
         "path, a redis:// URL, or an object with get/set/delete methods such as "
         f"diskcache.Cache; got {type(option).__name__}"

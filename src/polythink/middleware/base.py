@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-from polythink.errors import MiddlewareError
+from polythink.errors import InvalidInputError, MiddlewareError
 from polythink.types import Request, Response, StreamEvent
 
 __all__ = [
@@ -149,7 +149,7 @@ def user_layers(
             :class:`UserLayer`).
     """
     if isinstance(layers, str | bytes) or not isinstance(layers, Sequence):
-        raise ValueError(
+        raise InvalidInputError(
             f"{where} middleware must be a list of layers (objects with complete() and "
             f"stream(), such as polythink.Passthrough subclasses); got {type(layers).__name__}"
             + ("; wrap the one layer: [layer]" if hasattr(layers, "complete") else "")
@@ -201,19 +201,19 @@ class UserLayer:
         self.provider = provider
         self.source_index = source_index
         if isinstance(layer, type):
-            raise ValueError(f"{self.name} is a class; pass an instance: {kind}()")
+            raise InvalidInputError(f"{self.name} is a class; pass an instance: {kind}()")
         complete = getattr(layer, "complete", None)
         stream = getattr(layer, "stream", None)
         for method, signature in ((complete, "complete"), (stream, "stream")):
             if not callable(method):
-                raise ValueError(
+                raise InvalidInputError(
                     f"{self.name} has no {signature}(request, call_next) method; subclass "
                     "polythink.Passthrough to inherit the one a layer does not change"
                 )
         self._complete: Callable[[Request, CompleteNext], Awaitable[Any]] | None = None
         if not _inherited(complete, Passthrough.complete):
             if not inspect.iscoroutinefunction(complete):
-                raise ValueError(
+                raise InvalidInputError(
                     f"{self.name}: complete must be an async method "
                     "('async def complete(self, request, call_next)')"
                 )
@@ -221,7 +221,7 @@ class UserLayer:
         self._stream: Callable[[Request, StreamNext], Any] | None = None
         if not _inherited(stream, Passthrough.stream):
             if inspect.iscoroutinefunction(stream):
-                raise ValueError(
+                raise InvalidInputError(
                     f"{self.name}: stream is an 'async def' without 'yield', so it would return "
                     "a coroutine, not events; yield the events ('async for event in "
                     "call_next(request): yield event') or return call_next(request) from a "

@@ -57,6 +57,7 @@ from polythink.budgets import NANO, Budget, BudgetState, CallPlan, Line, nanos
 from polythink.config import Source
 from polythink.errors import (
     BudgetExceededError,
+    InvalidInputError,
     PolythinkError,
     ServiceTierUnsupportedError,
     StreamInterruptedError,
@@ -290,7 +291,7 @@ class BatchHold:
                 int(data["reserved"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"a saved batch's budget hold is malformed: {exc!r}") from None
+            raise InvalidInputError(f"a saved batch's budget hold is malformed: {exc!r}") from None
 
 
 class BudgetMiddleware:

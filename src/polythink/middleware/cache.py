@@ -101,7 +101,7 @@ from polythink.cache_key import (
     effective_efforts,
 )
 from polythink.config import Source
-from polythink.errors import RequestTimeoutError
+from polythink.errors import InvalidInputError, RequestTimeoutError
 from polythink.middleware._recheck import looking_again
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.middleware.failover import NOTE_PREFIX
@@ -222,11 +222,13 @@ class CacheMiddleware:
         clock: Callable[[], float] = time.time,
     ) -> None:
         if ttl is not None and (isinstance(ttl, bool) or not ttl > 0):
-            raise ValueError(f"cache ttl must be a positive number of seconds; got {ttl!r}")
+            raise InvalidInputError(f"cache ttl must be a positive number of seconds; got {ttl!r}")
         try:
             scope = canonical_scope(sources)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"a source's extra_body cannot be part of a cache key: {exc}") from exc
+            raise InvalidInputError(
+                f"a source's extra_body cannot be part of a cache key: {exc}"
+            ) from exc
         self._warned = False
         self.store = store
         self.backend = cache_backend(store, ttl=ttl, on_error=self._degraded)

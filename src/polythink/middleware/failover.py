@@ -48,6 +48,7 @@ from polythink.errors import (
     CapacityUnavailableError,
     ContentUnsupportedError,
     ContextWindowExceededError,
+    InvalidInputError,
     ModelNotFoundError,
     OutputFormatUnsupportedError,
     PolythinkError,
@@ -159,9 +160,11 @@ class CircuitBreaker:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
-            raise ValueError(f"threshold must be an int >= 1; got {threshold!r}")
+            raise InvalidInputError(f"threshold must be an int >= 1; got {threshold!r}")
         if isinstance(cooldown, bool) or not isinstance(cooldown, int | float) or cooldown <= 0:
-            raise ValueError(f"cooldown must be a positive number of seconds; got {cooldown!r}")
+            raise InvalidInputError(
+                f"cooldown must be a positive number of seconds; got {cooldown!r}"
+            )
         self.threshold = threshold
         self.cooldown = float(cooldown)
         self._clock = clock
@@ -248,18 +251,18 @@ class Failover:
         models: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         if not sources:
-            raise ValueError("a client needs at least one source")
+            raise InvalidInputError("a client needs at least one source")
         self.sources = tuple(sources)
         self.names = (
             tuple(names) if names is not None else tuple(f"#{i}" for i in range(len(sources)))
         )
         if len(self.names) != len(self.sources):
-            raise ValueError("names must name every source")
+            raise InvalidInputError("names must name every source")
         self.context_windows = (
             tuple(context_windows) if context_windows is not None else (None,) * len(sources)
         )
         if len(self.context_windows) != len(self.sources):
-            raise ValueError("context_windows must give one entry per source")
+            raise InvalidInputError("context_windows must give one entry per source")
         self.breakers = tuple(CircuitBreaker(threshold, cooldown, clock) for _ in self.sources)
         self._clock = clock
         self._spans = (
@@ -275,7 +278,7 @@ class Failover:
 
         self.models = tuple(models) if models is not None else None
         if self.models is not None and len(self.models) != len(self.sources):
-            raise ValueError("models must give (provider, model) for every source")
+            raise InvalidInputError("models must give (provider, model) for every source")
         self._in_order = tuple(range(len(self.sources)))
 
     def _order(self, request: Request) -> Sequence[int]:

@@ -57,6 +57,7 @@ from polythink.backends.local import Clock, LocalLimits, MonotonicClock
 from polythink.config import Source
 from polythink.conversion import PrefixStates, tools_memo
 from polythink.errors import (
+    InvalidInputError,
     PolythinkError,
     RateLimitedError,
     StreamInterruptedError,
@@ -214,7 +215,7 @@ class RateLimitMiddleware:
         backend: LimitBackend | None = None,
     ) -> None:
         if max_wait is not None and not max_wait >= 0:
-            raise ValueError(f"max_wait must be >= 0 seconds or None; got {max_wait!r}")
+            raise InvalidInputError(f"max_wait must be >= 0 seconds or None; got {max_wait!r}")
         self.source = source
         self.index = index
         self.provider = profile.id

@@ -49,6 +49,7 @@ from tenacity.stop import stop_base
 
 from polythink.config import Source
 from polythink.errors import (
+    InvalidInputError,
     PolythinkError,
     RateLimitedError,
     StreamInterruptedError,
@@ -115,13 +116,15 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
-            raise ValueError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
+            raise InvalidInputError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
         if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0; got {self.max_retries}")
+            raise InvalidInputError(f"max_retries must be >= 0; got {self.max_retries}")
         for name in ("initial_delay", "max_delay", "max_retry_after"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds; got {value!r}")
+                raise InvalidInputError(
+                    f"{name} must be a positive number of seconds; got {value!r}"
+                )
 
 
 def is_retryable(error: BaseException) -> bool:

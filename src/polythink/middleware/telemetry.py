@@ -86,7 +86,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from polythink.config import Source
-from polythink.errors import BudgetExceededError, StreamInterruptedError, redact
+from polythink.errors import BudgetExceededError, InvalidInputError, StreamInterruptedError, redact
 from polythink.middleware.base import CompleteNext, StreamNext
 from polythink.middleware.semconv import (
     ERROR_TYPE,
@@ -399,7 +399,7 @@ class TelemetryMiddleware:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if not sources:
-            raise ValueError("telemetry needs at least one source")
+            raise InvalidInputError("telemetry needs at least one source")
         first = _SourceInfo(sources[0], 0, None)
         self._sources = (
             first,

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from polythink.errors import InvalidInputError
 from polythink.reasoning.capability import (
     PER_CALL_INSTRUCTIONS,
     Capability,
@@ -92,7 +93,7 @@ def _from_row(row: Mapping[str, Any]) -> Capability:
     try:
         return capability_from_fields(row["name"], row)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"capabilities.toml: entry {row.get('name')!r}: {exc}") from exc
+        raise InvalidInputError(f"capabilities.toml: entry {row.get('name')!r}: {exc}") from exc
 
 
 def _entry_keys(name: str) -> tuple[str, ...]:
@@ -277,6 +278,6 @@ def _openrouter_models(
     if isinstance(document, Mapping):
         data = document.get("data")
         if not isinstance(data, list):
-            raise ValueError("an OpenRouter /models document has a 'data' list of models")
+            raise InvalidInputError("an OpenRouter /models document has a 'data' list of models")
         return data
     return document

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polythink.errors import InvalidInputError
 from polythink.types import EFFORT_ORDER, Effort
 
 __all__ = [
@@ -153,25 +154,25 @@ class Capability:
 
     def __post_init__(self) -> None:
         if isinstance(self.supported_efforts, str):
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: supported_efforts must be a list of tiers "
                 f"such as ('low', 'high'), not the string {self.supported_efforts!r}"
             )
         efforts = tuple(Effort.parse(e) for e in self.supported_efforts)
         if not efforts or any(e is None for e in efforts):
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: supported_efforts must list at least one tier "
                 f"of {', '.join(e.value for e in Effort)}; got {self.supported_efforts!r}"
             )
         if len(set(efforts)) != len(efforts):
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: duplicate tier in {self.supported_efforts!r}"
             )
         ordered = tuple(e for e in (*EFFORT_ORDER, Effort.AUTO) if e in efforts)
         object.__setattr__(self, "supported_efforts", ordered)
         object.__setattr__(self, "default_effort", Effort.parse(self.default_effort))
         if self.thinking is not None and self.thinking not in _THINKING_STYLES:
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: unknown thinking style {self.thinking!r}; "
                 f"accepted: {', '.join(sorted(_THINKING_STYLES))}"
             )
@@ -180,7 +181,7 @@ class Capability:
             and self.budget_max is not None
             and self.budget_min > self.budget_max
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: budget_min {self.budget_min} > "
                 f"budget_max {self.budget_max}"
             )
@@ -209,26 +210,26 @@ class Capability:
             try:
                 datetime.date.fromisoformat(value)
             except (TypeError, ValueError):
-                raise ValueError(
+                raise InvalidInputError(
                     f"capability for {self.model!r}: {name} must be a date as YYYY-MM-DD; "
                     f"got {value!r}"
                 ) from None
         if self.context_window is not None and (
             type(self.context_window) is not int or self.context_window <= 0
         ):
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: context_window must be a positive number of "
                 f"tokens; got {self.context_window!r}"
             )
         if self.thinking_display not in (None, "summarized", "omitted"):
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: unknown thinking_display "
                 f"{self.thinking_display!r}; accepted: summarized, omitted"
             )
 
     def _check_choice(self, name: str, value: Any, accepted: Sequence[str]) -> None:
         if value not in accepted:
-            raise ValueError(
+            raise InvalidInputError(
                 f"capability for {self.model!r}: unknown {name} {value!r}; "
                 f"accepted: {', '.join(accepted)}"
             )
@@ -299,7 +300,7 @@ def capability_from_fields(
     """
     unknown = sorted(set(fields) - _FIELD_NAMES - {"name"})
     if unknown:
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown capability field(s) {', '.join(unknown)} for {model!r}; known: "
             f"{', '.join(sorted(_FIELD_NAMES))}"
         )

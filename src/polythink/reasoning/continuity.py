@@ -21,6 +21,7 @@ import re
 import threading
 from dataclasses import dataclass
 
+from polythink.errors import InvalidInputError
 from polythink.reasoning.capabilities import normalise_model_name
 
 __all__ = ["Reading", "all_rules", "same_model", "thinking_reading"]
@@ -68,7 +69,7 @@ def _load() -> tuple[_Rule, ...]:
             for row in parsed.get("rule", []):
                 reads = row["reads"]
                 if reads not in (True, False, "unknown"):
-                    raise ValueError(
+                    raise InvalidInputError(
                         f"continuity.toml: reads must be true, false or 'unknown'; got {reads!r}"
                     )
                 providers = row.get("providers")

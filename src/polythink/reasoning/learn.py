@@ -64,6 +64,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from polythink.errors import InvalidInputError
 from polythink.reasoning.capability import Capability
 from polythink.types import EFFORT_ORDER, Effort
 from polythink.wire_json import loads_json
@@ -355,7 +356,7 @@ def learned_capability(
     tiers_changed = "supported_efforts" in fields
     efforts_after = fields.setdefault("supported_efforts", known)
     if not efforts_after:
-        raise ValueError(f"a rejection of every tier of model {model!r}: {rejection.gist}")
+        raise InvalidInputError(f"a rejection of every tier of model {model!r}: {rejection.gist}")
     default = base.default_effort if base is not None else None
     if tiers_changed and default is not None and default not in efforts_after:
         # A default the model evidently does not accept is no longer known.

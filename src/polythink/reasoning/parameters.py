@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from polythink.errors import InvalidInputError
 from polythink.reasoning.ids import lookup_keys
 
 __all__ = ["ParameterRule", "parameter_conflicts", "parameter_rules", "stream_only_rule"]
@@ -65,7 +66,7 @@ class ParameterRule:
 def _rule(row: Mapping[str, Any]) -> ParameterRule:
     when = row.get("when", "always")
     if when not in _WHEN:
-        raise ValueError(
+        raise InvalidInputError(
             f"parameters.toml: rule {row.get('name')!r}: unknown when {when!r}; "
             f"accepted: {', '.join(_WHEN)}"
         )

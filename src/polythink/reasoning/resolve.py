@@ -66,7 +66,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from polythink.errors import ThinkingUnsupportedError
+from polythink.errors import InvalidInputError, ThinkingUnsupportedError
 from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.capability import Capability
@@ -147,7 +147,9 @@ def check_model_id(model: object) -> None:
         ValueError: naming what was given.
     """
     if not isinstance(model, str) or not model.strip():
-        raise ValueError(f"a model id must be a non-empty string such as 'gpt-5.5'; got {model!r}")
+        raise InvalidInputError(
+            f"a model id must be a non-empty string such as 'gpt-5.5'; got {model!r}"
+        )
 
 
 def resolve(
@@ -180,7 +182,9 @@ def resolve(
     check_model_id(model)
     requested = Effort.parse(effort)
     if policy not in POLICIES:
-        raise ValueError(f"unknown effort_fallback {policy!r}; accepted: {', '.join(POLICIES)}")
+        raise InvalidInputError(
+            f"unknown effort_fallback {policy!r}; accepted: {', '.join(POLICIES)}"
+        )
     if requested is None:
         return Resolution(None, None, {})
     profile = get_provider(provider)

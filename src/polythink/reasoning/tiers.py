@@ -37,6 +37,7 @@ from typing import Literal
 
 from polythink.errors import (
     CapacityUnavailableError,
+    InvalidInputError,
     PolythinkError,
     RequestRejectedError,
     ServiceTierUnsupportedError,
@@ -170,7 +171,7 @@ def resolve_tier(
     tier = ServiceTier.parse(requested)
     spare = ServiceTier.parse(fallback)
     if policy not in TIER_POLICIES:
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown service_tier_fallback {policy!r}; accepted: {', '.join(TIER_POLICIES)}"
         )
     if tier is None:

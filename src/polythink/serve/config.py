@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from polythink.config import Source, options_from_toml, read_toml, sources_from_toml
+from polythink.errors import InvalidInputError
 from polythink.providers import PROVIDERS
 from polythink.serve.tenancy import Tenant, tenants_from_toml
 
@@ -135,9 +136,11 @@ def split_model(name: str) -> tuple[str, str] | None:
 def _number(value: Any, where: str, *, low: float, integer: bool = False) -> Any:
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a {'whole ' if integer else ''}number; got {value!r}")
+        raise InvalidInputError(
+            f"{where} must be a {'whole ' if integer else ''}number; got {value!r}"
+        )
     if value < low:
-        raise ValueError(f"{where} must be at least {low:g}; got {value!r}")
+        raise InvalidInputError(f"{where} must be at least {low:g}; got {value!r}")
     return value
 
 
@@ -145,20 +148,20 @@ def _settings(table: Any, where: str) -> ServeSettings:
     if table is None:
         return ServeSettings()
     if not isinstance(table, Mapping):
-        raise ValueError(f"{where} must be a table; got {table!r}")
+        raise InvalidInputError(f"{where} must be a table; got {table!r}")
     known = set(ServeSettings.__dataclass_fields__)
     unknown = sorted(set(table) - known)
     if unknown:
-        raise ValueError(f"{where}: unknown keys {unknown}; known: {sorted(known)}")
+        raise InvalidInputError(f"{where}: unknown keys {unknown}; known: {sorted(known)}")
     values: dict[str, Any] = {}
     if "host" in table:
         if not isinstance(table["host"], str) or not table["host"].strip():
-            raise ValueError(f"{where} host must be an address such as 127.0.0.1")
+            raise InvalidInputError(f"{where} host must be an address such as 127.0.0.1")
         values["host"] = table["host"].strip()
     if "port" in table:
         port = _number(table["port"], f"{where} port", low=0, integer=True)
         if port > 65535:
-            raise ValueError(f"{where} port must be from 0 to 65535; got {port}")
+            raise InvalidInputError(f"{where} port must be from 0 to 65535; got {port}")
         values["port"] = port
     for name in ("keepalive", "idle_timeout", "body_timeout", "write_timeout", "drain_timeout"):
         if name in table:
@@ -172,18 +175,20 @@ def _settings(table: Any, where: str) -> ServeSettings:
         values["cors_origins"] = _names(table["cors_origins"], f"{where} cors_origins")
     if "metrics" in table:
         if not isinstance(table["metrics"], bool):
-            raise ValueError(f"{where} metrics must be true or false; got {table['metrics']!r}")
+            raise InvalidInputError(
+                f"{where} metrics must be true or false; got {table['metrics']!r}"
+            )
         values["metrics"] = table["metrics"]
     return ServeSettings(**values)
 
 
 def _names(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str | bytes):
-        raise ValueError(f"{where} must be a list of strings; got {value!r}")
+        raise InvalidInputError(f"{where} must be a list of strings; got {value!r}")
     names = []
     for item in value:
         if not isinstance(item, str) or not item.strip():
-            raise ValueError(f"{where} must hold non-empty strings; got {item!r}")
+            raise InvalidInputError(f"{where} must hold non-empty strings; got {item!r}")
         names.append(item.strip())
     return tuple(names)
 
@@ -192,30 +197,30 @@ def _routes(tables: Any, where: str) -> tuple[RouteConfig, ...]:
     if tables is None:
         return ()
     if not isinstance(tables, list):
-        raise ValueError(f"{where}: routes are [[route]] tables; got {tables!r}")
+        raise InvalidInputError(f"{where}: routes are [[route]] tables; got {tables!r}")
     routes: list[RouteConfig] = []
     taken: dict[str, int] = {}
     for i, table in enumerate(tables):
         at = f"{where} [[route]] #{i}"
         unknown = sorted(set(table) - {"name", "aliases", "sources"})
         if unknown:
-            raise ValueError(f"{at}: unknown keys {unknown}; known: aliases, name, sources")
+            raise InvalidInputError(f"{at}: unknown keys {unknown}; known: aliases, name, sources")
         name = table.get("name")
         if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"{at}: a route needs a name, the model id clients send")
+            raise InvalidInputError(f"{at}: a route needs a name, the model id clients send")
         sources = _names(table.get("sources", []), f"{at} sources")
         if not sources:
-            raise ValueError(f"{at}: a route needs at least one source")
+            raise InvalidInputError(f"{at}: a route needs at least one source")
         for entry in sources:
             if split_model(entry) is None:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{at}: source {entry!r} is not provider/model-id with a known provider "
                     f"(known: {', '.join(PROVIDERS)})"
                 )
         aliases = _names(table.get("aliases", []), f"{at} aliases")
         for taken_name in (name.strip(), *aliases):
             if taken_name in taken:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{at}: {taken_name!r} already names route #{taken[taken_name]}; a model id "
                     "routes one way"
                 )

@@ -61,6 +61,7 @@ from polythink.errors import (
     AuthError,
     BudgetExceededError,
     ContextWindowExceededError,
+    InvalidInputError,
     ModelNotFoundError,
     PolythinkError,
     RateLimitedError,
@@ -264,6 +265,8 @@ def classify(error: PolythinkError) -> tuple[int, str]:
     if isinstance(error, RequestRejectedError):
         status = given or 400
         return status, {404: "not_found", 413: "too_large"}.get(status, "invalid_request")
+    if isinstance(error, InvalidInputError):
+        return 400, "invalid_request"  # what the caller sent is refused before sending
     if isinstance(error, RequestTimeoutError):
         return 504, "timeout"
     if isinstance(error, TransientError | StreamInterruptedError):

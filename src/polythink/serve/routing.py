@@ -33,6 +33,7 @@ import httpx
 from polythink.backends.local import ProcessLimits
 from polythink.client import Client
 from polythink.config import Source
+from polythink.errors import InvalidInputError
 from polythink.middleware.base import Middleware
 from polythink.providers import get_provider
 from polythink.serve.config import GatewayConfig, split_model
@@ -65,7 +66,9 @@ def source_for(entry: str, configured: Sequence[Source]) -> Source:
     """
     found = split_model(entry)
     if found is None:
-        raise ValueError(f"{entry!r} is not provider/model-id with a provider polythink knows")
+        raise InvalidInputError(
+            f"{entry!r} is not provider/model-id with a provider polythink knows"
+        )
     provider, model = found
     for source in configured:
         if source.provider == provider and source.model == model:
@@ -190,7 +193,7 @@ class Router:
         if split_model(name) is None:
             return None
         if len(self._named) >= self.MAX_NAMED:
-            raise ValueError(
+            raise InvalidInputError(
                 f"this gateway already serves {self.MAX_NAMED} provider/model-id names; add a "
                 "[[route]] for this one"
             )

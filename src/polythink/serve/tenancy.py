@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from polythink.budgets import Budget, check_tag
+from polythink.errors import InvalidInputError
 
 __all__ = [
     "KEY_HEADERS",
@@ -162,7 +163,7 @@ def _number(value: Any, where: str, *, integer: bool = False) -> Any:
         or value <= 0
     ):
         whole = "whole " if integer else ""
-        raise ValueError(f"{where} must be a positive {whole}number; got {value!r}")
+        raise InvalidInputError(f"{where} must be a positive {whole}number; got {value!r}")
     return value
 
 
@@ -172,11 +173,11 @@ def _digests(table: Mapping[str, Any], where: str, environ: Mapping[str, str]) -
     if hashes is not None:
         given = [hashes] if isinstance(hashes, str) else hashes
         if not isinstance(given, list) or not given:
-            raise ValueError(f"{where} key_sha256 must be a hash or a list of hashes")
+            raise InvalidInputError(f"{where} key_sha256 must be a hash or a list of hashes")
         for text in given:
             match = _HASH.fullmatch(text.strip()) if isinstance(text, str) else None
             if match is None:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{where} key_sha256 must be sha256: and 64 hex digits "
                     "(polythink serve --hash-key prints it); got a value of another shape"
                 )
@@ -185,29 +186,33 @@ def _digests(table: Mapping[str, Any], where: str, environ: Mapping[str, str]) -
     variable = table.get("key_env")
     if variable is not None:
         if not isinstance(variable, str) or not variable.strip():
-            raise ValueError(f"{where} key_env must name an environment variable")
+            raise InvalidInputError(f"{where} key_env must name an environment variable")
         value = environ.get(variable.strip())
         if not value or not value.strip():
-            raise ValueError(f"{where}: the environment variable {variable.strip()} is not set")
+            raise InvalidInputError(
+                f"{where}: the environment variable {variable.strip()} is not set"
+            )
         keys.append((value.strip(), f"the environment variable {variable.strip()}"))
     path = table.get("key_file")
     if path is not None:
         if not isinstance(path, str) or not path.strip():
-            raise ValueError(f"{where} key_file must be a path")
+            raise InvalidInputError(f"{where} key_file must be a path")
         try:
             lines = Path(path).read_text().splitlines()
         except OSError as exc:
-            raise ValueError(f"{where}: cannot read key_file {path}: {exc.strerror}") from None
+            raise InvalidInputError(
+                f"{where}: cannot read key_file {path}: {exc.strerror}"
+            ) from None
         keys.append((lines[0].strip() if lines else "", f"the file {path}"))
     for key, origin in keys:
         if len(key) < MIN_KEY_CHARS:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{where}: the key in {origin} is shorter than {MIN_KEY_CHARS} characters "
                 "(polythink serve --new-key makes one)"
             )
         found.append(hashlib.sha256(key.encode()).digest())
     if not found:
-        raise ValueError(
+        raise InvalidInputError(
             f"{where}: a tenant needs a key: key_env (an environment variable), key_file, or "
             "key_sha256 (its hash)"
         )
@@ -218,20 +223,20 @@ def _budgets(tables: Any, name: str, where: str) -> tuple[Budget, ...]:
     if tables is None:
         return ()
     if not isinstance(tables, list):
-        raise ValueError(f"{where}: budgets are [[tenant.budget]] tables")
+        raise InvalidInputError(f"{where}: budgets are [[tenant.budget]] tables")
     budgets = []
     for i, table in enumerate(tables):
         at = f"{where} [[tenant.budget]] #{i}"
         unknown = sorted(set(table) - _BUDGET_FIELDS)
         if unknown:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{at}: unknown keys {unknown}; known: {', '.join(sorted(_BUDGET_FIELDS))} (the "
                 "scope is the tenant)"
             )
         try:
             budgets.append(Budget(**table, tag=name))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{at}: {exc}") from None
+            raise InvalidInputError(f"{at}: {exc}") from None
     return tuple(budgets)
 
 
@@ -249,40 +254,42 @@ def tenants_from_toml(
     if tables is None:
         return ()
     if not isinstance(tables, list):
-        raise ValueError(f"{where}: tenants are [[tenant]] tables")
+        raise InvalidInputError(f"{where}: tenants are [[tenant]] tables")
     env = os.environ if environ is None else environ
     tenants: list[Tenant] = []
     owners: dict[bytes, str] = {}
     for i, table in enumerate(tables):
         at = f"{where} [[tenant]] #{i}"
         if "key" in table or "api_key" in table:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{at}: a key is never written in the file; give key_env (an environment "
                 "variable), key_file, or key_sha256 (polythink serve --hash-key prints it)"
             )
         unknown = sorted(set(table) - _KNOWN - {"budget"})
         if unknown:
-            raise ValueError(f"{at}: unknown keys {unknown}; known: {', '.join(sorted(_KNOWN))}")
+            raise InvalidInputError(
+                f"{at}: unknown keys {unknown}; known: {', '.join(sorted(_KNOWN))}"
+            )
         try:
             name = check_tag(table.get("name"))
         except ValueError as exc:
-            raise ValueError(f"{at} name: {exc}") from None
+            raise InvalidInputError(f"{at} name: {exc}") from None
         if name is None:
-            raise ValueError(f"{at}: a tenant needs a name")
+            raise InvalidInputError(f"{at}: a tenant needs a name")
         if any(t.name == name for t in tenants):
-            raise ValueError(f"{at}: a tenant named {name!r} is already configured")
+            raise InvalidInputError(f"{at}: a tenant named {name!r} is already configured")
         at = f"{where} [[tenant]] {name!r}"
         digests = _digests(table, at, env)
         for digest in digests:
             if digest in owners:
-                raise ValueError(f"{at}: its key is also tenant {owners[digest]!r}'s")
+                raise InvalidInputError(f"{at}: its key is also tenant {owners[digest]!r}'s")
             owners[digest] = name
         routes = table.get("routes")
         if routes is not None and (
             not isinstance(routes, list)
             or not all(isinstance(r, str) and r.strip() for r in routes)
         ):
-            raise ValueError(f"{at} routes must be a list of model ids")
+            raise InvalidInputError(f"{at} routes must be a list of model ids")
         limits = {
             key: _number(table[key], f"{at} {key}", integer=key == "max_concurrency")
             for key in ("rpm", "tpm", "max_concurrency")

@@ -57,12 +57,12 @@ class Simulator:
         ``vertex``'s for ``https://{host}/v1`` (polythink appends the project and location),
         ``azure``'s for the resource's ``/openai/v1`` (a dated ``api_version`` moves to the
         deployments API under ``/openai``)."""
-        from polythink.providers import PROVIDERS
+        from polythink.providers import PROVIDERS, local_base_url
 
-        profile = PROVIDERS.get(provider)
-        if profile is not None and profile.cloud == "azure":
-            return f"http://127.0.0.1:{self.port}/{provider}/openai/v1"
-        return f"http://127.0.0.1:{self.port}/{provider}/v1"
+        root = f"http://127.0.0.1:{self.port}"
+        if provider not in PROVIDERS:
+            return f"{root}/{provider}/v1"
+        return local_base_url(root, provider)
 
     def start(self) -> Simulator:
         """Start the server thread and wait until it listens.

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from polythink.errors import InvalidInputError
 from polythink.providers import PROVIDERS
 from polythink.simulator import anthropic as anthropic_wire
 from polythink.simulator import gemini as gemini_wire
@@ -123,7 +124,7 @@ class _Captured(SimResponse):
         content_type: str = "text/event-stream",
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        raise ValueError("a batch request cannot be streamed")
+        raise InvalidInputError("a batch request cannot be streamed")
 
 
 @dataclass

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polythink.errors import InvalidInputError
 from polythink.simulator.server import SimRequest, SimResponse
 
 __all__ = [
@@ -478,9 +479,9 @@ class FaultPlan:
         wall: Callable[[], float] = time.time,
     ) -> None:
         if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"rate must be within [0, 1]; got {rate!r}")
+            raise InvalidInputError(f"rate must be within [0, 1]; got {rate!r}")
         if rate and not mix:
-            raise ValueError("a positive rate needs a non-empty mix")
+            raise InvalidInputError("a positive rate needs a non-empty mix")
         self.script: deque[Fault | None] = deque(script)
         self.rate = rate
         self.mix = tuple(mix)

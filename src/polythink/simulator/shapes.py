@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from polythink.errors import InvalidInputError
+
 __all__ = [
     "anthropic_stop",
     "chat_chunk",
@@ -127,7 +129,7 @@ def chat_usage(where: str, usage: Mapping[str, Any], text: str = "ok") -> bytes:
     elif where == "x_groq":
         last["x_groq"] = {"id": "req_sim", "usage": dict(usage)}
     elif where != "none":
-        raise ValueError(
+        raise InvalidInputError(
             f"unknown usage place {where!r}; accepted: final_chunk, top_level, choice, x_groq, none"
         )
     frames.append("[DONE]")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from polythink.errors import InvalidInputError
+
 __all__ = ["WIRES", "transport_class"]
 
 WIRES: dict[str, str] = {
@@ -32,12 +34,12 @@ def transport_class(wire: str) -> Any:
     """
     target = WIRES.get(wire)
     if target is None:
-        raise ValueError(f"unknown wire {wire!r}; known: {', '.join(WIRES)}")
+        raise InvalidInputError(f"unknown wire {wire!r}; known: {', '.join(WIRES)}")
     module_name, _, name = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
-        raise ValueError(f"the {wire} transport is not available in this build") from exc
+        raise InvalidInputError(f"the {wire} transport is not available in this build") from exc
     return getattr(module, name)

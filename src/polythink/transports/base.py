@@ -39,6 +39,7 @@ from polythink.clouds import azure_url
 from polythink.config import Source, check_headers
 from polythink.errors import (
     ContentUnsupportedError,
+    InvalidInputError,
     ModelNotFoundError,
     PolythinkError,
     RequestRejectedError,
@@ -144,7 +145,7 @@ def dumps(body: Any) -> bytes:
         return text.encode()
     except UnicodeEncodeError as exc:
         found = text[exc.start : exc.end]
-        raise ValueError(
+        raise InvalidInputError(
             f"the request body holds a lone surrogate U+{ord(found[0]):04X} near "
             f"{text[max(exc.start - 40, 0) : exc.start]!r}: text must be valid Unicode "
             "(UTF-8 encodable); look in extra_body and the tools' descriptions and schemas"
@@ -168,10 +169,10 @@ def path_segment(value: str, what: str, refused: str = "", why: str = "") -> str
             message names ``what``.
     """
     if value in ("", ".", ".."):
-        raise ValueError(f"{what} {value!r} cannot be a segment of a URL path")
+        raise InvalidInputError(f"{what} {value!r} cannot be a segment of a URL path")
     found = next((c for c in value if c in refused), None)
     if found is not None:
-        raise ValueError(f"{what} {value!r} holds {found!r}, {why}")
+        raise InvalidInputError(f"{what} {value!r} holds {found!r}, {why}")
     return urllib.parse.quote(value, safe="")
 
 
@@ -484,7 +485,7 @@ class HTTPTransport:
             isinstance(name, str) and isinstance(value, str) for name, value in extra.items()
         ):
             # The values are never echoed: they may be credentials.
-            raise ValueError(
+            raise InvalidInputError(
                 "Request.extra_headers must map header names to string values; got a "
                 f"{type(extra).__name__} holding something else"
             )

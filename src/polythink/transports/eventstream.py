@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from polythink.errors import TransientError
+from polythink.errors import InvalidInputError, TransientError
 
 __all__ = ["EXCEPTION", "EventStreamDecoder", "MalformedFrame"]
 
@@ -52,7 +52,7 @@ class EventStreamDecoder:
         try:
             from botocore.eventstream import EventStreamBuffer, ParserError
         except ImportError:
-            raise ValueError(
+            raise InvalidInputError(
                 "Bedrock streams are AWS event streams, read with botocore, which is not "
                 "installed: pip install 'polythink[bedrock]'"
             ) from None
