@@ -34,6 +34,21 @@ VERSION = {"anthropic-version": "2023-06-01"}
 """What the Anthropic SDKs send: a version that still takes sampling parameters."""
 
 
+def _asked(**fields: Any) -> dict[str, Any]:
+    """A Messages body for claude-haiku-4-5 with ``fields``."""
+    return {"model": HAIKU, **fields, "messages": PROMPT}
+
+
+def _manual(max_tokens: int, budget: int) -> dict[str, Any]:
+    """What claude-haiku-4-5 gets with manual thinking: no sampling parameter."""
+    return {
+        "model": "claude-haiku-4-5",
+        "max_tokens": max_tokens,
+        "messages": PROMPT,
+        "thinking": {"type": "enabled", "budget_tokens": budget},
+    }
+
+
 def _sent(recorder: Recorder, path: str) -> Any:
     return json.loads(recorder.last(path).body)
 
@@ -61,20 +76,9 @@ def test_adaptive_thinking_rewritten_for_a_manual_model_loses_temperature(
     caller's ``temperature: 0``, which Anthropic refuses with thinking on, is dropped with a
     warning in the answer and the log."""
     caplog.set_level(logging.WARNING, logger="polythink")
-    body = {
-        "model": HAIKU,
-        "max_tokens": 2048,
-        "temperature": 0,
-        "thinking": {"type": "adaptive"},
-        "messages": PROMPT,
-    }
+    body = _asked(max_tokens=2048, temperature=0, thinking={"type": "adaptive"})
     answer = _post(fresh, "/v1/messages", body)
-    assert _sent(recorder, "/messages") == {
-        "model": "claude-haiku-4-5",
-        "max_tokens": 10240,
-        "messages": PROMPT,
-        "thinking": {"type": "enabled", "budget_tokens": 8192},
-    }
+    assert _sent(recorder, "/messages") == _manual(10240, 8192)
     dropped = (
         "dropped temperature=0 (only 1 or unset with thinking.type=enabled) for anthropic "
         "model 'claude-haiku-4-5' (drop_params=True)"
@@ -93,20 +97,13 @@ def test_adaptive_thinking_rewritten_for_a_manual_model_loses_temperature(
 def test_manual_thinking_as_written_loses_temperature_and_top_k(
     gateway: GatewayServer, recorder: Recorder
 ) -> None:
-    body = {
-        "model": HAIKU,
-        "max_tokens": 20000,
-        "temperature": 0,
-        "top_k": 5,
-        "thinking": {"type": "enabled", "budget_tokens": 8192},
-        "messages": PROMPT,
-    }
-    expected = {
-        "model": "claude-haiku-4-5",
-        "max_tokens": 20000,
-        "thinking": {"type": "enabled", "budget_tokens": 8192},
-        "messages": PROMPT,
-    }
+    body = _asked(
+        max_tokens=20000,
+        temperature=0,
+        top_k=5,
+        thinking={"type": "enabled", "budget_tokens": 8192},
+    )
+    expected = _manual(20000, 8192)
     warnings = (
         "dropped temperature=0 (only 1 or unset with thinking.type=enabled) for anthropic "
         "model 'claude-haiku-4-5' (drop_params=True) | dropped top_k=5 (not accepted with "
@@ -126,15 +123,6 @@ def test_manual_thinking_as_written_loses_temperature_and_top_k(
     assert "event: message_stop" in text
     summary = json.loads(text.rstrip().splitlines()[-1].removeprefix(": polythink "))
     assert summary["warnings"] == warnings.split(" | ")
-
-
-def test_without_thinking_temperature_zero_goes_as_written(
-    gateway: GatewayServer, recorder: Recorder
-) -> None:
-    body = {"model": HAIKU, "max_tokens": 2048, "temperature": 0, "messages": PROMPT}
-    answer = _post(gateway, "/v1/messages", body)
-    assert _sent(recorder, "/messages") == {**body, "model": "claude-haiku-4-5"}
-    assert "x-polythink-warnings" not in answer.headers
 
 
 HAIKU_HIGH = {
@@ -211,40 +199,16 @@ def test_the_openai_doors_drop_what_a_reasoning_model_refuses(
     assert answer.headers["x-polythink-applied-effort"] == "high"
 
 
-def test_reasoning_off_keeps_temperature_on_an_openai_reasoning_model(
-    gateway: GatewayServer, recorder: Recorder
-) -> None:
-    body = {
-        "model": "openai/gpt-5.5",
-        "temperature": 0,
-        "reasoning_effort": "none",
-        "messages": PROMPT,
-    }
-    answer = _post(gateway, "/v1/chat/completions", body)
-    assert _sent(recorder, "/chat/completions") == {**body, "model": "gpt-5.5"}
-    assert "x-polythink-warnings" not in answer.headers
-
-
 # -- output_config.effort on a model that takes a budget -------------------------------------
 
 
 def test_output_config_effort_becomes_the_budget_a_manual_model_takes(
     gateway: GatewayServer, recorder: Recorder
 ) -> None:
-    body = {
-        "model": HAIKU,
-        "max_tokens": 2048,
-        "output_config": {"effort": "high"},
-        "messages": PROMPT,
-    }
+    body = _asked(max_tokens=2048, output_config={"effort": "high"})
     answer = _post(gateway, "/v1/messages", body)
     # As `polythink resolve --provider anthropic --model claude-haiku-4-5 --effort high` says.
-    assert _sent(recorder, "/messages") == {
-        "model": "claude-haiku-4-5",
-        "max_tokens": 18432,
-        "messages": PROMPT,
-        "thinking": {"type": "enabled", "budget_tokens": 16384},
-    }
+    assert _sent(recorder, "/messages") == _manual(18432, 16384)
     assert answer.headers["x-polythink-requested-effort"] == "high"
     assert answer.headers["x-polythink-applied-effort"] == "high"
     assert answer.headers["x-polythink-reasoning"] == "observed"
@@ -257,28 +221,52 @@ def test_output_config_effort_becomes_the_budget_a_manual_model_takes(
     # own fields (the output ceiling keeps the caller's room).
     mixed = {**body, "max_tokens": 20000, "thinking": {"type": "enabled", "budget_tokens": 4000}}
     answer = _post(gateway, "/v1/messages", mixed)
-    assert _sent(recorder, "/messages") == {
-        "model": "claude-haiku-4-5",
-        "max_tokens": 36384,
-        "messages": PROMPT,
-        "thinking": {"type": "enabled", "budget_tokens": 16384},
-    }
+    assert _sent(recorder, "/messages") == _manual(36384, 16384)
     assert answer.headers["x-polythink-applied-effort"] == "high"
 
 
-def test_output_config_effort_goes_as_written_to_an_adaptive_model(
-    gateway: GatewayServer, recorder: Recorder
+@pytest.mark.parametrize(
+    ("path", "body", "upstream", "model"),
+    [
+        ("/v1/messages", _asked(max_tokens=2048, temperature=0), "/messages", "claude-haiku-4-5"),
+        (
+            "/v1/chat/completions",
+            {
+                "model": "openai/gpt-5.5",
+                "temperature": 0,
+                "reasoning_effort": "none",
+                "messages": PROMPT,
+            },
+            "/chat/completions",
+            "gpt-5.5",
+        ),
+        (
+            "/v1/messages",
+            {
+                "model": "to-anthropic",
+                "max_tokens": 2048,
+                "thinking": {"type": "adaptive"},
+                "output_config": {"effort": "high"},
+                "messages": PROMPT,
+            },
+            "/messages",
+            "claude-sonnet-4-6",
+        ),
+    ],
+    ids=["no-thinking", "reasoning-off", "effort-to-an-adaptive-model"],
+)
+def test_what_the_model_takes_goes_as_written(
+    gateway: GatewayServer,
+    recorder: Recorder,
+    path: str,
+    body: dict[str, Any],
+    upstream: str,
+    model: str,
 ) -> None:
-    body = {
-        "model": "to-anthropic",
-        "max_tokens": 2048,
-        "thinking": {"type": "adaptive"},
-        "output_config": {"effort": "high"},
-        "messages": PROMPT,
-    }
-    answer = _post(gateway, "/v1/messages", body)
-    assert _sent(recorder, "/messages") == {**body, "model": "claude-sonnet-4-6"}
-    assert answer.headers["x-polythink-applied-effort"] == "high"
+    """Without thinking ``temperature: 0`` is kept, and ``output_config.effort`` is the own
+    field of an adaptive model: the body goes as the caller wrote it, without a warning."""
+    answer = _post(gateway, path, body)
+    assert _sent(recorder, upstream) == {**body, "model": model}
     assert "x-polythink-warnings" not in answer.headers
 
 
