@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from polythink import Client, Message, Source, Tool
 
@@ -15,6 +16,28 @@ WEATHER = Tool(
     description="Current weather for a city",
     parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
+
+
+CLOUD_ENVIRONMENT = (
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "GOOGLE_CLOUD_PROJECT",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "GOOGLE_CLOUD_LOCATION",
+    "CLOUD_ML_REGION",
+    "GOOGLE_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_API_KEY",
+)
+"""The variables that give a cloud source its region, project, endpoint or key."""
+
+
+def clear_cloud_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset :data:`CLOUD_ENVIRONMENT`, so a source's settings are the test's alone."""
+    for name in CLOUD_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
 
 
 class Wire:

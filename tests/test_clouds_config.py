@@ -17,24 +17,12 @@ from polythink.reasoning.converse import converse_dialect
 from polythink.reasoning.resolve import resolve
 from polythink.transports.bedrock import invoke_body, model_path
 from polythink.transports.vertex import model_resource
+from tests.cloud_support import clear_cloud_environment
 
 
 @pytest.fixture(autouse=True)
 def no_cloud_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_BEARER_TOKEN_BEDROCK",
-        "GOOGLE_CLOUD_PROJECT",
-        "ANTHROPIC_VERTEX_PROJECT_ID",
-        "GOOGLE_CLOUD_LOCATION",
-        "CLOUD_ML_REGION",
-        "GOOGLE_API_KEY",
-        "AZURE_OPENAI_ENDPOINT",
-        "AZURE_OPENAI_API_KEY",
-        "AZURE_API_KEY",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    clear_cloud_environment(monkeypatch)
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from polythink.errors import (
     BudgetExceededError,
     ContextWindowExceededError,
     RateLimitedError,
+    ThinkingUnsupportedError,
     TransientError,
 )
 from polythink.providers import get_provider
@@ -177,6 +178,48 @@ def test_a_chat_body_to_another_dialect_and_a_changed_ceiling() -> None:
     assert sent["max_tokens"] == 700
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True}
+
+
+def test_a_body_as_written_keeps_the_models_sampling_rules() -> None:
+    """The caller's own body goes through the rules a built one does: refused before
+    sending, or, under ``drop_params`` (the gateway's sources), dropped with a note; judged
+    on the ``anthropic-version`` the caller sent (2026-10-21 has no sampling parameters)."""
+    body = {
+        "model": "m",
+        "max_tokens": 20000,
+        "temperature": 0,
+        "top_k": 5,
+        "thinking": {"type": "enabled", "budget_tokens": 8192},
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    native = _native(
+        body,
+        dialect="anthropic",
+        effort=effort_for_budget(8192),
+        style="manual",
+        reasoning_paths=(("thinking", "type"), ("thinking", "budget_tokens")),
+        max_tokens_key="max_tokens",
+        headers={"anthropic-version": "2023-06-01"},
+    )
+    request = _resolved(native, Effort.MEDIUM, "claude-haiku-4-5", max_tokens=20000)
+
+    def transport(**fields: Any) -> AnthropicTransport:
+        source = Source("anthropic", "claude-haiku-4-5", api_key="sk-ant-test-0123", **fields)
+        return AnthropicTransport(
+            source=source, index=0, profile=ANTHROPIC, client=httpx.AsyncClient(), api_key="k"
+        )
+
+    with pytest.raises(ThinkingUnsupportedError, match=r"rejects temperature, top_k while"):
+        transport().body(request)
+    dropping = transport(drop_params=True)
+    expected = {key: value for key, value in body.items() if key not in ("temperature", "top_k")}
+    assert dropping.body(request) == {**expected, "model": "claude-haiku-4-5"}
+    plain = {"model": "m", "max_tokens": 10, "temperature": 0, "messages": body["messages"]}
+    native = _native(plain, max_tokens_key="max_tokens", headers=native.headers)
+    request = _resolved(native, None, "claude-haiku-4-5", max_tokens=10)
+    assert dropping.body(request) == {**plain, "model": "claude-haiku-4-5"}
+    unversioned = request.with_(native=dataclasses.replace(native, headers={}))
+    assert "temperature" not in dropping.body(unversioned)
 
 
 def test_native_headers_join_list_headers() -> None:

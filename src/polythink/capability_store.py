@@ -59,6 +59,7 @@ from polythink.reasoning.capability import Capability, capability_fields, capabi
 from polythink.reasoning.ids import lookup_keys
 from polythink.reasoning.learn import default_level, reasoning_levels
 from polythink.reasoning.resolve import check_model_id, resolve
+from polythink.reasoning.serving import serving
 from polythink.types import Effort, Resolution
 
 __all__ = [
@@ -361,25 +362,33 @@ class CapabilityStore:
         policy: str = "nearest",
         max_tokens: int | None = None,
         endpoint: str | None = None,
+        base_model: str | None = None,
+        tools: bool = False,
     ) -> Resolution:
         """Resolve ``effort`` for ``model`` on ``provider`` as a client with this store would.
 
         The capability comes from :meth:`lookup` at ``endpoint`` (the source's base URL;
         ``None``: the provider's default) with observed > documented > imported >
-        inferred, then :func:`resolve_known` builds the fragment; ``polythink resolve``
-        prints its result. Other args and errors as :func:`polythink.reasoning.resolve`.
+        inferred, for the model and on the profile the client's source would use
+        (:func:`polythink.reasoning.serving.serving`), then :func:`resolve_known` builds the
+        fragment. Other args and errors as :func:`polythink.reasoning.resolve`.
 
         Raises:
             ValueError: an unknown effort string, policy or provider id.
             ThinkingUnsupportedError: the tier cannot be satisfied (for example ``none`` on a
                 model the store knows cannot switch reasoning off).
         """
-        from polythink.clouds import serving_profile
-
-        profile = serving_profile(provider, model)
-        known = self.lookup(profile.id, model, endpoint)
+        served = serving(provider, model, base_model)
+        known = self.lookup(served.lookup_provider, served.model, endpoint)
         return resolve_known(
-            effort, provider=profile, model=model, known=known, policy=policy, max_tokens=max_tokens
+            effort,
+            provider=served.profile,
+            model=model,
+            base_model=base_model,
+            known=known,
+            policy=policy,
+            max_tokens=max_tokens,
+            tools=tools,
         )
 
     def import_openrouter(self, path: str | Path) -> int:
@@ -580,6 +589,8 @@ def resolve_known(
     known: Known,
     policy: str = "nearest",
     max_tokens: int | None = None,
+    base_model: str | None = None,
+    tools: bool = False,
 ) -> Resolution:
     """Resolve ``effort`` with what is ``known`` about the model (one :meth:`lookup` result).
 
@@ -587,7 +598,7 @@ def resolve_known(
     ``None`` and a warning naming the evidence's origin; otherwise
     :func:`polythink.reasoning.resolve` runs with ``known.capability`` (``None`` = an
     unregistered model: the fragment is built unchecked, with a warning). The reasoning
-    middleware and ``polythink resolve`` both go through here.
+    middleware, :meth:`CapabilityStore.resolve` and ``polythink resolve`` all go through here.
 
     Raises:
         ValueError: an unknown effort string, policy or provider id.
@@ -595,9 +606,9 @@ def resolve_known(
     """
     requested = Effort.parse(effort)
     if not known.takes_parameter and requested is not None:
-        profile = get_provider(provider)
+        served = serving(provider, model, base_model)
         note = (
-            f"model {model!r} takes no reasoning parameter on {profile.id} "
+            f"model {served.model!r} takes no reasoning parameter on {served.profile.id} "
             f"({known.origin} evidence); sent none for reasoning_effort={requested.value!r}, "
             "so the model reasons (or not) by its own default"
         )
@@ -609,6 +620,8 @@ def resolve_known(
         policy=policy,
         max_tokens=max_tokens,
         capability=known.capability,
+        base_model=base_model,
+        tools=tools,
     )
 
 

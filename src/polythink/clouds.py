@@ -1,7 +1,9 @@
 """Where the clouds' endpoints are, and what a cloud model id says of its vendor.
 
 Pure functions over a source's settings and the environment; no cloud library is imported
-here (the credential providers that need one are in :mod:`polythink.auth`).
+here (the credential providers that need one are in :mod:`polythink.auth`). Which profile
+serves a model (:func:`serving_profile`, :func:`vendor_of`, :func:`model_vendor`) is decided
+in :mod:`polythink.reasoning.serving`, where resolution reads it too.
 
 Facts (CLOUDS.md, read 2026-12-04):
 
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from polythink.errors import InvalidInputError
-from polythink.providers import ProviderProfile, get_provider, routed_profile
+from polythink.reasoning.serving import model_vendor, serving_profile, vendor_of
 
 __all__ = [
     "AWS_REGION_ENV",
@@ -168,48 +170,3 @@ def azure_url(root: str, path: str, deployment: str, api_version: str | None) ->
     if path == "/chat/completions":
         root = f"{root}/deployments/{quote(deployment, safe='')}"
     return f"{root}{path}?api-version={api_version}"
-
-
-def model_vendor(model: str) -> str | None:
-    """The vendor a cloud model id names, or ``None`` when it names none: the model id
-    normaliser's reading (:func:`polythink.reasoning.ids.parse_model_id`): a Bedrock id's
-    vendor part after an inference profile's geography (``anthropic.claude-opus-4-8``,
-    ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``, the same behind an ARN), a Vertex
-    publisher (``anthropic/claude-opus-4-8``, ``publishers/anthropic/models/…``). A bare name
-    (``claude-opus-4-8``, an Azure deployment's name) gives ``None``: its registry entry's
-    provider says more (:func:`vendor_of`)."""
-    from polythink.reasoning.ids import parse_model_id
-
-    return parse_model_id(None, model).vendor
-
-
-def vendor_of(model: str, base_model: str | None = None) -> str | None:
-    """The vendor of a source's model: named by its id (:func:`model_vendor`:
-    ``us.anthropic.…`` -> ``anthropic``), else by ``base_model``, else the provider the
-    capability registry lists the model under; ``None`` when nothing says."""
-    for name in (model, base_model):
-        if name:
-            found = model_vendor(name)
-            if found is not None:
-                return found
-    from polythink.reasoning.capabilities import get_capability
-
-    capability = get_capability(base_model or model, None)
-    return capability.provider if capability is not None else None
-
-
-def serving_profile(
-    provider: str | ProviderProfile, model: str, base_model: str | None = None
-) -> ProviderProfile:
-    """The profile that serves ``model`` for a source of ``provider``: the provider's own,
-    or the one its ``vendor_routes`` give for the model's vendor (:func:`vendor_of`): a
-    ``bedrock`` source of an OpenAI model is served by ``bedrock-converse``, a ``vertex``
-    source of a Claude model by ``vertex-anthropic``.
-
-    Raises:
-        ValueError: an unknown provider id.
-    """
-    profile = get_provider(provider)
-    if not profile.vendor_routes:
-        return profile
-    return routed_profile(profile, vendor_of(model, base_model))

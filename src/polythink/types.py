@@ -2086,6 +2086,11 @@ class NativeRelay(Protocol):
 
     committed: bool
 
+    def noted(self, source_index: int, notes: Sequence[str]) -> None:
+        """What the transport changed in the caller's body for a streamed attempt (the
+        response's warnings it knows before sending: reasoning fields rewritten, parameters
+        the model refuses dropped), before the attempt is sent; only when there are some."""
+
     def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
         """A streamed answer's head arrived with a 2xx ``status``."""
 
@@ -2124,8 +2129,10 @@ class NativeBody:
         dialect: the reasoning dialect of the caller's own reasoning fields (a
             :data:`polythink.providers.ReasoningWire` value), ``None`` when it sent none.
         effort: the tier those fields ask for, in polythink's vocabulary.
-        style: Anthropic's thinking style they use (``manual`` for ``enabled`` with a
-            budget, ``adaptive``), else ``None``.
+        style: Anthropic's thinking style they are written in (``manual``: ``enabled``
+            with a budget; ``adaptive``: ``adaptive`` or ``output_config.effort``, the
+            strength of adaptive thinking; ``mixed``: both, which no model takes as
+            written), else ``None``. A model of another style gets polythink's fields.
         reasoning_paths: where those fields are, as key paths (``("thinking",)``,
             ``("output_config", "effort")``): removed when polythink sends its own.
         max_tokens_key: the body field holding the caller's output ceiling, if any.

@@ -47,6 +47,7 @@ from polythink.cli.output import (
 from polythink.providers import PROVIDERS, get_provider
 from polythink.reasoning import Capability, all_capabilities, get_capability
 from polythink.reasoning.lifecycle import status as lifecycle_status
+from polythink.reasoning.serving import serving
 from polythink.types import Effort
 
 __all__ = ["add_parser"]
@@ -288,7 +289,9 @@ def _cmd_models_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_levels(args: argparse.Namespace, store: CapabilityStore) -> int:
-    provider = get_provider(args.provider).serves if args.provider else None
+    # On the profile a client's source of this provider uses for the model (Converse for a
+    # bedrock source of Nova), where the reasoning layer records what it observes.
+    provider = serving(args.provider, args.levels).lookup_provider if args.provider else None
     found = store.levels(args.levels, provider, args.base_url)
     if args.json:
         result = {

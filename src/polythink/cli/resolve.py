@@ -1,7 +1,11 @@
 """``polythink resolve --provider P --model M --effort E``: print the applied tier and the
 request-body fragment a client would send, without any network.
 
-The capability comes from the same store lookup the client makes
+The fragment is for the profile the client's source would use (a ``bedrock`` source of an
+OpenAI model sends Converse, a ``vertex`` source of Claude ``rawPredict``:
+:func:`polythink.reasoning.serving.serving`; ``--base-model M`` as ``Source.base_model``), and
+for the Responses API where an ``openai`` or ``azure`` source would send a call with
+``--tools`` there. The capability comes from the same store lookup the client makes
 (:meth:`polythink.capability_store.CapabilityStore.resolve`; ``--store PATH``), with what was
 observed at the endpoint ``--base-url URL`` (default: the provider's own). ``--budget
 USD/WINDOW`` (with ``--step-down-at``, ``--floor``, ``--tag``, ``--budget-name`` and ``--spent
@@ -30,8 +34,13 @@ from polythink.config import Source
 from polythink.providers import PROVIDERS, get_provider
 from polythink.reasoning import POLICIES
 from polythink.reasoning.lifecycle import served_lifecycle_note
+from polythink.reasoning.serving import serving
+from polythink.types import Tool
 
 __all__ = ["add_parser"]
+
+_ANY_TOOL = Tool(name="tool")
+"""What ``--tools`` plans a call with: only whether the call has function tools matters."""
 
 
 def add_parser(commands: Commands) -> Parser:
@@ -50,6 +59,13 @@ def add_parser(commands: Commands) -> Parser:
         "--model", required=True, type=arguments.model_id, metavar="M", help="model id"
     )
     res.add_argument(
+        "--base-model",
+        type=arguments.model_id,
+        metavar="M",
+        help="the model --model runs when its id does not say (an Azure deployment, a Bedrock "
+        "application inference profile), as Source(base_model=...)",
+    )
+    res.add_argument(
         "--effort",
         required=True,
         type=arguments.effort,
@@ -61,6 +77,12 @@ def add_parser(commands: Commands) -> Parser:
         type=arguments.positive_int,
         metavar="N",
         help="the caller's output ceiling in tokens (budget wires raise it)",
+    )
+    res.add_argument(
+        "--tools",
+        action="store_true",
+        help="the call carries function tools (a model that takes them on the Responses API "
+        "only is sent there by an openai or azure source)",
     )
     res.add_argument(
         "--policy",
@@ -147,20 +169,25 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     retired: str | None = None
     try:
-        # The lookup a Client makes: observed > documented > imported > inferred.
+        # The profile and the lookup a Client's source gets (a cloud serves some vendors
+        # over another wire), then observed > documented > imported > inferred.
         store = open_store(args.store)
-        profile = get_provider(args.provider)
-        known = store.lookup(profile.id, args.model, args.base_url)
+        served = serving(args.provider, args.model, args.base_model)
+        known = store.lookup(served.lookup_provider, served.model, args.base_url)
         # A retired model is named as the client names it on its first call, whatever form
         # of its id was given (a Bedrock, Vertex or dated id finds the same entry).
-        retired = served_lifecycle_note(args.model, known.capability, store.today(), profile.serves)
+        retired = served_lifecycle_note(
+            served.model, known.capability, store.today(), served.profile.serves
+        )
         resolution = resolve_known(
             args.effort,
-            provider=profile,
+            provider=served.profile,
             model=args.model,
+            base_model=args.base_model,
             known=known,
             policy=args.policy,
             max_tokens=args.max_tokens,
+            tools=args.tools,
         )
     except ValueError as exc:
         if args.json:
@@ -189,6 +216,8 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     print(f"requested  {requested.value if requested else 'unset'}")
     print(f"applied    {applied.value if applied else 'unset'}")
     print(f"payload    {json.dumps(resolution.payload, ensure_ascii=False)}")
+    if served.profile is not get_provider(args.provider):
+        print(f"served by  {served.profile.id}")
     if resolution.budget_tokens is not None:
         print(f"budget     {resolution.budget_tokens} tokens")
     for warning in warnings:
@@ -212,6 +241,7 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
         source = Source(
             args.provider,
             args.model,
+            base_model=args.base_model,
             api_key="resolve",
             base_url=args.base_url,
             effort_fallback=args.policy,
@@ -234,7 +264,10 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
                 line = budget.line(args.tag if args.tag is not None else "all")
                 await store.reserve([line], nanos(args.spent))
             (found,) = await client.plan(
-                reasoning_effort=args.effort, max_tokens=args.max_tokens, tag=args.tag
+                reasoning_effort=args.effort,
+                max_tokens=args.max_tokens,
+                tag=args.tag,
+                tools=[_ANY_TOOL] if args.tools else None,
             )
             return found
         finally:

@@ -77,7 +77,7 @@ from polythink.middleware.semconv import (
 from polythink.middleware.tiers import ServiceTierMiddleware
 from polythink.pricing import price_nanos, worst_case_nanos
 from polythink.providers import ProviderProfile
-from polythink.reasoning.resolve import payload_ceiling
+from polythink.reasoning.resolve import payload_ceiling, responses_call
 from polythink.reasoning.stepdown import Pressure, step_down
 from polythink.types import (
     Effort,
@@ -953,8 +953,9 @@ def plain_plan(
     tiers: ServiceTierMiddleware | None = None,
 ) -> CallPlan:
     """What ``request`` would get from a source without budgets: its reasoning layer's
-    resolution (``requested`` defaults to the request's tier, else the source's) and its
-    tier layer's (``tiers``)."""
+    resolution (``requested`` defaults to the request's tier, else the source's), spelt for
+    the Responses API where the call would go there (:func:`responses_call`: a model that
+    takes function tools there only), and its tier layer's (``tiers``)."""
     source = reasoning.source
     effort = request.reasoning_effort or source.effort
     asked = requested if requested is not None else effort
@@ -982,6 +983,17 @@ def plain_plan(
             False,
             (exc.message,),
         )
+    routed = responses_call(
+        resolution,
+        profile=reasoning.profile,
+        capability=source.capability,
+        tools=bool(request.tools),
+        reasoning_mode=source.reasoning_mode,
+        max_tokens=request.max_tokens,
+    )
+    if routed is not None and routed[0] is not None:
+        resolution = routed[0]
+        notes = (*notes, routed[1])
     return CallPlan(
         index,
         source.provider,

@@ -68,6 +68,7 @@ from polythink.reasoning.lifecycle import served_lifecycle_note
 from polythink.reasoning.observe import WarningThrottle, bounded_usage, observe, reconcile
 from polythink.reasoning.parameters import stream_only_rule
 from polythink.reasoning.resolve import payload_ceiling
+from polythink.reasoning.serving import serving
 from polythink.types import Effort, Request, Resolution, Response, StreamEvent, ThinkingObservation
 from polythink.wire_json import loads_json
 
@@ -115,11 +116,13 @@ class ReasoningMiddleware:
         self.source = source
         self.index = index
         self.profile = profile
-        self.model = source.registry_model
+        # The same decision as polythink.resolve and `polythink resolve`: a base_model is a
+        # model id read by its shape; an Azure id is a deployment name.
+        served = serving(profile, source.model, source.base_model)
+        self.model = served.model
         self.endpoint = source.endpoint
         self.store = store if store is not None else CapabilityStore(None)
-        # A base_model is a model id read by its shape; an Azure id is a deployment name.
-        self._lookup_provider = profile.id if source.base_model is None else None
+        self._lookup_provider = served.lookup_provider
         known = self.store.lookup(self._lookup_provider, self.model, self.endpoint)
         self.capability: Capability | None = known.capability
         self.takes_parameter = known.takes_parameter
@@ -149,7 +152,8 @@ class ReasoningMiddleware:
             found = resolve_known(
                 effort,
                 provider=self.profile,
-                model=self.model,
+                model=self.source.model,
+                base_model=self.source.base_model,
                 known=Known(self.capability, self.origin, self.takes_parameter),
                 policy=self.source.effort_fallback,
                 max_tokens=max_tokens,

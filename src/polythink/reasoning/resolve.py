@@ -71,6 +71,7 @@ from polythink.providers import ProviderProfile, get_provider
 from polythink.reasoning.capabilities import get_capability
 from polythink.reasoning.capability import Capability
 from polythink.reasoning.converse import ConverseDialect, converse_dialect
+from polythink.reasoning.serving import serving
 from polythink.types import EFFORT_ORDER, Effort, Resolution
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "effort_for_budget",
     "payload_ceiling",
     "resolve",
+    "responses_call",
     "responses_route",
     "retarget",
     "settle_tier",
@@ -160,26 +162,44 @@ def resolve(
     policy: str = "nearest",
     max_tokens: int | None = None,
     capability: Capability | None = _UNSET,
+    base_model: str | None = None,
+    tools: bool = False,
 ) -> Resolution:
-    """Resolve ``effort`` for ``model`` on ``provider``'s wire.
+    """Resolve ``effort`` for ``model`` on the wire of the profile that serves it.
+
+    A cloud provider serves some vendors' models over another wire, as the client sends them
+    (:func:`polythink.reasoning.serving.serving`): ``provider="bedrock"`` with
+    ``openai.gpt-oss-120b-1:0`` is resolved for Converse (``bedrock-converse``),
+    ``provider="vertex"`` with ``claude-sonnet-4-5@20250929`` for ``rawPredict``
+    (``vertex-anthropic``).
 
     Args:
         effort: the requested tier (``Effort``, a string or alias, a bool, or ``None`` =
             unset).
-        provider: provider id or profile; its ``reasoning_wire`` decides the field names.
+        provider: provider id or profile; the ``reasoning_wire`` of the profile that serves
+            the model decides the field names.
         model: the model id, looked up in the registry unless ``capability`` is given.
         policy: ``nearest`` | ``error`` | ``drop`` for tiers the model does not accept.
         max_tokens: the caller's output ceiling in tokens, if any; budget wires raise it.
         capability: use this capability instead of the registry (``None`` = unregistered).
+        base_model: the model ``model`` runs when its id does not say (an Azure deployment's
+            name, a Bedrock application inference profile), as ``Source.base_model``: the
+            registry reads it instead of ``model``.
+        tools: the call carries function tools: on a source that reaches the Responses API
+            too (``openai``, ``azure``), a model that takes tools there only has the
+            fragment spelt for that API, as the client sends it (:func:`responses_call`).
 
     Returns:
         a :class:`~polythink.types.Resolution` with the applied tier and the body fragment.
 
     Raises:
-        ValueError: for an unknown effort string or policy, or an empty model id.
+        ValueError: for an unknown effort string, policy or provider id, or an empty model
+            id.
         ThinkingUnsupportedError: phases 2, 4 and 5 (under ``error``) above.
     """
     check_model_id(model)
+    if base_model is not None:
+        check_model_id(base_model)
     requested = Effort.parse(effort)
     if policy not in POLICIES:
         raise InvalidInputError(
@@ -187,7 +207,29 @@ def resolve(
         )
     if requested is None:
         return Resolution(None, None, {})
-    profile = get_provider(provider)
+    served = serving(provider, model, base_model)
+    profile, model = served.profile, served.model
+    cap = get_capability(model, served.lookup_provider) if capability is _UNSET else capability
+    found = _resolve(requested, profile, model, cap, policy, max_tokens)
+    routed = responses_call(
+        found, profile=profile, capability=cap, tools=tools, max_tokens=max_tokens
+    )
+    if routed is None:
+        return found
+    retargeted, note = routed
+    assert retargeted is not None  # a resolution is spelt again, never dropped
+    return dataclasses.replace(retargeted, warnings=(*retargeted.warnings, note))
+
+
+def _resolve(
+    requested: Effort,
+    profile: ProviderProfile,
+    model: str,
+    cap: Capability | None,
+    policy: str,
+    max_tokens: int | None,
+) -> Resolution:
+    """Phases 2 to 5 for the profile that serves ``model`` (``cap``: what is known of it)."""
     wire = profile.reasoning_wire
     if wire is None:
         raise ThinkingUnsupportedError(
@@ -197,7 +239,6 @@ def resolve(
             provider=profile.id,
             error_type="reasoning_unsupported",
         )
-    cap = get_capability(model, profile.id) if capability is _UNSET else capability
     if cap is None:
         payload, applied, budget = _builder(wire, model, None)(requested, None, profile, max_tokens)
         mapped = (
@@ -506,7 +547,10 @@ def _converse_wire(
     elif dialect == "reasoning":
         fields, e, budget = _responses_wire(e, cap, p, mt)
     elif dialect == "reasoningConfig":
-        if e is Effort.NONE:
+        if e is Effort.NONE and cap is not None and not cap.reasons:
+            # Nova 1 has no reasoningConfig to switch off (Nova 2 Lite and Sonic only).
+            fields = {}
+        elif e is Effort.NONE:
             fields = {"reasoningConfig": {"type": "disabled"}}
         elif e is Effort.AUTO:
             fields = {"reasoningConfig": {"type": "enabled"}}
@@ -601,6 +645,44 @@ def responses_route(
             "reasoning_effort='none'"
         )
     return None
+
+
+def responses_call(
+    resolution: Resolution | None,
+    *,
+    profile: ProviderProfile,
+    capability: Capability | None,
+    tools: bool,
+    reasoning_mode: str | None = None,
+    max_tokens: int | None = None,
+) -> tuple[Resolution | None, str] | None:
+    """Whether a call of a source on ``profile`` goes to the Responses API instead of Chat
+    Completions, and with what: ``None`` when it stays (``profile`` reaches no Responses API,
+    or :func:`responses_route` finds no reason), else ``resolution`` spelt for the Responses
+    wire (:func:`retarget`; ``None`` stays ``None``) and the note the response carries.
+
+    The one decision behind :class:`polythink.transports.route.ResponsesRoute` (what is
+    sent), :func:`resolve` with ``tools`` and :meth:`polythink.Client.plan` (what is said
+    would be sent).
+    """
+    if profile.responses_profile is None:
+        return None
+    applied = resolution.applied_effort if resolution is not None else None
+    why = responses_route(capability, tools=tools, applied=applied, reasoning_mode=reasoning_mode)
+    if why is None:
+        return None
+    if resolution is not None:
+        resolution = retarget(
+            resolution,
+            provider=profile.responses_profile,
+            capability=capability,
+            max_tokens=max_tokens,
+        )
+    note = (
+        f"sent to the Responses API: {why}; the {profile.id} source reaches it with the same "
+        "key and host"
+    )
+    return resolution, note
 
 
 def payload_ceiling(payload: Mapping[str, Any], profile: ProviderProfile) -> int | None:

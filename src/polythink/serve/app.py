@@ -460,6 +460,9 @@ class _Captured:
     def __init__(self) -> None:
         self.failure: tuple[int, Mapping[str, str], bytes] | None = None
 
+    def noted(self, source_index: int, notes: Sequence[str]) -> None:
+        """Not used by a count."""
+
     def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
         """Not used by a count."""
 

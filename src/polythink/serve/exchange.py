@@ -28,7 +28,9 @@ and, on a stream, in a last SSE comment line the SDKs ignore::
 - ``x-polythink-cost-usd`` (``unknown`` without usage or a price), ``x-polythink-cache``;
 - ``x-polythink-gateway-ms``: the call's time in the gateway, its wall time less the time
   spent in the sources' transports (sending and waiting on the provider);
-- ``x-polythink-warnings``: the response's warnings, ``|``-separated (truncated).
+- ``x-polythink-warnings``: the response's warnings, ``|``-separated (truncated); on a
+  stream, those known before it was sent (what polythink changed in a body sent as written,
+  what a translation leaves out), and every one in the last line.
 
 While a stream is silent for ``keepalive`` seconds the door's keep-alive frame goes out
 (Anthropic ``ping`` events, ``: keepalive`` comments, Responses ``response.in_progress``
@@ -47,7 +49,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -71,6 +73,7 @@ from polythink.errors import (
 )
 from polythink.middleware.base import CompleteNext, Passthrough, StreamNext
 from polythink.serve.routing import Route
+from polythink.transports.base import unwrapped_comments
 from polythink.types import Effort, Request, Response, StreamEvent
 
 __all__ = [
@@ -240,7 +243,11 @@ def classify(error: PolythinkError) -> tuple[int, str]:
     """The status and error kind an answer gives for ``error``: the provider's status
     when it answered with one (4xx, 5xx), else by the error's class (a spend budget: 402
     ``billing``, not retried by the SDKs; a deadline: 504; an in-stream overload:
-    ``overloaded``)."""
+    ``overloaded``). A stream that broke after output began is classified by what broke
+    it (a rate limit stays ``rate_limit``), where the transport kept the cause."""
+    cause = error.__cause__
+    if isinstance(error, StreamInterruptedError) and isinstance(cause, PolythinkError):
+        return classify(cause)
     given = (
         error.status_code if error.status_code is not None and error.status_code >= 400 else None
     )
@@ -321,6 +328,12 @@ class Relay:
         self.error_seen = False
         self.answer: _Raw | None = None
         self.failure: _Raw | None = None
+        self.notes: tuple[int, Sequence[str]] | None = None
+
+    def noted(self, source_index: int, notes: Sequence[str]) -> None:
+        """What the transport changed in the caller's body for the attempt about to be sent
+        on ``source_index`` (the stream's head says so)."""
+        self.notes = (source_index, notes)
 
     def opened(self, source_index: int, status: int, headers: Mapping[str, str]) -> None:
         """A stream attempt's head arrived."""
@@ -333,10 +346,18 @@ class Relay:
     async def event(self, event_type: str, data: str) -> None:
         """One event of the stream attempt now open (a call the caller did not stream,
         which a provider answers only streamed, is answered whole, from the typed
-        response)."""
+        response). Leading data lines that are SSE comments are left out, and an event of
+        nothing else is not relayed: comments themselves never reach here (the decoder
+        skips them), so no door's output carries a ``data: :`` line."""
         exchange = self.exchange
         if self.disabled or not exchange.request.stream:
             return
+        if data[:1] == ":":
+            # A keep-alive comment an upstream gateway wrapped in data: (OpenRouter's
+            # ": OPENROUTER PROCESSING"): never relayed as data, which no SDK parses (case C17).
+            data = unwrapped_comments(data)
+            if not data or data.isspace():
+                return
         frame = exchange.door.relayed(exchange.call, event_type, data)
         if frame is None:
             return
@@ -557,7 +578,9 @@ class Exchange:
         return self.call.model
 
     def early_headers(self) -> dict[str, str]:
-        """What is known before the answer: the route, the requested and applied tiers."""
+        """What is known before the answer: the route, the requested and applied tiers, the
+        source, and the warnings known before the attempt was sent (what polythink changed
+        in the caller's body, or what a translation leaves out)."""
         headers = {
             "x-polythink-route": _header_text(self.route.name),
             "x-polythink-requested-effort": _effort(self.requested),
@@ -565,9 +588,18 @@ class Exchange:
         }
         if self.applied is not None:
             headers["x-polythink-applied-effort"] = self.applied.value
-        if self.source_index is not None:
-            source = self.route.sources[self.source_index]
+        index = self.source_index
+        if index is not None:
+            source = self.route.sources[index]
             headers["x-polythink-source"] = _header_text(f"{source.provider}/{source.model}")
+            noted = self.relay.notes
+            if noted is not None and noted[0] == index:
+                warnings: Sequence[str] = noted[1]
+            else:
+                warnings = () if self._sent_native(index) else self.call.notes
+            if warnings:
+                joined = " | ".join(warnings)
+                headers["x-polythink-warnings"] = _header_text(joined[:_WARNINGS_CHARS])
         return headers
 
     def gateway_seconds(self) -> float:
@@ -617,10 +649,9 @@ class Exchange:
         return headers
 
     def trailer(self, response: Response) -> bytes:
-        """The stream's last line: an SSE comment with :meth:`summary` as JSON."""
-        summary = self.summary(response)
-        del summary["warnings"]
-        return b": polythink " + orjson.dumps(summary) + b"\n\n"
+        """The stream's last line: an SSE comment with :meth:`summary` as JSON (its
+        ``warnings`` too: a stream's head carries only those known before it was sent)."""
+        return b": polythink " + orjson.dumps(self.summary(response)) + b"\n\n"
 
     # -- answers -------------------------------------------------------------------------
 

@@ -305,7 +305,12 @@ def _tools(body: Mapping[str, Any], notes: list[str], only_native: list[str]) ->
 
 
 def _effort(body: Mapping[str, Any]) -> tuple[Effort | None, str | None, list[tuple[str, ...]]]:
-    """``(tier, thinking style, paths)`` of the caller's reasoning fields."""
+    """``(tier, thinking style, paths)`` of the caller's reasoning fields.
+
+    The style is the one those fields are written in (:attr:`NativeBody.style`):
+    ``output_config.effort`` is the strength of ``adaptive`` thinking (a ``manual`` model
+    takes a budget instead), so with ``thinking.type: enabled`` beside it the fields mix
+    both (``mixed``: no model takes them as written)."""
     thinking = body.get("thinking")
     config = body.get("output_config")
     effort = config.get("effort") if isinstance(config, Mapping) else None
@@ -313,11 +318,12 @@ def _effort(body: Mapping[str, Any]) -> tuple[Effort | None, str | None, list[tu
     kind = thinking.get("type") if isinstance(thinking, Mapping) else None
     if kind is not None:
         paths += [("thinking", "type"), ("thinking", "budget_tokens")]
+    style = {"enabled": "manual", "adaptive": "adaptive"}.get(str(kind))
     if effort is not None:
         paths.append(("output_config", "effort"))
-    style = {"enabled": "manual", "adaptive": "adaptive"}.get(str(kind))
+        style = "mixed" if style == "manual" else "adaptive"
     if kind == "disabled":
-        return Effort.NONE, None, paths
+        return Effort.NONE, style, paths
     if effort is not None:
         return parse_effort(effort, "output_config.effort"), style, paths
     if kind == "enabled":

@@ -9,12 +9,16 @@ A name is looked up in this order:
    configured source (its key, base URL and limits), else on the provider's defaults.
 
 Each route is a :class:`~polythink.Client` of its own over its sources, so a gateway call
-runs the onion a library call runs. The clients share what must be shared: one HTTP client
-(one connection pool, one SSL context), the sources' rate limits (one budget per account:
-:class:`~polythink.backends.local.ProcessLimits`, or the configured Redis store), the cache
-store, and the spend budgets (shared by name). Routes of the first two kinds are built when
-the server starts, so a bad one fails there; ``provider/model-id`` routes are built on first
-use and kept (at most :attr:`Router.MAX_NAMED`).
+runs the onion a library call runs, with one difference: a gateway's caller cannot set
+``drop_params``, so every source drops what its model refuses (``temperature: 0`` with
+thinking on, ``top_k``, a forced ``tool_choice`` …) with a warning, in the answer's
+``x-polythink-warnings`` and the log, where a library call would raise
+:class:`~polythink.errors.ThinkingUnsupportedError`. The clients share what must be shared:
+one HTTP client (one connection pool, one SSL context), the sources' rate limits (one budget
+per account: :class:`~polythink.backends.local.ProcessLimits`, or the configured Redis
+store), the cache store, and the spend budgets (shared by name). Routes of the first two
+kinds are built when the server starts, so a bad one fails there; ``provider/model-id``
+routes are built on first use and kept (at most :attr:`Router.MAX_NAMED`).
 """
 
 from __future__ import annotations
@@ -146,13 +150,15 @@ class Router:
                 self._routes[source.model] = self._build(source.model, same)
 
     def _build(self, name: str, sources: tuple[Source, ...]) -> Route:
-        observed = sources
         make = self._layers
-        if make is not None:
-            observed = tuple(
-                dataclasses.replace(s, middleware=(*s.middleware, make(i)))
-                for i, s in enumerate(sources)
+        observed = tuple(
+            dataclasses.replace(
+                s,
+                drop_params=True,
+                middleware=(*s.middleware, make(i)) if make is not None else s.middleware,
             )
+            for i, s in enumerate(sources)
+        )
         client = Client(observed, http_client=self._http, **self._options)
         client.start()
         wires = frozenset(get_provider(s.provider).wire for s in sources)

@@ -1432,6 +1432,8 @@ class AnthropicTransport(HTTPTransport):
     Sends ``x-api-key`` (from the profile; still valid on 2026-10-21, whose migration guide
     authenticates with it, A-MIG) and ``anthropic-version``: the source's ``api_version``, else
     :data:`ANTHROPIC_VERSION`. Before any HTTP call, in this order, a body the API would refuse
+    (the one it builds, or a caller's own: :class:`~polythink.types.NativeBody`, judged on
+    the ``anthropic-version`` the caller sent)
     raises :class:`~polythink.errors.ThinkingUnsupportedError` naming the parameter, or, with
     ``drop_params=True`` on the source, loses those parameters (the first drop of each is
     logged; every response it affects carries a note in ``warnings``):
@@ -1457,7 +1459,6 @@ class AnthropicTransport(HTTPTransport):
         capability = self.capability
         self._thinking_by_default = capability is not None and capability.default_reasons
         self._forced_choice = capability is None or capability.forced_tool_choice
-        self._sampling_removed = self._version() in SAMPLING_REMOVED_VERSIONS
         self._display = self.source.thinking_display
         self._display_set = _sets_display(self._extra_body)
         self._plan = instruction_plan(self.profile, self.source.model)
@@ -1496,10 +1497,14 @@ class AnthropicTransport(HTTPTransport):
         this call's ``anthropic-beta``, and what the response must remember."""
         written = written_body(self, request)
         if written is not None:
+            # The caller's own body keeps the model's rules too: the API answers 400 to
+            # temperature 0 with thinking on whoever wrote it (case C02).
+            sent, noted = written
+            noted += self._model_rules(sent, request, self._sent_version(request))
             return _Call(
-                body=written[0],
-                built=written[0],
-                notes=written[1],
+                body=sent,
+                built=sent,
+                notes=noted,
                 switched_off=False,
                 tool=None,
                 request=self._with_betas(request, []),
@@ -1548,33 +1553,7 @@ class AnthropicTransport(HTTPTransport):
         tool = output.tool if output is not None else None
         if tool is not None:
             notes += self._unforce_output_tool(body, tool)
-        if self._sampling_removed:
-            sent = [(name, f"{name}={body[name]!r}") for name in _SAMPLING if name in body]
-            notes += self.refuse_or_drop(
-                body,
-                sent,
-                f"on anthropic-version {self._version()}, which removed sampling parameters "
-                "(set api_version='2023-06-01' on the source for a model that takes them)",
-            )
-        notes += self.sampling_notes(body, request)
-        choice = body.get("tool_choice")
-        if (
-            not self._forced_choice
-            and isinstance(choice, Mapping)
-            and choice.get("type") in _FORCED_CHOICES
-        ):
-            forced = [
-                (
-                    "tool_choice",
-                    f"tool_choice={choice.get('type')!r} (forced tool use; the model takes auto "
-                    "or none)",
-                )
-            ]
-            notes += self.refuse_or_drop(body, forced, "(A-FABLE51, A-OPUS55, A-SONNET55)")
-        conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
-        notes += self.refuse_or_drop(
-            body, conflicts, "while thinking is on", "thinking_parameter_conflict"
-        )
+        notes += self._model_rules(body, request, self._version())
         thinking = body.get("thinking")
         if (
             self._display is not None
@@ -1601,6 +1580,56 @@ class AnthropicTransport(HTTPTransport):
             may_drop=asked == "drop_block" and remembered is None,
             remembered=remembered,
         )
+
+    def _sent_version(self, request: Request) -> str:
+        """The ``anthropic-version`` a call goes with: the caller's own, with a body of its
+        own (:meth:`~polythink.transports.base.HTTPTransport.native_headers`), else the
+        source's."""
+        native = request.native
+        given = native.headers.get("anthropic-version") if native is not None else None
+        return given or self._version()
+
+    def _model_rules(self, body: dict[str, Any], request: Request, version: str) -> list[str]:
+        """Apply, to a built body or the caller's own, what the API refuses on this model
+        (see the class docstring): sampling parameters on a ``version`` that removed them,
+        the model's sampling rule, a forced ``tool_choice`` the model rejects, and what
+        conflicts with thinking; each refused, or dropped under ``drop_params``. Returns
+        the notes for the response's warnings.
+
+        Raises:
+            ThinkingUnsupportedError: a parameter the API refuses while ``drop_params`` is
+                off (``RequestRejectedError`` for both ``temperature`` and ``top_p`` on a
+                model that takes one of them).
+        """
+        notes: list[str] = []
+        if version in SAMPLING_REMOVED_VERSIONS:
+            sent = [(name, f"{name}={body[name]!r}") for name in _SAMPLING if name in body]
+            notes += self.refuse_or_drop(
+                body,
+                sent,
+                f"on anthropic-version {version}, which removed sampling parameters "
+                "(set api_version='2023-06-01' on the source for a model that takes them)",
+            )
+        notes += self.sampling_notes(body, request)
+        choice = body.get("tool_choice")
+        if (
+            not self._forced_choice
+            and isinstance(choice, Mapping)
+            and choice.get("type") in _FORCED_CHOICES
+        ):
+            forced = [
+                (
+                    "tool_choice",
+                    f"tool_choice={choice.get('type')!r} (forced tool use; the model takes auto "
+                    "or none)",
+                )
+            ]
+            notes += self.refuse_or_drop(body, forced, "(A-FABLE51, A-OPUS55, A-SONNET55)")
+        conflicts = thinking_conflicts(body, thinking_by_default=self._thinking_by_default)
+        notes += self.refuse_or_drop(
+            body, conflicts, "while thinking is on", "thinking_parameter_conflict"
+        )
+        return notes
 
     def _betas(self, body: Mapping[str, Any], scan: _Scan) -> list[str]:
         """polythink's ``anthropic-beta`` values for ``body``: the binding controls on a model
@@ -1836,6 +1865,7 @@ class AnthropicTransport(HTTPTransport):
             request = request.with_(stream=True)
         call = self._prepare(request)
         relay = self.relay(request)
+        self.relay_notes(relay, call.notes)
         assembler = AnthropicStreamAssembler(
             self.profile, self.index, self.source.model, output_tool=call.tool
         )

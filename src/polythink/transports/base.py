@@ -18,7 +18,14 @@ import math
 import re
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
 from typing import Any, Protocol, cast
@@ -102,6 +109,7 @@ __all__ = [
     "sampling_conflicts",
     "text_of",
     "token_count",
+    "unwrapped_comments",
     "usage_counts",
     "with_notes",
     "with_rate_limit",
@@ -432,6 +440,13 @@ class HTTPTransport:
         if native is None or native.relay is None or native.wire != self.profile.wire:
             return None
         return native.relay
+
+    def relay_notes(self, relay: NativeRelay | None, notes: Sequence[str]) -> None:
+        """Hand a streamed attempt's notes to ``relay`` (:meth:`relay`) before it is sent,
+        when there are some: a relayed stream's head goes out before the response that
+        carries them."""
+        if relay is not None and notes:
+            relay.noted(self.index, notes)
 
     def native_headers(self, headers: dict[str, str], request: Request) -> dict[str, str]:
         """``headers`` with the caller's request headers of this wire over them, when the
@@ -1076,8 +1091,8 @@ class HTTPTransport:
         ``conflicts`` are ``(parameter, reason)`` pairs; ``context`` says when they conflict
         (``"while thinking is on"``). Without ``drop_params`` the call fails before any HTTP
         request with :class:`ThinkingUnsupportedError` (another source may take it, so
-        failover moves on); with it each parameter is removed from ``body`` and logged once
-        per source and parameter. Returns the notes for the response's warnings.
+        failover moves on); with it each parameter is removed from ``body`` and logged (a
+        warning) once per source and parameter. Returns the notes for the response's warnings.
         """
         if not conflicts:
             return []
@@ -1099,8 +1114,9 @@ class HTTPTransport:
             notes.append(note)
             if name not in self._logged_drops:
                 self._logged_drops.add(name)
-                # INFO: the note is in the response's warnings too.
-                _log.info("source %d: %s", self.index, note)
+                # A value the caller sent is lost: a warning, once (every response it
+                # affects says so in its warnings too).
+                _log.warning("source %d: %s", self.index, note)
         return notes
 
     def sampling_notes(self, body: dict[str, Any], request: Request) -> list[str]:
@@ -1245,7 +1261,7 @@ class HTTPTransport:
                     yield event_type, DONE
                     return
                 if data[:1] == ":":
-                    data = _unwrapped_comments(data)
+                    data = unwrapped_comments(data)
                 if not data or data.isspace():
                     continue
                 malformed: TransientError | None = None
@@ -1691,7 +1707,7 @@ def check_parts(
             )
 
 
-def _unwrapped_comments(data: str) -> str:
+def unwrapped_comments(data: str) -> str:
     """Event data without its leading lines that are SSE comments (they start with ``:``,
     as no JSON text does): what is left when a gateway sent a keep-alive comment as
     ``data:``, empty when that was all the event held."""

@@ -60,8 +60,9 @@ def keeps_reasoning(
     an ``effort`` wire, ``thinking`` / ``output_config.effort`` to Anthropic …), for the tier
     the reasoning layer applies (the model takes it: no nearest-mapping, no budget
     step-down), in the thinking style the model takes (``enabled`` with a budget on a
-    ``manual`` model, ``adaptive`` on an ``adaptive`` one). Otherwise polythink's fragment
-    replaces them. Without a resolution (no reasoning layer ran) they are kept.
+    ``manual`` model; ``adaptive`` or ``output_config.effort`` on an ``adaptive`` one:
+    :attr:`NativeBody.style`). Otherwise polythink's fragment replaces them. Without a
+    resolution (no reasoning layer ran) they are kept.
     """
     if native.effort is None:
         return False
@@ -74,6 +75,16 @@ def keeps_reasoning(
         return False
     style = capability.thinking if capability is not None else None
     return not (native.style is not None and style is not None and style != native.style)
+
+
+def _holds(body: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether ``body`` has a value at ``path``."""
+    value: Any = body
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return False
+        value = value[key]
+    return True
 
 
 def _without(body: dict[str, Any], path: tuple[str, ...]) -> None:
@@ -134,13 +145,16 @@ def native_body(
         if native.effort is None:
             deep_merge(body, resolution.payload)
         elif not keeps_reasoning(native, request, profile, capability):
+            given = ", ".join(
+                ".".join(path) for path in native.reasoning_paths if _holds(body, path)
+            )
             for path in native.reasoning_paths:
                 _without(body, path)
             deep_merge(body, resolution.payload)
             applied = resolution.applied_effort
             notes.append(
                 f"reasoning fields rewritten for {profile.id} model {model!r}: the request "
-                f"asked {native.effort.value!r} in the {native.dialect} dialect, sent "
+                f"asked {native.effort.value!r} in the {native.dialect} dialect ({given}), sent "
                 f"{applied.value if applied is not None else 'unset'!r} as the model takes it"
             )
             thinking = body.get("thinking")

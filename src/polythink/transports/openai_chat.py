@@ -1344,11 +1344,10 @@ class OpenAIChatTransport(HTTPTransport):
 
     def _checked(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and notes of :meth:`_prepare`, after the provider's sampling,
-        prompt-cache, ``tool_choice`` and per-model parameter rules; a body of the caller's
-        own (``Request.native``) is the provider's to judge, with its own error."""
+        prompt-cache, ``tool_choice`` and per-model parameter rules, which hold for a body
+        of the caller's own (``Request.native``) too: the provider refuses ``temperature: 0``
+        to a reasoning model whoever wrote it."""
         body, notes = self._prepare(request)
-        if request.native is not None and request.native.wire == self.profile.wire:
-            return body, notes
         notes += self.sampling_notes(body, request)
         notes += self.prompt_cache_notes(body, request)
         notes += self._tool_choice_notes(body)
@@ -1463,6 +1462,7 @@ class OpenAIChatTransport(HTTPTransport):
         whole: Response | None = None
         try:
             body, notes = self._checked(request)
+            self.relay_notes(relay, notes)
             async with self.open_stream(self.url, body, request) as response:
                 assembler.rate_limit = parse_rate_limit(response.headers)
                 data = await self.whole_answer(response)

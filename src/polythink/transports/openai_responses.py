@@ -980,10 +980,14 @@ class OpenAIResponsesTransport(HTTPTransport):
     def _prepare(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The body and the notes for the response's warnings (:meth:`_notes`, then what
         the body left out of the messages); a body of the caller's own (``Request.native``)
-        as written (:func:`~polythink.transports.native.native_body`)."""
+        as written (:func:`~polythink.transports.native.native_body`), under the model's
+        sampling and prompt-cache rules."""
         written = written_body(self, request)
         if written is not None:
-            return written
+            body, notes = written
+            notes += self.sampling_notes(body, request)
+            notes += self.prompt_cache_notes(body, request)
+            return body, notes
         left_out = LeftOut(self.profile.id)
         body = self._build(request, left_out)
         return body, self._notes(body, request) + left_out.notes()
@@ -1082,6 +1086,7 @@ class OpenAIResponsesTransport(HTTPTransport):
         whole: Response | None = None
         try:
             body, notes = self._prepare(request)
+            self.relay_notes(relay, notes)
             async with self.open_stream(self.url, body, request) as response:
                 rate_limit = parse_rate_limit(response.headers)
                 data = await self.whole_answer(response)

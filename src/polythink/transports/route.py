@@ -6,9 +6,10 @@ on Chat Completions only at ``reasoning_effort: none`` (O-DEPLOY, CURRENT.md §2
 with the same key and host (``ProviderProfile.responses_profile``), so such a call goes to
 ``POST {base_url}/responses`` instead of failing with OpenAI's 400 "Function tools with
 reasoning_effort are not supported for … in /v1/chat/completions". The decision is
-:func:`polythink.reasoning.resolve.responses_route`; the reasoning fragment the source resolved
-is spelt again for the Responses wire (:func:`polythink.reasoning.resolve.retarget`), and the
-response says where it went in ``warnings``. Calls that Chat takes stay on Chat.
+:func:`polythink.reasoning.resolve.responses_call` (also what :func:`polythink.resolve` with
+``tools`` and :meth:`polythink.Client.plan` report): the reasoning fragment the source resolved
+is spelt again for the Responses wire, and the response says where it went in ``warnings``.
+Calls that Chat takes stay on Chat.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import httpx
 
 from polythink.providers import get_provider
 from polythink.reasoning.capability import Capability
-from polythink.reasoning.resolve import responses_route, retarget
+from polythink.reasoning.resolve import responses_call
 from polythink.transports.base import HTTPTransport, with_notes
 from polythink.types import Request, Response, StreamEvent
 
@@ -47,24 +48,17 @@ class ResponsesRoute:
         self._mode = chat.source.reasoning_mode
 
     def _route(self, request: Request) -> tuple[Request, str] | None:
-        resolution = request.resolution
-        applied = resolution.applied_effort if resolution is not None else None
-        why = responses_route(
-            self.capability, tools=bool(request.tools), applied=applied, reasoning_mode=self._mode
+        routed = responses_call(
+            request.resolution,
+            profile=self.chat.profile,
+            capability=self.capability,
+            tools=bool(request.tools),
+            reasoning_mode=self._mode,
+            max_tokens=request.max_tokens,
         )
-        if why is None:
+        if routed is None:
             return None
-        if resolution is not None:
-            resolution = retarget(
-                resolution,
-                provider=self.responses.profile,
-                capability=self.capability,
-                max_tokens=request.max_tokens,
-            )
-        note = (
-            f"sent to the Responses API: {why}; the {self.chat.profile.id} source reaches it "
-            "with the same key and host"
-        )
+        resolution, note = routed
         return request.with_(resolution=resolution), note
 
     async def complete(self, request: Request) -> Response:
