@@ -20,6 +20,7 @@ from polythink.simulator.clouds import (
     AWS_SESSION_TOKEN,
     AWS_TEMPORARY_KEY_ID,
     BEDROCK_API_KEY,
+    event,
     event_frame,
 )
 from polythink.simulator.faults import Fault, FaultPlan
@@ -437,3 +438,62 @@ async def test_global_and_regional_profiles_are_priced_apart(sim: Simulator) -> 
     glob, regional = costs["global.anthropic.claude-opus-4-8"], costs[CLAUDE]
     assert regional.input == pytest.approx(glob.input * 1.1)
     assert regional.output == pytest.approx(glob.output * 1.1)
+
+
+def _converse_answer(text: str, stop: str) -> bytes:
+    return json.dumps(
+        {
+            "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+            "stopReason": stop,
+            "usage": {"inputTokens": 3, "outputTokens": 1, "totalTokens": 4},
+        }
+    ).encode()
+
+
+def _converse_stream(text: str, stop: str) -> bytes:
+    return b"".join(
+        [
+            event("messageStart", {"role": "assistant"}),
+            event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": text}}),
+            event("contentBlockStop", {"contentBlockIndex": 0}),
+            event("messageStop", {"stopReason": stop}),
+            event("metadata", {"usage": {"inputTokens": 3, "outputTokens": 1, "totalTokens": 4}}),
+        ]
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unknown_converse_stop_reason_is_an_error_never_cached(
+    sim: Simulator, tmp_path: Any, stream: bool
+) -> None:
+    shape = _converse_stream if stream else _converse_answer
+    plan = sim.settings.faults = FaultPlan()
+    plan.add(Fault.raw(shape("a", "weird_failure")), Fault.raw(shape("b", "end_turn")))
+    try:
+        async with Client([_source(sim, GPT_OSS)], cache=tmp_path / "cache") as client:
+            answers = []
+            for _ in range(3):
+                if stream:
+                    answers.append([e async for e in client.stream(HI)][-1].response)
+                else:
+                    answers.append(await client.complete(HI))
+    finally:
+        sim.settings.faults = None
+    first = answers[0]
+    assert first is not None
+    assert (first.provider, first.text, first.finish_reason, first.native_finish_reason) == (
+        "bedrock-converse",
+        "a",
+        "error",
+        "weird_failure",
+    )
+    assert first.warnings == [
+        "bedrock-converse sent finish reason 'weird_failure', which polythink does not know; "
+        "read as error, so the answer is not cached (kept in native_finish_reason)"
+    ]
+    assert [(r.text, r.finish_reason, r.cache_hit) for r in answers[1:] if r is not None] == [
+        ("b", "stop", False),
+        ("b", "stop", True),
+    ]
+    assert plan.injected["raw"] == 2

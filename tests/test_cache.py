@@ -396,6 +396,27 @@ async def test_failures_are_never_stored() -> None:
     assert len(inner.requests) == 4
 
 
+@pytest.mark.parametrize("finish", ["error", "weird_failure", "end_turn", ""])
+async def test_only_the_finish_reasons_of_a_whole_answer_are_stored(finish: str) -> None:
+    # A transport of one's own may set any string; only polythink's four ends of an answer
+    # that ended as the provider meant it are kept.
+    store = DictStore()
+    answers = [response("odd", finish_reason=finish), response("real")]
+
+    async def answer(request: Request) -> Response:
+        return answers.pop(0)
+
+    inner = FakeHandler(answer)
+    _, _, chain = layered(store, handler=inner)
+    first = await chain.complete(ask())
+    assert (first.text, first.finish_reason, store.data) == ("odd", finish, {})
+    assert [(r.text, r.cache_hit) for r in [await chain.complete(ask()) for _ in range(2)]] == [
+        ("real", False),
+        ("real", True),
+    ]
+    assert len(inner.requests) == 2
+
+
 STREAM = [
     StreamEvent("reasoning", text="Add 2 "),
     StreamEvent("reasoning", text="and 2."),

@@ -16,9 +16,10 @@ import httpx
 import pytest
 import respx
 
-from polythink import Client, ContentUnsupportedError, Message, Source, ToolCall
+from polythink import Client, ContentUnsupportedError, Message, Source, Tool, ToolCall
 from polythink.conversion import coerce_messages
 from polythink.errors import RequestRejectedError
+from polythink.types import ResponseFormat
 
 URLS = {
     "openai": "https://api.openai.com/v1/chat/completions",
@@ -345,8 +346,87 @@ async def test_a_lone_surrogate_elsewhere_in_the_request_is_a_value_error_naming
         async with Client([source("openai")]) as client:
             with pytest.raises(ValueError, match=r"^system_suffix holds a lone surrogate U\+D800"):
                 await client.complete([{"role": "user", "content": "Hi"}], system_suffix="x\ud800")
-            with pytest.raises(ValueError, match=r"request body holds a lone surrogate U\+DFFF"):
+            with pytest.raises(
+                ValueError,
+                match=r"^extra_body\['user'\] holds a lone surrogate U\+DFFF at character 3:",
+            ):
                 await client.complete(
                     [{"role": "user", "content": "Hi"}], extra_body={"user": "id-\udfff"}
                 )
     assert route.call_count == 0
+
+
+SURROGATE_HINT = (
+    "text must be valid Unicode (UTF-8 encodable); it usually comes from bytes decoded with "
+    "errors='surrogateescape' or a cut UTF-16 pair"
+)
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        (
+            {"description": "d\ud800"},
+            "tool 'f': description holds a lone surrogate U+D800 at character 1",
+        ),
+        (
+            {
+                "parameters": {
+                    "type": "object",
+                    "properties": {"q": {"type": "string", "description": "caf\udce9"}},
+                }
+            },
+            "tool 'f': parameters['properties']['q']['description'] holds a lone surrogate "
+            "U+DCE9 at character 3",
+        ),
+        (
+            {"parameters": {"type": "object", "properties": {"\ud83d": {"type": "string"}}}},
+            "tool 'f': parameters['properties'] key '\\ud83d' holds a lone surrogate U+D83D at "
+            "character 0",
+        ),
+        (
+            {"parameters": {"type": "object", "properties": {"u": {"enum": ["a", "\udfff"]}}}},
+            "tool 'f': parameters['properties']['u']['enum'][1] holds a lone surrogate U+DFFF at "
+            "character 0",
+        ),
+    ],
+)
+def test_a_tool_with_a_lone_surrogate_is_refused_when_built(
+    fields: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(ValueError, match="lone surrogate") as caught:
+        Tool(name="f", **fields)
+    assert str(caught.value) == f"{where}: {SURROGATE_HINT}"
+    # The same through the dict a call takes.
+    with pytest.raises(ValueError, match="lone surrogate") as again:
+        Tool.coerce({"type": "function", "function": {"name": "f", **fields}})
+    assert str(again.value) == f"{where}: {SURROGATE_HINT}"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "where"),
+    [
+        (
+            {"type": "object", "properties": {"x": {"type": "string", "title": "\ud800"}}},
+            {},
+            "response_format['schema']['properties']['x']['title']",
+        ),
+        ({"type": "object"}, {"description": "why\udc80"}, "response_format['description']"),
+    ],
+)
+def test_a_response_format_with_a_lone_surrogate_is_refused_when_built(
+    args: dict[str, Any], kwargs: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(ValueError, match="lone surrogate") as caught:
+        ResponseFormat(args, **kwargs)
+    assert str(caught.value).startswith(f"{where} holds a lone surrogate U+D")
+    assert str(caught.value).endswith(SURROGATE_HINT)
+
+
+def test_a_source_extra_body_with_a_lone_surrogate_is_refused_when_built() -> None:
+    with pytest.raises(ValueError, match="lone surrogate") as caught:
+        Source("openai", "gpt-4o", api_key=KEY, extra_body={"metadata": ["ok", "\ud800"]})
+    assert str(caught.value) == (
+        f"Source.extra_body['metadata'][1] holds a lone surrogate U+D800 at character 0: "
+        f"{SURROGATE_HINT}"
+    )

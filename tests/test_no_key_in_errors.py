@@ -581,7 +581,7 @@ def test_a_plausible_error_type_that_is_the_key_is_not_kept() -> None:
     )
     assert (type(in_band), in_band.error_type, in_band.request_id) == (
         TransientError,
-        None,
+        "http_200",
         "[REDACTED]",
     )
     assert in_band.message == "anthropic sent an in-stream error: echo [REDACTED]"

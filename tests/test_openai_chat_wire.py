@@ -276,7 +276,9 @@ async def test_qwen_budget_raises_the_ceiling_in_the_body() -> None:
         ("tool_calls", "tool_calls", False),
         ("function_call", "tool_calls", False),
         ("end_turn", "stop", False),
-        ("something_new", "stop", False),
+        ("max_tokens", "length", True),
+        ("error", "error", False),
+        ("something_new", "error", False),
     ],
 )
 async def test_finish_reasons(finish: str, mapped: str, limited: bool) -> None:

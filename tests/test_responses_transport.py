@@ -335,6 +335,10 @@ def test_parse_function_calls_finish_and_usage_with_cache_write() -> None:
         ("incomplete", {"reason": "content_filter"}, False, False, "content_filter"),
         ("incomplete", {"reason": "something_new"}, False, False, "error"),
         ("failed", None, False, False, "error"),
+        ("cancelled", None, False, False, "error"),
+        ("weird_failure", None, False, False, "error"),
+        ("in_progress", None, True, False, "error"),
+        (None, None, False, False, "stop"),
     ],
 )
 def test_finish_reason(

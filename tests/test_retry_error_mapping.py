@@ -197,6 +197,19 @@ def test_in_band_errors(
     assert error.should_retry is should_retry
 
 
+@pytest.mark.parametrize(("status", "error_type"), [(200, "http_200"), (None, None)])
+def test_an_in_band_type_that_is_no_identifier_gives_the_status(
+    status: int | None, error_type: str | None
+) -> None:
+    body = {"type": "error", "error": {"type": "bad type; see <logs>", "message": "gone"}}
+    error = error_from_body(body, provider="anthropic", source_index=1, status_code=status)
+    assert (type(error), error.error_type, error.status_code) == (
+        TransientError,
+        error_type,
+        status,
+    )
+
+
 @pytest.mark.parametrize(
     ("exc", "stage", "cls", "error_type", "should_retry"),
     [

@@ -211,6 +211,49 @@ async def test_gemini_error_after_text_carries_the_partial(sim: Simulator, plan:
     assert error.partial.text == "half"
 
 
+ODD_TYPE = "upstream <b>exploded</b> (see logs)"
+"""An in-stream error type that is not an identifier (a server echoing text into it)."""
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "frames"),
+    [
+        ("openai", "gpt-4o", shapes.sse({"error": {"message": "gone", "type": ODD_TYPE}})),
+        (
+            "anthropic",
+            "claude-x",
+            shapes.sse(
+                {"type": "error", "error": {"type": ODD_TYPE, "message": "gone"}}, events=["error"]
+            ),
+        ),
+        (
+            "openai-responses",
+            "gpt-4o",
+            shapes.sse(
+                {"type": "error", "code": ODD_TYPE, "message": "gone", "param": None},
+                events=["error"],
+            ),
+        ),
+        ("gemini", "gemini-2.5-flash", shapes.gemini_error(503, ODD_TYPE, "gone")),
+    ],
+    ids=["openai", "anthropic", "openai-responses", "gemini"],
+)
+@pytest.mark.anyio
+async def test_an_in_stream_error_type_that_is_no_identifier_is_http_status(
+    sim: Simulator, plan: FaultPlan, provider: str, model: str, frames: bytes
+) -> None:
+    plan.add(Fault.raw(frames))
+    error = await _stream_error(_source(sim, provider, model))
+    assert type(error) is TransientError
+    assert (error.status_code, error.error_type, error.message) == (
+        200,
+        "http_200",
+        f"{provider} sent an in-stream error: gone",
+    )
+    # The body keeps what the server sent.
+    assert ODD_TYPE in (error.body or "")
+
+
 # ------------------------------------------------------------------ finish and stop reasons
 
 CHAT_FINISHES = [
@@ -219,6 +262,12 @@ CHAT_FINISHES = [
     ("openai", "tool_calls", "tool_calls"),
     ("openai", "content_filter", "content_filter"),
     ("openai", "function_call", "tool_calls"),
+    # What gateways and servers of one's own behind provider "openai" relay.
+    ("openai", "error", "error"),
+    ("openai", "abort", "error"),
+    ("openai", "end_turn", "stop"),
+    ("openai", "eos", "stop"),
+    ("openai", "max_tokens", "length"),
     ("openrouter", "stop", "stop"),
     ("openrouter", "length", "length"),
     ("openrouter", "tool_calls", "tool_calls"),
@@ -284,7 +333,7 @@ def test_chat_tables_list_exactly_the_tested_values() -> None:
             continue
         # Every compatible table starts from OpenAI's values (tested under "openai").
         assert set(finish_tables.chat_table(provider)) == values | set(finish_tables.CHAT), provider
-    assert tested["openai"] == set(finish_tables.CHAT)
+    assert tested["openai"] >= set(finish_tables.CHAT)
 
 
 @pytest.mark.anyio
@@ -297,11 +346,12 @@ async def test_unknown_finish_reason_is_kept_warned_and_logged_once(
     second = (await _stream(_source(sim, "kimi")))[-1].response
     assert first is not None
     assert second is not None
-    assert (first.finish_reason, first.native_finish_reason) == ("stop", "brand_new")
+    assert (first.finish_reason, first.native_finish_reason) == ("error", "brand_new")
     note = (
-        "kimi sent finish reason 'brand_new', which polythink does not know; read as a normal "
-        "stop (kept in native_finish_reason)"
+        "kimi sent finish reason 'brand_new', which polythink does not know; read as error, so "
+        "the answer is not cached (kept in native_finish_reason)"
     )
+    assert first.warnings == [note]
     assert note in first.warnings
     assert note in second.warnings
     assert [r.getMessage() for r in caplog.records].count(note) == 1
@@ -403,6 +453,118 @@ async def test_responses_incomplete_reasons(
     assert done is not None
     assert (done.text, done.finish_reason, done.native_finish_reason) == ("cut", expected, reason)
     assert done.output_limited is (expected == "length")
+
+
+UNKNOWN_ENDS = [
+    # provider, model, the unknown end, its native value, a normal end answering "b"
+    (
+        "openai",
+        "gpt-4o",
+        shapes.chat_finish("weird_failure", "a"),
+        "weird_failure",
+        shapes.chat_finish("stop", "b"),
+    ),
+    (
+        "kimi",
+        "sim-model",
+        shapes.chat_finish("weird_failure", "a"),
+        "weird_failure",
+        shapes.chat_finish("stop", "b"),
+    ),
+    (
+        "anthropic",
+        "claude-x",
+        shapes.anthropic_stop("weird_failure", "a"),
+        "weird_failure",
+        shapes.anthropic_stop("end_turn", "b"),
+    ),
+    (
+        "gemini",
+        "gemini-2.5-flash",
+        shapes.gemini_finish("WEIRD_FAILURE", "a"),
+        "WEIRD_FAILURE",
+        shapes.gemini_finish("STOP", "b"),
+    ),
+    (
+        "openai-responses",
+        "gpt-4o",
+        shapes.responses_ended("weird_failure", "a"),
+        "weird_failure",
+        shapes.responses_ended("completed", "b"),
+    ),
+    (
+        "openai-responses",
+        "gpt-4o",
+        shapes.responses_incomplete("weird_failure", "a"),
+        "weird_failure",
+        shapes.responses_ended("completed", "b"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("provider", "model", "unknown", "native", "normal"), UNKNOWN_ENDS)
+@pytest.mark.anyio
+async def test_an_unknown_end_is_an_error_that_is_never_cached(
+    sim: Simulator,
+    plan: FaultPlan,
+    tmp_path: Any,
+    provider: str,
+    model: str,
+    unknown: bytes,
+    native: str,
+    normal: bytes,
+) -> None:
+    plan.add(Fault.raw(unknown), Fault.raw(normal))
+    async with Client([_source(sim, provider, model)], cache=tmp_path / "cache") as client:
+        first, second, third = [[e async for e in client.stream(HI)][-1].response for _ in range(3)]
+    assert first is not None
+    assert second is not None
+    assert third is not None
+    assert (first.text, first.finish_reason, first.native_finish_reason, first.cache_hit) == (
+        "a",
+        "error",
+        native,
+        False,
+    )
+    assert first.warnings == [
+        f"{provider} sent finish reason {native!r}, which polythink does not know; read as "
+        "error, so the answer is not cached (kept in native_finish_reason)"
+    ]
+    # The second call reached the provider; its normal answer is the one the cache keeps.
+    assert (second.text, second.finish_reason, second.cache_hit) == ("b", "stop", False)
+    assert (third.text, third.finish_reason, third.cache_hit) == ("b", "stop", True)
+    assert plan.injected["raw"] == 2
+
+
+@pytest.mark.parametrize(
+    ("finish", "note"),
+    [
+        ("error", "openai reported a failure: finish reason 'error'"),
+        (
+            "weird_failure",
+            "openai sent finish reason 'weird_failure', which polythink does not know; read as "
+            "error, so the answer is not cached (kept in native_finish_reason)",
+        ),
+    ],
+)
+@pytest.mark.anyio
+async def test_a_whole_chat_answer_ending_in_error_is_not_cached(
+    sim: Simulator, plan: FaultPlan, tmp_path: Any, finish: str, note: str
+) -> None:
+    def answer(text: str, finish: str) -> bytes:
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        return json.dumps({"id": "c1", "object": "chat.completion", "choices": [choice]}).encode()
+
+    plan.add(Fault.raw(answer("a", finish)), Fault.raw(answer("b", "stop")))
+    async with Client([_source(sim, "openai", "gpt-4o")], cache=tmp_path / "cache") as client:
+        first = await client.complete(HI)
+        second = await client.complete(HI)
+        third = await client.complete(HI)
+    assert (first.text, first.finish_reason, first.native_finish_reason) == ("a", "error", finish)
+    assert first.warnings == [note]
+    assert [(r.text, r.cache_hit) for r in (second, third)] == [("b", False), ("b", True)]
+    assert plan.injected["raw"] == 2
 
 
 # ------------------------------------------------------------------ streamed tool calls
@@ -580,8 +742,8 @@ async def test_unknown_stop_values_on_the_native_wires(
     plan.add(Fault.raw(frames))
     done = (await _stream(_source(sim, provider, model)))[-1].response
     assert done is not None
-    assert (done.finish_reason, done.native_finish_reason) == ("stop", native)
+    assert (done.finish_reason, done.native_finish_reason) == ("error", native)
     assert (
-        f"{provider} sent finish reason {native!r}, which polythink does not know; read as a "
-        "normal stop (kept in native_finish_reason)"
+        f"{provider} sent finish reason {native!r}, which polythink does not know; read as "
+        "error, so the answer is not cached (kept in native_finish_reason)"
     ) in done.warnings

@@ -48,11 +48,12 @@ async def silent_server() -> AsyncIterator[str]:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("http", ["httpx", "aiohttp"])
 @pytest.mark.parametrize("stream", [False, True])
-async def test_deadline_exceeded_says_the_deadline(stream: bool) -> None:
+async def test_deadline_exceeded_says_the_deadline(stream: bool, http: str) -> None:
     async with silent_server() as base_url:
         source = Source("openai", "gpt-4o", api_key="sk-test", base_url=base_url, max_retries=0)
-        async with Client([source], http="httpx") as client:
+        async with Client([source], http=http) as client:  # type: ignore[arg-type]
             prompt = [{"role": "user", "content": "hi"}]
 
             async def call() -> None:

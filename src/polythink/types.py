@@ -291,8 +291,9 @@ class Tool:
     force one (see :mod:`polythink.transports.gemini`).
 
     Raises:
-        ValueError: at construction, for a name or a schema the providers would refuse, or
-            a schema JSON cannot represent (a set, an object; see :func:`check_json`).
+        ValueError: at construction, for a name or a schema the providers would refuse, a
+            schema JSON cannot represent (a set, an object; see :func:`check_json`), or a
+            description or schema string holding a lone surrogate (see :func:`check_text`).
     """
 
     name: str
@@ -319,6 +320,7 @@ class Tool:
                 f"tool {self.name!r}: description must be a string; got "
                 f"{type(self.description).__name__}"
             )
+        check_text(self.description, f"tool {self.name!r}: description")
         params = self.parameters
         if not isinstance(params, Mapping) or params.get("type") != "object":
             got = (
@@ -1420,7 +1422,8 @@ def check_json(value: Any, where: str) -> None:
 
     Raises:
         ValueError: naming ``where``, the path to the first value JSON cannot represent and
-            its type (never the value itself: it may be a credential).
+            its type (never the value itself: it may be a credential), or to the first
+            string, key or value, holding a lone surrogate (UTF-8 cannot encode it).
     """
     try:
         encoded = orjson.dumps(value)
@@ -1433,12 +1436,15 @@ def check_json(value: Any, where: str) -> None:
         return
     try:
         json.dumps(value, allow_nan=False)
-        return
     except ValueError as exc:  # a circular reference
         path, kind, reason = "", "", f"cannot be written as JSON ({exc})"
     except TypeError:
         path, kind = _unencodable(value)
         reason = "cannot be written as JSON"
+    else:
+        # orjson refuses a lone surrogate and ``json`` escapes it; the body encoder cannot.
+        _refuse_surrogates(value, where)
+        return
     if kind:
         hint = " (give a list)" if kind in ("set", "frozenset") else ""
         reason = f"is of type {kind}, which JSON cannot represent{hint}"
@@ -1446,6 +1452,21 @@ def check_json(value: Any, where: str) -> None:
         f"{where}{path} {reason}; a request body holds dicts with string keys, lists, "
         "strings, numbers, booleans and None"
     )
+
+
+def _refuse_surrogates(value: Any, where: str, path: str = "") -> None:
+    """Raise ``ValueError`` (:func:`check_text`) naming the path to the first string in
+    ``value``, a key or a value, that holds a lone surrogate."""
+    if isinstance(value, str):
+        check_text(value, f"{where}{path}")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str):
+                check_text(key, f"{where}{path} key {key!a}")
+            _refuse_surrogates(item, where, f"{path}[{key!a}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _refuse_surrogates(item, where, f"{path}[{i}]")
 
 
 def _refuse_non_finite(value: Any, where: str, path: str = "") -> None:
@@ -1866,7 +1887,8 @@ class ResponseFormat(Generic[_OutputT]):
 
     Raises:
         ValueError: for any other value, a bad ``name``, a schema that is not a JSON object
-            (or not JSON), or a non-bool ``strict``; the message lists what is accepted.
+            (or not JSON), a description or schema string holding a lone surrogate, or a
+            non-bool ``strict``; the message lists what is accepted.
     """
 
     kind: Literal["json_schema", "json_object"]
@@ -1935,6 +1957,9 @@ class ResponseFormat(Generic[_OutputT]):
             )
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"response_format schema must be plain JSON: {exc}") from None
+        if not key.isascii():
+            # JSON text can hold a lone surrogate; a UTF-8 request body cannot.
+            _refuse_surrogates({"description": description, "schema": schema}, "response_format")
         setter = object.__setattr__
         setter(self, "kind", kind)
         setter(self, "schema", schema)

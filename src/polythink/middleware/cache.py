@@ -10,10 +10,11 @@ timeouts or metadata), how an answer is written down the codec's
 waits for whom.
 
 Only complete successes are stored: a raised error, a stream that broke or was closed
-early, a response with ``finish_reason == "error"`` (case C07), an answer that does not
-fit the call's ``response_format`` (refused, cut, or invalid), and an answer a spend budget
-stepped down to a cheaper tier (the key records the requested tier, which a later call
-should get once the budget allows it again) never are. Such an answer is
+early, a response whose ``finish_reason`` is ``error`` (case C07; a finish value the
+provider's table does not know is read as ``error`` too) or none of polythink's, an answer
+that does not fit the call's ``response_format`` (refused, cut, or invalid), and an answer
+a spend budget stepped down to a cheaper tier (the key records the requested tier, which a
+later call should get once the budget allows it again) never are. Such an answer is
 validated here, once, and handed on with its ``parsed`` value, so the client does not
 validate it again; a hit is validated by the client from its text. A hit on
 ``complete`` returns the stored response; a hit on ``stream`` replays the stored events one
@@ -182,10 +183,20 @@ def _replay(entry: dict[str, Any]) -> list[StreamEvent] | None:
     return events if events and events[-1].type == "done" else None
 
 
+_STORED_FINISHES = frozenset({"stop", "length", "tool_calls", "content_filter"})
+"""The finish reasons of an answer that ended as the provider meant it to: ``error`` (a
+failure, or a value the transport's table does not know, see
+:mod:`polythink.transports.finish`) and anything else a custom transport may set are not."""
+
+
 def _complete_success(response: Response | None) -> bool:
     # A spend budget's step-down answered at a cheaper tier than the key's requested one:
     # kept, it would keep answering that tier after the budget's window resets.
-    return response is not None and response.finish_reason != "error" and response.step_down is None
+    return (
+        response is not None
+        and response.finish_reason in _STORED_FINISHES
+        and response.step_down is None
+    )
 
 
 def _fitting(request: Request, response: Response) -> Response | None:

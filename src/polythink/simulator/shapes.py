@@ -23,6 +23,7 @@ __all__ = [
     "gemini_error",
     "gemini_finish",
     "openrouter_error_with_choices",
+    "responses_ended",
     "responses_failed",
     "responses_incomplete",
     "sse",
@@ -186,13 +187,21 @@ def responses_failed(code: str, message: str) -> bytes:
 
 def responses_incomplete(reason: str, text: str = "ok") -> bytes:
     """A Responses stream that ends ``incomplete`` with ``incomplete_details.reason``."""
+    return responses_ended("incomplete", text, incomplete_details={"reason": reason})
+
+
+def responses_ended(status: str, text: str = "ok", **fields: Any) -> bytes:
+    """A Responses stream answering ``text`` whose last event carries a response of
+    ``status`` (``response.incomplete`` for ``incomplete``, else ``response.completed``) and
+    ``fields`` (``incomplete_details`` …)."""
     message = {
         "type": "message",
         "id": "msg_shape",
         "role": "assistant",
-        "status": "incomplete",
+        "status": "completed" if status == "completed" else "incomplete",
         "content": [{"type": "output_text", "text": text, "annotations": []}],
     }
+    last = "response.incomplete" if status == "incomplete" else "response.completed"
     frames: list[dict[str, Any]] = [
         {"type": "response.created", "response": _response("in_progress", [])},
         {
@@ -204,10 +213,7 @@ def responses_incomplete(reason: str, text: str = "ok") -> bytes:
             "logprobs": [],
         },
         {"type": "response.output_item.done", "output_index": 0, "item": message},
-        {
-            "type": "response.incomplete",
-            "response": _response("incomplete", [message], incomplete_details={"reason": reason}),
-        },
+        {"type": last, "response": _response(status, [message], **fields)},
     ]
     for number, frame in enumerate(frames):
         frame["sequence_number"] = number

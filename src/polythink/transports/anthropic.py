@@ -912,8 +912,8 @@ def finish_reason(raw: Any, *, has_tool_calls: bool) -> str:
 
     ``end_turn``, ``stop_sequence`` and ``pause_turn`` -> ``stop``; ``max_tokens`` and
     ``model_context_window_exceeded`` -> ``length``; ``tool_use`` -> ``tool_calls``;
-    ``refusal`` -> ``content_filter``; an unknown value ``stop`` (``tool_calls`` when the
-    answer carries tool calls), logged once.
+    ``refusal`` -> ``content_filter``; an unknown value ``error`` (never cached), logged
+    once.
     """
     return map_finish(raw, ANTHROPIC, provider="anthropic", has_tool_calls=has_tool_calls).reason
 

@@ -55,6 +55,7 @@ from polythink.providers import ProviderProfile
 from polythink.reasoning.tiers import capacity_error, served_tier
 from polythink.transports.carry import ttl_notes
 from polythink.transports.error_map import (
+    deadline_error,
     error_from_body,
     error_from_status,
     error_from_transport,
@@ -134,8 +135,8 @@ def dumps(body: Any) -> bytes:
 
     Raises:
         TypeError: a value neither encoder can represent.
-        ValueError: a string with a lone surrogate (messages are checked when built; this
-            names one in another field: ``extra_body``, a tool's description or schema).
+        ValueError: a string with a lone surrogate (messages, tools, response formats and
+            ``extra_body`` are checked when built; this guards any other field).
     """
     try:
         return orjson.dumps(body)
@@ -495,16 +496,28 @@ class HTTPTransport:
     def _budget(self, request: Request) -> float | None:
         return request.timeout if request.timeout is not None else self._total
 
-    def _transport_error(self, exc: BaseException, stage: str = "response") -> PolythinkError:
+    def _transport_error(
+        self,
+        exc: BaseException,
+        stage: str = "response",
+        *,
+        streamed: bool = False,
+        budget: float | None = None,
+    ) -> PolythinkError:
         """The mapped error for ``exc`` from the HTTP layer, ``exc`` chained only when no key
         is reachable from it; raise it after the ``except`` block, so ``exc`` is not its
-        context either (:func:`~polythink.transports.error_map.error_from_transport`)."""
+        context either (:func:`~polythink.transports.error_map.error_from_transport`). A
+        timeout's message names the source's timeout that fired, read for a ``streamed``
+        answer or not, or the ``budget`` seconds the call had left."""
         return error_from_transport(
             exc,
             provider=self.profile.id,
             source_index=self.index,
             stage=stage,
             secrets=self._secrets,
+            timeouts=self.source.timeouts,
+            streamed=streamed,
+            budget=budget,
         )
 
     def _clean(self, exc: BaseException) -> BaseException | None:
@@ -512,13 +525,7 @@ class HTTPTransport:
         return None if holds_secret(exc, self._secrets) else exc
 
     def _deadline_error(self, budget: float | None) -> RequestTimeoutError:
-        return RequestTimeoutError(
-            f"{self.profile.id}: deadline exceeded: no complete answer within the "
-            f"{budget or 0:.1f} s left of the call's timeout (Timeout.total or timeout=)",
-            provider=self.profile.id,
-            source_index=self.index,
-            error_type="deadline",
-        )
+        return deadline_error(self.profile.id, self.index, budget)
 
     async def post_json(self, url: str, body: Mapping[str, Any], request: Request) -> Any:
         """POST ``body`` and return the parsed JSON of a 2xx answer.
@@ -586,7 +593,8 @@ class HTTPTransport:
         except PolythinkError:
             raise
         except Exception as exc:
-            failure = self._transport_error(exc, "body" if response is not None else "response")
+            stage = "body" if response is not None else "response"
+            failure = self._transport_error(exc, stage, budget=budget)
         if failure is not None:
             raise failure
         if response is None or content is None:
@@ -698,7 +706,9 @@ class HTTPTransport:
         except PolythinkError:
             raise
         except Exception as exc:
-            failure = self._transport_error(exc, "body")
+            failure = self._transport_error(
+                exc, "body", streamed=True, budget=response.extensions.get(_BUDGET)
+            )
         if failure is not None:
             raise failure
         try:
@@ -799,7 +809,7 @@ class HTTPTransport:
             with deadline_scope(budget):
                 response = await self.client.send(req, follow_redirects=False)
         except Exception as exc:
-            failure = self._transport_error(exc)
+            failure = self._transport_error(exc, budget=budget)
         if failure is not None:
             raise failure
         if response is None:
@@ -868,7 +878,7 @@ class HTTPTransport:
                     req, stream=True, follow_redirects=False, auth=self._auth
                 )
         except Exception as exc:
-            failure = self._transport_error(exc)
+            failure = self._transport_error(exc, streamed=True, budget=budget)
         if failure is not None:
             raise failure
         if response is None:
@@ -1001,7 +1011,8 @@ class HTTPTransport:
             except BodyOverLimit:
                 failure = self._too_large("max_body", limits.max_body, response)
             except Exception as exc:
-                failure = self._transport_error(exc, "body")
+                budget = response.extensions.get(_BUDGET)
+                failure = self._transport_error(exc, "body", streamed=True, budget=budget)
             if failure is not None:
                 raise failure
             for event in events:

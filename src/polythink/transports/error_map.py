@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
@@ -39,12 +39,16 @@ from polythink.transports.headers import (
 )
 from polythink.wire_json import loads_json
 
+if TYPE_CHECKING:
+    from polythink.config import Timeout
+
 __all__ = [
     "RESPONSES_REJECT_CODES",
     "TRANSPORT_ERRORS",
     "aws_error_type",
     "content_filter_result",
     "context_window_error",
+    "deadline_error",
     "error_from_body",
     "error_from_status",
     "error_from_transport",
@@ -393,13 +397,17 @@ def error_from_body(
     in-band overload is retried like a 529 (Anthropic error types: the Messages OpenAPI
     ``ErrorResponse`` union, ``../shared/wire/specs``). ``status_code`` stays the stream's
     own (usually 200). A Gemini ``RetryInfo`` detail gives ``retry_after``. A type
-    :func:`trusted_type` does not find plausible is not the error's ``error_type`` (``None``)
-    and does not classify it; every string of the result is redacted (:func:`sealed`).
+    :func:`trusted_type` does not find plausible is not the error's ``error_type`` and does
+    not classify it: as for an HTTP error, the status gives ``http_<status>`` (``http_200``
+    inside a 200 stream; ``None`` when no status is known) and the body keeps the original.
+    Every string of the result is redacted (:func:`sealed`).
     """
     secrets = tuple(secrets)
     given, message, _, kinds = _error_fields(error)
     kinds = _plausible(kinds)
     error_type = trusted_type(given, secrets)
+    if given is not None and error_type is None and status_code is not None:
+        error_type = f"http_{status_code}"
     cls: type[PolythinkError]
     should_retry = None
     if kinds & (_QUOTA_TYPES | _QUOTA_REJECTS):
@@ -655,10 +663,11 @@ and anyio stream errors an alternative HTTP transport under httpx may let throug
 (``ssl.SSLError`` and ``TimeoutError`` are ``OSError`` s)."""
 
 _TIMEOUT_KINDS: tuple[tuple[type[httpx.TimeoutException], str, str], ...] = (
-    (httpx.ConnectTimeout, "connect_timeout", "connect timeout"),
-    (httpx.WriteTimeout, "write_timeout", "timed out sending the request"),
-    (httpx.PoolTimeout, "pool_timeout", "timed out waiting for a free connection"),
+    (httpx.ConnectTimeout, "connect_timeout", "no connection within {connect}"),
+    (httpx.WriteTimeout, "write_timeout", "the request was not sent within {connect}"),
+    (httpx.PoolTimeout, "pool_timeout", "no free pooled connection within {connect}"),
 )
+"""The httpx timeouts ``Timeout.connect`` bounds (it is also httpx's write and pool timeout)."""
 _UNSENDABLE: tuple[tuple[type[httpx.HTTPError], str], ...] = (
     (httpx.UnsupportedProtocol, "unsupported_protocol"),
     (httpx.LocalProtocolError, "local_protocol_error"),
@@ -673,12 +682,22 @@ def error_from_transport(
     source_index: int,
     stage: str = "response",
     secrets: Iterable[str | None] = (),
+    timeouts: Timeout | None = None,
+    streamed: bool = False,
+    budget: float | None = None,
 ) -> PolythinkError:
     """Map a failure below HTTP to the taxonomy; raise the result outside any ``except``.
 
     ``stage`` is ``"response"`` while waiting for the status line and headers, ``"body"``
-    while reading a streamed body: an httpx read timeout is then ``"idle_timeout"`` rather
+    while reading a body: an httpx read timeout is then ``"idle_timeout"`` rather
     than ``"first_byte_timeout"``. A builtin ``TimeoutError`` is the deadline.
+
+    A timeout's message names the :class:`~polythink.config.Timeout` field that fired and
+    its value in seconds (``no response within first_byte=2.0 s``), from ``timeouts`` (the
+    source's) and ``streamed`` (a stream reads its head within ``first_byte``, else
+    ``idle``, and its body within ``idle``; a non-streamed answer reads both within
+    ``first_byte``); the deadline's names ``budget``, the seconds the call had left
+    (:func:`deadline_error`). Without ``timeouts`` it names the field alone.
 
     Returns a :class:`RequestTimeoutError` for timeouts, else a :class:`TransientError`:
     ``"connection_error"`` (connect, reset, early EOF, SSL, a reply that breaks HTTP),
@@ -698,32 +717,97 @@ def error_from_transport(
         # A cloud signer's own error (a credential that cannot be found or refreshed),
         # raised from inside httpx's auth flow.
         return sealed(exc, secrets)
-    mapped = sealed(_transport_error(exc, provider, source_index, stage, secrets), secrets)
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        failure: PolythinkError = _timeout_error(
+            exc, provider, source_index, stage, timeouts, streamed, budget
+        )
+    else:
+        failure = _transport_error(exc, provider, source_index, secrets)
+    mapped = sealed(failure, secrets)
     mapped.__cause__ = None if holds_secret(exc, secrets) else exc
     return mapped
+
+
+def _seconds(value: float | None) -> str:
+    """``value`` seconds as a message shows them: rounded to 0.01, at least one decimal
+    (``2.0``, ``0.25``, ``600.0``)."""
+    text = f"{value or 0:.2f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+def deadline_error(provider: str, source_index: int, budget: float | None) -> RequestTimeoutError:
+    """The error of a call that reached its deadline with ``budget`` seconds (what was left of
+    ``Timeout.total`` or the call's ``timeout`` when this attempt started)."""
+    return RequestTimeoutError(
+        f"{provider}: deadline exceeded: no complete answer within the {_seconds(budget)} s "
+        "left of the call's timeout (Timeout.total or timeout=)",
+        provider=provider,
+        source_index=source_index,
+        error_type="deadline",
+    )
+
+
+def _timeout_error(
+    exc: BaseException,
+    provider: str,
+    source_index: int,
+    stage: str,
+    timeouts: Timeout | None,
+    streamed: bool,
+    budget: float | None,
+) -> RequestTimeoutError:
+    """The :class:`RequestTimeoutError` of an httpx timeout or a ``TimeoutError``, its message
+    naming the timeout and its seconds (see :func:`error_from_transport`)."""
+
+    def limit(name: str) -> str:
+        if timeouts is None:
+            return f"the {name} timeout"
+        return f"{name}={_seconds(getattr(timeouts, name))} s"
+
+    fields: dict[str, Any] = {"provider": provider, "source_index": source_index}
+    if isinstance(exc, httpx.ReadTimeout):
+        # The read timeout in force: see HTTPTransport's _timeout and _stream_timeout.
+        if stage == "body":
+            kind = "idle_timeout"
+            if streamed:
+                what = f"stream idle for longer than {limit('idle')}"
+            else:
+                what = (
+                    f"the answer's body paused longer than {limit('first_byte')} (the read "
+                    "timeout of a non-streamed answer)"
+                )
+        else:
+            kind = "first_byte_timeout"
+            if streamed and timeouts is not None and timeouts.first_byte is None:
+                what = (
+                    f"no response within {limit('idle')} (first_byte is unset: a stream's "
+                    "head waits at most idle)"
+                )
+            else:
+                what = f"no response within {limit('first_byte')}"
+        return RequestTimeoutError(f"{provider}: {what}", error_type=kind, **fields)
+    for cls, kind, what in _TIMEOUT_KINDS:
+        if isinstance(exc, cls):
+            message = f"{provider}: {what.format(connect=limit('connect'))}"
+            return RequestTimeoutError(message, error_type=kind, **fields)
+    if budget is not None:
+        return deadline_error(provider, source_index, budget)
+    return RequestTimeoutError(
+        f"{provider}: deadline exceeded (Timeout.total or timeout=)",
+        error_type="deadline",
+        **fields,
+    )
 
 
 def _transport_error(
     exc: BaseException,
     provider: str,
     source_index: int,
-    stage: str,
     secrets: Iterable[str | None],
 ) -> PolythinkError:
     words = " ".join(str(exc).split())
     detail = redact(f"{type(exc).__name__}: {words}", secrets)[:300]
     fields: dict[str, Any] = {"provider": provider, "source_index": source_index}
-    if isinstance(exc, httpx.ReadTimeout):
-        kind = "idle_timeout" if stage == "body" else "first_byte_timeout"
-        what = "stream idle too long" if stage == "body" else "no response in time"
-        return RequestTimeoutError(f"{provider}: {what}", error_type=kind, **fields)
-    for cls, kind, what in _TIMEOUT_KINDS:
-        if isinstance(exc, cls):
-            return RequestTimeoutError(f"{provider}: {what}", error_type=kind, **fields)
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return RequestTimeoutError(
-            f"{provider}: deadline exceeded", error_type="deadline", **fields
-        )
     for cls_, kind in _UNSENDABLE:
         if isinstance(exc, cls_):
             return TransientError(

@@ -4,9 +4,12 @@ polythink's finish reasons are ``stop``, ``length``, ``tool_calls``, ``content_f
 ``error``. The rule for every table here: a content-safety stop is ``content_filter``; a stop
 at the output ceiling *or* the context window is ``length`` (``Response.output_limited``); a
 provider-side failure is ``error`` (never cached, see :mod:`polythink.middleware.cache`). A
-value no table lists is read as ``stop`` (``tool_calls`` when the answer calls tools) but is
-never silent: the response keeps it in ``native_finish_reason`` and carries a warning, and it
-is logged once per provider and value.
+value no table lists (``weird_failure``; ``error`` from a provider whose table has none)
+is read as ``error`` too: nothing says the answer ended well, so it is never cached nor
+taken for a normal stop, as Gemini's ``OTHER`` and a Responses ``incomplete`` reason no
+table lists are read. A benign value added by a provider later costs a warning and a cache
+miss until its table lists it. The response keeps the value in ``native_finish_reason``
+and carries the warning, and it is logged once per provider and value.
 
 Sources (each provider's API reference as published in 2025, not re-fetched; the URLs are
 for re-checking when a value appears that no table lists):
@@ -63,6 +66,7 @@ __all__ = [
     "Finish",
     "chat_table",
     "map_finish",
+    "unknown_finish",
 ]
 
 _log = logging.getLogger("polythink.transport")
@@ -84,8 +88,9 @@ _GATEWAY: Mapping[str, str] = {
     "max_tokens": "length",
 }
 """Values self-hosted servers and unknown gateways relay from the models behind them (vLLM
-``abort``; Anthropic-style ``end_turn``/``max_tokens``; ``eos``): used for vLLM, Ollama and
-any provider id without a table of its own."""
+``abort``; Anthropic-style ``end_turn``/``max_tokens``; ``eos``): used for vLLM, Ollama,
+``openai`` (which ``base_url`` / ``OPENAI_BASE_URL`` point at gateways and servers of one's
+own; OpenAI itself sends none of them) and any provider id without a table of its own."""
 
 _CHAT_DIALECTS: dict[str, Mapping[str, str]] = {
     "openrouter": {"error": "error"},
@@ -103,7 +108,7 @@ _CHAT_DIALECTS: dict[str, Mapping[str, str]] = {
     "vllm": _GATEWAY,
     "ollama": _GATEWAY,
     "minimax": {},
-    "openai": {},
+    "openai": _GATEWAY,
 }
 
 _CHAT_TABLES: dict[str, Mapping[str, str]] = {
@@ -189,26 +194,31 @@ def map_finish(
     """Map the provider's finish value ``raw`` through ``table``.
 
     ``stop`` becomes ``tool_calls`` when the answer carries tool calls. An absent value is
-    ``stop`` with no note. A value missing from ``table`` is ``stop`` (or ``tool_calls``) with
-    a note, and is logged once per provider and value.
+    ``stop`` with no note. A value missing from ``table`` is ``error`` with a note
+    (:func:`unknown_finish`).
     """
     if raw is None or raw == "":
         return Finish("tool_calls" if has_tool_calls else "stop", None)
     native = raw if isinstance(raw, str) else str(raw)
     mapped = table.get(native)
-    note = None
     if mapped is None:
-        mapped = "stop"
-        note = (
-            f"{provider} sent finish reason {native!r}, which polythink does not know; "
-            "read as a normal stop (kept in native_finish_reason)"
-        )
-        key = (provider, native)
-        with _logged_lock:
-            first = key not in _logged
-            _logged.add(key)
-        if first:
-            _log.warning("%s", note)
+        return unknown_finish(provider, native)
     if has_tool_calls and mapped == "stop":
         mapped = "tool_calls"
-    return Finish(mapped, native, note)
+    return Finish(mapped, native)
+
+
+def unknown_finish(provider: str, native: str) -> Finish:
+    """The finish of a value ``native`` no table lists: ``error``, with a note for the
+    response's warnings, logged once per ``provider`` and value."""
+    note = (
+        f"{provider} sent finish reason {native!r}, which polythink does not know; read as "
+        "error, so the answer is not cached (kept in native_finish_reason)"
+    )
+    key = (provider, native)
+    with _logged_lock:
+        first = key not in _logged
+        _logged.add(key)
+    if first:
+        _log.warning("%s", note)
+    return Finish("error", native, note)

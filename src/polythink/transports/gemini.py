@@ -682,7 +682,7 @@ def finish_reason(raw: Any, *, has_tool_calls: bool, blocked: bool = False) -> s
     ``length``; the safety, recitation, blocklist, prohibited-content and SPII reasons (and a
     prompt blocked by ``promptFeedback.blockReason``) -> ``content_filter``; malformed or
     unexpected tool calls, ``LANGUAGE``, ``OTHER`` and ``FINISH_REASON_UNSPECIFIED`` ->
-    ``error``; an unknown value ``stop``, logged once.
+    ``error``; an unknown value ``error`` too, logged once.
     """
     return _finish(raw, has_tool_calls=has_tool_calls, blocked=blocked, provider="gemini").reason
 

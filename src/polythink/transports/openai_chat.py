@@ -629,7 +629,7 @@ def finish_reason(raw: Any, *, has_tool_calls: bool, provider: str = "openai") -
     """Map ``provider``'s finish reason to ``stop``/``length``/``tool_calls``/
     ``content_filter``/``error`` by its documented table
     (:func:`polythink.transports.finish.chat_table`); ``stop`` with tool calls present becomes
-    ``tool_calls``; a value not in the table is ``stop`` (logged once)."""
+    ``tool_calls``; a value not in the table is ``error`` (logged once)."""
     return map_finish(
         raw, chat_table(provider), provider=provider, has_tool_calls=has_tool_calls
     ).reason
@@ -823,7 +823,7 @@ def _response(
         raw_finish, chat_table(profile.id), provider=profile.id, has_tool_calls=bool(calls)
     )
     notes = [mapped.note] if mapped.note else []
-    if finish is None and mapped.reason == "error":
+    if finish is None and mapped.reason == "error" and mapped.note is None:
         notes.append(f"{profile.id} reported a failure: finish reason {mapped.native!r}")
     reason = mapped.reason
     if refusal is not None and reason == "stop":

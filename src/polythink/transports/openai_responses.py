@@ -84,7 +84,7 @@ from polythink.transports.carry import (
     reasoning_unsent,
     refuse_chat_only,
 )
-from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish
+from polythink.transports.finish import RESPONSES_INCOMPLETE, Finish, unknown_finish
 from polythink.transports.headers import parse_rate_limit
 from polythink.transports.instructions import (
     InstructionPlan,
@@ -577,19 +577,22 @@ def finish_reason(
 ) -> str:
     """Map a response ``status`` (and ``incomplete_details``) to polythink's finish reason.
 
-    ``completed`` -> ``tool_calls`` when the output has function calls, ``content_filter``
-    when the model refused, else ``stop``; ``incomplete`` with reason ``max_output_tokens``
-    -> ``length``, with ``content_filter`` -> ``content_filter``
-    (:data:`polythink.transports.finish.RESPONSES_INCOMPLETE`), with any other reason ->
-    ``error`` (logged once per reason); ``failed`` or ``cancelled`` -> ``error``.
+    ``completed`` (or no status) -> ``tool_calls`` when the output has function calls,
+    ``content_filter`` when the model refused, else ``stop``; ``incomplete`` with reason
+    ``max_output_tokens`` -> ``length``, with ``content_filter`` -> ``content_filter``
+    (:data:`polythink.transports.finish.RESPONSES_INCOMPLETE`); ``failed`` or ``cancelled``
+    -> ``error``; any other status, or any other incomplete reason, -> ``error`` with a
+    warning, logged once (:func:`polythink.transports.finish.unknown_finish`; statuses:
+    openai-openapi ``Response.status``, ``../shared/wire/specs``).
     """
-    return _finish(status, incomplete, has_tool_calls=has_tool_calls, refused=refused).reason
+    return _finish(
+        status, incomplete, has_tool_calls=has_tool_calls, refused=refused, provider="openai"
+    ).reason
 
 
-_logged_reasons: set[str] = set()
-
-
-def _finish(status: Any, incomplete: Any, *, has_tool_calls: bool, refused: bool) -> Finish:
+def _finish(
+    status: Any, incomplete: Any, *, has_tool_calls: bool, refused: bool, provider: str
+) -> Finish:
     """The mapped finish with the native value: the incomplete reason, else the status."""
     native = status if isinstance(status, str) else None
     if status == "incomplete":
@@ -598,16 +601,11 @@ def _finish(status: Any, incomplete: Any, *, has_tool_calls: bool, refused: bool
         mapped = RESPONSES_INCOMPLETE.get(reason) if isinstance(reason, str) else None
         if mapped is not None:
             return Finish(mapped, native)
-        note = (
-            f"the response is incomplete for a reason polythink does not know ({reason!r}); "
-            "read as error"
-        )
-        if str(reason) not in _logged_reasons:
-            _logged_reasons.add(str(reason))
-            logger.warning("%s", note)
-        return Finish("error", native, note)
+        return unknown_finish(provider, native or "incomplete")
     if status in ("failed", "cancelled"):
         return Finish("error", native)
+    if status is not None and status != "completed":
+        return unknown_finish(provider, str(status))
     if has_tool_calls:
         return Finish("tool_calls", native)
     return Finish("content_filter" if refused else "stop", native)
@@ -688,6 +686,7 @@ def parse_response(
         data.get("incomplete_details"),
         has_tool_calls=bool(calls),
         refused=bool(refusals),
+        provider=profile.id,
     )
     return assistant_response(
         text="".join(text),
@@ -898,7 +897,11 @@ class ResponsesStreamAssembler:
         """Assemble the response from everything consumed so far."""
         calls = [self.calls[i] for i in sorted(self.calls)]
         mapped = _finish(
-            self.status, self.incomplete, has_tool_calls=bool(calls), refused=self.refused
+            self.status,
+            self.incomplete,
+            has_tool_calls=bool(calls),
+            refused=self.refused,
+            provider=self.profile.id,
         )
         return assistant_response(
             text="".join(self.text),
