@@ -13,9 +13,17 @@ from typing import Any
 
 import pytest
 
-from polythink import Budget, Client, Message, PolythinkError, ResponseFormat, Source, Tool
+from polythink import (
+    Budget,
+    Client,
+    InvalidInputError,
+    Message,
+    PolythinkError,
+    ResponseFormat,
+    Source,
+    Tool,
+)
 from polythink.config import sources_from_toml
-from polythink.errors import InvalidInputError
 from polythink.simulator import Simulator
 from polythink.types import Effort
 
