@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from typing import Any
 
 import httpx
@@ -142,7 +143,95 @@ def test_size_limits(sim: Any) -> None:
         answer = httpx.post(
             small.v1 + "/chat/completions", json=big, headers={"x-long": "y" * 3000}
         )
-        assert answer.status_code == 400
+        assert answer.status_code == 431
+        assert answer.json()["error"]["code"] == "request_header_fields_too_large"
+
+
+SECRET = b"sk-CALLERSECRET-"
+
+
+def _raw(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
+    """One request written as given on a fresh connection: the status, headers and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(data)
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return int(status_line.split(" ")[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        pytest.param(
+            b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + SECRET
+            + b"a" * 17000
+            + b"\r\n\r\n",
+            431,
+            "request_header_fields_too_large",
+            id="header-field-too-long",
+        ),
+        pytest.param(
+            b"GET /v1/models?key=" + SECRET + b"a" * 17000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+            431,
+            "request_header_fields_too_large",
+            id="request-line-too-long",
+        ),
+        pytest.param(
+            b"GET /v1/models HTTP/1.1\r\n"
+            + b"".join(b"x-%d: %s\r\n" % (i, SECRET) for i in range(200))
+            + b"\r\n",
+            431,
+            "request_header_fields_too_large",
+            id="too-many-headers",
+        ),
+        pytest.param(
+            b"GE\x01T /" + SECRET + b" HTTP/1.1\r\n\r\n", 400, "malformed_request", id="bad-method"
+        ),
+        pytest.param(
+            b"GET / HTTP/1.1\r\nx-api key: " + SECRET + b"\r\n\r\n",
+            400,
+            "malformed_request",
+            id="bad-header-name",
+        ),
+        pytest.param(
+            b"GET / HTTP/1.1\r\nx-api-key: " + SECRET + b"\x00\r\n\r\n",
+            400,
+            "malformed_request",
+            id="bad-header-value",
+        ),
+    ],
+)
+def test_a_request_the_parser_refuses_is_answered_without_its_bytes(
+    gateway: GatewayServer,
+    caplog: pytest.LogCaptureFixture,
+    request_bytes: bytes,
+    status: int,
+    code: str,
+) -> None:
+    """aiohttp's own answer quotes the line it could not read (a caller's key with it):
+    the gateway's is JSON both SDKs read, and neither it nor the log line holds the key."""
+    caplog.set_level(logging.DEBUG)
+    got, headers, body = _raw(gateway.port, request_bytes)
+    assert got == status
+    assert headers["content-type"] == "application/json"
+    assert SECRET not in body
+    assert b"aaaa" not in body
+    data = json.loads(body)
+    assert set(data) == {"type", "error"}
+    assert data["type"] == "error"
+    assert data["error"]["type"] == "invalid_request_error"
+    assert data["error"]["code"] == code
+    assert data["error"]["param"] is None
+    assert data["error"]["message"]
+    refused = [r for r in caplog.records if r.getMessage().startswith("refused a request")]
+    assert len(refused) == 1
+    assert f"({status} {code})" in refused[0].getMessage()
+    assert SECRET.decode() not in caplog.text
 
 
 def test_no_caller_key_in_answers_or_logs(
