@@ -124,6 +124,98 @@ def test_bad_input_gets_the_doors_error_never_a_traceback(gateway: GatewayServer
     assert answer.json()["error"]["param"] == "api_base"
 
 
+_HI_TURN = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/responses", {"input": "\ud800"}, "input"),
+        ("/v1/responses", {"input": "hi", "instructions": "\ud800"}, "instructions"),
+        ("/v1/responses", {"input": "hi", "instructions": 5}, "instructions"),
+        (
+            "/v1/responses",
+            {"input": [{"type": "reasoning", "summary": 5, "encrypted_content": "x"}]},
+            "input[0].summary",
+        ),
+        (
+            "/v1/responses",
+            {"input": [{"type": "reasoning", "summary": [], "content": [7]}]},
+            "input[0].content",
+        ),
+        (
+            "/v1/responses",
+            {"input": [{"role": "assistant", "content": {"text": "x"}}]},
+            "input[0].content",
+        ),
+        ("/v1/responses", {"input": [{"role": "user", "content": "\ud800"}]}, "input[0]"),
+        ("/v1/messages", {"system": [{}]}, "system"),
+        ("/v1/messages", {"system": "\ud800"}, "system"),
+        ("/v1/messages", {"system": [{"type": "text", "text": "\ud800"}]}, "system"),
+        ("/v1/messages", {"messages": [{"role": "user", "content": [{}]}]}, "messages.0"),
+        ("/v1/messages", {"messages": [{"role": "user", "content": "\ud800"}]}, "messages.0"),
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [
+                    *_HI_TURN,
+                    {"role": "assistant", "content": "x", "reasoning_details": 5},
+                ]
+            },
+            "messages[1]",
+        ),
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [
+                    *_HI_TURN,
+                    {"role": "assistant", "content": "x", "reasoning_items": "x"},
+                ]
+            },
+            "messages[1]",
+        ),
+        (
+            "/v1/chat/completions",
+            {"messages": [*_HI_TURN, {"role": "assistant", "content": "x", "tool_calls": 5}]},
+            "messages[1]",
+        ),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{}]}]}, "messages[0]"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "system", "content": "\ud800"}]},
+            "messages[0]",
+        ),
+    ],
+)
+def test_malformed_input_is_the_doors_400_naming_the_field(
+    gateway: GatewayServer, recorder: Recorder, path: str, body: dict[str, Any], param: str
+) -> None:
+    """Bad input inside a body (a lone surrogate, a wrong type in a nested field) is the
+    caller's: 400 in the door's shape naming the field, and nothing sent upstream."""
+    door = {
+        "/v1/responses": {"model": "to-responses"},
+        "/v1/messages": {"model": "to-anthropic", "max_tokens": 10, "messages": _HI_TURN},
+        "/v1/chat/completions": {"model": "to-chat"},
+    }[path]
+    sent = len(recorder.exchanges)
+    answer = httpx.post(
+        gateway.root + path,
+        content=json.dumps({**door, **body}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 400, answer.text
+    data = answer.json()
+    if path == "/v1/messages":
+        assert data["type"] == "error"
+        assert data["error"]["type"] == "invalid_request_error"
+        assert data["error"]["message"].startswith(f"{param}: ")
+    else:
+        assert data["error"]["type"] == "invalid_request_error"
+        assert data["error"]["param"] == param
+        assert data["error"]["message"].startswith(f"{param}")
+    assert len(recorder.exchanges) == sent
+
+
 def test_size_limits(sim: Any) -> None:
     config = gateway_config(sim)
     settings = type(config.settings)(max_body_bytes=4096, max_header_bytes=2048)

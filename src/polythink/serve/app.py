@@ -44,7 +44,7 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError, LineTooLong
 
-from polythink.errors import BudgetExceededError, PolythinkError, redact
+from polythink.errors import BudgetExceededError, InvalidInputError, PolythinkError, redact
 from polythink.providers import get_provider
 from polythink.serve.chat import ChatDoor
 from polythink.serve.config import GatewayConfig, ServeSettings, load_config
@@ -353,6 +353,10 @@ async def _call(request: web.Request, door: Door) -> web.StreamResponse:
         return await _run(gateway, exchange, tenant)
     except DoorError as exc:
         return _error(door, exc)
+    except InvalidInputError as exc:
+        # What a door read and polythink's types then refused (the doors name the field
+        # where they can): the caller's input, answered 400 like any other.
+        return _error(door, DoorError(str(exc)))
 
 
 async def _run(gateway: Gateway, exchange: Exchange, tenant: Tenant | None) -> web.StreamResponse:
