@@ -583,3 +583,22 @@ def test_a_relayed_chat_stream_has_usage_only_when_asked(
     assert [c for c in chunks[False] if c["choices"] == []] == []
     (usage,) = [c for c in chunks[True] if c["choices"] == []]
     assert usage["usage"]["completion_tokens"] > 0
+
+
+def test_a_native_only_request_on_another_wire_names_the_wire_with_its_article(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    sent = len(recorder.exchanges)
+    answer = httpx.post(
+        gateway.root + "/v1/messages",
+        json={
+            "model": "to-chat",
+            "max_tokens": 10,
+            "messages": HI,
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+        },
+    )
+    assert answer.status_code == 400
+    message = answer.json()["error"]["message"]
+    assert "only an anthropic source can serve this" in message
+    assert len(recorder.exchanges) == sent

@@ -321,6 +321,11 @@ async def _body(request: web.Request) -> tuple[Mapping[str, Any], bytes]:
     return json_body(raw), raw
 
 
+def _article(word: str) -> str:
+    """``an`` before a vowel (``an anthropic source``), else ``a``."""
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def _headers(request: web.Request) -> dict[str, str]:
     return {name.lower(): value for name, value in request.headers.items()}
 
@@ -335,7 +340,8 @@ async def _call(request: web.Request, door: Door) -> web.StreamResponse:
         call: Call = door.parse(body, _headers(request), route.client.request, body_key(raw))
         if call.only_native and route.wires != {door.wire}:
             raise DoorError(
-                f"{'; '.join(call.only_native)}: only a {door.wire} source can serve this, and "
+                f"{'; '.join(call.only_native)}: only {_article(door.wire)} {door.wire} source can "
+                f"serve this, and "
                 f"route {route.name!r} has sources of another wire",
             )
         if tenant is not None:
