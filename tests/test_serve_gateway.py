@@ -602,3 +602,25 @@ def test_a_native_only_request_on_another_wire_names_the_wire_with_its_article(
     message = answer.json()["error"]["message"]
     assert "only an anthropic source can serve this" in message
     assert len(recorder.exchanges) == sent
+
+
+@pytest.mark.parametrize(
+    ("error_type", "status", "raised"),
+    [
+        ("overloaded_error", 529, "OverloadedError"),
+        ("rate_limit_error", 429, "RateLimitError"),
+    ],
+)
+def test_an_in_stream_error_before_any_output_is_answered_with_its_status(
+    gateway: GatewayServer, recorder: Recorder, error_type: str, status: int, raised: str
+) -> None:
+    # Case C18: Anthropic opens the stream with 200 and message_start, then sends an error
+    # event; relayed as it came, anthropic-sdk-python raises a bare APIStatusError(200).
+    recorder.add(Fault.in_band(error_type, after_chunks=0))
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        _anthropic(gateway).messages.create(
+            model="to-anthropic", max_tokens=10, messages=HI, stream=True
+        )
+    assert type(caught.value).__name__ == raised
+    assert caught.value.status_code == status
+    assert caught.value.body["error"]["type"] == error_type  # type: ignore[index]

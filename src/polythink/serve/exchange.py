@@ -862,20 +862,12 @@ class Exchange:
             await output.end()
 
     async def _failed_before_head(self, error: PolythinkError) -> web.StreamResponse:
-        """An error before anything was sent: a relayed attempt that failed in its own
-        stream (its events, the error among them, as the provider sent them), else the
-        error answer."""
-        relay = self.relay
-        output = self.output
-        if relay.held and relay.error_seen and relay.open == error.source_index:
-            async with output.lock:
-                await output.head(
-                    relay.status, {**forwarded_headers(relay.headers), **self.early_headers()}
-                )
-                await output.send(*relay.held)
-            await output.end()
-            assert output.response is not None
-            return output.response
+        """An error before anything was sent: the error answer, in the door's format and
+        with the status its kind has (an in-stream ``overloaded_error`` before any output is
+        a 529, a rate limit a 429), even when the provider said it inside a stream it had
+        opened with 200: the SDKs pick their error class, and whether to retry, from the
+        status (case C18: anthropic-sdk-python raises a bare ``APIStatusError(200)`` for the
+        in-stream one)."""
         return self.error_answer(error)
 
 
