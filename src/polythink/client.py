@@ -597,9 +597,11 @@ class Client:
         go to the constructor and win over them.
 
         Raises:
-            ValueError: ``path`` is a directory or not a TOML file (not UTF-8, a syntax
-                error), naming it; or a value the file holds is refused.
-            FileNotFoundError: no file at ``path``, naming it.
+            ValueError: ``path`` is not a ``str`` or ``os.PathLike``, is a directory or
+                not a TOML file (not UTF-8, a syntax error), naming it; or a value the file
+                holds is refused (:class:`~polythink.errors.InvalidInputError`).
+            ConfigFileNotFoundError: no file at ``path``, naming it; a
+                ``FileNotFoundError`` and a ``ValueError`` as well.
         """
         return cls(sources_from_toml(path), **{**options_from_toml(path), **kwargs})
 
