@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import polythink
 from polythink import (
     Budget,
     Client,
@@ -102,3 +103,67 @@ def test_a_toml_file_with_a_bad_value_raises_invalid_input(tmp_path: Path) -> No
         sources_from_toml(path)
     assert "rpm" in str(caught.value)
     assert KEY not in str(caught.value)
+
+
+_SOURCE_KEY = Source("openai", "gpt-5.5", api_key=KEY)
+_NOT_A_SCOPE = "scope must be the prefix of the variables, a non-empty str (CHAT for "
+REFUSED: dict[str, tuple[Callable[[], Any], str]] = {
+    "http_client not httpx": (
+        lambda: Client([_SOURCE_KEY], http_client="x"),  # type: ignore[arg-type]
+        "Client(http_client=) must be an httpx.AsyncClient, or None for one of the client's "
+        "own; got str",
+    ),
+    "from_env int scope": (
+        lambda: Client.from_env(5),  # type: ignore[arg-type]
+        _NOT_A_SCOPE + "CHAT__OPENAI__0__MODEL); got int 5",
+    ),
+    "from_env blank scope": (
+        lambda: Client.from_env(" "),
+        _NOT_A_SCOPE + "CHAT__OPENAI__0__MODEL); got str ' '",
+    ),
+    "resolve capability": (
+        lambda: polythink.resolve(
+            "high",
+            provider="openai",
+            model="gpt-5.5",
+            capability="foo",  # type: ignore[arg-type]
+        ),
+        "capability must be a polythink.Capability (or None for an unregistered model); "
+        "got str 'foo'",
+    ),
+    **{
+        f"resolve max_tokens {value!r}": (
+            lambda value=value: polythink.resolve(
+                "high", provider="openai", model="gpt-5.5", max_tokens=value
+            ),
+            f"max_tokens must be a positive int (tokens); got {value!r}",
+        )
+        for value in (-5, 0, 1.5, math.nan, "5", True)
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED), ids=list(REFUSED))
+def test_a_bad_argument_is_refused_with_its_words(case: str) -> None:
+    build, words = REFUSED[case]
+    with pytest.raises(InvalidInputError) as caught:
+        build()
+    assert type(caught.value) is InvalidInputError
+    assert str(caught.value) == words
+
+
+@pytest.mark.anyio
+async def test_compact_refuses_what_is_not_a_client_or_a_prompt() -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        await polythink.compact(None, PROMPT)  # type: ignore[arg-type]
+    assert type(caught.value) is InvalidInputError
+    assert str(caught.value) == (
+        "compact's client must be a polythink.Client (started, or used in async with); got NoneType"
+    )
+    with Simulator() as sim:
+        source = Source("openai", "gpt-5.5", api_key=KEY, base_url=sim.base_url("openai"))
+        async with Client([source]) as client:
+            with pytest.raises(InvalidInputError) as caught:
+                await polythink.compact(client, PROMPT, prompt=None)  # type: ignore[arg-type]
+        assert sim.stats.requests == 0
+    assert str(caught.value) == "prompt must be the non-empty instruction to summarise; got None"

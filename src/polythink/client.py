@@ -381,11 +381,12 @@ class Client:
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, a
             provider whose transport is not available, an unusable ``cache`` or ``limits``
-            value (a Redis URL without the ``redis`` package), an unknown or unavailable
-            ``http``, a ``capabilities_store`` file that is not a store, a ``middleware``
-            list (the client's or a source's) holding something that is not a layer, or
-            ``budgets`` that are not :class:`~polythink.Budget` values, share a name while
-            they differ, or are given without the price table installed.
+            value (a Redis URL without the ``redis`` package, a ``str`` with another URL
+            scheme), an ``http_client`` that is not an ``httpx.AsyncClient``, an unknown or
+            unavailable ``http``, a ``capabilities_store`` file that is not a store, a
+            ``middleware`` list (the client's or a source's) holding something that is not
+            a layer, or ``budgets`` that are not :class:`~polythink.Budget` values, share a
+            name while they differ, or are given without the price table installed.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -420,9 +421,10 @@ class Client:
         from polythink.refresh import schedule_refresh
 
         check_http_layer(http)
-        if isinstance(sources, Source):
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
             raise InvalidInputError(
-                "sources must be a list of Source; wrap the one source: [source]"
+                "Client(http_client=) must be an httpx.AsyncClient, or None for one of the "
+                f"client's own; got {type(http_client).__name__}"
             )
         if isinstance(sources, Source):
             raise InvalidInputError(
@@ -844,7 +846,9 @@ class Client:
             result in job.results()``, ``job.save(path)``, ``await job.cancel()``.
 
         Raises:
-            ValueError: malformed requests or ids, no source with a batch API.
+            ValueError: malformed requests or ids (ids are ``str``), a ``source`` that is
+                not an index of this client's sources, a ``name`` that is not a non-empty
+                ``str`` of at most 512 characters, no source with a batch API.
             PolythinkError: a request this source cannot take (named by its id; nothing
                 submitted), :class:`~polythink.errors.BudgetExceededError`, or the
                 provider's refusal of the batch.
@@ -865,6 +869,12 @@ class Client:
                     "anthropic and gemini have one)"
                 )
             source = found[0]
+        if isinstance(source, bool) or not isinstance(source, int):
+            raise InvalidInputError(
+                f"source must be a source index (an int from 0 to {len(self.sources) - 1}) or "
+                f"None for the first source with a batch API; got {type(source).__name__} "
+                f"{source!r}"
+            )
         if not 0 <= source < len(self.sources):
             raise InvalidInputError(
                 f"source must be a source index from 0 to {len(self.sources) - 1}"

@@ -1025,6 +1025,14 @@ def _build(
         raise InvalidInputError(f"{where}: {exc}") from None
 
 
+def _check_scope(scope: object) -> None:
+    if not isinstance(scope, str) or not scope.strip():
+        raise InvalidInputError(
+            "scope must be the prefix of the variables, a non-empty str (CHAT for "
+            f"CHAT__OPENAI__0__MODEL); got {type(scope).__name__} {scope!r}"
+        )
+
+
 def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> list[Source]:
     """Read sources from variables named ``{SCOPE}__{PROVIDER}__{N}__{FIELD}``.
 
@@ -1036,10 +1044,12 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
     variables (``OPENAI_API_KEY`` …) when no ``API_KEY`` field is set.
 
     Raises:
-        ValueError: for an unknown provider or field, a malformed value, a source without
-            a model, no source at all, or a contradiction (thinking disabled but an effort
+        ValueError: for a ``scope`` that is not a non-empty ``str``, an
+            unknown provider or field, a malformed value, a source without a model, no
+            source at all, or a contradiction (thinking disabled but an effort
             given for the same source).
     """
+    _check_scope(scope)
     env = os.environ if environ is None else environ
     prefix = scope.upper()
     thinking: dict[str, Any] = {}
@@ -1260,6 +1270,7 @@ def options_from_env(scope: str, environ: Mapping[str, str] | None = None) -> di
     that server and ``CHAT__CACHE=redis://redis:6379/0`` (or a directory) the cache.
     Returns the ``Client`` keywords that are set, as strings.
     """
+    _check_scope(scope)
     env = os.environ if environ is None else environ
     prefix = scope.upper()
     found = {}
