@@ -26,6 +26,7 @@ from polythink import (
 )
 from polythink.config import sources_from_toml
 from polythink.simulator import Simulator
+from polythink.transports.base import dumps
 from polythink.types import Effort
 
 KEY = "sk-input-errors-0123456789abcdef"
@@ -167,3 +168,48 @@ async def test_compact_refuses_what_is_not_a_client_or_a_prompt() -> None:
                 await polythink.compact(client, PROMPT, prompt=None)  # type: ignore[arg-type]
         assert sim.stats.requests == 0
     assert str(caught.value) == "prompt must be the non-empty instruction to summarise; got None"
+
+
+_LONE_WORDS = (
+    "text must be valid Unicode (UTF-8 encodable); it usually comes from bytes decoded with "
+    "errors='surrogateescape' or a cut UTF-16 pair"
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("stop", "field"), [("a\ud800", "stop"), (["ok", "a\ud800"], "stop[1]")])
+async def test_a_lone_surrogate_in_stop_is_named_as_stop(stop: Any, field: str) -> None:
+    with Simulator() as sim:
+        source = Source("openai", "gpt-5.5", api_key=KEY, base_url=sim.base_url("openai"))
+        async with Client([source]) as client:
+            with pytest.raises(InvalidInputError) as caught:
+                await client.complete(PROMPT, stop=stop)
+        assert sim.stats.requests == 0
+    assert (
+        str(caught.value) == f"{field} holds a lone surrogate U+D800 at character 1: {_LONE_WORDS}"
+    )
+
+
+def test_a_lone_surrogate_in_a_model_id_is_called_one() -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        Source("openai", "gpt\ud800", api_key=KEY)
+    assert str(caught.value) == (
+        "Source.model holds a lone surrogate (U+D800, not valid Unicode); a model id is "
+        "printable characters without spaces (got 'gpt\\ud800')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"messages": [{"content": "x"}], "stop": ["ok", "a\ud800"]}, "stop[1]"),
+        ({"metadata": {"k\udc80": "v"}}, "the key 'metadata.k\\udc80'"),
+    ],
+)
+def test_a_lone_surrogate_left_in_a_body_is_named_by_its_path(
+    body: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        dumps(body)
+    assert str(caught.value).startswith(f"{where} holds a lone surrogate U+")
+    assert str(caught.value).endswith(_LONE_WORDS)

@@ -174,8 +174,11 @@ def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
     if stop is None:
         return None
     if isinstance(stop, str):
+        check_text(stop, "stop")
         return (stop,)
     if isinstance(stop, Sequence) and all(isinstance(s, str) for s in stop):
+        for i, sequence in enumerate(stop):
+            check_text(sequence, f"stop[{i}]")
         return tuple(stop) or None
     raise InvalidInputError(f"stop must be a string or a list of strings; got {stop!r}")
 

@@ -158,6 +158,8 @@ def _character(c: str) -> str:
         return named[c]
     if c.isascii() and c.isprintable():
         return repr(c)
+    if "\ud800" <= c <= "\udfff":
+        return f"a lone surrogate (U+{ord(c):04X}, not valid Unicode)"
     kind = "a control character" if c.isascii() or not c.isprintable() else "a non-ASCII character"
     return f"{kind} (U+{ord(c):04X})"
 
