@@ -213,3 +213,34 @@ def test_a_lone_surrogate_left_in_a_body_is_named_by_its_path(
         dumps(body)
     assert str(caught.value).startswith(f"{where} holds a lone surrogate U+")
     assert str(caught.value).endswith(_LONE_WORDS)
+
+
+@pytest.mark.anyio
+async def test_a_schema_with_a_ref_to_nothing_is_refused_before_the_call_is_paid() -> None:
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/Nope"}}}
+    words = (
+        "response_format schema at properties.x has $ref '#/$defs/Nope', which does not "
+        "resolve within the schema: a local $ref is a JSON pointer to a part of it "
+        "('#/$defs/Name' with that name under '$defs', or '#' for the root)"
+    )
+    with pytest.raises(InvalidInputError) as caught:
+        ResponseFormat(schema)
+    assert str(caught.value) == words
+    with Simulator() as sim:
+        source = Source("openai", "gpt-5.5", api_key=KEY, base_url=sim.base_url("openai"))
+        async with Client([source]) as client:
+            with pytest.raises(InvalidInputError) as caught:
+                await client.complete(PROMPT, response_format=schema)
+        assert sim.stats.requests == 0
+    assert str(caught.value) == words
+    # What resolves is accepted: a definition, the root, an escaped pointer, an array item;
+    # a "$ref" that is a property's name or inside data is no reference.
+    for good in (
+        {**schema, "$defs": {"Nope": {"type": "string"}}},
+        {"type": "object", "properties": {"x": {"$ref": "#"}}},
+        {"$defs": {"a/b": {"type": "string"}}, "$ref": "#/$defs/a~1b"},
+        {"anyOf": [{"type": "string"}, {"$ref": "#/anyOf/0"}]},
+        {"type": "object", "properties": {"$ref": {"type": "string"}}},
+        {"type": "object", "default": {"$ref": "#/nowhere"}},
+    ):
+        assert ResponseFormat(good).schema == good
