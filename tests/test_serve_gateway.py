@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from typing import Any
 
 import httpx
@@ -123,6 +124,98 @@ def test_bad_input_gets_the_doors_error_never_a_traceback(gateway: GatewayServer
     assert answer.json()["error"]["param"] == "api_base"
 
 
+_HI_TURN = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/responses", {"input": "\ud800"}, "input"),
+        ("/v1/responses", {"input": "hi", "instructions": "\ud800"}, "instructions"),
+        ("/v1/responses", {"input": "hi", "instructions": 5}, "instructions"),
+        (
+            "/v1/responses",
+            {"input": [{"type": "reasoning", "summary": 5, "encrypted_content": "x"}]},
+            "input[0].summary",
+        ),
+        (
+            "/v1/responses",
+            {"input": [{"type": "reasoning", "summary": [], "content": [7]}]},
+            "input[0].content",
+        ),
+        (
+            "/v1/responses",
+            {"input": [{"role": "assistant", "content": {"text": "x"}}]},
+            "input[0].content",
+        ),
+        ("/v1/responses", {"input": [{"role": "user", "content": "\ud800"}]}, "input[0]"),
+        ("/v1/messages", {"system": [{}]}, "system"),
+        ("/v1/messages", {"system": "\ud800"}, "system"),
+        ("/v1/messages", {"system": [{"type": "text", "text": "\ud800"}]}, "system"),
+        ("/v1/messages", {"messages": [{"role": "user", "content": [{}]}]}, "messages.0"),
+        ("/v1/messages", {"messages": [{"role": "user", "content": "\ud800"}]}, "messages.0"),
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [
+                    *_HI_TURN,
+                    {"role": "assistant", "content": "x", "reasoning_details": 5},
+                ]
+            },
+            "messages[1]",
+        ),
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [
+                    *_HI_TURN,
+                    {"role": "assistant", "content": "x", "reasoning_items": "x"},
+                ]
+            },
+            "messages[1]",
+        ),
+        (
+            "/v1/chat/completions",
+            {"messages": [*_HI_TURN, {"role": "assistant", "content": "x", "tool_calls": 5}]},
+            "messages[1]",
+        ),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{}]}]}, "messages[0]"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "system", "content": "\ud800"}]},
+            "messages[0]",
+        ),
+    ],
+)
+def test_malformed_input_is_the_doors_400_naming_the_field(
+    gateway: GatewayServer, recorder: Recorder, path: str, body: dict[str, Any], param: str
+) -> None:
+    """Bad input inside a body (a lone surrogate, a wrong type in a nested field) is the
+    caller's: 400 in the door's shape naming the field, and nothing sent upstream."""
+    door = {
+        "/v1/responses": {"model": "to-responses"},
+        "/v1/messages": {"model": "to-anthropic", "max_tokens": 10, "messages": _HI_TURN},
+        "/v1/chat/completions": {"model": "to-chat"},
+    }[path]
+    sent = len(recorder.exchanges)
+    answer = httpx.post(
+        gateway.root + path,
+        content=json.dumps({**door, **body}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 400, answer.text
+    data = answer.json()
+    if path == "/v1/messages":
+        assert data["type"] == "error"
+        assert data["error"]["type"] == "invalid_request_error"
+        assert data["error"]["message"].startswith(f"{param}: ")
+    else:
+        assert data["error"]["type"] == "invalid_request_error"
+        assert data["error"]["param"] == param
+        assert data["error"]["message"].startswith(f"{param}")
+    assert len(recorder.exchanges) == sent
+
+
 def test_size_limits(sim: Any) -> None:
     config = gateway_config(sim)
     settings = type(config.settings)(max_body_bytes=4096, max_header_bytes=2048)
@@ -142,7 +235,95 @@ def test_size_limits(sim: Any) -> None:
         answer = httpx.post(
             small.v1 + "/chat/completions", json=big, headers={"x-long": "y" * 3000}
         )
-        assert answer.status_code == 400
+        assert answer.status_code == 431
+        assert answer.json()["error"]["code"] == "request_header_fields_too_large"
+
+
+SECRET = b"sk-CALLERSECRET-"
+
+
+def _raw(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
+    """One request written as given on a fresh connection: the status, headers and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(data)
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return int(status_line.split(" ")[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        pytest.param(
+            b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + SECRET
+            + b"a" * 17000
+            + b"\r\n\r\n",
+            431,
+            "request_header_fields_too_large",
+            id="header-field-too-long",
+        ),
+        pytest.param(
+            b"GET /v1/models?key=" + SECRET + b"a" * 17000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+            431,
+            "request_header_fields_too_large",
+            id="request-line-too-long",
+        ),
+        pytest.param(
+            b"GET /v1/models HTTP/1.1\r\n"
+            + b"".join(b"x-%d: %s\r\n" % (i, SECRET) for i in range(200))
+            + b"\r\n",
+            431,
+            "request_header_fields_too_large",
+            id="too-many-headers",
+        ),
+        pytest.param(
+            b"GE\x01T /" + SECRET + b" HTTP/1.1\r\n\r\n", 400, "malformed_request", id="bad-method"
+        ),
+        pytest.param(
+            b"GET / HTTP/1.1\r\nx-api key: " + SECRET + b"\r\n\r\n",
+            400,
+            "malformed_request",
+            id="bad-header-name",
+        ),
+        pytest.param(
+            b"GET / HTTP/1.1\r\nx-api-key: " + SECRET + b"\x00\r\n\r\n",
+            400,
+            "malformed_request",
+            id="bad-header-value",
+        ),
+    ],
+)
+def test_a_request_the_parser_refuses_is_answered_without_its_bytes(
+    gateway: GatewayServer,
+    caplog: pytest.LogCaptureFixture,
+    request_bytes: bytes,
+    status: int,
+    code: str,
+) -> None:
+    """aiohttp's own answer quotes the line it could not read (a caller's key with it):
+    the gateway's is JSON both SDKs read, and neither it nor the log line holds the key."""
+    caplog.set_level(logging.DEBUG)
+    got, headers, body = _raw(gateway.port, request_bytes)
+    assert got == status
+    assert headers["content-type"] == "application/json"
+    assert SECRET not in body
+    assert b"aaaa" not in body
+    data = json.loads(body)
+    assert set(data) == {"type", "error"}
+    assert data["type"] == "error"
+    assert data["error"]["type"] == "invalid_request_error"
+    assert data["error"]["code"] == code
+    assert data["error"]["param"] is None
+    assert data["error"]["message"]
+    refused = [r for r in caplog.records if r.getMessage().startswith("refused a request")]
+    assert len(refused) == 1
+    assert f"({status} {code})" in refused[0].getMessage()
+    assert SECRET.decode() not in caplog.text
 
 
 def test_no_caller_key_in_answers_or_logs(
@@ -402,3 +583,22 @@ def test_a_relayed_chat_stream_has_usage_only_when_asked(
     assert [c for c in chunks[False] if c["choices"] == []] == []
     (usage,) = [c for c in chunks[True] if c["choices"] == []]
     assert usage["usage"]["completion_tokens"] > 0
+
+
+def test_a_native_only_request_on_another_wire_names_the_wire_with_its_article(
+    gateway: GatewayServer, recorder: Recorder
+) -> None:
+    sent = len(recorder.exchanges)
+    answer = httpx.post(
+        gateway.root + "/v1/messages",
+        json={
+            "model": "to-chat",
+            "max_tokens": 10,
+            "messages": HI,
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+        },
+    )
+    assert answer.status_code == 400
+    message = answer.json()["error"]["message"]
+    assert "only an anthropic source can serve this" in message
+    assert len(recorder.exchanges) == sent

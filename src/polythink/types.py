@@ -374,6 +374,20 @@ class Tool:
         )
 
 
+def _opaque_items(value: Any, name: str) -> tuple[Mapping[str, Any], ...]:
+    """A message's opaque reasoning items (``reasoning_details``, ``reasoning_items``).
+
+    Raises:
+        InvalidInputError: ``value`` is not a list (or tuple) of objects.
+    """
+    if isinstance(value, list | tuple) and all(isinstance(item, Mapping) for item in value):
+        return tuple(value)
+    raise InvalidInputError(
+        f"a message's {name} must be a list of objects (the provider's reasoning items, "
+        f"sent back as received), not {type(value).__name__}"
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageMetadata:
     """What polythink records about an assistant turn it returned, for the application only.
@@ -748,7 +762,7 @@ class Message:
         raw_calls = get("tool_calls") or ()
         calls: tuple[ToolCall, ...] = ()
         if raw_calls:
-            if raw_calls.__class__ is not list and isinstance(raw_calls, str | bytes | Mapping):
+            if raw_calls.__class__ is not list and not isinstance(raw_calls, tuple):
                 raise InvalidInputError("a message's tool_calls must be a list of tool calls")
             calls = tuple([_tool_call(c) for c in raw_calls])
         reasoning = get("reasoning_content")
@@ -760,11 +774,11 @@ class Message:
         fmt = get("reasoning_format")
         details = get("reasoning_details")
         if details:
-            items, fmt = tuple(details), fmt or "openrouter"
+            items, fmt = _opaque_items(details, "reasoning_details"), fmt or "openrouter"
         else:
             raw_items = get("reasoning_items")
             if raw_items:
-                items = tuple(raw_items)
+                items = _opaque_items(raw_items, "reasoning_items")
         content = get("content")
         tool_call_id = get("tool_call_id")
         metadata = get("metadata")

@@ -16,8 +16,9 @@ Code's ``HEAD /api/hello``.
 
 Limits: a request body above ``max_body_bytes`` is answered 413 in the door's shape, one
 that takes longer than ``body_timeout`` to arrive 408; a request line or header field above
-``max_header_bytes`` is answered 400 by aiohttp's parser, before any door (aiohttp caps a
-request at 128 header fields); a connection without a whole request for ``idle_timeout``
+``max_header_bytes``, or more than 128 header fields, is answered 431 before any door, and
+any other request aiohttp's parser cannot read 400, both in JSON quoting none of the request
+(:func:`runner_for`); a connection without a whole request for ``idle_timeout``
 seconds is closed, and a client that reads nothing for ``write_timeout`` dropped.
 
 The caller's credential headers are never forwarded, logged or echoed in an error; every
@@ -41,8 +42,9 @@ from urllib.parse import urlsplit
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError, LineTooLong
 
-from polythink.errors import BudgetExceededError, PolythinkError, redact
+from polythink.errors import BudgetExceededError, InvalidInputError, PolythinkError, redact
 from polythink.providers import get_provider
 from polythink.serve.chat import ChatDoor
 from polythink.serve.config import GatewayConfig, ServeSettings, load_config
@@ -319,6 +321,11 @@ async def _body(request: web.Request) -> tuple[Mapping[str, Any], bytes]:
     return json_body(raw), raw
 
 
+def _article(word: str) -> str:
+    """``an`` before a vowel (``an anthropic source``), else ``a``."""
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def _headers(request: web.Request) -> dict[str, str]:
     return {name.lower(): value for name, value in request.headers.items()}
 
@@ -333,7 +340,8 @@ async def _call(request: web.Request, door: Door) -> web.StreamResponse:
         call: Call = door.parse(body, _headers(request), route.client.request, body_key(raw))
         if call.only_native and route.wires != {door.wire}:
             raise DoorError(
-                f"{'; '.join(call.only_native)}: only a {door.wire} source can serve this, and "
+                f"{'; '.join(call.only_native)}: only {_article(door.wire)} {door.wire} source can "
+                f"serve this, and "
                 f"route {route.name!r} has sources of another wire",
             )
         if tenant is not None:
@@ -351,6 +359,10 @@ async def _call(request: web.Request, door: Door) -> web.StreamResponse:
         return await _run(gateway, exchange, tenant)
     except DoorError as exc:
         return _error(door, exc)
+    except InvalidInputError as exc:
+        # What a door read and polythink's types then refused (the doors name the field
+        # where they can): the caller's input, answered 400 like any other.
+        return _error(door, DoorError(str(exc)))
 
 
 async def _run(gateway: Gateway, exchange: Exchange, tenant: Tenant | None) -> web.StreamResponse:
@@ -861,14 +873,148 @@ def create_app(
     return app
 
 
+def _refusal(status: int, exc: BaseException | None, limit: int) -> tuple[int, str, str]:
+    """The status, error code and message of a request aiohttp's server refused before the
+    application saw it (``exc``: what its parser raised): none of the request's bytes."""
+    if isinstance(exc, LineTooLong) or (
+        isinstance(exc, BadHttpMessage) and exc.message.startswith("Too many headers")
+    ):
+        return (
+            431,
+            "request_header_fields_too_large",
+            f"the request line or its headers are too large: at most {limit} bytes a line "
+            f"or field ([serve] max_header_bytes) and {_MAX_HEADERS} header fields",
+        )
+    if isinstance(exc, BadHttpMessage):
+        return 400, "malformed_request", "the request is not well-formed HTTP/1.1"
+    if status == 504:
+        return 504, "timeout", "the gateway timed out on this request"
+    return status, "server_error", "the gateway failed on this request"
+
+
+_MAX_HEADERS = 128
+"""aiohttp's cap on a request's header fields (``max_headers``' default)."""
+
+
+class _Connection(web.RequestHandler):
+    """aiohttp's connection protocol, answering what its server refuses itself (a request
+    its parser cannot read, a handler that escaped every middleware) without echoing any
+    byte of the request: aiohttp's own answer quotes the offending line, which can be a
+    caller's ``Authorization`` header.
+
+    The answer is JSON both SDKs read, as the door is unknown (the request line may be what
+    failed): ``{"type": "error", "error": {"type", "message", "param", "code"}}``, Anthropic's
+    shape with OpenAI's fields inside.
+    """
+
+    __slots__ = ("_header_limit",)
+
+    def __init__(self, manager: web.Server, *, header_limit: int, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._header_limit = header_limit
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """The JSON error answering a refused request; the connection is closed after it.
+
+        Raises:
+            ConnectionError: part of an answer was already sent.
+        """
+        if request.writer.output_size > 0:
+            raise ConnectionError("an answer was already begun on this connection")
+        status, code, text = _refusal(status, exc, self._header_limit)
+        what = type(exc).__name__ if exc is not None else "no exception"
+        if status >= 500 and not isinstance(exc, HttpProcessingError):
+            _log.error(
+                "request from %s failed outside the gateway's handlers: %s", request.remote, what
+            )
+        else:
+            _log.warning(
+                "refused a request from %s: %s (%d %s)", request.remote, what, status, code
+            )
+        kind = "invalid_request_error" if status < 500 else "api_error"
+        body = {
+            "type": "error",
+            "error": {"type": kind, "message": text, "param": None, "code": code},
+        }
+        answer = web.Response(
+            status=status, body=orjson.dumps(body), content_type="application/json"
+        )
+        answer.force_close()
+        return answer
+
+
+class _Server(web.Server):
+    """aiohttp's low-level server, with :class:`_Connection` as its protocol."""
+
+    def __init__(
+        self,
+        handler: Any,
+        *,
+        request_factory: Any,
+        handler_cancellation: bool,
+        protocol: Mapping[str, Any],
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        super().__init__(
+            handler,
+            request_factory=request_factory,
+            handler_cancellation=handler_cancellation,
+            loop=loop,
+            **protocol,
+        )
+        self._protocol = {**protocol, "loop": loop}
+
+    def __call__(self) -> web.RequestHandler:
+        return _Connection(self, **self._protocol)
+
+
+class _Runner(web.AppRunner):
+    """aiohttp's application runner serving through :class:`_Server`."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        shutdown_timeout: float,
+        protocol: Mapping[str, Any],
+        header_limit: int,
+    ) -> None:
+        super().__init__(app, shutdown_timeout=shutdown_timeout, **protocol)
+        self._protocol = {**protocol, "header_limit": header_limit}
+
+    async def _make_server(self) -> web.Server:
+        # The runner's own hook (BaseRunner's abstract method): the application is started
+        # as aiohttp starts it, and served by a server whose protocol is the gateway's.
+        made = await super()._make_server()
+        return _Server(
+            made.request_handler,
+            request_factory=made.request_factory,
+            handler_cancellation=made.handler_cancellation,
+            protocol=self._protocol,
+        )
+
+
 def runner_for(app: web.Application, settings: ServeSettings) -> web.AppRunner:
     """The runner of ``app``: connections idle past ``idle_timeout`` closed, calls in
-    flight given ``drain_timeout`` on shutdown."""
-    return web.AppRunner(
+    flight given ``drain_timeout`` on shutdown; a request aiohttp's parser refuses (a line
+    or header field above ``max_header_bytes``, more than 128 header fields: 431; anything
+    else malformed: 400) answered in JSON without any byte of the request."""
+    return _Runner(
         app,
-        access_log=None,
-        keepalive_timeout=settings.idle_timeout,
         shutdown_timeout=settings.drain_timeout,
+        protocol={
+            "access_log": None,
+            "keepalive_timeout": settings.idle_timeout,
+            "max_line_size": settings.max_header_bytes,
+            "max_field_size": settings.max_header_bytes,
+        },
+        header_limit=settings.max_header_bytes,
     )
 
 

@@ -60,8 +60,8 @@ class ServeSettings:
             after its ``stream_idle_timeout_ms``, 300 s by default).
         max_body_bytes: the largest request body accepted; a larger one is answered 413 in
             the front door's error shape (32 MiB: Anthropic's own Messages limit).
-        max_header_bytes: the longest request line or header field accepted (aiohttp
-            answers a longer one with 400 before any front door sees it).
+        max_header_bytes: the longest request line or header field accepted (a longer one
+            is answered 431 before any front door sees it).
         workers: processes serving one port (``--workers`` wins; more than one runs under
             gunicorn, see :mod:`polythink.serve.fleet`).
         idle_timeout: seconds a connection may stay open without a whole request: from

@@ -230,9 +230,9 @@ def _messages(body: Mapping[str, Any], notes: list[str]) -> tuple[list[Message],
     sealed = False
     system = body.get("system")
     if isinstance(system, str) and system:
-        out.append(Message(role="system", content=system))
+        out.append(_user("system", system, "system"))
     elif isinstance(system, list) and system:
-        out.append(Message(role="system", content=[dict(b) for b in _blocks(system, "system")]))
+        out.append(_user("system", [dict(b) for b in _blocks(system, "system")], "system"))
     elif system is not None and not isinstance(system, str | list):
         raise DoorError("system: must be a string or a list of text blocks", param="system")
     turns = body.get("messages")
@@ -265,9 +265,11 @@ def _messages(body: Mapping[str, Any], notes: list[str]) -> tuple[list[Message],
     return out, sealed
 
 
-def _user(role: Any, parts: list[Any], where: str) -> Message:
+def _user(role: Any, content: Any, where: str) -> Message:
+    """A message of ``content`` (a string or content parts); bad input is the door's 400
+    naming ``where``."""
     try:
-        return Message(role=str(role), content=parts)
+        return Message(role=str(role), content=content)
     except ValueError as exc:
         raise DoorError(f"{where}: {exc}", param=where) from None
 

@@ -123,7 +123,22 @@ class _Turn:
         self.items: list[Mapping[str, Any]] = []
         self.sealed: Any = None
 
-    def add(self, item: Mapping[str, Any]) -> None:
+    def add(self, item: Mapping[str, Any], where: str) -> None:
+        """Take an assistant item (``where``: its path in ``input``).
+
+        Raises:
+            DoorError: a part list of the item is not a list of objects.
+        """
+        keys = ("summary", "content") if item.get("type") == "reasoning" else ("content",)
+        for key in keys:
+            parts = item.get(key)
+            if parts is None or (key == "content" and isinstance(parts, str)):
+                continue
+            if not isinstance(parts, list) or not all(isinstance(p, Mapping) for p in parts):
+                raise DoorError(
+                    f"{where}.{key}: must be a list of parts (objects with a type)",
+                    param=f"{where}.{key}",
+                )
         if item.get("type") == "reasoning":
             opened = open_envelope(item.get("encrypted_content"))
             if opened is not None:
@@ -149,16 +164,26 @@ class _Turn:
             raise DoorError(f"{where}: {exc}", param=where) from None
 
 
+def _text_message(role: str, text: str, where: str) -> Message:
+    """A message of ``text``; bad input (a lone surrogate) is the door's 400 naming ``where``."""
+    try:
+        return Message(role=role, content=text)
+    except ValueError as exc:
+        raise DoorError(f"{where}: {exc}", param=where) from None
+
+
 def _input(body: Mapping[str, Any], only_native: list[str]) -> tuple[list[Message], bool]:
     """The conversation of ``instructions`` and ``input``, and whether an assistant turn
     carried polythink's envelope."""
     messages: list[Message] = []
     instructions = body.get("instructions")
     if isinstance(instructions, str) and instructions:
-        messages.append(Message(role="system", content=instructions))
+        messages.append(_text_message("system", instructions, "instructions"))
+    elif instructions is not None and not isinstance(instructions, str):
+        raise DoorError("instructions: must be a string", param="instructions")
     given = body.get("input")
     if isinstance(given, str):
-        messages.append(Message(role="user", content=given))
+        messages.append(_text_message("user", given, "input"))
         return messages, False
     if not isinstance(given, list) or not given:
         raise DoorError("input: a string or a non-empty list of items is required", param="input")
@@ -180,7 +205,7 @@ def _input(body: Mapping[str, Any], only_native: list[str]) -> tuple[list[Messag
         role = item.get("role")
         if kind in _ASSISTANT_ITEMS or (kind == "message" and role == "assistant"):
             turn = turn or _Turn()
-            turn.add(item)
+            turn.add(item, where)
             continue
         flush(where)
         if kind == "item_reference":

@@ -615,7 +615,8 @@ def _reasoning_parts(item: Mapping[str, Any]) -> list[str]:
     """The non-empty texts of a reasoning item: summary parts, then reasoning content."""
     texts: list[str] = []
     for key in ("summary", "content"):
-        for part in item.get(key) or ():
+        parts = item.get(key)
+        for part in parts if isinstance(parts, list) else ():
             if isinstance(part, Mapping) and isinstance(part.get("text"), str) and part["text"]:
                 texts.append(part["text"])
     return texts
@@ -626,7 +627,8 @@ def _message_text(item: Mapping[str, Any]) -> tuple[str, str | None]:
     returned on its own (``None`` when the item has no refusal part)."""
     pieces: list[str] = []
     refusals: list[str] = []
-    for part in item.get("content") or ():
+    parts = item.get("content")
+    for part in parts if isinstance(parts, list) else ():
         if not isinstance(part, Mapping):
             continue
         if part.get("type") == "output_text":
