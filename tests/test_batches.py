@@ -22,7 +22,15 @@ import httpx
 import pydantic
 import pytest
 
-from polythink import Budget, BudgetExceededError, Client, Effort, Response, Source
+from polythink import (
+    Budget,
+    BudgetExceededError,
+    Client,
+    Effort,
+    InvalidInputError,
+    Response,
+    Source,
+)
 from polythink.backends.local import LocalBudgets
 from polythink.batch import BatchJob
 from polythink.errors import (
@@ -608,6 +616,48 @@ async def test_what_cannot_be_submitted_is_refused_before_anything_is_sent(
             await client.batch({"no spaces": request})
         with pytest.raises(ValueError, match="has no batch API"):
             await client.batch([request], source=0)
+        refused: list[tuple[dict[str, Any], str]] = [
+            (
+                {"requests": [request], "source": "0"},
+                "source must be a source index (an int from 0 to 1) or None for the first "
+                "source with a batch API; got str '0'",
+            ),
+            (
+                {"requests": [request], "source": True},
+                "source must be a source index (an int from 0 to 1) or None for the first "
+                "source with a batch API; got bool True",
+            ),
+            (
+                {"requests": {5: request}},
+                "batch request id 5 is a int: ids are str, 1 to 64 letters, digits, '_' or "
+                "'-' (or pass a list for ids '0', '1', ...)",
+            ),
+            (
+                {"requests": [request], "name": 5},
+                "batch name must be a non-empty str (or None for polythink-<unix time>); got int 5",
+            ),
+            (
+                {"requests": [request], "name": " "},
+                "batch name must be a non-empty str (or None for polythink-<unix time>); got "
+                "str ' '",
+            ),
+            (
+                {"requests": [request], "name": "x" * 513},
+                "batch name must be at most 512 characters (OpenAI's metadata value limit); "
+                "got 513",
+            ),
+            (
+                {"requests": [request], "name": "a\ud800"},
+                "batch name holds a lone surrogate U+D800 at character 1: text must be valid "
+                "Unicode (UTF-8 encodable); it usually comes from bytes decoded with "
+                "errors='surrogateescape' or a cut UTF-16 pair",
+            ),
+        ]
+        for arguments, words in refused:
+            with pytest.raises(InvalidInputError) as caught:
+                await client.batch(**arguments)
+            assert type(caught.value) is InvalidInputError
+            assert str(caught.value) == words
         with pytest.raises(ValueError, match=r"build each with client\.request"):
             await client.batch([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
         bad = client.request([{"role": "user", "content": "hi"}], reasoning_effort="max")

@@ -380,3 +380,25 @@ async def test_resolve_reads_what_a_budget_spent_on_redis(
     # More than half spent: at least one step of gpt-5.5's medium, low, none.
     part = min(2, int((spent / 1.5e7 - 0.5) / 0.5 * 3))
     assert result["applied_effort"] == ("medium", "low", "none")[part]
+
+
+async def test_a_plan_while_redis_never_answered_shows_the_budget_and_an_unknown_spend() -> None:
+    """Port 1 refuses connections: the fleet's spend was never read, and there is no share."""
+    url = "redis://127.0.0.1:1/0"
+    source = Source("openai", "gpt-5.5", api_key="sk-budget-unknown-0123456789")
+    async with Client([source], limits=RedisLimitStore(url), budgets=[Budget(1.0)]) as client:
+        (plan,) = await client.plan(PROMPT, reasoning_effort="high", max_tokens=400)
+    (state,) = plan.budgets
+    assert (state.limit, state.spent, state.known, state.fraction) == (1.0, 0.0, False, 0.0)
+    assert not plan.fits
+
+
+def test_resolve_while_redis_never_answered_says_the_spend_is_unknown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "redis://127.0.0.1:1/0"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-budget-unknown-0123456789")
+    argv = ["resolve", "--provider", "openai", "--model", "gpt-5.5", "--effort", "high"]
+    assert main([*argv, "--limits", url, "--budget", "1/day"]) == 0
+    out = capsys.readouterr().out
+    assert "budget     'day' (all): $1 a day, spent unknown (Redis does not answer); " in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,7 +12,15 @@ from polythink import Budget, Client, Effort
 from polythink.backends.base import Tally
 from polythink.backends.local import LocalBudgets, process_budgets
 from polythink.backends.share import Share
-from polythink.budgets import Line, account_id, check_tag, fingerprint, nanos, window_bounds
+from polythink.budgets import (
+    BudgetState,
+    Line,
+    account_id,
+    check_tag,
+    fingerprint,
+    nanos,
+    window_bounds,
+)
 from tests.budget_support import Clock
 
 
@@ -199,3 +208,11 @@ def test_a_toml_file_gives_budgets(tmp_path: Path) -> None:
     path.write_text('[[budget]]\nusd = -1\n[[source]]\nprovider = "openai"\nmodel = "m"\n')
     with pytest.raises(ValueError, match=r"#0: Budget usd must be a positive number"):
         Client.from_toml(path)
+
+
+def test_the_fraction_spent_of_a_limit_of_nothing_is_all_of_it() -> None:
+    # A process's share of a budget with nothing left while Redis does not answer is 0.
+    state = BudgetState("day", "all", "day", 0.0, 0.0, 0.0)
+    assert (state.fraction, state.remaining) == (1.0, 0.0)
+    assert BudgetState("day", "all", "day", 0.0, 0.25, 0.0).fraction == math.inf
+    assert BudgetState("day", "all", "day", 2.0, 0.5, 0.0).fraction == 0.25

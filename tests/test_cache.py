@@ -17,7 +17,7 @@ import httpx
 import pytest
 import respx
 
-from polythink import Client, Source
+from polythink import Client, InvalidInputError, Source
 from polythink.errors import RequestRejectedError, StreamInterruptedError, TransientError
 from polythink.middleware.base import Chain, compose
 from polythink.middleware.cache import (
@@ -703,6 +703,22 @@ async def test_an_existing_directory_keeps_its_mode_and_the_files_stay_private(
 def test_a_flag_string_is_not_taken_for_a_directory(flag: str) -> None:
     with pytest.raises(ValueError, match="looks like a flag, not a directory"):
         cache_store(flag)
+
+
+@pytest.mark.parametrize("url", ["memcached://x", "redis:/localhost", "file:///tmp/cache"])
+def test_a_url_of_another_scheme_is_not_taken_for_a_directory(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError) as caught:
+        cache_store(url)
+    assert type(caught.value) is InvalidInputError
+    assert str(caught.value) == (
+        f"cache={url!r} is a URL, and a cache is a directory path or a Redis URL "
+        "(redis://host:port/db, rediss://... or unix:///path/redis.sock); for a directory "
+        "whose name has a colon, pass a pathlib.Path"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_disk_store_keeps_within_its_size_limit(tmp_path: Path) -> None:

@@ -9,13 +9,14 @@ on every call (or, for user information, log the key through httpx at INFO).
 
 from __future__ import annotations
 
+import errno
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from polythink import Client, Source
+from polythink import Client, ConfigFileNotFoundError, InvalidInputError, Source
 from polythink.middleware.base import CompleteNext, Passthrough
 from polythink.simulator import Simulator
 from polythink.types import Request, Response, Tool
@@ -288,8 +289,54 @@ def test_a_toml_file_that_is_not_utf8_is_a_value_error_naming_it(tmp_path: Path)
 
 def test_a_missing_toml_file_is_file_not_found_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "missing.toml"
-    with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(path))) as caught:
         Client.from_toml(path)
+    assert type(caught.value) is ConfigFileNotFoundError
+    assert isinstance(caught.value, InvalidInputError)
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOENT, str(path))
+    assert str(caught.value) == (
+        f"{path}: no such file (a TOML configuration file was expected there)"
+    )
+
+
+@pytest.mark.parametrize("path", [3, 0, None, "", b"sources.toml"])
+def test_a_toml_path_that_is_not_a_path_is_refused_before_opening(path: Any) -> None:
+    # An int would be opened as a file descriptor: 0 reads and closes standard input.
+    with pytest.raises(InvalidInputError) as caught:
+        Client.from_toml(path)
+    assert type(caught.value) is InvalidInputError
+    assert str(caught.value) == (
+        "a TOML configuration is read from a path: a non-empty str or an os.PathLike such "
+        f"as pathlib.Path; got {type(path).__name__} {path!r}"
+    )
+
+
+_SOURCE = '[[source]]\nprovider = "openai"\nmodel = "gpt-5.5"\n'
+_WRONG_TYPES = {
+    "thinking = 5\n" + _SOURCE: "thinking must be a [thinking] table of keys and values; got 5",
+    "thinking = [1]\n" + _SOURCE: (
+        "thinking must be a [thinking] table of keys and values; got [1]"
+    ),
+    "source = [1, 2]\n": "source #0 must be a [[source]] table of keys and values; got 1",
+    "source = 5\n": "source must be [[source]] tables (an array of tables); got 5",
+    '[source]\nprovider = "openai"\n': (
+        "source must be [[source]] tables (an array of tables); got {'provider': 'openai'}"
+    ),
+    "budget = [1]\n" + _SOURCE: "budget #0 must be a [[budget]] table of keys and values; got 1",
+    _SOURCE + "[budget]\nusd = 5.0\n": (
+        "budget must be [[budget]] tables (an array of tables); got {'usd': 5.0}"
+    ),
+}
+
+
+@pytest.mark.parametrize("text", list(_WRONG_TYPES))
+def test_a_toml_table_of_the_wrong_type_is_refused_naming_it(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "sources.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidInputError) as caught:
+        Client.from_toml(path, api_key=KEY)
+    assert type(caught.value) is InvalidInputError
+    assert str(caught.value) == f"{path}: {_WRONG_TYPES[text]}"
 
 
 # ---------------------------------------------------------------- repr

@@ -431,6 +431,17 @@ def test_serve_command_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     bad.write_text('[[route]]\nname = "x"\n')
     assert main(["serve", "--config", str(bad)]) == 2
     assert "a route needs at least one source" in capsys.readouterr().err
+    for text, words in (
+        ('thinking = 5\n[[source]]\nprovider = "openai"\nmodel = "gpt-5.5"\n', "thinking"),
+        ("source = [1, 2]\n", "source #0"),
+        ("route = [1]\n", "route #0"),
+        ("tenant = [1]\n", "tenant #0"),
+    ):
+        bad.write_text(text)
+        assert main(["serve", "--config", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert f"{words} must be" in err
     assert main(["serve", "--port", "99999"]) == 2
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from polythink import Client, ResponseFormat, Source
 from polythink.conversion import coerce_messages
-from polythink.errors import OutputFormatUnsupportedError
+from polythink.errors import InvalidInputError, OutputFormatUnsupportedError
 from polythink.providers import get_provider
 from polythink.simulator import Settings, Simulator
 from polythink.simulator.behaviour import example_value
@@ -225,8 +225,15 @@ def test_anthropic_resolves_a_root_ref_that_is_not_recursive() -> None:
 
 
 def test_a_root_ref_to_nothing_is_refused_naming_it() -> None:
-    with pytest.raises(OutputFormatUnsupportedError, match="'#/\\$defs/Gone', which names no"):
+    # Refused when the format is built, before any source is tried (nothing is paid).
+    with pytest.raises(InvalidInputError) as caught:
         chat_body("openai", "gpt-5.5", {"$defs": {}, "$ref": "#/$defs/Gone"})
+    assert type(caught.value) is InvalidInputError
+    assert str(caught.value) == (
+        "response_format schema root has $ref '#/$defs/Gone', which does not resolve within "
+        "the schema: a local $ref is a JSON pointer to a part of it ('#/$defs/Name' with that "
+        "name under '$defs', or '#' for the root)"
+    )
 
 
 # ---------------------------------------------------------------- the simulator's answers

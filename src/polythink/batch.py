@@ -94,6 +94,7 @@ from polythink.types import (
     Resolution,
     Response,
     ResponseFormat,
+    check_text,
 )
 from polythink.wire_json import loads_json
 
@@ -818,9 +819,36 @@ def _with_metadata(message: Message, metadata: MessageMetadata) -> Message:
 # ---------------------------------------------------------------- submit and resume
 
 
+_NAME_CHARS = 512
+"""The longest batch name: OpenAI's limit on a ``metadata`` value (512 characters,
+https://platform.openai.com/docs/api-reference/batch/create, read 2026-12-04)."""
+
+
+def _check_name(name: object) -> None:
+    if name is None:
+        return
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInputError(
+            f"batch name must be a non-empty str (or None for polythink-<unix time>); got "
+            f"{type(name).__name__} {name!r}"
+        )
+    if len(name) > _NAME_CHARS:
+        raise InvalidInputError(
+            f"batch name must be at most {_NAME_CHARS} characters (OpenAI's metadata value "
+            f"limit); got {len(name)}"
+        )
+    check_text(name, "batch name")
+
+
 def _custom_ids(requests: Mapping[str, Request] | Sequence[Request]) -> list[tuple[str, Request]]:
     if isinstance(requests, Mapping):
-        pairs = [(str(k), v) for k, v in requests.items()]
+        for key in requests:
+            if not isinstance(key, str):
+                raise InvalidInputError(
+                    f"batch request id {key!r} is a {type(key).__name__}: ids are str, 1 to 64 "
+                    "letters, digits, '_' or '-' (or pass a list for ids '0', '1', ...)"
+                )
+        pairs = list(requests.items())
         for cid, _ in pairs:
             if not _CUSTOM_ID.fullmatch(cid):
                 raise InvalidInputError(
@@ -856,13 +884,16 @@ async def submit_batch(
     :meth:`polythink.Client.batch`).
 
     Raises:
-        ValueError: malformed requests, duplicate or malformed ids, more requests than the
-            provider takes, or a source whose provider has no batch API.
+        ValueError: malformed requests, duplicate or malformed ids (an id that is not a
+            ``str``), a ``name`` that is not a non-empty ``str`` of at most 512 characters
+            of valid Unicode, more requests than the provider takes, or a source whose
+            provider has no batch API.
         PolythinkError: a request this source cannot take (a reasoning tier, a format, a
             content part: named by its id, nothing submitted), a budget that cannot afford
             the batch (:class:`~polythink.errors.BudgetExceededError`), or the provider's
             refusal of the batch.
     """
+    _check_name(name)
     transport, reasoning, budget = client._source_parts(source_index)
     profile = transport.profile
     wire_kind = profile.batches

@@ -323,6 +323,10 @@ class BudgetState:
         resets_at: the end of the window, in Unix seconds (UTC).
         step_down_at: the budget's ``step_down_at``.
         flex_at: the budget's ``flex_at``.
+        known: ``False`` while the shared budget store does not answer and this process
+            never read what the budget spent in this window: ``limit`` is then the budget's
+            own, ``spent`` only what this process knows of, and a call would raise
+            :class:`~polythink.errors.BudgetExceededError` (``error_type`` ``spend_unknown``).
     """
 
     budget: str
@@ -333,6 +337,7 @@ class BudgetState:
     resets_at: float
     step_down_at: float | None = None
     flex_at: float | None = None
+    known: bool = True
 
     @property
     def remaining(self) -> float:
@@ -342,8 +347,11 @@ class BudgetState:
     @property
     def fraction(self) -> float:
         """The fraction of the budget spent (may exceed 1 after a call cost more than its
-        reservation)."""
-        return self.spent / self.limit
+        reservation). A ``limit`` of 0 (a process's share of a budget with nothing left while
+        the shared store does not answer) is all spent: 1.0, or ``inf`` past it."""
+        if self.limit > 0:
+            return self.spent / self.limit
+        return 1.0 if self.spent <= 0 else math.inf
 
 
 @dataclass(frozen=True, slots=True)

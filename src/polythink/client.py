@@ -174,8 +174,11 @@ def _stop_sequences(stop: Any) -> tuple[str, ...] | None:
     if stop is None:
         return None
     if isinstance(stop, str):
+        check_text(stop, "stop")
         return (stop,)
     if isinstance(stop, Sequence) and all(isinstance(s, str) for s in stop):
+        for i, sequence in enumerate(stop):
+            check_text(sequence, f"stop[{i}]")
         return tuple(stop) or None
     raise InvalidInputError(f"stop must be a string or a list of strings; got {stop!r}")
 
@@ -381,11 +384,12 @@ class Client:
     Raises:
         ValueError: for an empty source list, a bad source, a missing API key, a
             provider whose transport is not available, an unusable ``cache`` or ``limits``
-            value (a Redis URL without the ``redis`` package), an unknown or unavailable
-            ``http``, a ``capabilities_store`` file that is not a store, a ``middleware``
-            list (the client's or a source's) holding something that is not a layer, or
-            ``budgets`` that are not :class:`~polythink.Budget` values, share a name while
-            they differ, or are given without the price table installed.
+            value (a Redis URL without the ``redis`` package, a ``str`` with another URL
+            scheme), an ``http_client`` that is not an ``httpx.AsyncClient``, an unknown or
+            unavailable ``http``, a ``capabilities_store`` file that is not a store, a
+            ``middleware`` list (the client's or a source's) holding something that is not
+            a layer, or ``budgets`` that are not :class:`~polythink.Budget` values, share a
+            name while they differ, or are given without the price table installed.
         ThinkingUnsupportedError: a source's own ``reasoning_effort`` cannot be satisfied
             by its model (for example ``none`` on a model that always reasons).
     """
@@ -420,9 +424,10 @@ class Client:
         from polythink.refresh import schedule_refresh
 
         check_http_layer(http)
-        if isinstance(sources, Source):
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
             raise InvalidInputError(
-                "sources must be a list of Source; wrap the one source: [source]"
+                "Client(http_client=) must be an httpx.AsyncClient, or None for one of the "
+                f"client's own; got {type(http_client).__name__}"
             )
         if isinstance(sources, Source):
             raise InvalidInputError(
@@ -597,9 +602,11 @@ class Client:
         go to the constructor and win over them.
 
         Raises:
-            ValueError: ``path`` is a directory or not a TOML file (not UTF-8, a syntax
-                error), naming it; or a value the file holds is refused.
-            FileNotFoundError: no file at ``path``, naming it.
+            ValueError: ``path`` is not a ``str`` or ``os.PathLike``, is a directory or
+                not a TOML file (not UTF-8, a syntax error), naming it; or a value the file
+                holds is refused (:class:`~polythink.errors.InvalidInputError`).
+            ConfigFileNotFoundError: no file at ``path``, naming it; a
+                ``FileNotFoundError`` and a ``ValueError`` as well.
         """
         return cls(sources_from_toml(path), **{**options_from_toml(path), **kwargs})
 
@@ -842,7 +849,9 @@ class Client:
             result in job.results()``, ``job.save(path)``, ``await job.cancel()``.
 
         Raises:
-            ValueError: malformed requests or ids, no source with a batch API.
+            ValueError: malformed requests or ids (ids are ``str``), a ``source`` that is
+                not an index of this client's sources, a ``name`` that is not a non-empty
+                ``str`` of at most 512 characters, no source with a batch API.
             PolythinkError: a request this source cannot take (named by its id; nothing
                 submitted), :class:`~polythink.errors.BudgetExceededError`, or the
                 provider's refusal of the batch.
@@ -863,6 +872,12 @@ class Client:
                     "anthropic and gemini have one)"
                 )
             source = found[0]
+        if isinstance(source, bool) or not isinstance(source, int):
+            raise InvalidInputError(
+                f"source must be a source index (an int from 0 to {len(self.sources) - 1}) or "
+                f"None for the first source with a batch API; got {type(source).__name__} "
+                f"{source!r}"
+            )
         if not 0 <= source < len(self.sources):
             raise InvalidInputError(
                 f"source must be a source index from 0 to {len(self.sources) - 1}"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from polythink import clouds
-from polythink.errors import InvalidInputError
+from polythink.errors import ConfigFileNotFoundError, InvalidInputError
 from polythink.providers import (
     ALIASES,
     PROVIDERS,
@@ -57,6 +57,8 @@ __all__ = [
     "sources_from_env",
     "sources_from_toml",
     "thinking_default_for",
+    "toml_table",
+    "toml_tables",
 ]
 
 _log = logging.getLogger("polythink.config")
@@ -156,6 +158,8 @@ def _character(c: str) -> str:
         return named[c]
     if c.isascii() and c.isprintable():
         return repr(c)
+    if "\ud800" <= c <= "\udfff":
+        return f"a lone surrogate (U+{ord(c):04X}, not valid Unicode)"
     kind = "a control character" if c.isascii() or not c.isprintable() else "a non-ASCII character"
     return f"{kind} (U+{ord(c):04X})"
 
@@ -1023,6 +1027,14 @@ def _build(
         raise InvalidInputError(f"{where}: {exc}") from None
 
 
+def _check_scope(scope: object) -> None:
+    if not isinstance(scope, str) or not scope.strip():
+        raise InvalidInputError(
+            "scope must be the prefix of the variables, a non-empty str (CHAT for "
+            f"CHAT__OPENAI__0__MODEL); got {type(scope).__name__} {scope!r}"
+        )
+
+
 def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> list[Source]:
     """Read sources from variables named ``{SCOPE}__{PROVIDER}__{N}__{FIELD}``.
 
@@ -1034,10 +1046,12 @@ def sources_from_env(scope: str, environ: Mapping[str, str] | None = None) -> li
     variables (``OPENAI_API_KEY`` …) when no ``API_KEY`` field is set.
 
     Raises:
-        ValueError: for an unknown provider or field, a malformed value, a source without
-            a model, no source at all, or a contradiction (thinking disabled but an effort
+        ValueError: for a ``scope`` that is not a non-empty ``str``, an
+            unknown provider or field, a malformed value, a source without a model, no
+            source at all, or a contradiction (thinking disabled but an effort
             given for the same source).
     """
+    _check_scope(scope)
     env = os.environ if environ is None else environ
     prefix = scope.upper()
     thinking: dict[str, Any] = {}
@@ -1108,23 +1122,72 @@ def _warn_clamped(where: str, clamped: list[str]) -> None:
         )
 
 
+def toml_table(value: Any, name: str, where: str) -> Mapping[str, Any] | None:
+    """The TOML table ``[name]`` read from a file, or ``None`` when it is absent.
+
+    Raises:
+        ValueError: ``value`` is not a table (``name = 5``, ``name = [1]``); the message
+            names ``where`` and the shape accepted.
+    """
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise InvalidInputError(
+        f"{where}: {name} must be a [{name}] table of keys and values; got {value!r}"
+    )
+
+
+def toml_tables(value: Any, name: str, where: str) -> list[Mapping[str, Any]]:
+    """The TOML array of tables ``[[name]]`` read from a file; ``[]`` when it is absent.
+
+    Raises:
+        ValueError: ``value`` is not an array of tables (``name = 5``, ``name = [1, 2]``,
+            a single ``[name]`` table); the message names ``where``, the entry and the shape
+            accepted.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInputError(
+            f"{where}: {name} must be [[{name}]] tables (an array of tables); got {value!r}"
+        )
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise InvalidInputError(
+                f"{where}: {name} #{i} must be a [[{name}]] table of keys and values; got {item!r}"
+            )
+    return value
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     """The parsed TOML file at ``path``.
 
     Raises:
-        ValueError: ``path`` is a directory, or the file is not valid TOML (not UTF-8 text,
+        ValueError: ``path`` is not a non-empty ``str`` or an ``os.PathLike`` (an int would
+            be taken by ``open`` as a file descriptor), is a directory, or the file is not
+            valid TOML (not UTF-8 text,
             or a syntax error); the message names the file, and the line and column or the
             offset of the first byte that is not UTF-8.
-        FileNotFoundError: no file at ``path`` (named in the message, as ``open`` does).
+        ConfigFileNotFoundError: no file at ``path`` (named in the message); a
+            ``ValueError`` and a ``FileNotFoundError`` as well.
         OSError: another reason the file cannot be read (no permission).
     """
     import tomllib  # with a configuration file, not with import polythink
 
+    if not isinstance(path, str | os.PathLike) or (isinstance(path, str) and not path.strip()):
+        # open(3) would read, then close, file descriptor 3 (0 is standard input).
+        raise InvalidInputError(
+            f"a TOML configuration is read from a path: a non-empty str or an os.PathLike "
+            f"such as pathlib.Path; got {type(path).__name__} {path!r}"
+        )
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
     except IsADirectoryError:
         raise InvalidInputError(f"{path}: is a directory, not a TOML file") from None
+    except FileNotFoundError:
+        raise ConfigFileNotFoundError(
+            f"{path}: no such file (a TOML configuration file was expected there)", str(path)
+        ) from None
     try:
         text = raw.decode()
     except UnicodeDecodeError as exc:
@@ -1163,8 +1226,11 @@ def sources_from_toml(path: str | Path) -> list[Source]:
     Raises:
         ValueError: for a path that is a directory, a file that is not UTF-8 or not valid
             TOML (naming it), an unknown key or provider, a malformed value, no
-            ``[[source]]``, or a contradiction between ``enabled`` and ``effort``.
-        FileNotFoundError: no file at ``path`` (named in the message).
+            ``[[source]]``, a table or array of tables given another type (``thinking = 5``,
+            ``source = [1, 2]``), a ``path`` that is not a ``str`` or ``os.PathLike``, or a
+            contradiction between ``enabled`` and ``effort``.
+        ConfigFileNotFoundError: no file at ``path`` (named in the message); a
+            ``FileNotFoundError`` and a ``ValueError`` as well.
     """
     data = read_toml(path)
     unknown_tables = sorted(set(data) - {"thinking", "source", "budget", *_OPTIONS, *_SERVE})
@@ -1174,10 +1240,11 @@ def sources_from_toml(path: str | Path) -> list[Source]:
             "[[budget]], " + ", ".join(_OPTIONS) + ", and polythink serve's [serve], [[route]], "
             "[[tenant]]"
         )
-    default = _thinking_default(data.get("thinking"), f"{path} [thinking]")
-    mismatch = _thinking_mismatch(data.get("thinking"), f"{path} [thinking]")
-    rows = data.get("source")
-    if not isinstance(rows, list) or not rows:
+    thinking = toml_table(data.get("thinking"), "thinking", str(path))
+    default = _thinking_default(thinking, f"{path} [thinking]")
+    mismatch = _thinking_mismatch(thinking, f"{path} [thinking]")
+    rows = toml_tables(data.get("source"), "source", str(path))
+    if not rows:
         raise InvalidInputError(f"{path}: no [[source]] tables")
     sources = []
     clamped: list[str] = []
@@ -1205,6 +1272,7 @@ def options_from_env(scope: str, environ: Mapping[str, str] | None = None) -> di
     that server and ``CHAT__CACHE=redis://redis:6379/0`` (or a directory) the cache.
     Returns the ``Client`` keywords that are set, as strings.
     """
+    _check_scope(scope)
     env = os.environ if environ is None else environ
     prefix = scope.upper()
     found = {}
@@ -1243,11 +1311,8 @@ def options_from_toml(path: str | Path) -> dict[str, Any]:
             if not isinstance(value, str) or not value.strip():
                 raise InvalidInputError(f"{path}: {name} must be a non-empty string; got {value!r}")
             found[name] = value.strip()
-    tables = data.get("budget", [])
-    if not isinstance(tables, list):
-        raise InvalidInputError(f"{path}: budgets are [[budget]] tables; got {tables!r}")
     budgets = []
-    for i, table in enumerate(tables):
+    for i, table in enumerate(toml_tables(data.get("budget"), "budget", str(path))):
         unknown = sorted(set(table) - set(Budget.__dataclass_fields__))
         if unknown:
             raise InvalidInputError(

@@ -369,11 +369,21 @@ async def compact(
     messages and puts the summary in one user turn.
 
     Raises:
-        ValueError: ``messages`` is empty or malformed, or ``summary_tokens`` is not a
-            positive int.
+        ValueError: ``client`` is not a :class:`~polythink.Client`, ``prompt`` is not a
+            non-empty ``str``, ``messages`` is empty or malformed, or ``summary_tokens`` is
+            not a positive int.
         EmptySummaryError: the model's summary is empty (a ``ValueError``).
         PolythinkError: the call failed (the typed error of the last source tried).
     """
+    if not callable(getattr(client, "complete", None)):
+        raise InvalidInputError(
+            "compact's client must be a polythink.Client (started, or used in async with); "
+            f"got {type(client).__name__}"
+        )
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InvalidInputError(
+            f"prompt must be the non-empty instruction to summarise; got {prompt!r}"
+        )
     if type(summary_tokens) is not int or summary_tokens <= 0:
         raise InvalidInputError(f"summary_tokens must be a positive int; got {summary_tokens!r}")
     if type(keep) is not int or keep < 0:

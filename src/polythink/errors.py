@@ -37,6 +37,7 @@ not chained and their class and redacted words are in the message instead.
 
 from __future__ import annotations
 
+import errno
 import types
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,6 +54,7 @@ __all__ = [
     "CapacityUnavailableError",
     "ClientClosedError",
     "ClientLoopError",
+    "ConfigFileNotFoundError",
     "ContentFilterError",
     "ContentUnsupportedError",
     "ContextWindowExceededError",
@@ -530,6 +532,22 @@ class ClientLoopError(PolythinkError, RuntimeError):
     ``complete`` and ``stream`` before anything is sent; create the client inside the loop
     that uses it (or close it and ``start()`` it again there). A ``RuntimeError`` too.
     """
+
+
+class ConfigFileNotFoundError(InvalidInputError, FileNotFoundError):
+    """No file at the path given for a TOML configuration (:meth:`polythink.Client.from_toml`,
+    ``polythink serve --config``).
+
+    An :class:`InvalidInputError` (so a ``ValueError``) and a ``FileNotFoundError`` as
+    ``open`` raises it: ``errno`` is ``ENOENT`` and ``filename`` the path; the message names
+    the path.
+    """
+
+    def __init__(self, message: str, filename: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENOENT
+        self.strerror = "No such file or directory"
+        self.filename = filename
 
 
 class MiddlewareError(PolythinkError, TypeError):

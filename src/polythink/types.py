@@ -1901,8 +1901,9 @@ class ResponseFormat(Generic[_OutputT]):
 
     Raises:
         ValueError: for any other value, a bad ``name``, a schema that is not a JSON object
-            (or not JSON), a description or schema string holding a lone surrogate, or a
-            non-bool ``strict``; the message lists what is accepted.
+            (or not JSON), a description or schema string holding a lone surrogate, a local
+            ``$ref`` (``#/$defs/X``) that names nothing in the schema, or a non-bool
+            ``strict``; the message lists what is accepted.
     """
 
     kind: Literal["json_schema", "json_object"]
@@ -1960,6 +1961,8 @@ class ResponseFormat(Generic[_OutputT]):
                 f"'anyOf', '$ref', 'enum' or 'const'); got {dict(schema)!r}. Accepted: "
                 f"{_ACCEPTED_FORMATS}"
             )
+        if schema is not None:
+            _check_refs(schema, schema, "")
         resolved = name or _format_name(default_name) or "response"
         try:
             key = json.dumps(
@@ -1999,6 +2002,52 @@ class ResponseFormat(Generic[_OutputT]):
         if isinstance(value, Mapping) and value.get("type") == "text" and len(value) == 1:
             return None
         return cls(value)
+
+
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+"""Keywords whose value is data, not a schema: a ``$ref`` key in it is not a reference."""
+
+
+def _check_refs(node: Any, root: Mapping[str, Any], path: str) -> None:
+    """Refuse a local ``$ref`` (``#``, ``#/$defs/X``) in ``node`` that does not resolve
+    within ``root``: the answer could never be validated, and the call would be paid first.
+    One walk of the schema, when the :class:`ResponseFormat` is built."""
+    if isinstance(node, Mapping):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#") and not _points(root, ref):
+            raise InvalidInputError(
+                f"response_format schema{path or ' root'} has $ref {ref!r}, which does not "
+                "resolve within the schema: a local $ref is a JSON pointer to a part of it "
+                "('#/$defs/Name' with that name under '$defs', or '#' for the root)"
+            )
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS:
+                _check_refs(value, root, f"{path}.{key}" if path else f" at {key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_refs(value, root, f"{path}[{i}]")
+
+
+def _points(root: Mapping[str, Any], ref: str) -> bool:
+    """Whether the JSON pointer in the fragment ``ref`` (RFC 6901, percent-decoded as a URI
+    fragment) names a part of ``root``."""
+    from urllib.parse import unquote
+
+    pointer = unquote(ref[1:])
+    if not pointer:
+        return True
+    if not pointer.startswith("/"):
+        return False  # a plain-name fragment needs an $anchor; polythink resolves none
+    node: Any = root
+    for token in pointer[1:].split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return True
 
 
 @functools.lru_cache(maxsize=256)

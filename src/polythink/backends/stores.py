@@ -8,6 +8,7 @@ or an object of the user's) and :func:`cache_backend` wraps a synchronous store 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -23,6 +24,8 @@ _NOT_PATHS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0",
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+"""A URL's scheme (two characters at least: ``C:`` starts a Windows path)."""
 
 
 def check_redis_url(url: str, option: str) -> None:
@@ -84,13 +87,15 @@ def cache_store(option: Any) -> CacheStore | CacheBackend | None:
     A ``redis://``, ``rediss://`` or ``unix://`` URL: a
     :class:`~polythink.backends.redis.RedisCache` on that server (extra
     ``polythink[redis]``), shared by every process naming it. Another ``str`` or path: a
-    :class:`DiskStore` there. Anything with callable ``get``, ``set`` and ``delete`` (see
-    :class:`CacheStore`), or async ``load`` and ``save`` (see
-    :class:`~polythink.backends.base.CacheBackend`): used as is.
+    :class:`DiskStore` there, except a ``str`` that starts with another URL scheme
+    (``memcached://``, ``redis:/`` missing a slash), which is refused. Anything with
+    callable ``get``, ``set`` and ``delete`` (see :class:`CacheStore`), or async ``load``
+    and ``save`` (see :class:`~polythink.backends.base.CacheBackend`): used as is.
 
     Raises:
-        ValueError: for any other value, a Redis URL that cannot work (see
-            :func:`check_redis_url`), or a Redis URL without the ``redis`` package.
+        ValueError: for any other value, a ``str`` with another URL scheme, a Redis URL
+            that cannot work (see :func:`check_redis_url`), or a Redis URL without the
+            ``redis`` package.
     """
     if option is None or option is False:
         return None
@@ -105,6 +110,12 @@ def cache_store(option: Any) -> CacheStore | CacheBackend | None:
         from polythink.backends.redis import RedisCache
 
         return RedisCache(option)
+    if isinstance(option, str) and _SCHEME.match(option):
+        raise InvalidInputError(
+            f"cache={option!r} is a URL, and a cache is a directory path or a Redis URL "
+            "(redis://host:port/db, rediss://... or unix:///path/redis.sock); for a directory "
+            "whose name has a colon, pass a pathlib.Path"
+        )
     if isinstance(option, str) and option.strip().lower() in _NOT_PATHS:
         raise InvalidInputError(
             f"cache={option!r} looks like a flag, not a directory: pass the bool True for the "

@@ -292,11 +292,12 @@ def _resolve_under_budget(args: argparse.Namespace) -> int:
         )
         if state.flex_at is not None:
             steps += f", moves calls to flex from {state.flex_at:.0%}"
-        print(
-            f"budget     {state.budget!r} ({state.scope}): ${state.spent:.6f} of "
-            f"${state.limit:g} a {state.window} spent ({state.fraction:.1%}){steps}; "
-            f"resets {reset}"
+        spent = (
+            f"${state.spent:.6f} of ${state.limit:g} a {state.window} spent ({state.fraction:.1%})"
+            if state.known
+            else f"${state.limit:g} a {state.window}, spent unknown (Redis does not answer)"
         )
+        print(f"budget     {state.budget!r} ({state.scope}): {spent}{steps}; resets {reset}")
     worst = "unpriced" if found.worst_case is None else f"${found.worst_case:.6f}"
     print(f"worst case {worst} ({'fits' if found.fits else 'does not fit'})")
     for reason in found.reasons:

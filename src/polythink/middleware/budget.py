@@ -874,11 +874,12 @@ class BudgetMiddleware:
                 rule.budget.label,
                 rule.scope,
                 rule.budget.per,
-                _limit(rule.line, tally) / NANO,
+                (_limit(rule.line, tally) if tally.known else rule.line.limit) / NANO,
                 tally.spent / NANO,
                 float(tally.end),
                 rule.budget.step_down_at,
                 rule.budget.flex_at,
+                tally.known,
             )
             for rule, tally in zip(rules, tallies, strict=True)
         )

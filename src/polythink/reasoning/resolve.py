@@ -193,13 +193,25 @@ def resolve(
         a :class:`~polythink.types.Resolution` with the applied tier and the body fragment.
 
     Raises:
-        ValueError: for an unknown effort string, policy or provider id, or an empty model
-            id.
+        ValueError: for an unknown effort string, policy or provider id, an empty model
+            id, a ``max_tokens`` that is not a positive ``int``, or a ``capability`` that is
+            not a :class:`~polythink.reasoning.capability.Capability`.
         ThinkingUnsupportedError: phases 2, 4 and 5 (under ``error``) above.
     """
     check_model_id(model)
     if base_model is not None:
         check_model_id(base_model)
+    if max_tokens is not None and (type(max_tokens) is not int or max_tokens <= 0):
+        raise InvalidInputError(f"max_tokens must be a positive int (tokens); got {max_tokens!r}")
+    if (
+        capability is not None
+        and capability is not _UNSET
+        and not isinstance(capability, Capability)
+    ):
+        raise InvalidInputError(
+            "capability must be a polythink.Capability (or None for an unregistered model); "
+            f"got {type(capability).__name__} {capability!r}"
+        )
     requested = Effort.parse(effort)
     if policy not in POLICIES:
         raise InvalidInputError(

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polythink.config import Source, options_from_toml, read_toml, sources_from_toml
+from polythink.config import Source, options_from_toml, read_toml, sources_from_toml, toml_tables
 from polythink.errors import InvalidInputError
 from polythink.providers import PROVIDERS
 from polythink.serve.tenancy import Tenant, tenants_from_toml
@@ -194,13 +194,9 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
 
 
 def _routes(tables: Any, where: str) -> tuple[RouteConfig, ...]:
-    if tables is None:
-        return ()
-    if not isinstance(tables, list):
-        raise InvalidInputError(f"{where}: routes are [[route]] tables; got {tables!r}")
     routes: list[RouteConfig] = []
     taken: dict[str, int] = {}
-    for i, table in enumerate(tables):
+    for i, table in enumerate(toml_tables(tables, "route", where)):
         at = f"{where} [[route]] #{i}"
         unknown = sorted(set(table) - {"name", "aliases", "sources"})
         if unknown:
@@ -246,5 +242,7 @@ def load_config(path: str | Path | None) -> GatewayConfig:
         routes=_routes(data.get("route"), str(path)),
         client_options=options_from_toml(path),
         settings=_settings(data.get("serve"), f"{path} [serve]"),
-        tenants=tenants_from_toml(data.get("tenant"), str(path)),
+        tenants=tenants_from_toml(
+            toml_tables(data.get("tenant"), "tenant", str(path)) or None, str(path)
+        ),
     )

@@ -146,11 +146,38 @@ def dumps(body: Any) -> bytes:
         return text.encode()
     except UnicodeEncodeError as exc:
         found = text[exc.start : exc.end]
+        where = _surrogate_at(body) or "the request body"
         raise InvalidInputError(
-            f"the request body holds a lone surrogate U+{ord(found[0]):04X} near "
+            f"{where} holds a lone surrogate U+{ord(found[0]):04X} near "
             f"{text[max(exc.start - 40, 0) : exc.start]!r}: text must be valid Unicode "
-            "(UTF-8 encodable); look in extra_body and the tools' descriptions and schemas"
+            "(UTF-8 encodable); it usually comes from bytes decoded with "
+            "errors='surrogateescape' or a cut UTF-16 pair"
         ) from None
+
+
+def _surrogate_at(value: Any, path: str = "") -> str | None:
+    """The path in a request body (``stop[0]``, ``messages[1].content``) of the first
+    string holding a lone surrogate, key or value; ``None`` if there is none. Run only
+    when encoding failed, so the walk costs nothing on a good body."""
+    if isinstance(value, str):
+        return path or "the request body" if _LONE.search(value) else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            at = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and _LONE.search(key):
+                return f"the key {at!r}"
+            found = _surrogate_at(item, at)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _surrogate_at(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+_LONE = re.compile("[\ud800-\udfff]")
 
 
 def path_segment(value: str, what: str, refused: str = "", why: str = "") -> str:
