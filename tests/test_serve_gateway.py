@@ -185,6 +185,10 @@ _HI_TURN = [{"role": "user", "content": "hi"}]
             {"messages": [{"role": "system", "content": "\ud800"}]},
             "messages[0]",
         ),
+        # A string or a number where the SDKs send a JSON boolean: never read as true.
+        ("/v1/chat/completions", {"messages": _HI_TURN, "stream": "no"}, "stream"),
+        ("/v1/responses", {"input": "hi", "stream": 1}, "stream"),
+        ("/v1/messages", {"stream": "false"}, "stream"),
     ],
 )
 def test_malformed_input_is_the_doors_400_naming_the_field(

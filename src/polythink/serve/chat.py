@@ -48,6 +48,7 @@ from polythink.serve.translate import (
     BuildRequest,
     build_request,
     envelope_of,
+    flag,
     new_id,
     parse_effort,
     restored,
@@ -301,7 +302,7 @@ class ChatDoor(OpenAIDoor):
             tools=tools or None,
             tool_choice=choice,
             response_format=body.get("response_format"),
-            stream=bool(body.get("stream")),
+            stream=flag(body, "stream"),
         )
         return Call(
             request=request,

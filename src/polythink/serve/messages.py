@@ -55,6 +55,7 @@ from polythink.serve.translate import (
     BuildRequest,
     build_request,
     envelope_of,
+    flag,
     new_id,
     parse_effort,
     restored,
@@ -425,7 +426,7 @@ class MessagesDoor:
             stop=stop if stop else None,
             tools=tools or None,
             tool_choice=_tool_choice(body.get("tool_choice"), tools, notes, only_native),
-            stream=bool(body.get("stream")) and not counting,
+            stream=flag(body, "stream") and not counting,
             prompt_cache=prompt_cache,
             response_format=(
                 fmt.get("schema")

@@ -49,6 +49,7 @@ from polythink.serve.translate import (
     BuildRequest,
     build_request,
     envelope_of,
+    flag,
     new_id,
     parse_effort,
     restored,
@@ -333,7 +334,7 @@ class ResponsesDoor(OpenAIDoor):
             prompt_cache=PromptCache(key=cache_key[:64])
             if isinstance(cache_key, str) and cache_key
             else None,
-            stream=bool(body.get("stream")),
+            stream=flag(body, "stream"),
         )
         return Call(
             request=request,

@@ -21,6 +21,7 @@ __all__ = [
     "body_key",
     "build_request",
     "envelope_of",
+    "flag",
     "new_id",
     "parse_effort",
     "restored",
@@ -39,6 +40,25 @@ def new_id(prefix: str) -> str:
 def body_key(raw: bytes) -> str:
     """The digest of a request body that keys its cache entries (:attr:`NativeBody.key`)."""
     return hashlib.sha256(raw).hexdigest()
+
+
+def flag(body: Mapping[str, Any], name: str) -> bool:
+    """A boolean field of a request body (``stream``): ``true`` or ``false``, absent or
+    ``null`` read as ``false``. The official SDKs send JSON booleans; a string such as
+    ``"no"`` would read as true in Python, so it is refused rather than guessed.
+
+    Raises:
+        DoorError: naming the field and what it holds.
+    """
+    value = body.get(name)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise DoorError(
+            f"{name}: must be true or false; got {type(value).__name__} {value!r}"[:200],
+            param=name,
+        )
+    return value
 
 
 def parse_effort(value: Any, param: str) -> Effort:
