@@ -244,3 +244,16 @@ async def test_a_schema_with_a_ref_to_nothing_is_refused_before_the_call_is_paid
         {"type": "object", "default": {"$ref": "#/nowhere"}},
     ):
         assert ResponseFormat(good).schema == good
+
+
+@pytest.mark.anyio
+async def test_two_tools_of_one_name_are_refused_before_sending() -> None:
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    with Simulator() as sim:
+        source = Source(
+            "anthropic", "claude-haiku-4-5", api_key=KEY, base_url=sim.base_url("anthropic")
+        )
+        async with Client([source]) as client:
+            with pytest.raises(InvalidInputError, match=r"tools\[1\] is named 'lookup'"):
+                await client.complete(PROMPT, tools=[tool, dict(tool)])
+        assert sim.stats.requests == 0

@@ -324,7 +324,8 @@ def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool
     place or not, is converted and checked again. At most 64 lists are remembered.
 
     Raises:
-        ValueError: when ``tools`` is not a list of tools, or a tool is malformed.
+        InvalidInputError: when ``tools`` is not a list of tools, a tool is malformed, or two
+            share a name.
     """
     if tools is None:
         return ()
@@ -343,11 +344,29 @@ def coerce_tools(tools: Sequence[Tool | Mapping[str, Any]] | None) -> tuple[Tool
     if any(not isinstance(t, Tool | Mapping) for t in listed):
         raise InvalidInputError("each tool must be a Tool or a dict with a function 'name'")
     if key is None:
-        return tuple(Tool.coerce(t) for t in listed)
+        return _unique(tuple(Tool.coerce(t) for t in listed))
     given = [_copied_tool(t) for t in listed]
-    converted = tuple(Tool.coerce(t) for t in given)
+    converted = _unique(tuple(Tool.coerce(t) for t in given))
     _tool_lists.put(key, given, converted)
     return converted
+
+
+def _unique(tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
+    """``tools``, each name once: a model calls a tool by its name, and the providers refuse
+    a list that repeats one (Anthropic: "Tool names must be unique").
+
+    Raises:
+        InvalidInputError: naming the second tool with a name already taken.
+    """
+    seen: set[str] = set()
+    for index, tool in enumerate(tools):
+        if tool.name in seen:
+            raise InvalidInputError(
+                f"tools[{index}] is named {tool.name!r}, as an earlier tool is: each tool needs "
+                "a name of its own (a model calls a tool by its name)"
+            )
+        seen.add(tool.name)
+    return tools
 
 
 def tools_memo(tools: tuple[Tool, ...], name: str, derive: Callable[[tuple[Tool, ...]], _T]) -> _T:
