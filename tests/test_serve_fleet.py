@@ -188,6 +188,27 @@ def _workers(stack: Stack, **labels: str) -> set[str]:
     return found
 
 
+def _spread(stack: Stack, tenant: str) -> set[str]:
+    """The workers that answered ``tenant``, once at least two did: the kernel hands each new
+    connection to whichever worker it wakes, and a busy machine may wake the same one for a
+    whole burst, so a few more calls go out (8 at a time, at most 10 times) until a second
+    worker has answered. Its answers (a refusal, as the tenant's limit or budget is spent by
+    then) come from the fleet's shared state, not from anything that worker counted."""
+    seen = _workers(stack, polythink_tenant=tenant)
+
+    async def more() -> None:
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(functools.partial(_chat, stack, tenant, prompt=f"spread {i}"))
+
+    for _ in range(10):
+        if len(seen) >= 2:
+            break
+        anyio.run(more)
+        seen = _workers(stack, polythink_tenant=tenant)
+    return seen
+
+
 def test_a_tenant_never_reads_the_cache_entries_of_another(stack: Stack) -> None:
     prompt = "What is the capital of Portugal? (cache check)"
 
@@ -236,7 +257,7 @@ def test_each_tenant_is_held_to_its_own_limits_and_budget_across_the_workers(
             assert answer.json()["error"]["code"] == "rate_limit_exceeded"
         else:
             assert answer.headers["x-polythink-applied-effort"] == "high"
-    assert len(_workers(stack, polythink_tenant="globex", http_response_status_code="200")) >= 2
+    assert len(_spread(stack, "globex")) >= 2
 
     async def spend() -> list[httpx.Response]:
         spent = []
@@ -258,7 +279,7 @@ def test_each_tenant_is_held_to_its_own_limits_and_budget_across_the_workers(
     assert applied[0] == "high"
     assert {"medium", "low"} <= set(applied), applied  # stepped down before it ran out
     assert sum(float(a.headers["x-polythink-cost-usd"]) for a in spent[:-1]) <= 0.08
-    assert len(_workers(stack, polythink_tenant="acme", http_response_status_code="200")) >= 2
+    assert len(_spread(stack, "acme")) >= 2
     # globex is not stepped down by acme's spending, and acme's calls were not globex's.
     later = anyio.run(_chat, stack, "globex")
     assert later.status_code in (200, 429)
