@@ -38,26 +38,34 @@ async def test_out_of_connections_is_a_wait_then_a_busy_process_never_an_outage(
     redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     # BLPOP holds the one connection, silent for its whole timeout: a long socket timeout.
-    cache = RedisCache(redis_server.url, max_connections=1, pool_timeout=0.3, socket_timeout=5)
+    cache = RedisCache(redis_server.url, max_connections=1, pool_timeout=0.6, socket_timeout=5)
     link = cache.link
+
+    async def blocked() -> None:
+        # Until Redis holds the BLPOP: only then is the one connection surely taken (a busy
+        # machine may start the task later than any fixed pause).
+        with anyio.fail_after(30):
+            while info(redis_server, "clients", "blocked_clients") < 1:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+
     try:
         # One connection: the second operation waits its turn, and both are answered.
         async with anyio.create_task_group() as group:
             group.start_soon(link.run, lambda c: c.blpop(["polythink:test:none"], timeout=0.1))
-            await anyio.sleep(0.02)
+            await anyio.sleep(0.02)  # either order answers both
             assert await link.run(lambda c: c.ping()) is True
         # Held past the pool's wait: that operation goes on without Redis, which is not down.
         with caplog.at_level(logging.WARNING, logger="polythink.redis"):
             async with anyio.create_task_group() as group:
-                group.start_soon(link.run, lambda c: c.blpop(["polythink:test:none"], timeout=1))
-                await anyio.sleep(0.02)
+                group.start_soon(link.run, lambda c: c.blpop(["polythink:test:none"], timeout=2))
+                await blocked()
                 with pytest.raises(Unavailable):
                     await link.run(lambda c: c.ping())
         assert not link.down
         assert link.outages == 0
         assert await link.run(lambda c: c.ping()) is True
         (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-        assert "answers, but all 1 connections stayed busy for 0.3 s" in warning
+        assert "answers, but all 1 connections stayed busy for 0.6 s" in warning
         assert "does not answer" not in warning
     finally:
         await cache.aclose()
